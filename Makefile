@@ -1,0 +1,60 @@
+# modelship: see README.md. Tools are built from hack/tools/* into bin/ (ignored by git); the
+# control plane binaries into a cache outside the checkout (hack/controlplane.sh).
+SHELL := /usr/bin/env bash -o pipefail
+BIN := $(CURDIR)/bin
+CONTROLLER_GEN := $(BIN)/controller-gen
+GOLANGCI_LINT := $(BIN)/golangci-lint
+GO_TEST_FLAGS ?=
+
+.PHONY: all
+all: build
+
+$(CONTROLLER_GEN): hack/tools/gen/go.mod
+	cd hack/tools/gen && go build -o $@ sigs.k8s.io/controller-tools/cmd/controller-gen
+
+$(GOLANGCI_LINT): hack/tools/lint/go.mod
+	cd hack/tools/lint && go build -o $@ github.com/golangci/golangci-lint/v2/cmd/golangci-lint
+
+.PHONY: generate
+generate: $(CONTROLLER_GEN) ## Deepcopy functions.
+	$(CONTROLLER_GEN) object paths=./api/...
+
+.PHONY: manifests
+manifests: $(CONTROLLER_GEN) ## CRDs and RBAC, into config/ and the Helm chart.
+	$(CONTROLLER_GEN) crd:generateEmbeddedObjectMeta=true rbac:roleName=modelship-manager \
+		paths=./api/... paths=./internal/controller/... \
+		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
+	mkdir -p charts/modelship/crds
+	cp config/crd/bases/*.yaml charts/modelship/crds/
+	hack/chart-rbac.sh config/rbac/role.yaml > charts/modelship/templates/clusterrole.yaml
+
+.PHONY: verify
+verify: generate manifests ## Fails when generated files or formatting are stale.
+	@git diff --exit-code -- api config charts || { echo "generated files are stale: run 'make generate manifests' and commit"; exit 1; }
+	@test -z "$$(git status --porcelain -- api config charts)" || { git status --porcelain -- api config charts; echo "untracked generated files"; exit 1; }
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
+
+.PHONY: fmt
+fmt:
+	gofmt -w $$(git ls-files '*.go')
+
+.PHONY: lint
+lint: $(GOLANGCI_LINT)
+	$(GOLANGCI_LINT) run ./...
+
+.PHONY: build
+build: ## The controller, the plugin and the fleet simulator, into bin/.
+	go build -o $(BIN)/ ./cmd/...
+
+.PHONY: envtest-assets
+envtest-assets: ## etcd and kube-apiserver for envtest, built once into the cache.
+	hack/controlplane.sh assets
+
+.PHONY: controlplane
+controlplane: ## The whole local control plane (plus controller-manager, scheduler, kwok).
+	hack/controlplane.sh all
+
+.PHONY: test
+test: ## Unit and envtest integration tests against a real kube-apiserver and etcd.
+	@assets=$$(hack/controlplane.sh assets | tail -n1) && \
+	KUBEBUILDER_ASSETS=$$assets go test $(GO_TEST_FLAGS) ./...

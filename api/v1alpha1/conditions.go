@@ -1,0 +1,79 @@
+package v1alpha1
+
+// Condition types. Ready, Reconciling and Stalled follow kstatus so that kubectl wait, Flux and
+// Argo CD read a ModelServer's health without a plug-in.
+const (
+	// ConditionReady is True when the spec's revision serves all traffic and is available.
+	ConditionReady = "Ready"
+	// ConditionReconciling is True while work is in progress (a rollout, replicas coming up).
+	ConditionReconciling = "Reconciling"
+	// ConditionStalled is True when retrying will not help (the revision was rolled back, the
+	// template cannot run) until the spec changes.
+	ConditionStalled = "Stalled"
+	// ConditionProgressing is True while a rollout moves forward; False when it is held.
+	ConditionProgressing = "Progressing"
+	// ConditionDegraded is True when the serving revision has fewer available replicas than asked.
+	ConditionDegraded = "Degraded"
+	// ConditionMetricsAvailable is False when Prometheus could not give a verdict or a proposal.
+	ConditionMetricsAvailable = "MetricsAvailable"
+	// ConditionRouteAccepted mirrors the HTTPRoute's Accepted condition from its Gateways;
+	// Unknown while no Gateway controller has answered.
+	ConditionRouteAccepted = "RouteAccepted"
+	// ConditionScalingLimited is True when the desired count is clamped (bounds, GPU quota or
+	// capacity) or a conflicting autoscaler targets the Deployments.
+	ConditionScalingLimited = "ScalingLimited"
+)
+
+// Condition reasons (UpperCamelCase, one place).
+const (
+	ReasonAvailable            = "Available"
+	ReasonDeploymentsNotReady  = "DeploymentsNotReady"
+	ReasonRolloutInProgress    = "RolloutInProgress"
+	ReasonWarmingUp            = "WarmingUp"
+	ReasonAnalyzing            = "Analyzing"
+	ReasonInconclusive         = "Inconclusive"
+	ReasonPaused               = "Paused"
+	ReasonAwaitingPromotion    = "AwaitingPromotion"
+	ReasonPromoted             = "Promoted"
+	ReasonRolledBack           = "RolledBack"
+	ReasonAborted              = "Aborted"
+	ReasonProgressDeadline     = "ProgressDeadlineExceeded"
+	ReasonInvalidSpec          = "InvalidSpec"
+	ReasonMetricsOK            = "MetricsOK"
+	ReasonMetricsUnavailable   = "MetricsUnavailable"
+	ReasonNoGatewayAnswer      = "NoGatewayAnswer"
+	ReasonAccepted             = "Accepted"
+	ReasonNotAccepted          = "NotAccepted"
+	ReasonWithinBounds         = "WithinBounds"
+	ReasonGPUCapacityLimited   = "GPUCapacityLimited"
+	ReasonGPUQuotaLimited      = "GPUQuotaLimited"
+	ReasonBoundsLimited        = "BoundsLimited"
+	ReasonConflictingAutoscale = "ConflictingAutoscaler"
+	ReasonApplyFailed          = "ApplyFailed"
+	ReasonReconciled           = "Reconciled"
+)
+
+// Labels and annotations on the objects modelship makes.
+const (
+	// LabelModelServer names the ModelServer on its Deployments, Services and pods.
+	LabelModelServer = "serving.modelship.dev/modelserver"
+	// LabelColor is blue or green.
+	LabelColor = "serving.modelship.dev/color"
+	// LabelRevision is the template hash a pod runs.
+	LabelRevision = "serving.modelship.dev/revision"
+	// FieldOwner is the server-side apply field manager of the controller.
+	FieldOwner = "modelship"
+)
+
+// Operation annotations: what an SRE or a pipeline asks of a rollout with plain kubectl
+// (`kubectl annotate ms NAME serving.modelship.dev/promote=<revision>`). Each names the
+// revision it is meant for, so a stale request never acts on a newer rollout.
+const (
+	// AnnotationPromote advances the rollout named by the value to its next step.
+	AnnotationPromote = "serving.modelship.dev/promote"
+	// AnnotationPromoteFull skips the remaining steps of the rollout named by the value.
+	AnnotationPromoteFull = "serving.modelship.dev/promote-full"
+	// AnnotationAbort sends all traffic back to stable for the rollout named by the value,
+	// keeping the candidate for inspection.
+	AnnotationAbort = "serving.modelship.dev/abort"
+)

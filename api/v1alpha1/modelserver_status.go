@@ -1,0 +1,298 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Phase is a ModelServer's state, for people. Machines read the conditions.
+// +kubebuilder:validation:Enum=Pending;Progressing;Paused;AwaitingPromotion;Healthy;RolledBack;Degraded
+type Phase string
+
+const (
+	// PhasePending: the first revision is coming up; nothing serves yet.
+	PhasePending Phase = "Pending"
+	// PhaseProgressing: a candidate revision is being warmed or receives a growing share of traffic.
+	PhaseProgressing Phase = "Progressing"
+	// PhasePaused: a rollout is frozen by spec.paused.
+	PhasePaused Phase = "Paused"
+	// PhaseAwaitingPromotion: the rollout holds before its last step for a human (autoPromote false).
+	PhaseAwaitingPromotion Phase = "AwaitingPromotion"
+	// PhaseHealthy: the spec's revision serves all traffic and is available.
+	PhaseHealthy Phase = "Healthy"
+	// PhaseRolledBack: the spec's revision failed and the stable revision serves all traffic.
+	// It stays so until the spec changes.
+	PhaseRolledBack Phase = "RolledBack"
+	// PhaseDegraded: the serving revision has no available replicas.
+	PhaseDegraded Phase = "Degraded"
+)
+
+// Color is one of the two Deployments of a ModelServer.
+// +kubebuilder:validation:Enum=blue;green
+type Color string
+
+const (
+	// Blue is the first color a ModelServer serves from.
+	Blue Color = "blue"
+	// Green is the other color.
+	Green Color = "green"
+)
+
+// Other returns the other color.
+func (c Color) Other() Color {
+	if c == Green {
+		return Blue
+	}
+	return Green
+}
+
+// Verdict is the outcome of one analysis measurement.
+// +kubebuilder:validation:Enum=Pass;Fail;Inconclusive
+type Verdict string
+
+const (
+	// VerdictPass: the candidate is within the bound.
+	VerdictPass Verdict = "Pass"
+	// VerdictFail: the candidate is outside the bound.
+	VerdictFail Verdict = "Fail"
+	// VerdictInconclusive: no verdict is possible (Prometheus unreachable, no data, NaN, too
+	// few samples). It never promotes and never rolls back.
+	VerdictInconclusive Verdict = "Inconclusive"
+)
+
+// Outcome is how a revision's rollout ended.
+// +kubebuilder:validation:Enum=Promoted;RolledBack;Aborted;Superseded
+type Outcome string
+
+const (
+	// OutcomePromoted: the revision became stable.
+	OutcomePromoted Outcome = "Promoted"
+	// OutcomeRolledBack: analysis or a deadline rolled the revision back.
+	OutcomeRolledBack Outcome = "RolledBack"
+	// OutcomeAborted: a person aborted the rollout.
+	OutcomeAborted Outcome = "Aborted"
+	// OutcomeSuperseded: a newer template replaced the revision during its rollout.
+	OutcomeSuperseded Outcome = "Superseded"
+)
+
+// ModelServerStatus is what modelship observes and decides.
+type ModelServerStatus struct {
+	// ObservedGeneration is the generation of the spec that the last successful pass acted on.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Phase summarises the state for people; see the Phase values.
+	// +optional
+	Phase Phase `json:"phase,omitempty"`
+
+	// Revision is the revision (template hash) the spec asks for.
+	// +optional
+	Revision string `json:"revision,omitempty"`
+
+	// Stable is the color that serves the stable revision.
+	// +optional
+	Stable *ColorStatus `json:"stable,omitempty"`
+
+	// Candidate is the color that runs the revision being rolled out, if any (kept after a
+	// rollback or abort, at zero replicas, to show what was rejected).
+	// +optional
+	Candidate *ColorStatus `json:"candidate,omitempty"`
+
+	// Weights are the route's current traffic split in percent.
+	// +optional
+	Weights Weights `json:"weights,omitempty,omitzero"`
+
+	// Step is the 1-based index of the current rollout step in spec.rollout.steps; 0 before the
+	// first step (candidate warming) and when no rollout is in progress.
+	// +optional
+	Step int32 `json:"step,omitempty"`
+
+	// StepStartedAt is when the current step (or the warm-up) began.
+	// +optional
+	StepStartedAt *metav1.Time `json:"stepStartedAt,omitempty"`
+
+	// InconclusiveSince is when the rollout started holding on inconclusive analysis.
+	// +optional
+	InconclusiveSince *metav1.Time `json:"inconclusiveSince,omitempty"`
+
+	// Failures is the number of failed measurements in the current rollout.
+	// +optional
+	Failures int32 `json:"failures,omitempty"`
+
+	// Analysis is the last measurement of each analysis metric.
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Analysis []MetricResult `json:"analysis,omitempty"`
+
+	// LastMeasuredAt is when analysis last ran.
+	// +optional
+	LastMeasuredAt *metav1.Time `json:"lastMeasuredAt,omitempty"`
+
+	// RolledBackRevision is the revision that was last rolled back or aborted. While the spec
+	// still asks for it, modelship does not retry it.
+	// +optional
+	RolledBackRevision string `json:"rolledBackRevision,omitempty"`
+
+	// ScaleDownAt is when the previous stable color, kept warm after a promotion for an
+	// instant rollback, scales to zero.
+	// +optional
+	ScaleDownAt *metav1.Time `json:"scaleDownAt,omitempty"`
+
+	// Replicas is the total number of model server pods across both colors (/scale).
+	// +optional
+	Replicas int32 `json:"replicas,omitempty"`
+
+	// ReadyReplicas is the total number of Ready pods across both colors.
+	// +optional
+	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
+
+	// Selector selects all the ModelServer's pods, for the /scale subresource.
+	// +optional
+	Selector string `json:"selector,omitempty"`
+
+	// Autoscaling is the autoscaler's last decision.
+	// +optional
+	Autoscaling *AutoscalingStatus `json:"autoscaling,omitempty"`
+
+	// History holds the last 10 revisions that left a rollout, newest first.
+	// +kubebuilder:validation:MaxItems=10
+	// +listType=atomic
+	// +optional
+	History []RevisionRecord `json:"history,omitempty"`
+
+	// Conditions follow kstatus (Ready, Reconciling, Stalled) plus Progressing, Degraded,
+	// MetricsAvailable, RouteAccepted and ScalingLimited.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// ColorStatus describes one color's Deployment.
+type ColorStatus struct {
+	// Color of the Deployment.
+	Color Color `json:"color"`
+	// Revision running on it.
+	Revision string `json:"revision"`
+	// Image of its first container, for people.
+	// +optional
+	Image string `json:"image,omitempty"`
+	// Replicas the Deployment is asked for.
+	// +optional
+	Replicas int32 `json:"replicas"`
+	// ReadyReplicas the Deployment reports.
+	// +optional
+	ReadyReplicas int32 `json:"readyReplicas"`
+	// Warm is true once the candidate's pods passed the warm-up check.
+	// +optional
+	Warm bool `json:"warm,omitempty"`
+}
+
+// Weights is the traffic split in percent; the two add up to 100.
+type Weights struct {
+	// Stable is the stable color's weight.
+	Stable int32 `json:"stable"`
+	// Candidate is the candidate color's weight.
+	Candidate int32 `json:"candidate"`
+}
+
+// MetricResult is one analysis measurement.
+type MetricResult struct {
+	// Name of the metric.
+	Name string `json:"name"`
+	// Candidate is the candidate's value, if any.
+	// +optional
+	Candidate string `json:"candidate,omitempty"`
+	// Stable is the stable color's value, for a relative bound.
+	// +optional
+	Stable string `json:"stable,omitempty"`
+	// Bound is the limit the candidate was held to, e.g. "<= 0.35 (1.2x stable)".
+	// +optional
+	Bound string `json:"bound,omitempty"`
+	// Verdict of the measurement.
+	Verdict Verdict `json:"verdict"`
+	// Message says why, for Fail and Inconclusive.
+	// +optional
+	Message string `json:"message,omitempty"`
+	// At is when it was measured.
+	At metav1.Time `json:"at"`
+}
+
+// AutoscalingStatus is the autoscaler's last decision.
+type AutoscalingStatus struct {
+	// DesiredReplicas is the total the autoscaler wants across both colors.
+	DesiredReplicas int32 `json:"desiredReplicas"`
+	// Proposals are each metric's value and proposed count.
+	// +listType=atomic
+	// +optional
+	Proposals []Proposal `json:"proposals,omitempty"`
+	// Recommendations are recent unstabilized recommendations, kept for the stabilization
+	// windows so that a controller restart does not forget them.
+	// +kubebuilder:validation:MaxItems=100
+	// +listType=atomic
+	// +optional
+	Recommendations []Recommendation `json:"recommendations,omitempty"`
+	// Events are recent scaling changes, kept for the rate limits.
+	// +kubebuilder:validation:MaxItems=100
+	// +listType=atomic
+	// +optional
+	Events []ScaleEvent `json:"events,omitempty"`
+	// LastScaleTime is when the count last changed.
+	// +optional
+	LastScaleTime *metav1.Time `json:"lastScaleTime,omitempty"`
+	// LastScaleReason says why, e.g. "3 -> 5: gpuUtilization 91 > target 70".
+	// +optional
+	LastScaleReason string `json:"lastScaleReason,omitempty"`
+}
+
+// Proposal is one metric's proposed replica count.
+type Proposal struct {
+	// Metric names the signal, e.g. gpuUtilization.
+	Metric string `json:"metric"`
+	// Value observed, empty when no data.
+	// +optional
+	Value string `json:"value,omitempty"`
+	// Target of the metric.
+	// +optional
+	Target string `json:"target,omitempty"`
+	// Replicas proposed; absent when the metric had no data.
+	// +optional
+	Replicas *int32 `json:"replicas,omitempty"`
+	// Message says why there is no proposal.
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// Recommendation is one unstabilized recommendation.
+type Recommendation struct {
+	// At is when it was made.
+	At metav1.Time `json:"at"`
+	// Replicas recommended.
+	Replicas int32 `json:"replicas"`
+}
+
+// ScaleEvent is one change of the replica count.
+type ScaleEvent struct {
+	// At is when the count changed.
+	At metav1.Time `json:"at"`
+	// From is the count before.
+	From int32 `json:"from"`
+	// To is the count after.
+	To int32 `json:"to"`
+}
+
+// RevisionRecord is one revision's rollout outcome.
+type RevisionRecord struct {
+	// Revision (template hash).
+	Revision string `json:"revision"`
+	// Image of its first container.
+	// +optional
+	Image string `json:"image,omitempty"`
+	// Outcome of its rollout.
+	Outcome Outcome `json:"outcome"`
+	// Reason, e.g. the failed metric with value and bound.
+	// +optional
+	Reason string `json:"reason,omitempty"`
+	// At is when the outcome happened.
+	At metav1.Time `json:"at"`
+}

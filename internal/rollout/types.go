@@ -1,0 +1,103 @@
+// Package rollout is the blue/green progressive delivery state machine of modelship. It is pure:
+// Next takes the spec, the last status, what the controller observed and the clock, and returns
+// the next status, what each color's Deployment should run, the route weights, events and when
+// to look again. No I/O, no goroutines, no package-level clock.
+package rollout
+
+import (
+	"time"
+
+	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
+)
+
+// ColorObservation is what the controller saw of one color's Deployment.
+type ColorObservation struct {
+	// Exists is false when the Deployment has not been created yet.
+	Exists bool
+	// Revision is the revision label of the Deployment's template.
+	Revision string
+	// Image of the first container.
+	Image string
+	// Replicas is the Deployment's spec.replicas.
+	Replicas int32
+	// ReadyReplicas / AvailableReplicas / UpdatedReplicas from the Deployment's status, counted
+	// only when status.observedGeneration matches the Deployment's generation (else zero).
+	ReadyReplicas     int32
+	AvailableReplicas int32
+	UpdatedReplicas   int32
+	// Warm is true when every Ready pod of this color passed the warm-up check (or none is asked).
+	Warm bool
+}
+
+// Operation is a human's request, read from the operation annotations and already matched to
+// the candidate revision (a request naming another revision never reaches Next).
+type Operation string
+
+const (
+	// OpNone: nothing asked.
+	OpNone Operation = ""
+	// OpPromote: go to the next step now, whatever the analysis or step timer says.
+	OpPromote Operation = "Promote"
+	// OpPromoteFull: promote the candidate now, skipping the remaining steps.
+	OpPromoteFull Operation = "PromoteFull"
+	// OpAbort: all traffic back to stable; the candidate is kept (at its replicas, no traffic)
+	// until the scale-down delay, for inspection.
+	OpAbort Operation = "Abort"
+)
+
+// Measurement is one analysis run over all metrics, taken by the controller when MeasureDue said so.
+type Measurement struct {
+	At      time.Time
+	Results []v1alpha1.MetricResult
+}
+
+// Observation is everything Next needs besides the spec, the last status and the clock.
+type Observation struct {
+	// Revision is the hash of spec.template (the revision the spec asks for).
+	Revision string
+	// Image of the spec template's first container.
+	Image string
+	// Colors holds both colors (missing key = Deployment absent).
+	Colors map[v1alpha1.Color]ColorObservation
+	// DesiredReplicas is the total the ModelServer should run: spec.replicas, or the
+	// autoscaler's decision.
+	DesiredReplicas int32
+	// Measurement is set when the controller ran analysis in this pass.
+	Measurement *Measurement
+	// Operation requested by a human for the current candidate.
+	Operation Operation
+}
+
+// ColorPlan is what one color's Deployment should be.
+type ColorPlan struct {
+	// Revision the color should run. When it equals the spec's revision the controller applies
+	// the spec template; otherwise it keeps the Deployment's template and sets only replicas.
+	Revision string
+	// Replicas the Deployment should have.
+	Replicas int32
+}
+
+// Event is a Kubernetes Event to record beside an action.
+type Event struct {
+	// Type is corev1.EventTypeNormal or corev1.EventTypeWarning.
+	Type    string
+	Reason  string
+	Message string
+}
+
+// Decision is the outcome of one pass of the state machine.
+type Decision struct {
+	// Status is the complete next status (phase, stable, candidate, weights, step, analysis,
+	// failures, history, and the conditions Ready, Reconciling, Stalled, Progressing, Degraded).
+	// The controller adds replicas totals, selector, MetricsAvailable, RouteAccepted and
+	// autoscaling before writing it.
+	Status v1alpha1.ModelServerStatus
+	// Plans for each color that should exist.
+	Plans map[v1alpha1.Color]ColorPlan
+	// Weights are the route's backendRef weights per color; they sum to 100.
+	Weights map[v1alpha1.Color]int32
+	// Events to record.
+	Events []Event
+	// RequeueAfter is when to look again (0: only on change).
+	RequeueAfter time.Duration
+}
