@@ -28,7 +28,7 @@ build() {
 	log "building $bin from $pkg ($total packages; a cold kube-apiserver takes ~20 min on 2 cores, later builds reuse Go's cache)"
 	(cd "$mod" && go build -v -ldflags "$ldflags" -o "$DIR/$bin.tmp" "$pkg" 2>&1) |
 		awk -v total="$total" -v bin="$bin" -v start="$start" '
-			/^#|error|cannot|undefined/ { print > "/dev/stderr" }
+			/^#|\.go:[0-9]+:/ { print > "/dev/stderr" }
 			{ n++; pct = int(100 * n / total); if (pct >= last + 5) { last = pct;
 			  printf "[controlplane] %s: %d/%d packages compiled (%d%%), %ds elapsed\n", bin, n, total, pct, systime() - start > "/dev/stderr" } }'
 	[ "${PIPESTATUS[0]}" -eq 0 ] || { log "build of $bin failed"; exit 1; }

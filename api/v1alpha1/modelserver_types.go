@@ -46,8 +46,6 @@ type ModelServerList struct {
 }
 
 // ModelServerSpec is the desired state of a ModelServer.
-//
-// +kubebuilder:validation:XValidation:rule="!has(self.autoscaling) || !has(self.replicas) || (self.replicas >= self.autoscaling.minReplicas && self.replicas <= self.autoscaling.maxReplicas)",message="spec.replicas must lie within spec.autoscaling.minReplicas and spec.autoscaling.maxReplicas when both are set"
 type ModelServerSpec struct {
 	// Template is the pod template of the model server, as in a Deployment: image, args, ports,
 	// resources (nvidia.com/gpu), probes, volumes with model weights, node selection for a GPU
@@ -56,8 +54,8 @@ type ModelServerSpec struct {
 	Template corev1.PodTemplateSpec `json:"template"`
 
 	// Replicas is the number of model server pods when autoscaling is off. It is the target of
-	// the /scale subresource. With autoscaling on, modelship decides the count and this field is
-	// only a starting point. Defaults to 1.
+	// the /scale subresource. With autoscaling on, modelship decides the count (starting from this
+	// one, clamped to the autoscaling bounds). Defaults to 1.
 	// +kubebuilder:default=1
 	// +kubebuilder:validation:Minimum=0
 	// +optional

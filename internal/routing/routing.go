@@ -192,3 +192,21 @@ func AcceptedCondition(route *gatewayv1.HTTPRoute, generation int64) metav1.Cond
 	}
 	return cond
 }
+
+// RemoveBackends deletes ms's backendRefs from every rule of a user-owned route and reports
+// whether the route changed.
+func RemoveBackends(route *gatewayv1.HTTPRoute, ms *v1alpha1.ModelServer) bool {
+	changed := false
+	for i := range route.Spec.Rules {
+		kept := route.Spec.Rules[i].BackendRefs[:0]
+		for _, b := range route.Spec.Rules[i].BackendRefs {
+			if _, ok := isOurs(ms, b.BackendObjectReference); ok {
+				changed = true
+				continue
+			}
+			kept = append(kept, b)
+		}
+		route.Spec.Rules[i].BackendRefs = kept
+	}
+	return changed
+}

@@ -1,0 +1,79 @@
+// Package workload decides the shape of a ModelServer's per-color Deployments and Services.
+package workload
+
+import (
+	"maps"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
+)
+
+// GPUResource is the extended resource NVIDIA's device plugin advertises.
+const GPUResource corev1.ResourceName = "nvidia.com/gpu"
+
+// Deployment is the Deployment of one color running the spec's template at the given replicas.
+// Pods carry the ModelServer, color and revision labels. The rolling update never surges (a
+// surge pod would need GPUs the cluster may not have) and replaces one pod at a time.
+func Deployment(ms *v1alpha1.ModelServer, c v1alpha1.Color, rev string, replicas int32) *appsv1.Deployment {
+	labels := ms.ColorLabels(c)
+	labels[v1alpha1.LabelRevision] = rev
+	tmpl := *ms.Spec.Template.DeepCopy()
+	podLabels := maps.Clone(tmpl.Labels)
+	if podLabels == nil {
+		podLabels = map[string]string{}
+	}
+	maps.Copy(podLabels, labels)
+	tmpl.Labels = podLabels
+	return &appsv1.Deployment{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
+		ObjectMeta: metav1.ObjectMeta{Name: ms.DeploymentName(c), Namespace: ms.Namespace, Labels: labels},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(replicas),
+			Selector: &metav1.LabelSelector{MatchLabels: ms.ColorLabels(c)},
+			Template: tmpl,
+			Strategy: appsv1.DeploymentStrategy{
+				Type: appsv1.RollingUpdateDeploymentStrategyType,
+				RollingUpdate: &appsv1.RollingUpdateDeployment{
+					MaxSurge:       ptr.To(intstr.FromInt32(0)),
+					MaxUnavailable: ptr.To(intstr.FromInt32(1)),
+				},
+			},
+		},
+	}
+}
+
+// Service is the Service of one color: the route's backendRef for that color.
+func Service(ms *v1alpha1.ModelServer, c v1alpha1.Color) *corev1.Service {
+	return &corev1.Service{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: metav1.ObjectMeta{Name: ms.ServiceName(c), Namespace: ms.Namespace, Labels: ms.ColorLabels(c)},
+		Spec: corev1.ServiceSpec{
+			Selector: ms.ColorLabels(c),
+			Ports: []corev1.ServicePort{{
+				Name: "http", Port: ms.Spec.Port, TargetPort: intstr.FromInt32(ms.Spec.Port), Protocol: corev1.ProtocolTCP,
+			}},
+		},
+	}
+}
+
+// GPUsPerReplica is the number of GPUs one pod of the template asks for: the sum over its
+// containers of nvidia.com/gpu limits (or requests when no limit is set).
+func GPUsPerReplica(t *corev1.PodTemplateSpec) int64 {
+	var n int64
+	for _, c := range t.Spec.Containers {
+		q, ok := c.Resources.Limits[GPUResource]
+		if !ok {
+			q, ok = c.Resources.Requests[GPUResource]
+		}
+		if ok {
+			n += q.Value()
+		}
+	}
+	return n
+}
+
