@@ -105,14 +105,20 @@ func Decide(in Input, now time.Time) Output {
 	}
 
 	// 4. Bounds.
+	askFor := func() string {
+		if rec == cur {
+			return fmt.Sprintf("the count is %d", cur)
+		}
+		return fmt.Sprintf("metrics ask for %d replicas", rec)
+	}
 	switch {
 	case desired > s.max || (recorded && rec > s.max):
 		out.Limited, out.LimitedReason = true, v1alpha1.ReasonBoundsLimited
-		out.LimitedMessage = fmt.Sprintf("metrics ask for %d replicas, maxReplicas is %d", max(rec, desired), s.max)
+		out.LimitedMessage = fmt.Sprintf("%s, maxReplicas is %d", askFor(), s.max)
 		desired = min(desired, s.max)
 	case desired < s.min || (recorded && rec < s.min):
 		out.Limited, out.LimitedReason = true, v1alpha1.ReasonBoundsLimited
-		out.LimitedMessage = fmt.Sprintf("metrics ask for %d replicas, minReplicas is %d", min(rec, desired), s.min)
+		out.LimitedMessage = fmt.Sprintf("%s, minReplicas is %d", askFor(), s.min)
 		desired = max(desired, s.min)
 	}
 
