@@ -212,8 +212,8 @@ func TestDecide(t *testing.T) {
 			wantAvailable: true, wantReason: "kvCacheUsage 0.95 > target 0.5",
 		},
 		{
-			name:          "does not scale up again for load that starting pods will absorb",
-			in:            Input{Spec: newSpec(1, 20, withGPU(70)), Current: 4, Ready: 2, Starting: 2, Observations: []Observation{obs(gpu, 100, 2)}},
+			name:          "neither scales up again nor down while starting pods will absorb the Ready pods' excess",
+			in:            Input{Spec: newSpec(1, 20, withGPU(70), noWindow), Current: 4, Ready: 2, Starting: 2, Observations: []Observation{obs(gpu, 100, 2)}},
 			want:          4, // Ready pods need ceil(2 * 100/70) = 3 <= 4
 			wantAvailable: true,
 		},
