@@ -46,6 +46,18 @@ func withKV(target string) specOpt {
 	}
 }
 
+func withCPU(target int32) specOpt {
+	return func(s *v1alpha1.AutoscalingSpec) {
+		s.Metrics = append(s.Metrics, v1alpha1.AutoscalingMetric{Resource: &v1alpha1.ResourceMetric{Name: "cpu", TargetAverageUtilization: target}})
+	}
+}
+
+func withExternal(name string, perReplica int64) specOpt {
+	return func(s *v1alpha1.AutoscalingSpec) {
+		s.Metrics = append(s.Metrics, v1alpha1.AutoscalingMetric{External: &v1alpha1.ExternalMetric{MetricName: name, TargetPerReplica: *resource.NewQuantity(perReplica, resource.DecimalSI)}})
+	}
+}
+
 func withTolerance(q string) specOpt {
 	return func(s *v1alpha1.AutoscalingSpec) { t := resource.MustParse(q); s.Tolerance = &t }
 }
@@ -210,6 +222,18 @@ func TestDecide(t *testing.T) {
 				Observations: []Observation{obs(MetricKVCacheUsage, 0.95, 4)}},
 			want:          8,
 			wantAvailable: true, wantReason: "kvCacheUsage 0.95 > target 0.5",
+		},
+		{
+			name:          "judges CPU utilization from the resource metrics API by the ratio rule",
+			in:            Input{Spec: newSpec(1, 20, withCPU(50)), Current: 2, Ready: 2, Observations: []Observation{obs("resource/cpu", 150, 2)}},
+			want:          6,
+			wantAvailable: true, wantReason: "2 -> 6: resource/cpu 150 > target 50",
+		},
+		{
+			name:          "scales from zero on an external metric's total",
+			in:            Input{Spec: newSpec(0, 20, withExternal("queue_depth", 10)), Current: 0, Ready: 0, Observations: []Observation{obs("external/queue_depth", 25, 0)}},
+			want:          3,
+			wantAvailable: true, wantReason: "0 -> 3: external/queue_depth 25 (target 10 per replica)",
 		},
 		{
 			name:          "neither scales up again nor down while starting pods will absorb the Ready pods' excess",

@@ -9,16 +9,22 @@ import (
 
 // Defaults, as HPA's (autoscaling/v2) where HPA has one.
 const (
-	DefaultInterval             = 15 * time.Second
-	DefaultTolerance            = 0.1
+	// DefaultInterval is the evaluation interval.
+	DefaultInterval = 15 * time.Second
+	// DefaultTolerance is the relative distance from a target within which nothing changes.
+	DefaultTolerance = 0.1
+	// DefaultGPUUtilizationTarget is the GPU utilization target in percent.
 	DefaultGPUUtilizationTarget = 70
-	DefaultScaleUpWindow        = 0 * time.Second
-	DefaultScaleDownWindow      = 300 * time.Second
-	defaultPolicyPeriod         = 15 * time.Second
-	defaultScaleUpPercent       = 100
-	defaultScaleUpPods          = 4
-	defaultScaleDownPercent     = 100
-	maxKeptEntries              = 100
+	// DefaultScaleUpWindow is the scale-up stabilization window (none).
+	DefaultScaleUpWindow = 0 * time.Second
+	// DefaultScaleDownWindow is the scale-down stabilization window.
+	DefaultScaleDownWindow = 300 * time.Second
+
+	defaultPolicyPeriod     = 15 * time.Second
+	defaultScaleUpPercent   = 100
+	defaultScaleUpPods      = 4
+	defaultScaleDownPercent = 100
+	maxKeptEntries          = 100
 )
 
 // rules is one direction's scaling rules with defaults applied.

@@ -31,10 +31,14 @@ const (
 // "prometheus", "resource/cpu", "resource/memory" and "external/<metricName>"; a name that
 // repeats in the spec gets a "#2", "#3"... suffix (see MetricNames).
 const (
-	MetricGPUUtilization  = "gpuUtilization"
+	// MetricGPUUtilization names the gpuUtilization metric.
+	MetricGPUUtilization = "gpuUtilization"
+	// MetricRequestsWaiting names the requestsWaiting metric.
 	MetricRequestsWaiting = "requestsWaiting"
-	MetricKVCacheUsage    = "kvCacheUsage"
-	MetricPrometheus      = "prometheus"
+	// MetricKVCacheUsage names the kvCacheUsage metric.
+	MetricKVCacheUsage = "kvCacheUsage"
+	// MetricPrometheus names the (first) custom prometheus metric.
+	MetricPrometheus = "prometheus"
 )
 
 // Observation is one metric's measured value for one ModelServer.
