@@ -82,8 +82,10 @@ type Input struct {
 	// Previous is the last status (nil on the first pass). Its recommendations and events carry
 	// the stabilization windows and rate limits across passes and restarts.
 	Previous *v1alpha1.AutoscalingStatus
-	// Capacity is what the cluster allows beyond Current (from capacity.Fit); nil or
-	// MaxAdditional == capacity.Unlimited (-1) when unknown or unlimited.
+	// Capacity is what the cluster allows beyond Current: capacity.Fit called with
+	// FitInput.Replicas = Current (and Want = maxReplicas - Current, say). Nil or
+	// MaxAdditional == capacity.Unlimited (-1) when unknown or unlimited; leave it nil on
+	// clusters with a node autoscaler, or pass a Fit computed on quotas only.
 	Capacity *capacity.FitResult
 }
 
