@@ -1,0 +1,137 @@
+package autoscale
+
+import (
+	"math"
+	"sort"
+	"time"
+
+	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
+)
+
+// changes sums the replicas added and removed by the events within period before now
+// (events strictly after now-period count, as in HPA).
+func changes(events []v1alpha1.ScaleEvent, period time.Duration, now time.Time) (added, removed int32) {
+	cutoff := now.Add(-period)
+	for _, e := range events {
+		if !e.At.After(cutoff) {
+			continue
+		}
+		if d := e.To - e.From; d > 0 {
+			added += d
+		} else {
+			removed -= d
+		}
+	}
+	return added, removed
+}
+
+// scaleUpLimit is the highest count the scale-up policies allow now (HPA's
+// calculateScaleUpLimitWithScalingRules): each policy counts from the count at the start of
+// its period; Max takes the most permissive policy, Min the least, Disabled allows none.
+func scaleUpLimit(cur int32, events []v1alpha1.ScaleEvent, r rules, now time.Time) int32 {
+	if r.selected == v1alpha1.SelectDisabled {
+		return cur
+	}
+	result := int32(math.MinInt32)
+	if r.selected == v1alpha1.SelectMin {
+		result = math.MaxInt32
+	}
+	for _, p := range r.policies {
+		added, removed := changes(events, p.period, now)
+		start := cur - added + removed
+		var proposed int32
+		switch p.typ {
+		case v1alpha1.PodsScalingPolicy:
+			proposed = start + p.value
+		default:
+			proposed = int32(math.Ceil(float64(start) * (1 + float64(p.value)/100)))
+		}
+		if r.selected == v1alpha1.SelectMin {
+			result = min(result, proposed)
+		} else {
+			result = max(result, proposed)
+		}
+	}
+	return result
+}
+
+// scaleDownLimit is the lowest count the scale-down policies allow now (HPA's
+// calculateScaleDownLimitWithBehaviors).
+func scaleDownLimit(cur int32, events []v1alpha1.ScaleEvent, r rules, now time.Time) int32 {
+	if r.selected == v1alpha1.SelectDisabled {
+		return cur
+	}
+	result := int32(math.MaxInt32)
+	if r.selected == v1alpha1.SelectMin {
+		result = math.MinInt32
+	}
+	for _, p := range r.policies {
+		added, removed := changes(events, p.period, now)
+		start := cur - added + removed
+		var proposed int32
+		switch p.typ {
+		case v1alpha1.PodsScalingPolicy:
+			proposed = start - p.value
+		default:
+			proposed = int32(float64(start) * (1 - float64(p.value)/100))
+		}
+		if r.selected == v1alpha1.SelectMin {
+			result = max(result, proposed)
+		} else {
+			result = min(result, proposed)
+		}
+	}
+	return result
+}
+
+// trimRecommendations keeps what the stabilization windows can still use: recommendations
+// within keep before now, and of each value only the newest. The windows only ever look at a
+// suffix of time (now-window, now], and a value occurs in a suffix exactly when its newest
+// occurrence does, so the lowest and highest of every window are unchanged. That bounds the
+// list by the number of distinct counts; beyond the API's 100 the oldest go.
+func trimRecommendations(recs []v1alpha1.Recommendation, now time.Time, keep time.Duration) []v1alpha1.Recommendation {
+	cutoff := now.Add(-keep)
+	newest := map[int32]int{}
+	for i, r := range recs {
+		if !r.At.After(cutoff) {
+			continue
+		}
+		if j, ok := newest[r.Replicas]; !ok || !recs[j].At.After(r.At.Time) {
+			newest[r.Replicas] = i
+		}
+	}
+	out := make([]v1alpha1.Recommendation, 0, len(newest))
+	for _, i := range newest {
+		out = append(out, recs[i])
+	}
+	sort.Slice(out, func(a, b int) bool {
+		if !out[a].At.Equal(&out[b].At) {
+			return out[a].At.Before(&out[b].At)
+		}
+		return out[a].Replicas < out[b].Replicas
+	})
+	if len(out) > maxKeptEntries {
+		out = out[len(out)-maxKeptEntries:]
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// trimEvents keeps the scale events within keep (the longest policy period) before now, at
+// most the API's 100, newest last. Dropping older events beyond 100 can only under-count past
+// changes, i.e. allow a little more than a very long period with more than 100 changes would.
+func trimEvents(events []v1alpha1.ScaleEvent, now time.Time, keep time.Duration) []v1alpha1.ScaleEvent {
+	cutoff := now.Add(-keep)
+	var out []v1alpha1.ScaleEvent
+	for _, e := range events {
+		if e.At.After(cutoff) {
+			out = append(out, e)
+		}
+	}
+	if len(out) > maxKeptEntries {
+		out = out[len(out)-maxKeptEntries:]
+	}
+	return out
+}

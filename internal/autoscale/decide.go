@@ -1,0 +1,307 @@
+package autoscale
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
+	"github.com/modelship/modelship/internal/metrics"
+)
+
+// Decide computes the total replica count for one ModelServer at now.
+//
+// The steps, HPA's where HPA has one:
+//  1. Each spec metric proposes a count (see the rules on propose); the largest wins.
+//     With no proposal at all the count is held (never read as zero load) and no
+//     recommendation is recorded. With some metrics missing, the winner may scale up but a
+//     scale-down is held at Current: a missing metric might be the one that needs the replicas.
+//  2. Stabilization: the recommendation is recorded; the count moves up only to the lowest
+//     recommendation of the scale-up window and down only to the highest of the scale-down
+//     window. On the first pass (no recorded recommendation) Current is recorded first, as HPA
+//     does at start, so a new or restarted controller does not scale down at once.
+//  3. Rate limits: the policies of the direction (Max: the most permissive, Min: the least,
+//     Disabled: none), each counted from the count at the start of its period, as HPA does
+//     from the scale events kept in status.
+//  4. Bounds [minReplicas, maxReplicas], applied last, so that a count outside them moves to
+//     them at once.
+//  5. GPU capacity and quota cap the increase above max(Current, minReplicas).
+func Decide(in Input, now time.Time) Output {
+	s := resolve(in.Spec)
+	cur := max(in.Current, 0)
+	out := Output{RequeueAfter: s.interval, MetricsAvailable: true, MetricsMessage: "all metrics have data", LimitedReason: v1alpha1.ReasonWithinBounds}
+	var prev v1alpha1.AutoscalingStatus
+	if in.Previous != nil {
+		prev = *in.Previous
+	}
+	st := v1alpha1.AutoscalingStatus{LastScaleTime: prev.LastScaleTime, LastScaleReason: prev.LastScaleReason}
+	var held []string
+
+	// 1. Proposals.
+	props, best, missing := s.propose(in, cur)
+	st.Proposals = props
+	recs := append([]v1alpha1.Recommendation(nil), prev.Recommendations...)
+	rec, recorded := cur, false
+	switch {
+	case best < 0:
+		out.MetricsAvailable = false
+		out.MetricsMessage = fmt.Sprintf("no metric has data (%s); holding %d replicas", strings.Join(missing, "; "), cur)
+	default:
+		rec, recorded = *props[best].Replicas, true
+		if len(missing) > 0 {
+			out.MetricsAvailable = false
+			out.MetricsMessage = fmt.Sprintf("some metrics have no data (%s); scaling down is held", strings.Join(missing, "; "))
+			if rec < cur {
+				held = append(held, fmt.Sprintf("scale-down to %d held while metrics are missing", rec))
+				rec = cur
+			}
+		}
+	}
+
+	// 2. Stabilization windows.
+	desired := cur
+	if recorded {
+		if len(recs) == 0 {
+			recs = append(recs, v1alpha1.Recommendation{At: metav1.NewTime(now), Replicas: cur})
+		}
+		up, down := rec, rec
+		for _, r := range recs {
+			if r.At.After(now.Add(-s.up.window)) {
+				up = min(up, r.Replicas)
+			}
+			if r.At.After(now.Add(-s.down.window)) {
+				down = max(down, r.Replicas)
+			}
+		}
+		desired = max(desired, up)
+		desired = min(desired, down)
+		if rec > cur && desired < rec {
+			held = append(held, fmt.Sprintf("scale-up stabilization window %s holds %d (lowest recommendation)", s.up.window, desired))
+		}
+		if rec < cur && desired > rec {
+			held = append(held, fmt.Sprintf("scale-down stabilization window %s holds %d (highest recommendation)", s.down.window, desired))
+		}
+		recs = append(recs, v1alpha1.Recommendation{At: metav1.NewTime(now), Replicas: rec})
+	}
+
+	// 3. Rate limits.
+	if desired > cur {
+		limit := max(scaleUpLimit(cur, prev.Events, s.up, now), cur)
+		if desired > limit {
+			held = append(held, fmt.Sprintf("scale-up rate limited to %d", limit))
+			desired = limit
+		}
+	} else if desired < cur {
+		limit := min(scaleDownLimit(cur, prev.Events, s.down, now), cur)
+		if desired < limit {
+			held = append(held, fmt.Sprintf("scale-down rate limited to %d", limit))
+			desired = limit
+		}
+	}
+
+	// 4. Bounds.
+	askFor := func() string {
+		if rec == cur {
+			return fmt.Sprintf("the count is %d", cur)
+		}
+		return fmt.Sprintf("metrics ask for %d replicas", rec)
+	}
+	switch {
+	case desired > s.max || (recorded && rec > s.max):
+		out.Limited, out.LimitedReason = true, v1alpha1.ReasonBoundsLimited
+		out.LimitedMessage = fmt.Sprintf("%s, maxReplicas is %d", askFor(), s.max)
+		desired = min(desired, s.max)
+	case desired < s.min || (recorded && rec < s.min):
+		out.Limited, out.LimitedReason = true, v1alpha1.ReasonBoundsLimited
+		out.LimitedMessage = fmt.Sprintf("%s, minReplicas is %d", askFor(), s.min)
+		desired = max(desired, s.min)
+	}
+
+	// 5. GPU capacity and quota.
+	if c := in.Capacity; c != nil && c.MaxAdditional >= 0 && desired > cur {
+		allowed := max(cur+c.MaxAdditional, min(max(cur, s.min), s.max))
+		if desired > allowed {
+			want := desired - cur
+			out.Limited, out.LimitedReason = true, c.Reason
+			out.LimitedMessage = fmt.Sprintf("capped at %d replicas: %s", allowed, c.MessageFor(want))
+			desired = allowed
+		}
+	}
+
+	// Memory for the next pass, and the change.
+	recKeep, evKeep := s.keepFor()
+	events := append([]v1alpha1.ScaleEvent(nil), prev.Events...)
+	if desired != cur {
+		events = append(events, v1alpha1.ScaleEvent{At: metav1.NewTime(now), From: cur, To: desired})
+		why := s.cause(props, best, cur, desired, out)
+		st.LastScaleTime = &metav1.Time{Time: now}
+		st.LastScaleReason = fmt.Sprintf("%d -> %d: %s", cur, desired, why)
+		reason := ReasonScaledUp
+		if desired < cur {
+			reason = ReasonScaledDown
+		}
+		out.Event = &Event{Type: corev1.EventTypeNormal, Reason: reason, Message: fmt.Sprintf("%d -> %d replicas: %s", cur, desired, why)}
+	}
+	st.Recommendations = trimRecommendations(recs, now, recKeep)
+	st.Events = trimEvents(events, now, evKeep)
+	st.DesiredReplicas = desired
+	out.Desired = desired
+	out.Status = st
+	out.Held = strings.Join(held, "; ")
+	return out
+}
+
+// cause explains a change: the winning metric against its target, or the bounds.
+func (s settings) cause(props []v1alpha1.Proposal, best int, cur, desired int32, out Output) string {
+	var why string
+	switch {
+	case cur > s.max || cur < s.min:
+		why = fmt.Sprintf("outside bounds [%d, %d]", s.min, s.max)
+	case best >= 0:
+		p := props[best]
+		k, tgt := target(s.metrics[best])
+		if k == total {
+			why = fmt.Sprintf("%s %s (target %s per replica)", p.Metric, p.Value, fmtNum(tgt))
+		} else {
+			v, _ := strconv.ParseFloat(p.Value, 64)
+			op := "="
+			if v > tgt {
+				op = ">"
+			} else if v < tgt {
+				op = "<"
+			}
+			why = fmt.Sprintf("%s %s %s target %s", p.Metric, p.Value, op, p.Target)
+		}
+	default:
+		why = "no metric has data"
+	}
+	if out.Limited && out.LimitedReason != v1alpha1.ReasonBoundsLimited {
+		why += "; " + out.LimitedMessage
+	}
+	return why
+}
+
+// propose turns each spec metric's observation into a proposal. It returns the proposals in
+// spec order, the index of the largest (-1 when none) and a description of each missing metric.
+func (s settings) propose(in Input, cur int32) ([]v1alpha1.Proposal, int, []string) {
+	obs := make(map[string]Observation, len(in.Observations))
+	for _, o := range in.Observations {
+		obs[o.Metric] = o
+	}
+	props := make([]v1alpha1.Proposal, len(s.metrics))
+	best := -1
+	var missing []string
+	for i, m := range s.metrics {
+		name := s.names[i]
+		k, tgt := target(m)
+		p := v1alpha1.Proposal{Metric: name, Target: fmtNum(tgt)}
+		o, ok := obs[name]
+		var n int32
+		valid := false
+		switch {
+		case !ok:
+			p.Message = "not observed"
+		case o.Status != metrics.OK:
+			p.Message = string(o.Status)
+			if o.Message != "" {
+				p.Message += ": " + o.Message
+			}
+		case !(tgt > 0) || math.IsInf(tgt, 0):
+			p.Message = "target must be a positive number"
+		case math.IsNaN(o.Value) || math.IsInf(o.Value, 0) || o.Value < 0:
+			p.Value = fmtNum(o.Value)
+			p.Message = "value is not a finite non-negative number"
+		default:
+			p.Value = fmtNum(o.Value)
+			n, p.Message, valid = replicas(k, o, tgt, s.tolerance, cur, in.Ready)
+		}
+		if !valid {
+			missing = append(missing, name+": "+p.Message)
+			props[i] = p
+			continue
+		}
+		p.Replicas = &n
+		props[i] = p
+		if best < 0 || n > *props[best].Replicas {
+			best = i
+		}
+	}
+	return props, best, missing
+}
+
+// replicas is one metric's proposal.
+//
+// Average metrics (HPA's ratio rule): ratio = value/target over the Ready pods with a sample;
+// within the tolerance the proposal is Current; else ceil(pods * ratio). Ready pods without a
+// sample count as 0 when scaling up and as on target when scaling down (HPA's treatment); if
+// that flips the direction or lands within the tolerance, the proposal is Current.
+//
+// Cold start: pods not Ready bring no capacity and are not averaged as idle; the count is
+// computed relative to the Ready pods, and a proposal above them but not above Current is
+// Current: the pods still starting will absorb that load, so scaling up again for it would
+// cascade (2, 4, 8, 16 while models load).
+//
+// Total metrics: ceil(total / targetPerReplica), Current when total/(target*Current) is within
+// the tolerance. Ready pods that did not report are assumed on target when that would scale
+// down (never adding replicas for them).
+func replicas(k kind, o Observation, tgt, tol float64, cur, ready int32) (int32, string, bool) {
+	miss := max(o.MissingPods, 0)
+	if k == total {
+		eff := o.Value
+		if miss > 0 && o.Value/tgt < float64(cur) {
+			eff = math.Min(o.Value+float64(miss)*tgt, tgt*float64(cur))
+		}
+		if cur > 0 && math.Abs(eff/(tgt*float64(cur))-1) <= tol {
+			return cur, "within tolerance", true
+		}
+		return ceil(eff / tgt), "", true
+	}
+	pods := o.Pods
+	if pods <= 0 {
+		pods = ready - miss
+	}
+	if pods <= 0 {
+		return 0, "no Ready pod to average over", false
+	}
+	ratio := o.Value / tgt
+	adj := ratio
+	if miss > 0 {
+		all := float64(pods + miss)
+		if ratio > 1 {
+			adj = o.Value * float64(pods) / (tgt * all)
+		} else if ratio < 1 {
+			adj = (o.Value*float64(pods) + tgt*float64(miss)) / (tgt * all)
+		}
+	}
+	if math.Abs(adj-1) <= tol || (ratio > 1) != (adj > 1) {
+		return cur, "within tolerance", true
+	}
+	base := pods + miss
+	n := ceil(float64(base) * adj)
+	if n > base && n <= cur {
+		return cur, fmt.Sprintf("%d Ready pods need %d; the %d not Ready yet will take that load", base, n, cur-base), true
+	}
+	return n, "", true
+}
+
+// ceil rounds up, forgiving float noise (2.0000000001 is 2), within int32.
+func ceil(x float64) int32 {
+	c := math.Ceil(x - 1e-9)
+	if c >= math.MaxInt32 {
+		return math.MaxInt32
+	}
+	return int32(max(c, 0))
+}
+
+// fmtNum formats a value for status and messages with at most three decimals.
+func fmtNum(v float64) string {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return strconv.FormatFloat(v, 'f', -1, 64)
+	}
+	return strconv.FormatFloat(math.Round(v*1000)/1000, 'f', -1, 64)
+}

@@ -1,0 +1,90 @@
+package autoscale
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	externalv1beta1 "k8s.io/metrics/pkg/apis/external_metrics/v1beta1"
+	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
+
+	"github.com/modelship/modelship/internal/metrics"
+)
+
+// Observations of the custom metrics, built by the controller from what it fetched (the hook
+// for spec metrics the snapshot does not cover). Name them with MetricNames.
+
+// FromSample turns the outcome of a custom prometheus metric's query (rendered by the
+// controller for one ModelServer, returning its total load) into an observation.
+func FromSample(metric string, s metrics.Sample) Observation {
+	if s.Status != metrics.OK {
+		return Observation{Metric: metric, Status: s.Status, Message: s.Message}
+	}
+	return Observation{Metric: metric, Status: metrics.OK, Value: s.Value}
+}
+
+// ResourceObservation is a resource metric's average utilization, in percent of the requests,
+// over the Ready pods from the resource metrics API (HPA's rule: total usage over total
+// requests of the pods that have usage). Usage of pods not in ready (deleted, other
+// workloads, not Ready) is ignored; Ready pods without usage are MissingPods. A Ready pod
+// without a request for the resource makes the metric unusable, as in HPA.
+func ResourceObservation(metric string, res corev1.ResourceName, ready []corev1.Pod, usage []metricsv1beta1.PodMetrics) Observation {
+	o := Observation{Metric: metric}
+	if len(ready) == 0 {
+		o.Status, o.Message = metrics.NoData, "no Ready pods"
+		return o
+	}
+	byPod := make(map[PodKey]*metricsv1beta1.PodMetrics, len(usage))
+	for i := range usage {
+		byPod[PodKey{usage[i].Namespace, usage[i].Name}] = &usage[i]
+	}
+	var used, requested int64
+	for i := range ready {
+		p := &ready[i]
+		var req int64
+		for _, c := range p.Spec.Containers {
+			q, ok := c.Resources.Requests[res]
+			if !ok {
+				o.Status, o.Message = metrics.Error, fmt.Sprintf("pod %s has no %s request in container %s", p.Name, res, c.Name)
+				return o
+			}
+			req += q.MilliValue()
+		}
+		pm, ok := byPod[PodKey{p.Namespace, p.Name}]
+		if !ok {
+			o.MissingPods++
+			continue
+		}
+		for _, c := range pm.Containers {
+			if q, ok := c.Usage[res]; ok {
+				used += q.MilliValue()
+			}
+		}
+		requested += req
+		o.Pods++
+	}
+	if o.Pods == 0 || requested == 0 {
+		o.Status, o.Message, o.MissingPods = metrics.NoData, fmt.Sprintf("no %s usage for any of %d Ready pods", res, len(ready)), 0
+		return o
+	}
+	o.Status, o.Value = metrics.OK, 100*float64(used)/float64(requested)
+	return o
+}
+
+// ExternalObservation is an external metric's total: the sum of the values the external
+// metrics API returned for the metric and selector. An error is metrics.Error, an empty list
+// NoData (never zero).
+func ExternalObservation(metric string, list *externalv1beta1.ExternalMetricValueList, err error) Observation {
+	o := Observation{Metric: metric}
+	switch {
+	case err != nil:
+		o.Status, o.Message = metrics.Error, fmt.Errorf("external metrics API: %w", err).Error()
+	case list == nil || len(list.Items) == 0:
+		o.Status, o.Message = metrics.NoData, "the external metrics API returned no value"
+	default:
+		o.Status = metrics.OK
+		for _, it := range list.Items {
+			o.Value += it.Value.AsApproximateFloat64()
+		}
+	}
+	return o
+}

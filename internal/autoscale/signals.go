@@ -1,0 +1,211 @@
+package autoscale
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
+	"github.com/modelship/modelship/internal/metrics"
+)
+
+// PromQL of the built-in signals. Each is one query for every pod of every ModelServer,
+// grouped by pod; Snapshot.Observe picks a ModelServer's pods in memory.
+const (
+	// QueryGPUUtilization averages NVIDIA DCGM's GPU utilization (percent) per pod over the
+	// pod's GPUs. dcgm-exporter labels the workload pod as pod/namespace when scraped with
+	// honorLabels, and as exported_pod/exported_namespace otherwise (pod is then the exporter's
+	// own pod); Snapshot prefers exported_* when present.
+	QueryGPUUtilization = `avg by (namespace, pod, exported_namespace, exported_pod) (DCGM_FI_DEV_GPU_UTIL)`
+	// QueryRequestsWaiting sums the requests queued in each pod (vLLM, else SGLang).
+	QueryRequestsWaiting = `sum by (namespace, pod) (vllm:num_requests_waiting) or sum by (namespace, pod) (sglang:num_queue_reqs)`
+	// QueryKVCacheUsage is each pod's KV-cache use, 0..1 (vLLM's current name, its name before
+	// v0.10, else SGLang's token usage).
+	QueryKVCacheUsage = `avg by (namespace, pod) (vllm:kv_cache_usage_perc) or avg by (namespace, pod) (vllm:gpu_cache_usage_perc) or avg by (namespace, pod) (sglang:token_usage)`
+)
+
+// Signals are the queries of the built-in signals; an empty query is not run (its metric then
+// has no data).
+type Signals struct {
+	// GPUUtilization returns per-pod GPU utilization in percent.
+	GPUUtilization string
+	// RequestsWaiting returns per-pod queued requests.
+	RequestsWaiting string
+	// KVCacheUsage returns per-pod KV-cache use, 0..1.
+	KVCacheUsage string
+}
+
+// DefaultSignals are the vLLM/SGLang and DCGM queries above.
+func DefaultSignals() Signals {
+	return Signals{GPUUtilization: QueryGPUUtilization, RequestsWaiting: QueryRequestsWaiting, KVCacheUsage: QueryKVCacheUsage}
+}
+
+// PodKey names a pod.
+type PodKey struct {
+	Namespace string
+	Name      string
+}
+
+// signalData is one signal's per-pod values, or why there are none.
+type signalData struct {
+	queried bool
+	err     error
+	byPod   map[PodKey]float64
+}
+
+// Snapshot is the built-in signals for all pods at one instant.
+type Snapshot struct {
+	// At is when the queries ran.
+	At      time.Time
+	signals map[string]signalData
+}
+
+// SignalCache fetches the built-in signals for all ModelServers at most once per Interval and
+// shares the snapshot between reconciles. It is safe for concurrent use; a reconcile that finds
+// the snapshot stale refreshes it while the others wait for the result.
+type SignalCache struct {
+	querier  metrics.Querier
+	signals  Signals
+	interval time.Duration
+
+	mu   sync.Mutex
+	snap *Snapshot
+	err  error
+}
+
+// NewSignalCache returns a cache running signals on querier at most once per interval
+// (DefaultInterval when not positive; use the shortest spec.autoscaling.interval you serve).
+func NewSignalCache(querier metrics.Querier, signals Signals, interval time.Duration) *SignalCache {
+	if interval <= 0 {
+		interval = DefaultInterval
+	}
+	return &SignalCache{querier: querier, signals: signals, interval: interval}
+}
+
+// Get returns the snapshot, refreshing it when it is older than the interval at now. The
+// snapshot is never nil: a signal whose query failed is kept as failed (Observe reports
+// metrics.Error for it) and the error says which ones failed. A failed refresh is not retried
+// before the next interval, so an outage does not multiply queries.
+func (c *SignalCache) Get(ctx context.Context, now time.Time) (*Snapshot, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.snap != nil && !now.Before(c.snap.At) && now.Sub(c.snap.At) < c.interval {
+		return c.snap, c.err
+	}
+	c.snap, c.err = Fetch(ctx, c.querier, c.signals, now)
+	return c.snap, c.err
+}
+
+// Fetch runs each signal's query once, at now, and indexes the series by pod.
+func Fetch(ctx context.Context, q metrics.Querier, sig Signals, now time.Time) (*Snapshot, error) {
+	s := &Snapshot{At: now, signals: map[string]signalData{}}
+	var errs []error
+	for _, x := range []struct{ metric, query string }{
+		{MetricGPUUtilization, sig.GPUUtilization},
+		{MetricRequestsWaiting, sig.RequestsWaiting},
+		{MetricKVCacheUsage, sig.KVCacheUsage},
+	} {
+		if x.query == "" {
+			continue
+		}
+		series, err := q.Vector(ctx, x.query, now)
+		if err != nil {
+			err = fmt.Errorf("query %s: %w", x.metric, err)
+			errs = append(errs, err)
+			s.signals[x.metric] = signalData{queried: true, err: err}
+			continue
+		}
+		s.signals[x.metric] = signalData{queried: true, byPod: indexByPod(series)}
+	}
+	return s, errors.Join(errs...)
+}
+
+// indexByPod maps series to pods, preferring exported_namespace/exported_pod over
+// namespace/pod, and averages series that land on the same pod.
+func indexByPod(series []metrics.Series) map[PodKey]float64 {
+	sums := make(map[PodKey]float64, len(series))
+	counts := make(map[PodKey]int, len(series))
+	for _, s := range series {
+		k := PodKey{Namespace: s.Labels["namespace"], Name: s.Labels["pod"]}
+		if p := s.Labels["exported_pod"]; p != "" {
+			k = PodKey{Namespace: s.Labels["exported_namespace"], Name: p}
+		}
+		if k.Name == "" {
+			continue
+		}
+		sums[k] += s.Value
+		counts[k]++
+	}
+	for k, n := range counts {
+		if n > 1 {
+			sums[k] /= float64(n)
+		}
+	}
+	return sums
+}
+
+// Observe maps the snapshot onto one ModelServer: for each built-in metric of spec (the
+// default gpuUtilization when spec has none), an Observation over the given Ready pods. Series
+// of other pods, deleted pods or pods not Ready are not looked at. Custom metrics (prometheus,
+// resource, external) are not in the snapshot; the controller measures them and appends their
+// observations, named with MetricNames.
+func (s *Snapshot) Observe(spec v1alpha1.AutoscalingSpec, ready []PodKey) []Observation {
+	ms := spec.Metrics
+	if len(ms) == 0 {
+		ms = []v1alpha1.AutoscalingMetric{{GPUUtilization: &v1alpha1.GPUUtilizationMetric{}}}
+	}
+	names := MetricNames(ms)
+	var out []Observation
+	for i, m := range ms {
+		var key string
+		switch {
+		case m.GPUUtilization != nil:
+			key = MetricGPUUtilization
+		case m.RequestsWaiting != nil:
+			key = MetricRequestsWaiting
+		case m.KVCacheUsage != nil:
+			key = MetricKVCacheUsage
+		default:
+			continue
+		}
+		k, _ := target(m)
+		out = append(out, s.observe(names[i], key, k, ready))
+	}
+	return out
+}
+
+func (s *Snapshot) observe(name, key string, k kind, ready []PodKey) Observation {
+	o := Observation{Metric: name}
+	d := s.signals[key]
+	switch {
+	case !d.queried:
+		o.Status, o.Message = metrics.NoData, "signal not queried"
+		return o
+	case d.err != nil:
+		o.Status, o.Message = metrics.Error, d.err.Error()
+		return o
+	case len(ready) == 0:
+		o.Status, o.Message = metrics.NoData, "no Ready pods"
+		return o
+	}
+	var sum float64
+	var n int32
+	for _, p := range ready {
+		if v, ok := d.byPod[p]; ok {
+			sum += v
+			n++
+		}
+	}
+	if n == 0 {
+		o.Status, o.Message = metrics.NoData, fmt.Sprintf("no series for any of %d Ready pods", len(ready))
+		return o
+	}
+	o.Status, o.Pods, o.MissingPods = metrics.OK, n, int32(len(ready))-n
+	o.Value = sum
+	if k == average {
+		o.Value = sum / float64(n)
+	}
+	return o
+}

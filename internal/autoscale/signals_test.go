@@ -1,0 +1,226 @@
+package autoscale
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
+	"github.com/modelship/modelship/internal/metrics"
+)
+
+// fakeQuerier answers Vector from a table of query -> series, counting calls.
+type fakeQuerier struct {
+	mu     sync.Mutex
+	series map[string][]metrics.Series
+	fail   map[string]error
+	calls  map[string]int
+}
+
+func (f *fakeQuerier) Scalar(context.Context, string, time.Time) metrics.Sample {
+	return metrics.Sample{Status: metrics.Error, Message: "not used"}
+}
+
+func (f *fakeQuerier) Vector(_ context.Context, q string, _ time.Time) ([]metrics.Series, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.calls == nil {
+		f.calls = map[string]int{}
+	}
+	f.calls[q]++
+	if err := f.fail[q]; err != nil {
+		return nil, err
+	}
+	return f.series[q], nil
+}
+
+func series(v float64, kv ...string) metrics.Series {
+	l := map[string]string{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		l[kv[i]] = kv[i+1]
+	}
+	return metrics.Series{Labels: l, Value: v}
+}
+
+func pod(ns, name string) PodKey { return PodKey{Namespace: ns, Name: name} }
+
+func TestSnapshotObserve(t *testing.T) {
+	q := &fakeQuerier{series: map[string][]metrics.Series{
+		QueryGPUUtilization: {
+			// exported_* labels win over the exporter's own pod/namespace.
+			series(90, "namespace", "gpu-operator", "pod", "dcgm-exporter-x", "exported_namespace", "ml", "exported_pod", "llama-a"),
+			series(70, "namespace", "gpu-operator", "pod", "dcgm-exporter-x", "exported_namespace", "ml", "exported_pod", "llama-b"),
+			// honorLabels style: pod/namespace are the workload's.
+			series(50, "namespace", "ml", "pod", "llama-c"),
+			// a pod of another ModelServer, a deleted pod, a GPU with no pod.
+			series(5, "namespace", "ml", "pod", "other-a"),
+			series(0, "namespace", "ml", "pod", "llama-deleted"),
+			series(1, "namespace", "gpu-operator", "pod", "dcgm-exporter-x"),
+		},
+		QueryRequestsWaiting: {
+			series(3, "namespace", "ml", "pod", "llama-a"),
+			series(4, "namespace", "ml", "pod", "llama-b"),
+			series(100, "namespace", "ml", "pod", "llama-deleted"),
+			series(9, "namespace", "other", "pod", "llama-c"),
+		},
+	}, fail: map[string]error{QueryKVCacheUsage: errors.New("connection refused")}}
+	snap, err := Fetch(context.Background(), q, DefaultSignals(), t0)
+	if err == nil || !strings.Contains(err.Error(), "kvCacheUsage") || !strings.Contains(err.Error(), "connection refused") {
+		t.Errorf("Fetch error = %v, want the failed kvCacheUsage query wrapped", err)
+	}
+	ready := []PodKey{pod("ml", "llama-a"), pod("ml", "llama-b"), pod("ml", "llama-c")}
+
+	cases := []struct {
+		name  string
+		spec  v1alpha1.AutoscalingSpec
+		ready []PodKey
+		want  []Observation
+	}{
+		{
+			name:  "averages GPU utilization over the Ready pods only, ignoring other and deleted pods",
+			spec:  newSpec(1, 10, withGPU(70)),
+			ready: ready,
+			want:  []Observation{{Metric: MetricGPUUtilization, Status: metrics.OK, Value: 70, Pods: 3}},
+		},
+		{
+			name:  "observes the default GPU utilization metric when the spec lists none",
+			spec:  newSpec(1, 10),
+			ready: ready[:2],
+			want:  []Observation{{Metric: MetricGPUUtilization, Status: metrics.OK, Value: 80, Pods: 2}},
+		},
+		{
+			name:  "sums the queue of the Ready pods in the ModelServer's namespace and counts pods without a series",
+			spec:  newSpec(1, 10, withWaiting(5)),
+			ready: ready,
+			want:  []Observation{{Metric: MetricRequestsWaiting, Status: metrics.OK, Value: 7, Pods: 2, MissingPods: 1}},
+		},
+		{
+			name:  "reports a failed query as an error, not as zero",
+			spec:  newSpec(1, 10, withKV("0.8")),
+			ready: ready,
+			want:  []Observation{{Metric: MetricKVCacheUsage, Status: metrics.Error}},
+		},
+		{
+			name:  "has no data when none of the Ready pods has a series",
+			spec:  newSpec(1, 10, withGPU(70)),
+			ready: []PodKey{pod("ml", "llama-new")},
+			want:  []Observation{{Metric: MetricGPUUtilization, Status: metrics.NoData}},
+		},
+		{
+			name:  "has no data without Ready pods",
+			spec:  newSpec(1, 10, withGPU(70), withWaiting(5)),
+			ready: nil,
+			want:  []Observation{{Metric: MetricGPUUtilization, Status: metrics.NoData}, {Metric: MetricRequestsWaiting, Status: metrics.NoData}},
+		},
+		{
+			name: "leaves custom metrics to the controller",
+			spec: func() v1alpha1.AutoscalingSpec {
+				s := newSpec(1, 10, withGPU(70))
+				s.Metrics = append(s.Metrics, v1alpha1.AutoscalingMetric{Prometheus: &v1alpha1.PrometheusMetric{Query: "x"}})
+				return s
+			}(),
+			ready: ready,
+			want:  []Observation{{Metric: MetricGPUUtilization, Status: metrics.OK, Value: 70, Pods: 3}},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := snap.Observe(tc.spec, tc.ready)
+			if len(got) != len(tc.want) {
+				t.Fatalf("Observe = %+v, want %+v", got, tc.want)
+			}
+			for i, w := range tc.want {
+				g := got[i]
+				if g.Metric != w.Metric || g.Status != w.Status || g.Pods != w.Pods || g.MissingPods != w.MissingPods || (w.Status == metrics.OK && g.Value != w.Value) {
+					t.Errorf("observation %d = %+v, want %+v", i, g, w)
+				}
+				if w.Status != metrics.OK && g.Message == "" {
+					t.Errorf("observation %d has no message saying why there is no data", i)
+				}
+			}
+		})
+	}
+}
+
+func TestSignalCacheRefreshesAtMostOncePerInterval(t *testing.T) {
+	q := &fakeQuerier{series: map[string][]metrics.Series{}}
+	c := NewSignalCache(q, DefaultSignals(), 15*time.Second)
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for i := 0; i < 20; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := c.Get(ctx, t0); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	for _, at := range []time.Duration{time.Second, 14 * time.Second} {
+		s, _ := c.Get(ctx, t0.Add(at))
+		if !s.At.Equal(t0) {
+			t.Errorf("at +%s the snapshot is from %v, want the cached one", at, s.At)
+		}
+	}
+	if n := q.calls[QueryGPUUtilization]; n != 1 {
+		t.Errorf("GPU query ran %d times within one interval, want 1", n)
+	}
+	s, _ := c.Get(ctx, t0.Add(15*time.Second))
+	if !s.At.Equal(t0.Add(15*time.Second)) || q.calls[QueryGPUUtilization] != 2 {
+		t.Errorf("after the interval: snapshot at %v, %d queries; want a refresh", s.At, q.calls[QueryGPUUtilization])
+	}
+}
+
+func TestSignalCacheDoesNotRetryAFailureWithinTheInterval(t *testing.T) {
+	q := &fakeQuerier{fail: map[string]error{QueryGPUUtilization: errors.New("timeout")}}
+	c := NewSignalCache(q, Signals{GPUUtilization: QueryGPUUtilization}, 15*time.Second)
+	for i := 0; i < 3; i++ {
+		s, err := c.Get(context.Background(), t0.Add(time.Duration(i)*time.Second))
+		if err == nil || s == nil {
+			t.Fatalf("Get = %v, %v; want a snapshot and the error", s, err)
+		}
+		if o := s.Observe(newSpec(1, 2), []PodKey{pod("a", "b")}); o[0].Status != metrics.Error {
+			t.Errorf("observation = %+v, want Error", o[0])
+		}
+	}
+	if q.calls[QueryGPUUtilization] != 1 {
+		t.Errorf("failed query ran %d times within one interval, want 1", q.calls[QueryGPUUtilization])
+	}
+}
+
+// BenchmarkSnapshotObserve maps a thousand ModelServers of 4 Ready pods each from one snapshot.
+func BenchmarkSnapshotObserve(b *testing.B) {
+	const servers, perServer = 1000, 4
+	q := &fakeQuerier{series: map[string][]metrics.Series{}}
+	ready := make([][]PodKey, servers)
+	for s := 0; s < servers; s++ {
+		ns := fmt.Sprintf("team-%d", s%50)
+		for p := 0; p < perServer; p++ {
+			name := fmt.Sprintf("ms-%d-%d", s, p)
+			ready[s] = append(ready[s], pod(ns, name))
+			q.series[QueryGPUUtilization] = append(q.series[QueryGPUUtilization], series(float64(p*20), "namespace", "gpu-operator", "pod", "dcgm", "exported_namespace", ns, "exported_pod", name))
+			q.series[QueryRequestsWaiting] = append(q.series[QueryRequestsWaiting], series(float64(p), "namespace", ns, "pod", name))
+			q.series[QueryKVCacheUsage] = append(q.series[QueryKVCacheUsage], series(0.5, "namespace", ns, "pod", name))
+		}
+	}
+	snap, err := Fetch(context.Background(), q, DefaultSignals(), t0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	spec := newSpec(1, 10, withGPU(70), withWaiting(5), withKV("0.8"))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for s := 0; s < servers; s++ {
+			if o := snap.Observe(spec, ready[s]); len(o) != 3 || o[0].Status != metrics.OK {
+				b.Fatalf("server %d: %+v", s, o)
+			}
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*servers), "ns/modelserver")
+}

@@ -1,0 +1,127 @@
+// Package autoscale decides the total replica count of a ModelServer (both colors together) from
+// GPU and serving signals, with the HorizontalPodAutoscaler's rules: each metric proposes a
+// count, the largest wins, a tolerance around each target, stabilization windows and rate-limit
+// policies per direction, min/max bounds. On top of HPA it holds on missing data (an outage never
+// reads as zero load), does not cascade scale-ups while new pods load their model, and clamps to
+// the GPUs the cluster and the namespace quota can still give (package capacity).
+//
+// Decide is pure and takes the clock as a parameter. Its memory (recent recommendations and
+// scale events) lives in v1alpha1.AutoscalingStatus, so a controller restart does not forget the
+// windows. Gathering is at the edge: SignalCache runs one PromQL query per built-in signal for
+// all ModelServers and Snapshot.Observe maps it onto one ModelServer's Ready pods in memory.
+package autoscale
+
+import (
+	"time"
+
+	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
+	"github.com/modelship/modelship/internal/capacity"
+	"github.com/modelship/modelship/internal/metrics"
+)
+
+// Event reasons of the autoscaler (UpperCamelCase, recorded on the ModelServer).
+const (
+	// ReasonScaledUp: the total replica count went up.
+	ReasonScaledUp = "ScaledUp"
+	// ReasonScaledDown: the total replica count went down.
+	ReasonScaledDown = "ScaledDown"
+)
+
+// Metric names used in proposals, observations and messages. Custom metrics are named
+// "prometheus", "resource/cpu", "resource/memory" and "external/<metricName>"; a name that
+// repeats in the spec gets a "#2", "#3"... suffix (see MetricNames).
+const (
+	// MetricGPUUtilization names the gpuUtilization metric.
+	MetricGPUUtilization = "gpuUtilization"
+	// MetricRequestsWaiting names the requestsWaiting metric.
+	MetricRequestsWaiting = "requestsWaiting"
+	// MetricKVCacheUsage names the kvCacheUsage metric.
+	MetricKVCacheUsage = "kvCacheUsage"
+	// MetricPrometheus names the (first) custom prometheus metric.
+	MetricPrometheus = "prometheus"
+)
+
+// Observation is one metric's measured value for one ModelServer.
+//
+// For an average metric (gpuUtilization, kvCacheUsage, resource) Value is the average over the
+// Ready pods that have a sample (Pods of them); MissingPods are Ready pods without one. For a
+// total metric (requestsWaiting, prometheus, external) Value is the total load; MissingPods are
+// Ready pods that did not report into the total (requestsWaiting only).
+//
+// The target is not carried here: Decide reads it from the spec, the single source of truth.
+type Observation struct {
+	// Metric is the name from MetricNames.
+	Metric string
+	// Status says whether Value is usable; NoData and Error give no proposal.
+	Status metrics.Status
+	// Value is meaningful only when Status is metrics.OK.
+	Value float64
+	// Pods is the number of pods the value was measured on (averages; 0 = use Input.Ready).
+	Pods int32
+	// MissingPods is the number of Ready pods without a sample.
+	MissingPods int32
+	// Message says why there is no value.
+	Message string
+}
+
+// Input is everything Decide needs besides the clock.
+type Input struct {
+	// Spec is the autoscaling spec; Decide applies its defaults itself.
+	Spec v1alpha1.AutoscalingSpec
+	// Current is the total replica count now asked for (both colors' spec.replicas).
+	Current int32
+	// Ready is the number of Ready pods across both colors.
+	Ready int32
+	// Starting is the number of pods that exist but are not Ready yet (scheduling, pulling,
+	// loading the model). Informational: Decide derives cold-start behaviour from Current and
+	// Ready.
+	Starting int32
+	// Observations are the metrics' values, one per spec metric, matched by name. A spec metric
+	// with no observation counts as missing data.
+	Observations []Observation
+	// Previous is the last status (nil on the first pass). Its recommendations and events carry
+	// the stabilization windows and rate limits across passes and restarts.
+	Previous *v1alpha1.AutoscalingStatus
+	// Capacity is what the cluster allows beyond Current: capacity.Fit called with
+	// FitInput.Replicas = Current (and Want = maxReplicas - Current, say). Nil or
+	// MaxAdditional == capacity.Unlimited (-1) when unknown or unlimited; leave it nil on
+	// clusters with a node autoscaler, or pass a Fit computed on quotas only.
+	Capacity *capacity.FitResult
+}
+
+// Output is Decide's verdict.
+type Output struct {
+	// Desired is the total replica count to run across both colors.
+	Desired int32
+	// Status is the new autoscaling status to write.
+	Status v1alpha1.AutoscalingStatus
+	// Limited is true when Desired was clamped by the bounds or by GPU capacity or quota.
+	Limited bool
+	// LimitedReason is v1alpha1.ReasonBoundsLimited, ReasonGPUCapacityLimited,
+	// ReasonGPUQuotaLimited, or ReasonWithinBounds when not Limited (for ScalingLimited).
+	LimitedReason string
+	// LimitedMessage explains the clamp.
+	LimitedMessage string
+	// MetricsAvailable is false when some metric had no data: with none, the count is held;
+	// with some, scaling down is held (for the MetricsAvailable condition).
+	MetricsAvailable bool
+	// MetricsMessage explains MetricsAvailable.
+	MetricsMessage string
+	// Held says what held the count back from the metrics' recommendation, if anything
+	// (stabilization window, rate limit, cold start), for logs.
+	Held string
+	// Event is set when the count changes.
+	Event *Event
+	// RequeueAfter is when to evaluate again (the spec's interval).
+	RequeueAfter time.Duration
+}
+
+// Event is a Kubernetes Event to record beside a scaling change.
+type Event struct {
+	// Type is corev1.EventTypeNormal or corev1.EventTypeWarning.
+	Type string
+	// Reason is ReasonScaledUp or ReasonScaledDown.
+	Reason string
+	// Message, e.g. "3 -> 5 replicas: gpuUtilization 91 > target 70".
+	Message string
+}
