@@ -89,7 +89,7 @@ func TestPolicyDefaults(t *testing.T) {
 	if p := policyOf(newModelServer(withSteps(30, 20, 100))); p.steps[0] != 10 {
 		t.Errorf("unsorted steps kept: %v", p.steps)
 	}
-	if p := policyOf(newModelServer(withStepDuration(10*time.Second))); p.stepDuration != 30*time.Second {
+	if p := policyOf(newModelServer(withStepDuration(10 * time.Second))); p.stepDuration != 30*time.Second {
 		t.Errorf("step shorter than the interval kept: %s", p.stepDuration)
 	}
 }
