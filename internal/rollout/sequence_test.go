@@ -115,7 +115,7 @@ func runRandom(seed uint64, passes int, log *passLog) (outcomes, error) {
 				failedInRollout++
 			}
 		}
-		if err := checkPass(ms, pol, prev, obs, d, failedInRollout, &o); err != nil {
+		if err := checkPass(ms, pol, prev, obs, d, s.now, failedInRollout, &o); err != nil {
 			return o, fmt.Errorf("pass %d: %w", pass, err)
 		}
 		// An inconclusive measurement must not cause a step or a rollback.
@@ -142,7 +142,7 @@ func runRandom(seed uint64, passes int, log *passLog) (outcomes, error) {
 }
 
 // checkPass checks the invariants of one pass.
-func checkPass(ms *v1alpha1.ModelServer, pol policy, prev *v1alpha1.ModelServerStatus, obs Observation, d Decision, failedInRollout int, o *outcomes) error {
+func checkPass(ms *v1alpha1.ModelServer, pol policy, prev *v1alpha1.ModelServerStatus, obs Observation, d Decision, now time.Time, failedInRollout int, o *outcomes) error {
 	st := d.Status
 	steps := pol.steps
 	if st.Stable == nil {
@@ -212,6 +212,17 @@ func checkPass(ms *v1alpha1.ModelServer, pol policy, prev *v1alpha1.ModelServerS
 		}
 		if st.ScaleDownAt == nil || st.Weights.Stable != 100 {
 			return fmt.Errorf("promotion left ScaleDownAt %v weights %+v", st.ScaleDownAt, st.Weights)
+		}
+	}
+	// Leaving a held step without a request needs the step's time and a passing measurement
+	// taken in it (this holds for entering AwaitingPromotion too).
+	leftStep := sameRollout && cw > prevCW || promoted || st.Phase == v1alpha1.PhaseAwaitingPromotion && prev.Phase == v1alpha1.PhaseProgressing
+	if leftStep && prev.Step >= 1 && prev.Phase == v1alpha1.PhaseProgressing && obs.Operation != OpPromote && obs.Operation != OpPromoteFull {
+		if held := now.Sub(prev.StepStartedAt.Time); held < pol.stepDuration {
+			return fmt.Errorf("left step %d after %s, before its duration %s", prev.Step, held, pol.stepDuration)
+		}
+		if v, _ := verdictOf(st.Analysis); st.LastMeasuredAt == nil || st.LastMeasuredAt.Before(prev.StepStartedAt) || v != v1alpha1.VerdictPass {
+			return fmt.Errorf("left step %d without a passing measurement in it (last %v %s)", prev.Step, st.LastMeasuredAt, v)
 		}
 	}
 	// Exceeding the failure limit always ends in a rollback.
