@@ -49,8 +49,8 @@ const (
 // Choices where the API leaves room (see also the package tests, which pin each of them):
 //   - A first revision is Pending until its AvailableReplicas reach the desired total, then
 //     Healthy; a desired total of 0 is Healthy at once with no pods. If the spec changes while
-//     the first revision has never served, the new revision replaces it directly: a progressive
-//     rollout against a stable that serves nothing would protect nothing.
+//     the first revision has never served and has no Ready pod, the new revision replaces it
+//     directly: a progressive rollout against a stable that serves nothing would protect nothing.
 //   - Degraded (phase in steady state, condition always) means the stable color has no Ready
 //     pod of more than zero desired after it had served; scaling up, or up from zero, is not
 //     degradation (Ready False and Reconciling True say it).
@@ -129,9 +129,14 @@ func (m *machine) run() {
 	}
 }
 
-// neverServed is true while the first revision has not yet become available.
+// neverServed is true while the first revision has not become available and has no Ready pod
+// now: nothing serves that a rollout would protect.
 func (m *machine) neverServed() bool {
-	return m.prevPhase == "" || m.prevPhase == v1alpha1.PhasePending
+	if m.prevPhase != "" && m.prevPhase != v1alpha1.PhasePending {
+		return false
+	}
+	s := m.st.Stable
+	return m.readyOf(s.Color, s.Revision) == 0
 }
 
 // inProgress is true when the status' candidate is a live rollout (not one kept for display
@@ -177,7 +182,7 @@ func (m *machine) steadyPhase() v1alpha1.Phase {
 		return v1alpha1.PhaseHealthy
 	case ready == 0 && m.wasServing():
 		return v1alpha1.PhaseDegraded
-	case ready == 0 || m.neverServed():
+	case ready == 0 || m.prevPhase == "" || m.prevPhase == v1alpha1.PhasePending:
 		return v1alpha1.PhasePending
 	default:
 		return v1alpha1.PhaseHealthy

@@ -99,6 +99,13 @@ func TestNext(t *testing.T) {
 				},
 			},
 		},
+		{
+			name: "a template change while the first revision already has Ready pods starts a rollout",
+			ms:   newModelServer(withStatus(phase(v1alpha1.PhasePending), stableOn(blue, revA, 0))),
+			obs:  newObs(revB, 2, deploy(blue, revA, 2, 1)),
+			now:  t0,
+			want: want{phase: v1alpha1.PhaseProgressing, weights: w(100, 0), events: []string{EventRolloutStarted}, noEvent: []string{EventStableReplaced}},
+		},
 		// Steady state.
 		{
 			name: "a stable that served and lost every Ready pod is Degraded",
@@ -719,5 +726,20 @@ func checkAlways(t *testing.T, ms *v1alpha1.ModelServer, d Decision) {
 	}
 	if d.RequeueAfter < 0 {
 		t.Errorf("negative requeue %s", d.RequeueAfter)
+	}
+}
+
+func TestHistoryKeepsTheTenNewestRecordsNewestFirst(t *testing.T) {
+	ms := newModelServer(withSteps(10, 100), withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 2), inRollout(revB, 1, t0.Add(-5*time.Minute), 10)))
+	for i := range 10 {
+		ms.Status.History = append(ms.Status.History, v1alpha1.RevisionRecord{Revision: fmt.Sprintf("old-%d", i), Outcome: v1alpha1.OutcomePromoted})
+	}
+	d := Next(ms, newObs(revB, 2, deploy(blue, revA, 2, 2), deploy(green, revB, 2, 2), measurement(t0, pass)), t0)
+	h := d.Status.History
+	if len(h) != historyLimit || h[0].Revision != revB || h[0].Outcome != v1alpha1.OutcomePromoted || h[1].Revision != "old-0" || h[9].Revision != "old-8" {
+		t.Errorf("history = %+v, want %s Promoted first then old-0..old-8", h, revB)
+	}
+	if len(ms.Status.History) != 10 || ms.Status.History[0].Revision != "old-0" {
+		t.Errorf("input history modified: %+v", ms.Status.History)
 	}
 }

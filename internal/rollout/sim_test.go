@@ -233,7 +233,14 @@ func fmtDur(d time.Duration) string {
 	if d == 0 {
 		return "0"
 	}
-	return strings.TrimSuffix(strings.TrimSuffix(d.String(), "0s"), "m0")
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 // candidateWeightOf is the candidate's weight in a decision's status (0 without candidate).
