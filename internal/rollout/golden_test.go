@@ -4,6 +4,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -21,7 +22,7 @@ type story struct {
 	total    int32
 	passes   int
 	events   func(pass int, s *sim)
-	verdicts func(s *sim, n int) []v1alpha1.Verdict // n: the how-manieth measurement of this candidate
+	verdicts func(s *sim, n int) []v1alpha1.Verdict // n counts the candidate's earlier measurements
 }
 
 func TestGoldenLogs(t *testing.T) {
@@ -144,21 +145,8 @@ func firstDiff(want, got string) string {
 			g = gl[i]
 		}
 		if w != g {
-			return "line " + itoa(i+1) + ":\n  want: " + w + "\n  got:  " + g
+			return "line " + strconv.Itoa(i+1) + ":\n  want: " + w + "\n  got:  " + g
 		}
 	}
 	return ""
-}
-
-func itoa(i int) string { return strings.TrimSpace(strings.Repeat(" ", 0) + func() string { return fmtInt(i) }()) }
-
-func fmtInt(i int) string {
-	if i == 0 {
-		return "0"
-	}
-	var d []byte
-	for ; i > 0; i /= 10 {
-		d = append([]byte{byte('0' + i%10)}, d...)
-	}
-	return string(d)
 }
