@@ -100,4 +100,9 @@ type Decision struct {
 	Events []Event
 	// RequeueAfter is when to look again (0: only on change).
 	RequeueAfter time.Duration
+	// KeepOperation is true when obs.Operation could not act yet (the candidate is not sized or
+	// warm for the weight it would get, or the rollout is paused) and should be passed again:
+	// the controller then leaves its annotation in place. False: the operation was carried out
+	// (or had nothing to act on) and its annotation can be removed.
+	KeepOperation bool
 }

@@ -1,0 +1,94 @@
+package rollout
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
+)
+
+// MeasureDue reports whether the controller should run analysis in this pass: a rollout holds
+// a step (step >= 1, phase Progressing, so neither paused nor awaiting promotion) and either no
+// measurement was taken in this step yet or the analysis interval has passed since the last one.
+func MeasureDue(ms *v1alpha1.ModelServer, now time.Time) bool {
+	t, ok := NextMeasureAt(ms)
+	return ok && !now.Before(t)
+}
+
+// NextMeasureAt is when the next measurement is due: the step's start when none was taken in
+// this step, else the last measurement plus the analysis interval. ok is false when no rollout
+// is being analysed (no candidate, warming, paused, awaiting promotion, rolled back).
+func NextMeasureAt(ms *v1alpha1.ModelServer) (time.Time, bool) {
+	if ms.Spec.Paused {
+		return time.Time{}, false
+	}
+	return nextMeasureAt(&ms.Status, policyOf(ms))
+}
+
+func nextMeasureAt(st *v1alpha1.ModelServerStatus, pol policy) (time.Time, bool) {
+	if st.Phase != v1alpha1.PhaseProgressing || st.Candidate == nil || st.Step < 1 || st.StepStartedAt == nil {
+		return time.Time{}, false
+	}
+	if st.LastMeasuredAt == nil || st.LastMeasuredAt.Before(st.StepStartedAt) {
+		return st.StepStartedAt.Time, true
+	}
+	return st.LastMeasuredAt.Add(pol.interval), true
+}
+
+// verdictOf is a measurement's verdict: Fail if any metric failed, else Inconclusive if any
+// was, else Pass (also with no result at all: no metric is configured). It returns the first
+// result with that verdict, to explain it.
+func verdictOf(results []v1alpha1.MetricResult) (v1alpha1.Verdict, *v1alpha1.MetricResult) {
+	var inconclusive *v1alpha1.MetricResult
+	for i := range results {
+		switch results[i].Verdict {
+		case v1alpha1.VerdictFail:
+			return v1alpha1.VerdictFail, &results[i]
+		case v1alpha1.VerdictInconclusive:
+			if inconclusive == nil {
+				inconclusive = &results[i]
+			}
+		}
+	}
+	if inconclusive != nil {
+		return v1alpha1.VerdictInconclusive, inconclusive
+	}
+	return v1alpha1.VerdictPass, nil
+}
+
+// describe says what a result measured: "ttft-p95 = 0.9 (bound <= 0.5; stable 0.4): message".
+func describe(r *v1alpha1.MetricResult) string {
+	if r == nil {
+		return "no metric"
+	}
+	var b strings.Builder
+	b.WriteString(r.Name)
+	if r.Candidate != "" {
+		fmt.Fprintf(&b, " = %s", r.Candidate)
+	}
+	var detail []string
+	if r.Bound != "" {
+		detail = append(detail, "bound "+r.Bound)
+	}
+	if r.Stable != "" {
+		detail = append(detail, "stable "+r.Stable)
+	}
+	if len(detail) > 0 {
+		fmt.Fprintf(&b, " (%s)", strings.Join(detail, "; "))
+	}
+	if r.Message != "" {
+		fmt.Fprintf(&b, ": %s", r.Message)
+	}
+	return b.String()
+}
+
+// firstMessage describes the first result with verdict v.
+func firstMessage(results []v1alpha1.MetricResult, v v1alpha1.Verdict) string {
+	for i := range results {
+		if results[i].Verdict == v {
+			return describe(&results[i])
+		}
+	}
+	return "no measurement"
+}

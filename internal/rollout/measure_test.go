@@ -1,0 +1,95 @@
+package rollout
+
+import (
+	"testing"
+	"time"
+
+	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
+)
+
+func TestMeasureDue(t *testing.T) {
+	cases := []struct {
+		name   string
+		ms     *v1alpha1.ModelServer
+		now    time.Time
+		due    bool
+		nextAt time.Time // zero: no measurement planned
+	}{
+		{"is due at once in a step without a measurement yet", newModelServer(withStatus(stableOn(blue, revA, 2), inRollout(revB, 1, t0, 10))), t0, true, t0},
+		{"is due again an interval after the last measurement", newModelServer(withStatus(stableOn(blue, revA, 2), inRollout(revB, 1, t0, 10), measured(t0.Add(10*time.Second), pass))), t0.Add(40 * time.Second), true, t0.Add(40 * time.Second)},
+		{"is not due within the interval", newModelServer(withStatus(stableOn(blue, revA, 2), inRollout(revB, 1, t0, 10), measured(t0.Add(10*time.Second), pass))), t0.Add(39 * time.Second), false, t0.Add(40 * time.Second)},
+		{"follows spec.rollout.analysis.interval", newModelServer(withInterval(time.Minute), withStatus(stableOn(blue, revA, 2), inRollout(revB, 1, t0, 10), measured(t0, pass))), t0.Add(50 * time.Second), false, t0.Add(time.Minute)},
+		{"is due when the last measurement belongs to an earlier step", newModelServer(withStatus(stableOn(blue, revA, 2), inRollout(revB, 2, t0, 25), measured(t0.Add(-time.Second), pass))), t0, true, t0},
+		{"is not due while the candidate warms", newModelServer(withStatus(stableOn(blue, revA, 2), inRollout(revB, 0, t0, 0))), t0.Add(time.Hour), false, time.Time{}},
+		{"is not due while paused", newModelServer(withPaused(true), withStatus(stableOn(blue, revA, 2), inRollout(revB, 1, t0, 10))), t0.Add(time.Hour), false, time.Time{}},
+		{"is not due while awaiting promotion", newModelServer(withStatus(phase(v1alpha1.PhaseAwaitingPromotion), stableOn(blue, revA, 2), inRollout(revB, 2, t0, 50))), t0.Add(time.Hour), false, time.Time{}},
+		{"is not due without a rollout", newModelServer(withStatus(phase(v1alpha1.PhaseHealthy), stableOn(blue, revA, 2))), t0, false, time.Time{}},
+		{"is not due after a rollback", newModelServer(withStatus(stableOn(blue, revA, 2), rolledBack(revB, v1alpha1.OutcomeRolledBack, "x"))), t0, false, time.Time{}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := MeasureDue(tc.ms, tc.now); got != tc.due {
+				t.Errorf("MeasureDue = %t, want %t", got, tc.due)
+			}
+			at, ok := NextMeasureAt(tc.ms)
+			if ok != !tc.nextAt.IsZero() || !at.Equal(tc.nextAt) {
+				t.Errorf("NextMeasureAt = %v, %t, want %v", at, ok, tc.nextAt)
+			}
+		})
+	}
+}
+
+func TestVerdictOf(t *testing.T) {
+	cases := []struct {
+		name string
+		in   []v1alpha1.Verdict
+		want v1alpha1.Verdict
+	}{
+		{"no result passes", nil, pass},
+		{"all passing passes", []v1alpha1.Verdict{pass, pass}, pass},
+		{"any failure fails, even beside an inconclusive one", []v1alpha1.Verdict{inc, pass, fail}, fail},
+		{"an inconclusive result among passes is inconclusive", []v1alpha1.Verdict{pass, inc}, inc},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got, _ := verdictOf(results(t0, tc.in...)); got != tc.want {
+				t.Errorf("verdict = %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestNeed(t *testing.T) {
+	cases := []struct {
+		name          string
+		total, weight int32
+		want          int32
+	}{
+		{"rounds up a fraction of a pod", 4, 10, 1},
+		{"is exact on a whole number of pods", 4, 50, 2},
+		{"rounds 2.5 pods up to 3", 5, 50, 3},
+		{"is the total at 100 percent", 7, 100, 7},
+		{"is at least one pod even when scaled to zero", 0, 100, 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := need(tc.total, tc.weight); got != tc.want {
+				t.Errorf("need(%d, %d) = %d, want %d", tc.total, tc.weight, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestPolicyDefaults(t *testing.T) {
+	p := policyOf(newModelServer())
+	if len(p.steps) != 4 || p.steps[0] != 10 || p.stepDuration != 2*time.Minute || p.interval != 30*time.Second ||
+		p.scaleDownDelay != 10*time.Minute || p.progressDeadline != 30*time.Minute || !p.autoPromote || p.inconclusiveDeadline != 0 {
+		t.Errorf("defaults = %+v", p)
+	}
+	if p := policyOf(newModelServer(withSteps(30, 20, 100))); p.steps[0] != 10 {
+		t.Errorf("unsorted steps kept: %v", p.steps)
+	}
+	if p := policyOf(newModelServer(withStepDuration(10 * time.Second))); p.stepDuration != 30*time.Second {
+		t.Errorf("step shorter than the interval kept: %s", p.stepDuration)
+	}
+}

@@ -1,0 +1,640 @@
+package rollout
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
+)
+
+// Event reasons, UpperCamelCase, kept in one place.
+const (
+	// EventRolloutStarted: a new revision became the candidate.
+	EventRolloutStarted = "RolloutStarted"
+	// EventStepAdvanced: the candidate received the next step's weight.
+	EventStepAdvanced = "StepAdvanced"
+	// EventAwaitingPromotion: the rollout holds before its last step for a human.
+	EventAwaitingPromotion = "AwaitingPromotion"
+	// EventPromoted: the candidate became stable.
+	EventPromoted = "Promoted"
+	// EventRolledBack: analysis or a deadline sent all traffic back to stable.
+	EventRolledBack = "RolledBack"
+	// EventAborted: a person sent all traffic back to stable.
+	EventAborted = "Aborted"
+	// EventSuperseded: a newer spec replaced the candidate during its rollout.
+	EventSuperseded = "Superseded"
+	// EventPaused: spec.paused froze the rollout.
+	EventPaused = "Paused"
+	// EventResumed: spec.paused was cleared; the current step's timer restarted.
+	EventResumed = "Resumed"
+	// EventAnalysisFailed: a measurement failed (counted against the failure limit).
+	EventAnalysisFailed = "AnalysisFailed"
+	// EventAnalysisInconclusive: analysis started holding on inconclusive measurements.
+	EventAnalysisInconclusive = "AnalysisInconclusive"
+	// EventOperationIgnored: an operation came for a rollout that already ended.
+	EventOperationIgnored = "OperationIgnored"
+	// EventStableReplaced: the spec changed before the first revision ever served, so the new
+	// revision replaced it directly (there was nothing to protect with a progressive rollout).
+	EventStableReplaced = "StableReplaced"
+)
+
+// Next is one pass of the blue/green state machine. It does not modify ms: it starts from a
+// deep copy of ms.Status and returns the complete next status together with each color's plan,
+// the route weights, the events and when to look again.
+//
+// Choices where the API leaves room (see also the package tests, which pin each of them):
+//   - A first revision is Pending until its AvailableReplicas reach the desired total, then
+//     Healthy; a desired total of 0 is Healthy at once with no pods. If the spec changes while
+//     the first revision has never served and has no Ready pod, the new revision replaces it
+//     directly: a progressive rollout against a stable that serves nothing would protect nothing.
+//   - Degraded (phase in steady state, condition always) means the stable color has no Ready
+//     pod of more than zero desired after it had served; scaling up, or up from zero, is not
+//     degradation (Ready False and Reconciling True say it).
+//   - A rollout waiting for a human (Paused, AwaitingPromotion) is not work in progress:
+//     Reconciling is False there, as in Argo CD's "Suspended", so that kubectl wait and Flux
+//     do not time out on a deliberate hold; Ready stays False and Progressing False says why.
+//   - Candidate readiness counts only pods of the candidate's revision: a Deployment still
+//     replacing the other revision's pods is counted conservatively (see candidateReady).
+//   - Deadlines fire at or after their instant, so that a requeue at the instant acts.
+//   - Operations: Abort acts at once (also while paused). Promote and PromoteFull still need
+//     the candidate Ready and warm for the weight they give; until then the candidate is sized
+//     for it and Decision.KeepOperation asks the controller to keep the request. While paused
+//     they wait too. An operation on a rollout that has ended is ignored (an event says so).
+//   - A failed analysis that exceeds the failure limit in the same pass as a Promote wins:
+//     rollback before promotion.
+func Next(ms *v1alpha1.ModelServer, obs Observation, now time.Time) Decision {
+	m := &machine{
+		ms:        ms,
+		obs:       obs,
+		now:       now,
+		pol:       policyOf(ms),
+		st:        ms.Status.DeepCopy(),
+		total:     max(obs.DesiredReplicas, 0),
+		prevPhase: ms.Status.Phase,
+		plans:     map[v1alpha1.Color]ColorPlan{},
+	}
+	if ms.Status.Stable != nil {
+		prev := *ms.Status.Stable
+		m.prevStable = &prev
+	}
+	m.run()
+	return m.decision()
+}
+
+// machine holds one pass.
+type machine struct {
+	ms         *v1alpha1.ModelServer
+	obs        Observation
+	now        time.Time
+	pol        policy
+	st         *v1alpha1.ModelServerStatus
+	total      int32
+	prevPhase  v1alpha1.Phase
+	prevStable *v1alpha1.ColorStatus
+
+	plans        map[v1alpha1.Color]ColorPlan
+	events       []Event
+	wake         []time.Time // instants at which to look again
+	keepOp       bool
+	promotedNow  bool
+	heldReason   string
+	heldMessage  string
+	candidateHas bool // the candidate color is part of the rollout this pass (plans/weights)
+}
+
+func (m *machine) run() {
+	st := m.st
+	st.Revision = m.obs.Revision
+	if st.Stable == nil {
+		st.Stable = &v1alpha1.ColorStatus{Color: v1alpha1.Blue, Revision: m.obs.Revision, Image: m.obs.Image}
+	}
+	spec := m.obs.Revision
+	switch {
+	case spec == st.Stable.Revision:
+		m.steady()
+	case m.neverServed():
+		m.replaceStable()
+		m.steady()
+	case spec == st.RolledBackRevision:
+		m.holdRolledBack()
+	default:
+		if st.Candidate == nil || st.Candidate.Revision != spec {
+			m.startRollout()
+		}
+		m.progress()
+	}
+}
+
+// neverServed is true while the first revision has not become available and has no Ready pod
+// now: nothing serves that a rollout would protect.
+func (m *machine) neverServed() bool {
+	if m.prevPhase != "" && m.prevPhase != v1alpha1.PhasePending {
+		return false
+	}
+	s := m.st.Stable
+	return m.readyOf(s.Color, s.Revision) == 0
+}
+
+// inProgress is true when the status' candidate is a live rollout (not one kept for display
+// after a rollback or an abort).
+func (m *machine) inProgress() bool {
+	c := m.st.Candidate
+	return c != nil && c.Revision != m.st.RolledBackRevision
+}
+
+// replaceStable puts the spec's revision on the stable color of a ModelServer that never served.
+func (m *machine) replaceStable() {
+	st := m.st
+	old := st.Stable.Revision
+	st.Stable.Revision, st.Stable.Image = m.obs.Revision, m.obs.Image
+	m.event(corev1.EventTypeNormal, EventStableReplaced, "revision %s replaces %s on %s before it ever served", m.obs.Revision, old, st.Stable.Color)
+}
+
+// steady: the spec's revision is the stable revision; no rollout.
+func (m *machine) steady() {
+	st := m.st
+	if c := st.Candidate; c != nil {
+		if m.inProgress() {
+			m.record(c, v1alpha1.OutcomeSuperseded, fmt.Sprintf("spec returned to stable revision %s", st.Stable.Revision))
+			m.event(corev1.EventTypeNormal, EventSuperseded, "rollout of %s on %s superseded: spec returned to stable revision %s; all traffic on %s", c.Revision, c.Color, st.Stable.Revision, st.Stable.Color)
+		}
+		st.Candidate = nil
+	}
+	if m.obs.Operation != OpNone {
+		m.event(corev1.EventTypeNormal, EventOperationIgnored, "%s ignored: no rollout in progress", m.obs.Operation)
+	}
+	st.RolledBackRevision = ""
+	m.clearRollout()
+	m.planStable()
+	m.planIdle(st.Stable.Color.Other())
+	st.Phase = m.steadyPhase()
+}
+
+// steadyPhase is the phase without a rollout, from the stable color's pods.
+func (m *machine) steadyPhase() v1alpha1.Phase {
+	ready, avail := m.stableCounts()
+	switch {
+	case avail >= m.total:
+		return v1alpha1.PhaseHealthy
+	case ready == 0 && m.wasServing():
+		return v1alpha1.PhaseDegraded
+	case ready == 0 || m.prevPhase == "" || m.prevPhase == v1alpha1.PhasePending:
+		return v1alpha1.PhasePending
+	default:
+		return v1alpha1.PhaseHealthy
+	}
+}
+
+// wasServing: the stable color had Ready pods in the last pass (or was already Degraded), or
+// has just been promoted (promotion needs Ready pods).
+func (m *machine) wasServing() bool {
+	if m.promotedNow || m.prevPhase == v1alpha1.PhaseDegraded {
+		return true
+	}
+	p := m.prevStable
+	return p != nil && p.Color == m.st.Stable.Color && p.Revision == m.st.Stable.Revision && p.ReadyReplicas > 0
+}
+
+// holdRolledBack: the spec still asks for a revision that was rolled back or aborted.
+func (m *machine) holdRolledBack() {
+	st := m.st
+	if m.obs.Operation != OpNone {
+		m.event(corev1.EventTypeNormal, EventOperationIgnored, "%s ignored: revision %s was already rolled back; change the spec to retry", m.obs.Operation, st.RolledBackRevision)
+	}
+	m.clearRollout()
+	m.planStable()
+	plan := m.planIdle(st.Stable.Color.Other())
+	if c := st.Candidate; c != nil {
+		c.Replicas = plan
+		c.ReadyReplicas = m.readyOf(c.Color, c.Revision)
+	}
+	m.heldReason, m.heldMessage = v1alpha1.ReasonRolledBack, "revision "+st.RolledBackRevision+" was rolled back"
+	for _, h := range st.History {
+		if h.Revision == st.RolledBackRevision && (h.Outcome == v1alpha1.OutcomeRolledBack || h.Outcome == v1alpha1.OutcomeAborted) {
+			if h.Outcome == v1alpha1.OutcomeAborted {
+				m.heldReason = v1alpha1.ReasonAborted
+			}
+			m.heldMessage = fmt.Sprintf("revision %s %s: %s", h.Revision, strings.ToLower(string(h.Outcome)), h.Reason)
+			break
+		}
+	}
+	st.Phase = v1alpha1.PhaseRolledBack
+}
+
+// startRollout makes the spec's revision the candidate, on the color that is not stable.
+func (m *machine) startRollout() {
+	st := m.st
+	if c := st.Candidate; c != nil && m.inProgress() {
+		m.record(c, v1alpha1.OutcomeSuperseded, fmt.Sprintf("superseded by revision %s", m.obs.Revision))
+		m.event(corev1.EventTypeNormal, EventSuperseded, "rollout of %s superseded by %s; all traffic back on %s", c.Revision, m.obs.Revision, st.Stable.Color)
+	}
+	st.Candidate = &v1alpha1.ColorStatus{Color: st.Stable.Color.Other(), Revision: m.obs.Revision, Image: m.obs.Image}
+	st.Step = 0
+	st.StepStartedAt = m.timeP(m.now)
+	st.Failures = 0
+	st.Analysis = nil
+	st.InconclusiveSince = nil
+	st.RolledBackRevision = ""
+	st.ScaleDownAt = nil
+	m.event(corev1.EventTypeNormal, EventRolloutStarted, "rolling out %s (%s) on %s over steps %s; stable %s on %s", m.obs.Revision, m.obs.Image, st.Candidate.Color, stepsString(m.pol.steps), st.Stable.Revision, st.Stable.Color)
+}
+
+// progress runs a live rollout: ops, pause, analysis, deadlines, then the step rules.
+func (m *machine) progress() {
+	st := m.st
+	c := st.Candidate
+	steps := m.pol.steps
+	// Steps shortened mid-rollout take effect by index; the last held step is len(steps)-1.
+	st.Step = min(max(st.Step, 0), int32(len(steps)-1))
+	m.planStable()
+	m.candidateHas = true
+	c.ReadyReplicas = m.readyOf(c.Color, c.Revision)
+	c.Warm = m.warmOf(c.Color, c.Revision)
+	next := steps[st.Step] // the weight the candidate gets next; 100 means promotion
+	m.planCandidate(next)
+
+	if m.obs.Operation == OpAbort {
+		m.rollback(v1alpha1.OutcomeAborted, fmt.Sprintf("aborted at step %d/%d (candidate weight %d%%)", st.Step, len(steps), st.Weights.Candidate))
+		return
+	}
+	if m.ms.Spec.Paused {
+		if m.prevPhase != v1alpha1.PhasePaused {
+			m.event(corev1.EventTypeNormal, EventPaused, "rollout of %s paused at step %d/%d (candidate weight %d%%)", c.Revision, st.Step, len(steps), m.candidateWeight())
+		}
+		m.keepOp = m.obs.Operation == OpPromote || m.obs.Operation == OpPromoteFull
+		st.Phase = v1alpha1.PhasePaused
+		return
+	}
+	st.Phase = v1alpha1.PhaseProgressing
+	if m.prevPhase == v1alpha1.PhasePaused {
+		st.StepStartedAt = m.timeP(m.now)
+		m.event(corev1.EventTypeNormal, EventResumed, "rollout of %s resumed at step %d/%d; step timer restarted", c.Revision, st.Step, len(steps))
+	}
+	awaiting := m.prevPhase == v1alpha1.PhaseAwaitingPromotion
+	if st.Step >= 1 && m.obs.Measurement != nil && !awaiting {
+		if m.judge(*m.obs.Measurement) {
+			return
+		}
+	}
+	if st.Step >= 1 && st.InconclusiveSince != nil && m.pol.inconclusiveDeadline > 0 && !awaiting {
+		at := st.InconclusiveSince.Add(m.pol.inconclusiveDeadline)
+		if !m.now.Before(at) {
+			m.rollback(v1alpha1.OutcomeRolledBack, fmt.Sprintf("analysis inconclusive for %s (deadline %s): %s", m.now.Sub(st.InconclusiveSince.Time), m.pol.inconclusiveDeadline, firstMessage(st.Analysis, v1alpha1.VerdictInconclusive)))
+			return
+		}
+		m.wakeAt(at)
+	}
+
+	switch m.obs.Operation {
+	case OpPromoteFull:
+		m.planCandidate(100)
+		if m.readyFor(100) {
+			m.promote("promoted by request (PromoteFull)")
+		} else {
+			m.keepOp = true
+			m.wakeAt(m.now.Add(WarmupPollInterval))
+		}
+		return
+	case OpPromote:
+		if m.readyFor(next) {
+			m.advance(next, "by request (Promote)")
+		} else {
+			m.keepOp = true
+			m.wakeAt(m.now.Add(WarmupPollInterval))
+		}
+		return
+	}
+
+	if awaiting {
+		if m.pol.autoPromote && m.readyFor(next) {
+			m.promote("promoted: autoPromote enabled while awaiting promotion")
+			return
+		}
+		st.Phase = v1alpha1.PhaseAwaitingPromotion
+		return
+	}
+
+	started := st.StepStartedAt.Time
+	if st.Step == 0 {
+		if m.readyFor(next) {
+			m.advance(next, fmt.Sprintf("candidate %d/%d Ready and warm", c.ReadyReplicas, need(m.total, next)))
+			return
+		}
+		deadline := started.Add(m.pol.progressDeadline)
+		if !m.now.Before(deadline) {
+			m.rollback(v1alpha1.OutcomeRolledBack, fmt.Sprintf("%s: candidate %s had %d/%d Ready replicas (warm: %t) after %s", v1alpha1.ReasonProgressDeadline, c.Revision, c.ReadyReplicas, need(m.total, next), c.Warm, m.pol.progressDeadline))
+			return
+		}
+		m.wakeAt(deadline)
+		m.wakeAt(m.now.Add(WarmupPollInterval))
+		return
+	}
+
+	stepEnd := started.Add(m.pol.stepDuration)
+	if m.now.Before(stepEnd) {
+		m.wakeAt(stepEnd)
+		return
+	}
+	if !m.measuredPassInStep() {
+		return // the next measurement is the wake-up; a Fail or Inconclusive holds
+	}
+	if !m.readyFor(next) {
+		deadline := stepEnd.Add(m.pol.progressDeadline)
+		if !m.now.Before(deadline) {
+			m.rollback(v1alpha1.OutcomeRolledBack, fmt.Sprintf("%s: candidate %s had %d/%d Ready replicas (warm: %t) for weight %d%% after %s", v1alpha1.ReasonProgressDeadline, c.Revision, c.ReadyReplicas, need(m.total, next), c.Warm, next, m.pol.progressDeadline))
+			return
+		}
+		m.wakeAt(deadline)
+		m.wakeAt(m.now.Add(WarmupPollInterval))
+		return
+	}
+	m.advance(next, fmt.Sprintf("analysis passed over %s", m.pol.stepDuration))
+}
+
+// measuredPassInStep: the last measurement was taken in the current step and passed (a
+// measurement without results, when no metric is configured, passes).
+func (m *machine) measuredPassInStep() bool {
+	st := m.st
+	if st.LastMeasuredAt == nil || st.StepStartedAt == nil || st.LastMeasuredAt.Before(st.StepStartedAt) {
+		return false
+	}
+	v, _ := verdictOf(st.Analysis)
+	return v == v1alpha1.VerdictPass
+}
+
+// judge records a measurement; it returns true when it rolled the rollout back.
+func (m *machine) judge(meas Measurement) bool {
+	st := m.st
+	at := meas.At
+	if at.IsZero() {
+		at = m.now
+	}
+	st.LastMeasuredAt = m.timeP(at)
+	st.Analysis = append([]v1alpha1.MetricResult(nil), meas.Results...)
+	v, r := verdictOf(meas.Results)
+	switch v {
+	case v1alpha1.VerdictFail:
+		st.Failures++
+		st.InconclusiveSince = nil
+		reason := describe(r)
+		if st.Failures > m.pol.failureLimit {
+			m.rollback(v1alpha1.OutcomeRolledBack, fmt.Sprintf("analysis failed %d time(s), limit %d: %s", st.Failures, m.pol.failureLimit, reason))
+			return true
+		}
+		m.event(corev1.EventTypeWarning, EventAnalysisFailed, "measurement %d of %d tolerated failed: %s", st.Failures, m.pol.failureLimit, reason)
+	case v1alpha1.VerdictInconclusive:
+		if st.InconclusiveSince == nil {
+			st.InconclusiveSince = m.timeP(m.now)
+			m.event(corev1.EventTypeNormal, EventAnalysisInconclusive, "holding step %d: %s", st.Step, describe(r))
+		}
+	default:
+		st.InconclusiveSince = nil
+	}
+	return false
+}
+
+// advance gives the candidate the weight of the next step, or promotes it when that is 100.
+func (m *machine) advance(next int32, why string) {
+	st := m.st
+	if next >= 100 {
+		if !m.pol.autoPromote && m.obs.Operation != OpPromote && m.obs.Operation != OpPromoteFull {
+			if m.prevPhase != v1alpha1.PhaseAwaitingPromotion {
+				m.event(corev1.EventTypeNormal, EventAwaitingPromotion, "rollout of %s awaits promotion at step %d/%d (%s); annotate %s=%s to promote", st.Candidate.Revision, st.Step, len(m.pol.steps), why, v1alpha1.AnnotationPromote, st.Candidate.Revision)
+			}
+			st.Phase = v1alpha1.PhaseAwaitingPromotion
+			return
+		}
+		m.promote(fmt.Sprintf("promoted after step %d/%d: %s", st.Step, len(m.pol.steps), why))
+		return
+	}
+	st.Step++
+	st.StepStartedAt = m.timeP(m.now)
+	st.InconclusiveSince = nil
+	m.planCandidate(m.pol.steps[st.Step])
+	m.event(corev1.EventTypeNormal, EventStepAdvanced, "step %d/%d: %s (%s) %d%%, %s %d%% (%s)", st.Step, len(m.pol.steps), st.Candidate.Color, st.Candidate.Revision, next, st.Stable.Color, 100-next, why)
+	m.wakeAt(m.now.Add(m.pol.stepDuration))
+}
+
+// promote makes the candidate stable; the previous stable color stays warm until ScaleDownAt.
+func (m *machine) promote(why string) {
+	st := m.st
+	c := st.Candidate
+	old := st.Stable
+	m.record(c, v1alpha1.OutcomePromoted, why)
+	st.Stable = &v1alpha1.ColorStatus{Color: c.Color, Revision: c.Revision, Image: c.Image, ReadyReplicas: c.ReadyReplicas, Warm: c.Warm}
+	st.Candidate = nil
+	st.ScaleDownAt = m.timeP(m.now.Add(m.pol.scaleDownDelay))
+	m.promotedNow = true
+	m.candidateHas = false
+	m.event(corev1.EventTypeNormal, EventPromoted, "%s (%s) promoted on %s; %s (%s) kept warm until %s", c.Revision, c.Image, c.Color, old.Revision, old.Color, st.ScaleDownAt.UTC().Format(time.RFC3339))
+	m.clearRollout()
+	m.planStable()
+	m.planIdle(old.Color)
+	st.Phase = m.steadyPhase()
+}
+
+// rollback sends all traffic to stable and keeps the candidate in status, at zero replicas
+// (RolledBack) or at its replicas until the scale-down delay (Aborted).
+func (m *machine) rollback(outcome v1alpha1.Outcome, reason string) {
+	st := m.st
+	c := st.Candidate
+	m.record(c, outcome, reason)
+	st.RolledBackRevision = c.Revision
+	if outcome == v1alpha1.OutcomeAborted {
+		st.ScaleDownAt = m.timeP(m.now.Add(m.pol.scaleDownDelay))
+		m.event(corev1.EventTypeWarning, EventAborted, "rollout of %s aborted; all traffic on %s (%s), candidate kept until %s", c.Revision, st.Stable.Color, st.Stable.Revision, st.ScaleDownAt.UTC().Format(time.RFC3339))
+	} else {
+		st.ScaleDownAt = nil
+		m.event(corev1.EventTypeWarning, EventRolledBack, "rollout of %s rolled back; all traffic on %s (%s): %s", c.Revision, st.Stable.Color, st.Stable.Revision, reason)
+	}
+	m.candidateHas = false
+	m.holdRolledBack()
+}
+
+// clearRollout resets the per-rollout fields when no rollout is live.
+func (m *machine) clearRollout() {
+	st := m.st
+	st.Step = 0
+	st.StepStartedAt = nil
+	st.InconclusiveSince = nil
+	st.Failures = 0
+}
+
+// planStable asks the stable color for the whole total: it must be able to take all traffic
+// back at any time.
+func (m *machine) planStable() {
+	s := m.st.Stable
+	s.Replicas = m.total
+	s.ReadyReplicas = m.readyOf(s.Color, s.Revision)
+	m.plans[s.Color] = ColorPlan{Revision: s.Revision, Replicas: m.total}
+}
+
+// planCandidate sizes the candidate for the weight it is about to get.
+func (m *machine) planCandidate(weight int32) {
+	c := m.st.Candidate
+	c.Replicas = need(m.total, weight)
+	m.plans[c.Color] = ColorPlan{Revision: c.Revision, Replicas: c.Replicas}
+}
+
+// planIdle plans the color that serves no traffic: kept at its replicas until ScaleDownAt
+// (instant rollback after a promotion, inspection after an abort), else scaled to zero. It
+// returns the planned replicas.
+func (m *machine) planIdle(color v1alpha1.Color) int32 {
+	delete(m.plans, color)
+	o, ok := m.obs.Colors[color]
+	if sd := m.st.ScaleDownAt; sd != nil {
+		if m.now.Before(sd.Time) {
+			if ok && o.Exists {
+				m.plans[color] = ColorPlan{Revision: o.Revision, Replicas: o.Replicas}
+				m.wakeAt(sd.Time)
+				return o.Replicas
+			}
+			m.wakeAt(sd.Time)
+			return 0
+		}
+		m.st.ScaleDownAt = nil
+	}
+	if ok && o.Exists {
+		m.plans[color] = ColorPlan{Revision: o.Revision, Replicas: 0}
+	}
+	return 0
+}
+
+// colorObs returns the observation of a color when its Deployment runs revision rev.
+func (m *machine) colorObs(color v1alpha1.Color, rev string) (ColorObservation, bool) {
+	o, ok := m.obs.Colors[color]
+	if !ok || !o.Exists || o.Revision != rev {
+		return ColorObservation{}, false
+	}
+	return o, true
+}
+
+// readyOf counts the Ready pods of revision rev on a color, conservatively: while the
+// Deployment still replaces pods of another template (UpdatedReplicas < Replicas), those old
+// pods may be the Ready ones, so they are subtracted.
+func (m *machine) readyOf(color v1alpha1.Color, rev string) int32 {
+	o, ok := m.colorObs(color, rev)
+	if !ok {
+		return 0
+	}
+	old := max(o.Replicas-o.UpdatedReplicas, 0)
+	return min(max(o.ReadyReplicas-old, 0), o.UpdatedReplicas)
+}
+
+func (m *machine) availableOf(color v1alpha1.Color, rev string) int32 {
+	o, ok := m.colorObs(color, rev)
+	if !ok {
+		return 0
+	}
+	old := max(o.Replicas-o.UpdatedReplicas, 0)
+	return min(max(o.AvailableReplicas-old, 0), o.UpdatedReplicas)
+}
+
+func (m *machine) warmOf(color v1alpha1.Color, rev string) bool {
+	o, ok := m.colorObs(color, rev)
+	return ok && o.Warm
+}
+
+// stableCounts are the stable color's Ready and Available pods of the stable revision.
+func (m *machine) stableCounts() (ready, avail int32) {
+	s := m.st.Stable
+	return m.readyOf(s.Color, s.Revision), m.availableOf(s.Color, s.Revision)
+}
+
+// readyFor: the candidate has enough Ready, warm pods of its revision to take weight percent.
+func (m *machine) readyFor(weight int32) bool {
+	c := m.st.Candidate
+	return c.Warm && c.ReadyReplicas >= need(m.total, weight)
+}
+
+// candidateWeight is the weight the candidate holds at its current step.
+func (m *machine) candidateWeight() int32 {
+	if !m.candidateHas || m.st.Candidate == nil || m.st.Step < 1 {
+		return 0
+	}
+	return m.pol.steps[m.st.Step-1]
+}
+
+func (m *machine) record(c *v1alpha1.ColorStatus, outcome v1alpha1.Outcome, reason string) {
+	r := v1alpha1.RevisionRecord{Revision: c.Revision, Image: c.Image, Outcome: outcome, Reason: reason, At: metav1.NewTime(m.now)}
+	h := append([]v1alpha1.RevisionRecord{r}, m.st.History...)
+	if len(h) > historyLimit {
+		h = h[:historyLimit]
+	}
+	m.st.History = h
+}
+
+func (m *machine) event(typ, reason, format string, args ...any) {
+	m.events = append(m.events, Event{Type: typ, Reason: reason, Message: fmt.Sprintf(format, args...)})
+}
+
+func (m *machine) wakeAt(t time.Time) { m.wake = append(m.wake, t) }
+
+func (m *machine) timeP(t time.Time) *metav1.Time {
+	mt := metav1.NewTime(t)
+	return &mt
+}
+
+// decision finishes the pass: weights, conditions, requeue.
+func (m *machine) decision() Decision {
+	st := m.st
+	cw := m.candidateWeight()
+	st.Weights = v1alpha1.Weights{Stable: 100 - cw, Candidate: cw}
+	weights := map[v1alpha1.Color]int32{st.Stable.Color: 100 - cw, st.Stable.Color.Other(): cw}
+
+	if st.Phase == v1alpha1.PhaseProgressing && st.Step >= 1 {
+		if t, ok := nextMeasureAt(st, m.pol); ok {
+			m.wakeAt(maxTime(t, m.now.Add(time.Second)))
+		}
+	}
+	ready, avail := m.stableCounts()
+	f := facts{
+		generation:      m.ms.Generation,
+		specRevision:    m.obs.Revision,
+		total:           m.total,
+		stableReady:     ready,
+		stableAvailable: avail,
+		wasServing:      m.wasServing(),
+		heldReason:      m.heldReason,
+		heldMessage:     m.heldMessage,
+	}
+	setReadyCondition(st, f)
+	setReconcilingCondition(st, f)
+	setStalledCondition(st, f)
+	setProgressingCondition(st, f)
+	setDegradedCondition(st, f)
+
+	var requeue time.Duration
+	for _, t := range m.wake {
+		if d := t.Sub(m.now); d > 0 && (requeue == 0 || d < requeue) {
+			requeue = d
+		}
+	}
+	return Decision{
+		Status:        *st,
+		Plans:         m.plans,
+		Weights:       weights,
+		Events:        m.events,
+		RequeueAfter:  requeue,
+		KeepOperation: m.keepOp,
+	}
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+func stepsString(steps []int32) string {
+	parts := make([]string, len(steps))
+	for i, s := range steps {
+		parts[i] = fmt.Sprint(s)
+	}
+	return strings.Join(parts, ",")
+}

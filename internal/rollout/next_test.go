@@ -1,0 +1,745 @@
+package rollout
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+
+	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
+)
+
+const (
+	blue  = v1alpha1.Blue
+	green = v1alpha1.Green
+	pass  = v1alpha1.VerdictPass
+	fail  = v1alpha1.VerdictFail
+	inc   = v1alpha1.VerdictInconclusive
+)
+
+type want struct {
+	phase   v1alpha1.Phase
+	weights map[v1alpha1.Color]int32 // nil: not checked
+	plans   map[v1alpha1.Color]ColorPlan
+	step    *int32
+	requeue *time.Duration
+	events  []string          // reasons that must be among the events
+	noEvent []string          // reasons that must not be
+	conds   map[string]string // condition type -> "True/Reason"
+	keepOp  bool
+	check   func(t *testing.T, d Decision)
+}
+
+func i32(v int32) *int32                    { return &v }
+func dur(d time.Duration) *time.Duration    { return &d }
+func w(b, g int32) map[v1alpha1.Color]int32 { return map[v1alpha1.Color]int32{blue: b, green: g} }
+
+func TestNext(t *testing.T) {
+	steps := withSteps(10, 50, 100)
+	healthyA := withStatus(phase(v1alpha1.PhaseHealthy), stableOn(blue, revA, 4))
+	cases := []struct {
+		name string
+		ms   *v1alpha1.ModelServer
+		obs  Observation
+		now  time.Time
+		want want
+	}{
+		// First revision.
+		{
+			name: "the first pass puts the first revision on blue with all traffic and is Pending until available",
+			ms:   newModelServer(),
+			obs:  newObs(revA, 3),
+			now:  t0,
+			want: want{
+				phase: v1alpha1.PhasePending, weights: w(100, 0),
+				plans: map[v1alpha1.Color]ColorPlan{blue: {Revision: revA, Replicas: 3}},
+				conds: map[string]string{"Ready": "False/DeploymentsNotReady", "Reconciling": "True/DeploymentsNotReady", "Stalled": "False/Reconciled", "Degraded": "False/Available", "Progressing": "True/DeploymentsNotReady"},
+				check: func(t *testing.T, d Decision) {
+					if d.Status.Stable == nil || d.Status.Stable.Color != blue || d.Status.Stable.Revision != revA || d.Status.Stable.Image != "img:"+revA {
+						t.Errorf("stable = %+v, want blue %s", d.Status.Stable, revA)
+					}
+				},
+			},
+		},
+		{
+			name: "the first revision stays Pending while only some replicas are available",
+			ms:   newModelServer(withStatus(phase(v1alpha1.PhasePending), stableOn(blue, revA, 0))),
+			obs:  newObs(revA, 3, deploy(blue, revA, 3, 2)),
+			now:  t0,
+			want: want{phase: v1alpha1.PhasePending, conds: map[string]string{"Ready": "False/DeploymentsNotReady", "Degraded": "False/Available"}},
+		},
+		{
+			name: "the first revision becomes Healthy and Ready once blue has all replicas available",
+			ms:   newModelServer(withStatus(phase(v1alpha1.PhasePending), stableOn(blue, revA, 0))),
+			obs:  newObs(revA, 3, deploy(blue, revA, 3, 3)),
+			now:  t0,
+			want: want{phase: v1alpha1.PhaseHealthy, weights: w(100, 0), requeue: dur(0), conds: map[string]string{"Ready": "True/Available", "Reconciling": "False/Reconciled", "Progressing": "False/Reconciled"}},
+		},
+		{
+			name: "a desired total of zero is Healthy at once with no pods",
+			ms:   newModelServer(),
+			obs:  newObs(revA, 0),
+			now:  t0,
+			want: want{phase: v1alpha1.PhaseHealthy, plans: map[v1alpha1.Color]ColorPlan{blue: {Revision: revA, Replicas: 0}}, conds: map[string]string{"Ready": "True/Available"}},
+		},
+		{
+			name: "a template change before the first revision ever served replaces it on blue without a rollout",
+			ms:   newModelServer(withStatus(phase(v1alpha1.PhasePending), stableOn(blue, revA, 0))),
+			obs:  newObs(revB, 2, deploy(blue, revA, 2, 0)),
+			now:  t0,
+			want: want{
+				phase: v1alpha1.PhasePending, weights: w(100, 0), events: []string{EventStableReplaced},
+				plans: map[v1alpha1.Color]ColorPlan{blue: {Revision: revB, Replicas: 2}},
+				check: func(t *testing.T, d Decision) {
+					if d.Status.Candidate != nil || d.Status.Stable.Revision != revB {
+						t.Errorf("stable %+v candidate %+v, want stable %s and no candidate", d.Status.Stable, d.Status.Candidate, revB)
+					}
+				},
+			},
+		},
+		{
+			name: "a template change while the first revision already has Ready pods starts a rollout",
+			ms:   newModelServer(withStatus(phase(v1alpha1.PhasePending), stableOn(blue, revA, 0))),
+			obs:  newObs(revB, 2, deploy(blue, revA, 2, 1)),
+			now:  t0,
+			want: want{phase: v1alpha1.PhaseProgressing, weights: w(100, 0), events: []string{EventRolloutStarted}, noEvent: []string{EventStableReplaced}},
+		},
+		// Steady state.
+		{
+			name: "a stable that served and lost every Ready pod is Degraded",
+			ms:   newModelServer(healthyA),
+			obs:  newObs(revA, 4, deploy(blue, revA, 4, 0)),
+			now:  t0,
+			want: want{phase: v1alpha1.PhaseDegraded, conds: map[string]string{"Degraded": "True/DeploymentsNotReady", "Ready": "False/DeploymentsNotReady", "Reconciling": "True/DeploymentsNotReady"}},
+		},
+		{
+			name: "scaling up from zero is Pending, not Degraded",
+			ms:   newModelServer(withStatus(phase(v1alpha1.PhaseHealthy), stableOn(blue, revA, 0))),
+			obs:  newObs(revA, 2, deploy(blue, revA, 2, 0)),
+			now:  t0,
+			want: want{phase: v1alpha1.PhasePending, conds: map[string]string{"Degraded": "False/Available"}},
+		},
+		{
+			name: "scaling up a serving stable stays Healthy but not Ready while pods come up",
+			ms:   newModelServer(healthyA),
+			obs:  newObs(revA, 6, deploy(blue, revA, 6, 4)),
+			now:  t0,
+			want: want{phase: v1alpha1.PhaseHealthy, conds: map[string]string{"Ready": "False/DeploymentsNotReady", "Reconciling": "True/DeploymentsNotReady", "Degraded": "False/Available"}},
+		},
+		{
+			name: "the previous stable is kept warm at its replicas until ScaleDownAt, which is the requeue",
+			ms:   newModelServer(withStatus(phase(v1alpha1.PhaseHealthy), stableOn(green, revB, 4), scaleDownAt(t0.Add(3*time.Minute)))),
+			obs:  newObs(revB, 4, deploy(green, revB, 4, 4), deploy(blue, revA, 4, 4)),
+			now:  t0,
+			want: want{
+				phase: v1alpha1.PhaseHealthy, weights: w(0, 100), requeue: dur(3 * time.Minute),
+				plans: map[v1alpha1.Color]ColorPlan{green: {Revision: revB, Replicas: 4}, blue: {Revision: revA, Replicas: 4}},
+			},
+		},
+		{
+			name: "the previous stable scales to zero at ScaleDownAt, which is then cleared",
+			ms:   newModelServer(withStatus(phase(v1alpha1.PhaseHealthy), stableOn(green, revB, 4), scaleDownAt(t0))),
+			obs:  newObs(revB, 4, deploy(green, revB, 4, 4), deploy(blue, revA, 4, 4)),
+			now:  t0,
+			want: want{
+				requeue: dur(0),
+				plans:   map[v1alpha1.Color]ColorPlan{green: {Revision: revB, Replicas: 4}, blue: {Revision: revA, Replicas: 0}},
+				check: func(t *testing.T, d Decision) {
+					if d.Status.ScaleDownAt != nil {
+						t.Errorf("ScaleDownAt = %v, want cleared", d.Status.ScaleDownAt)
+					}
+				},
+			},
+		},
+		{
+			name: "a spec reverted to the stable revision mid-rollout supersedes the candidate and sends all traffic to stable",
+			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 2, t0.Add(-time.Minute), 50))),
+			obs:  newObs(revA, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 4, 4)),
+			now:  t0,
+			want: want{
+				phase: v1alpha1.PhaseHealthy, weights: w(100, 0), step: i32(0), events: []string{EventSuperseded},
+				plans: map[v1alpha1.Color]ColorPlan{blue: {Revision: revA, Replicas: 4}, green: {Revision: revB, Replicas: 0}},
+				check: func(t *testing.T, d Decision) {
+					if d.Status.Candidate != nil {
+						t.Errorf("candidate = %+v, want cleared", d.Status.Candidate)
+					}
+					if h := d.Status.History; len(h) == 0 || h[0].Revision != revB || h[0].Outcome != v1alpha1.OutcomeSuperseded {
+						t.Errorf("history = %+v, want %s Superseded first", h, revB)
+					}
+				},
+			},
+		},
+		// A new rollout.
+		{
+			name: "a new revision starts a rollout on the other color, warming with no weight",
+			ms:   newModelServer(steps, healthyA),
+			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4)),
+			now:  t0,
+			want: want{
+				phase: v1alpha1.PhaseProgressing, weights: w(100, 0), step: i32(0), requeue: dur(WarmupPollInterval),
+				plans:  map[v1alpha1.Color]ColorPlan{blue: {Revision: revA, Replicas: 4}, green: {Revision: revB, Replicas: 1}},
+				events: []string{EventRolloutStarted},
+				conds:  map[string]string{"Reconciling": "True/WarmingUp", "Progressing": "True/WarmingUp", "Ready": "False/RolloutInProgress", "Stalled": "False/Reconciled"},
+				check: func(t *testing.T, d Decision) {
+					c := d.Status.Candidate
+					if c == nil || c.Color != green || c.Revision != revB || c.Image != "img:"+revB {
+						t.Fatalf("candidate = %+v, want green %s", c, revB)
+					}
+					if !d.Status.StepStartedAt.Time.Equal(t0) {
+						t.Errorf("StepStartedAt = %v, want %v", d.Status.StepStartedAt, t0)
+					}
+				},
+			},
+		},
+		{
+			name: "a newer revision mid-rollout supersedes the candidate and restarts at warm-up with all traffic on stable",
+			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 2, t0.Add(-time.Minute), 50), failures(1), measured(t0.Add(-10*time.Second), fail))),
+			obs:  newObs(revC, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 2, 2)),
+			now:  t0,
+			want: want{
+				phase: v1alpha1.PhaseProgressing, weights: w(100, 0), step: i32(0), events: []string{EventSuperseded, EventRolloutStarted},
+				plans: map[v1alpha1.Color]ColorPlan{blue: {Revision: revA, Replicas: 4}, green: {Revision: revC, Replicas: 1}},
+				check: func(t *testing.T, d Decision) {
+					if d.Status.Candidate.Revision != revC || d.Status.Failures != 0 || d.Status.Analysis != nil {
+						t.Errorf("candidate %s failures %d analysis %v, want %s with a clean slate", d.Status.Candidate.Revision, d.Status.Failures, d.Status.Analysis, revC)
+					}
+					if d.Status.History[0].Revision != revB || d.Status.History[0].Outcome != v1alpha1.OutcomeSuperseded {
+						t.Errorf("history[0] = %+v, want %s Superseded", d.Status.History[0], revB)
+					}
+				},
+			},
+		},
+		{
+			name: "a new revision after a rolled back one clears RolledBackRevision",
+			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhaseRolledBack), stableOn(blue, revA, 4), rolledBack(revB, v1alpha1.OutcomeRolledBack, "ttft"))),
+			obs:  newObs(revC, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 0, 0)),
+			now:  t0,
+			want: want{
+				phase: v1alpha1.PhaseProgressing, noEvent: []string{EventSuperseded},
+				conds: map[string]string{"Stalled": "False/Reconciled"},
+				check: func(t *testing.T, d Decision) {
+					if d.Status.RolledBackRevision != "" || d.Status.Candidate.Revision != revC {
+						t.Errorf("rolledBack %q candidate %s, want cleared and %s", d.Status.RolledBackRevision, d.Status.Candidate.Revision, revC)
+					}
+				},
+			},
+		},
+		// Warm-up (step 0).
+		{
+			name: "the warm-up advances to step 1 once the candidate is Ready and warm for the first weight",
+			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 0, t0.Add(-time.Minute), 0))),
+			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 1, 1)),
+			now:  t0,
+			want: want{
+				phase: v1alpha1.PhaseProgressing, weights: w(90, 10), step: i32(1), events: []string{EventStepAdvanced},
+				plans: map[v1alpha1.Color]ColorPlan{blue: {Revision: revA, Replicas: 4}, green: {Revision: revB, Replicas: 2}},
+				conds: map[string]string{"Reconciling": "True/Analyzing"},
+				check: func(t *testing.T, d Decision) {
+					if !d.Status.StepStartedAt.Time.Equal(t0) {
+						t.Errorf("StepStartedAt = %v, want now", d.Status.StepStartedAt)
+					}
+					if d.Status.Weights != (v1alpha1.Weights{Stable: 90, Candidate: 10}) {
+						t.Errorf("status weights = %+v", d.Status.Weights)
+					}
+				},
+			},
+		},
+		{
+			name: "the warm-up does not advance while the Ready pods have not passed the warm-up check",
+			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 0, t0.Add(-time.Minute), 0))),
+			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 1, 1), cold(green)),
+			now:  t0,
+			want: want{phase: v1alpha1.PhaseProgressing, weights: w(100, 0), step: i32(0), requeue: dur(WarmupPollInterval), conds: map[string]string{"Reconciling": "True/WarmingUp"}},
+		},
+		{
+			name: "the warm-up does not count Ready pods of the template being replaced",
+			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 0, t0.Add(-time.Minute), 0))),
+			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 4, 3), updated(green, 1)),
+			now:  t0,
+			want: want{step: i32(0), weights: w(100, 0)},
+		},
+		{
+			name: "the warm-up does not count pods of a Deployment still running another revision",
+			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 0, t0.Add(-time.Minute), 0))),
+			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revC, 4, 4)),
+			now:  t0,
+			want: want{step: i32(0), weights: w(100, 0)},
+		},
+		{
+			name: "the progress deadline rolls back a candidate that never becomes Ready",
+			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 0, t0.Add(-30*time.Minute), 0))),
+			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 1, 0)),
+			now:  t0,
+			want: want{
+				phase: v1alpha1.PhaseRolledBack, weights: w(100, 0), events: []string{EventRolledBack},
+				plans: map[v1alpha1.Color]ColorPlan{blue: {Revision: revA, Replicas: 4}, green: {Revision: revB, Replicas: 0}},
+				conds: map[string]string{"Stalled": "True/RolledBack", "Ready": "False/RolledBack", "Reconciling": "False/RolledBack", "Progressing": "False/RolledBack"},
+				check: func(t *testing.T, d Decision) {
+					if !strings.Contains(d.Status.History[0].Reason, v1alpha1.ReasonProgressDeadline) {
+						t.Errorf("history reason %q, want it to name %s", d.Status.History[0].Reason, v1alpha1.ReasonProgressDeadline)
+					}
+				},
+			},
+		},
+		{
+			name: "the warm-up requeues at the progress deadline when it is nearer than the poll",
+			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 0, t0.Add(-30*time.Minute+2*time.Second), 0))),
+			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4)),
+			now:  t0,
+			want: want{phase: v1alpha1.PhaseProgressing, requeue: dur(2 * time.Second)},
+		},
+		{
+			name: "a single step of 100 warms the candidate to the full total and then promotes at once",
+			ms:   newModelServer(withSteps(100), withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 0, t0.Add(-time.Minute), 0))),
+			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 4, 4)),
+			now:  t0,
+			want: want{phase: v1alpha1.PhaseHealthy, weights: w(0, 100), events: []string{EventPromoted}},
+		},
+		{
+			name: "a single step of 100 sizes the warming candidate for the full total",
+			ms:   newModelServer(withSteps(100), withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 0, t0.Add(-time.Minute), 0))),
+			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 4, 3)),
+			now:  t0,
+			want: want{phase: v1alpha1.PhaseProgressing, weights: w(100, 0), plans: map[v1alpha1.Color]ColorPlan{blue: {Revision: revA, Replicas: 4}, green: {Revision: revB, Replicas: 4}}},
+		},
+		// Held steps.
+		{
+			name: "a step is held until its duration has elapsed even with passing analysis",
+			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 1, t0.Add(-time.Minute), 10), measured(t0.Add(-30*time.Second), pass))),
+			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 2, 2), measurement(t0, pass)),
+			now:  t0,
+			want: want{phase: v1alpha1.PhaseProgressing, weights: w(90, 10), step: i32(1), requeue: dur(30 * time.Second)},
+		},
+		{
+			name: "a step advances after its duration with a passing measurement taken in the step",
+			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 1, t0.Add(-2*time.Minute), 10), measured(t0.Add(-30*time.Second), pass))),
+			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 2, 2), measurement(t0, pass)),
+			now:  t0,
+			want: want{
+				phase: v1alpha1.PhaseProgressing, weights: w(50, 50), step: i32(2), events: []string{EventStepAdvanced},
+				plans:   map[v1alpha1.Color]ColorPlan{blue: {Revision: revA, Replicas: 4}, green: {Revision: revB, Replicas: 4}},
+				requeue: dur(30 * time.Second),
+			},
+		},
+		{
+			name: "a step does not advance on a passing measurement taken before the step started",
+			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 1, t0.Add(-2*time.Minute), 10), measured(t0.Add(-3*time.Minute), pass))),
+			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 2, 2)),
+			now:  t0,
+			want: want{step: i32(1), weights: w(90, 10), requeue: dur(time.Second)},
+		},
+		{
+			name: "a measurement without results (no metric configured) passes",
+			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 1, t0.Add(-2*time.Minute), 10))),
+			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 2, 2), emptyMeasurement(t0)),
+			now:  t0,
+			want: want{step: i32(2), weights: w(50, 50)},
+		},
+		{
+			name: "a step does not advance until the candidate is Ready for the next weight, and polls meanwhile",
+			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 1, t0.Add(-2*time.Minute), 10))),
+			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 2, 1), measurement(t0, pass)),
+			now:  t0,
+			want: want{step: i32(1), weights: w(90, 10), requeue: dur(WarmupPollInterval), plans: map[v1alpha1.Color]ColorPlan{blue: {Revision: revA, Replicas: 4}, green: {Revision: revB, Replicas: 2}}},
+		},
+		{
+			name: "a candidate that cannot grow for its next weight is rolled back after the progress deadline",
+			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 1, t0.Add(-32*time.Minute), 10), measured(t0.Add(-time.Second), pass))),
+			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 2, 1)),
+			now:  t0,
+			want: want{phase: v1alpha1.PhaseRolledBack, weights: w(100, 0)},
+		},
+		{
+			name: "a failed measurement within the failure limit holds the step and is counted",
+			ms:   newModelServer(steps, withFailureLimit(1), withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 1, t0.Add(-2*time.Minute), 10))),
+			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 2, 2), measurement(t0, pass, fail)),
+			now:  t0,
+			want: want{
+				phase: v1alpha1.PhaseProgressing, step: i32(1), weights: w(90, 10), events: []string{EventAnalysisFailed}, requeue: dur(30 * time.Second),
+				check: func(t *testing.T, d Decision) {
+					if d.Status.Failures != 1 || !d.Status.LastMeasuredAt.Time.Equal(t0) || len(d.Status.Analysis) != 2 {
+						t.Errorf("failures %d lastMeasured %v analysis %d, want 1, now, 2", d.Status.Failures, d.Status.LastMeasuredAt, len(d.Status.Analysis))
+					}
+				},
+			},
+		},
+		{
+			name: "a failed measurement beyond the failure limit rolls back with the metric, value and bound in the reason",
+			ms:   newModelServer(steps, withFailureLimit(1), withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 2, t0.Add(-time.Minute), 50), failures(1))),
+			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 4, 4), measurement(t0, fail)),
+			now:  t0,
+			want: want{
+				phase: v1alpha1.PhaseRolledBack, weights: w(100, 0), step: i32(0), events: []string{EventRolledBack},
+				plans: map[v1alpha1.Color]ColorPlan{blue: {Revision: revA, Replicas: 4}, green: {Revision: revB, Replicas: 0}},
+				conds: map[string]string{"Stalled": "True/RolledBack", "Ready": "False/RolledBack", "Reconciling": "False/RolledBack"},
+				check: func(t *testing.T, d Decision) {
+					st := d.Status
+					if st.RolledBackRevision != revB || st.Candidate == nil || st.Candidate.Replicas != 0 {
+						t.Errorf("rolledBack %q candidate %+v, want %s kept at 0 replicas", st.RolledBackRevision, st.Candidate, revB)
+					}
+					r := st.History[0]
+					if r.Outcome != v1alpha1.OutcomeRolledBack || !strings.Contains(r.Reason, "ttft-p95 = 0.9") || !strings.Contains(r.Reason, "<= 0.5") {
+						t.Errorf("history[0] = %+v, want RolledBack naming metric, value and bound", r)
+					}
+					if msg := cond(st, "Stalled").Message; !strings.Contains(msg, "ttft-p95") {
+						t.Errorf("Stalled message %q, want the metric", msg)
+					}
+				},
+			},
+		},
+		{
+			name: "a failure limit of zero rolls back on the first failed measurement",
+			ms:   newModelServer(steps, withFailureLimit(0), withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 1, t0.Add(-time.Minute), 10))),
+			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 2, 2), measurement(t0, fail)),
+			now:  t0,
+			want: want{phase: v1alpha1.PhaseRolledBack, weights: w(100, 0)},
+		},
+		{
+			name: "an inconclusive measurement holds the step and records since when",
+			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 1, t0.Add(-5*time.Minute), 10))),
+			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 2, 2), measurement(t0, pass, inc)),
+			now:  t0,
+			want: want{
+				phase: v1alpha1.PhaseProgressing, step: i32(1), weights: w(90, 10), events: []string{EventAnalysisInconclusive},
+				conds: map[string]string{"Reconciling": "True/Inconclusive", "Progressing": "True/Inconclusive"},
+				check: func(t *testing.T, d Decision) {
+					if d.Status.InconclusiveSince == nil || !d.Status.InconclusiveSince.Time.Equal(t0) || d.Status.Failures != 0 {
+						t.Errorf("InconclusiveSince %v failures %d, want now and 0", d.Status.InconclusiveSince, d.Status.Failures)
+					}
+				},
+			},
+		},
+		{
+			name: "a later inconclusive measurement keeps the first InconclusiveSince and never rolls back without a deadline",
+			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 1, t0.Add(-5*time.Hour), 10), inconclusiveSince(t0.Add(-4*time.Hour)))),
+			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 2, 2), measurement(t0, inc)),
+			now:  t0,
+			want: want{
+				phase: v1alpha1.PhaseProgressing, step: i32(1), noEvent: []string{EventAnalysisInconclusive},
+				check: func(t *testing.T, d Decision) {
+					if !d.Status.InconclusiveSince.Time.Equal(t0.Add(-4 * time.Hour)) {
+						t.Errorf("InconclusiveSince = %v, want unchanged", d.Status.InconclusiveSince)
+					}
+				},
+			},
+		},
+		{
+			name: "holding on inconclusive analysis past inconclusiveDeadline rolls back",
+			ms:   newModelServer(steps, withInconclusiveDeadline(10*time.Minute), withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 1, t0.Add(-time.Hour), 10), inconclusiveSince(t0.Add(-10*time.Minute)), measured(t0.Add(-20*time.Second), inc))),
+			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 2, 2)),
+			now:  t0,
+			want: want{
+				phase: v1alpha1.PhaseRolledBack, weights: w(100, 0),
+				check: func(t *testing.T, d Decision) {
+					if !strings.Contains(d.Status.History[0].Reason, "inconclusive") {
+						t.Errorf("reason %q, want inconclusive", d.Status.History[0].Reason)
+					}
+				},
+			},
+		},
+		{
+			name: "holding on inconclusive analysis requeues at the inconclusive deadline",
+			ms:   newModelServer(steps, withInconclusiveDeadline(10*time.Minute), withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 1, t0.Add(-time.Hour), 10), inconclusiveSince(t0.Add(-10*time.Minute+3*time.Second)), measured(t0, inc))),
+			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 2, 2)),
+			now:  t0,
+			want: want{phase: v1alpha1.PhaseProgressing, requeue: dur(3 * time.Second)},
+		},
+		{
+			name: "a passing measurement clears InconclusiveSince",
+			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 1, t0.Add(-time.Minute), 10), inconclusiveSince(t0.Add(-time.Minute)))),
+			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 2, 2), measurement(t0, pass)),
+			now:  t0,
+			want: want{check: func(t *testing.T, d Decision) {
+				if d.Status.InconclusiveSince != nil {
+					t.Errorf("InconclusiveSince = %v, want cleared", d.Status.InconclusiveSince)
+				}
+			}},
+		},
+		{
+			name: "the last held step promotes: the candidate color becomes stable and the old stable stays warm until ScaleDownAt",
+			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 2, t0.Add(-2*time.Minute), 50))),
+			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 4, 4), measurement(t0, pass)),
+			now:  t0,
+			want: want{
+				phase: v1alpha1.PhaseHealthy, weights: w(0, 100), step: i32(0), events: []string{EventPromoted}, requeue: dur(DefaultScaleDownDelay),
+				plans: map[v1alpha1.Color]ColorPlan{green: {Revision: revB, Replicas: 4}, blue: {Revision: revA, Replicas: 4}},
+				conds: map[string]string{"Ready": "True/Available", "Reconciling": "False/Reconciled", "Progressing": "False/Promoted", "Degraded": "False/Available"},
+				check: func(t *testing.T, d Decision) {
+					st := d.Status
+					if st.Stable.Color != green || st.Stable.Revision != revB || st.Candidate != nil {
+						t.Errorf("stable %+v candidate %+v, want green %s and none", st.Stable, st.Candidate, revB)
+					}
+					if st.ScaleDownAt == nil || !st.ScaleDownAt.Time.Equal(t0.Add(DefaultScaleDownDelay)) {
+						t.Errorf("ScaleDownAt = %v, want now+10m", st.ScaleDownAt)
+					}
+					if st.History[0].Outcome != v1alpha1.OutcomePromoted || st.History[0].Revision != revB {
+						t.Errorf("history[0] = %+v, want %s Promoted", st.History[0], revB)
+					}
+					if st.Weights != (v1alpha1.Weights{Stable: 100}) {
+						t.Errorf("status weights = %+v, want all on stable", st.Weights)
+					}
+				},
+			},
+		},
+		{
+			name: "with autoPromote false the rollout waits for a human before the last step",
+			ms:   newModelServer(steps, withAutoPromote(false), withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 2, t0.Add(-2*time.Minute), 50))),
+			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 4, 4), measurement(t0, pass)),
+			now:  t0,
+			want: want{
+				phase: v1alpha1.PhaseAwaitingPromotion, weights: w(50, 50), step: i32(2), events: []string{EventAwaitingPromotion}, requeue: dur(0),
+				conds: map[string]string{"Reconciling": "False/AwaitingPromotion", "Progressing": "False/AwaitingPromotion", "Ready": "False/AwaitingPromotion", "Stalled": "False/Reconciled"},
+			},
+		},
+		{
+			name: "awaiting promotion holds without analysis or events until someone promotes",
+			ms:   newModelServer(steps, withAutoPromote(false), withStatus(phase(v1alpha1.PhaseAwaitingPromotion), stableOn(blue, revA, 4), inRollout(revB, 2, t0.Add(-time.Hour), 50))),
+			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 4, 4), measurement(t0, fail)),
+			now:  t0,
+			want: want{phase: v1alpha1.PhaseAwaitingPromotion, weights: w(50, 50), check: func(t *testing.T, d Decision) {
+				if len(d.Events) != 0 || d.Status.Failures != 0 {
+					t.Errorf("events %v failures %d, want none", d.Events, d.Status.Failures)
+				}
+			}},
+		},
+		{
+			name: "a Promote request while awaiting promotion promotes",
+			ms:   newModelServer(steps, withAutoPromote(false), withStatus(phase(v1alpha1.PhaseAwaitingPromotion), stableOn(blue, revA, 4), inRollout(revB, 2, t0.Add(-time.Hour), 50))),
+			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 4, 4), op(OpPromote)),
+			now:  t0,
+			want: want{phase: v1alpha1.PhaseHealthy, weights: w(0, 100), events: []string{EventPromoted}},
+		},
+		// Operations.
+		{
+			name: "a Promote request advances one step now, ignoring the step timer and analysis",
+			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 1, t0.Add(-time.Second), 10), measured(t0, fail), failures(1))),
+			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 2, 2), op(OpPromote)),
+			now:  t0,
+			want: want{step: i32(2), weights: w(50, 50), keepOp: false},
+		},
+		{
+			name: "a Promote request waits, sized and kept, until the candidate is Ready for the next weight",
+			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 1, t0.Add(-time.Second), 10))),
+			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 2, 1), op(OpPromote)),
+			now:  t0,
+			want: want{step: i32(1), weights: w(90, 10), keepOp: true, requeue: dur(time.Second), plans: map[v1alpha1.Color]ColorPlan{blue: {Revision: revA, Replicas: 4}, green: {Revision: revB, Replicas: 2}}},
+		},
+		{
+			name: "a PromoteFull request promotes now from any step",
+			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 1, t0.Add(-time.Second), 10))),
+			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 4, 4), op(OpPromoteFull)),
+			now:  t0,
+			want: want{phase: v1alpha1.PhaseHealthy, weights: w(0, 100), events: []string{EventPromoted}, keepOp: false},
+		},
+		{
+			name: "a PromoteFull request sizes the candidate for all traffic and is kept until it is Ready",
+			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 1, t0.Add(-time.Second), 10))),
+			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 2, 2), op(OpPromoteFull)),
+			now:  t0,
+			want: want{phase: v1alpha1.PhaseProgressing, weights: w(90, 10), keepOp: true, plans: map[v1alpha1.Color]ColorPlan{blue: {Revision: revA, Replicas: 4}, green: {Revision: revB, Replicas: 4}}},
+		},
+		{
+			name: "an Abort request sends all traffic to stable at once and keeps the candidate at its replicas until the scale-down delay",
+			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 2, t0.Add(-time.Second), 50))),
+			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 4, 4), op(OpAbort)),
+			now:  t0,
+			want: want{
+				phase: v1alpha1.PhaseRolledBack, weights: w(100, 0), events: []string{EventAborted}, requeue: dur(DefaultScaleDownDelay),
+				plans: map[v1alpha1.Color]ColorPlan{blue: {Revision: revA, Replicas: 4}, green: {Revision: revB, Replicas: 4}},
+				conds: map[string]string{"Stalled": "True/Aborted", "Ready": "False/Aborted"},
+				check: func(t *testing.T, d Decision) {
+					if d.Status.History[0].Outcome != v1alpha1.OutcomeAborted || d.Status.RolledBackRevision != revB {
+						t.Errorf("history[0] %+v rolledBack %q, want Aborted %s", d.Status.History[0], d.Status.RolledBackRevision, revB)
+					}
+				},
+			},
+		},
+		{
+			name: "an Abort request acts while the rollout is paused",
+			ms:   newModelServer(steps, withPaused(true), withStatus(phase(v1alpha1.PhasePaused), stableOn(blue, revA, 4), inRollout(revB, 1, t0.Add(-time.Second), 10))),
+			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 2, 2), op(OpAbort)),
+			now:  t0,
+			want: want{phase: v1alpha1.PhaseRolledBack, weights: w(100, 0)},
+		},
+		// Rolled back hold.
+		{
+			name: "a rolled back revision stays RolledBack while the spec asks for it, without retrying",
+			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhaseRolledBack), stableOn(blue, revA, 4), rolledBack(revB, v1alpha1.OutcomeRolledBack, "ttft-p95 = 0.9"))),
+			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 0, 0)),
+			now:  t0.Add(time.Hour),
+			want: want{
+				phase: v1alpha1.PhaseRolledBack, weights: w(100, 0), requeue: dur(0),
+				plans: map[v1alpha1.Color]ColorPlan{blue: {Revision: revA, Replicas: 4}, green: {Revision: revB, Replicas: 0}},
+				conds: map[string]string{"Stalled": "True/RolledBack", "Ready": "False/RolledBack", "Reconciling": "False/RolledBack"},
+				check: func(t *testing.T, d Decision) {
+					if len(d.Events) != 0 || d.Status.Candidate == nil || d.Status.Candidate.Revision != revB {
+						t.Errorf("events %v candidate %+v, want no events and %s kept", d.Events, d.Status.Candidate, revB)
+					}
+					if msg := cond(d.Status, "Stalled").Message; !strings.Contains(msg, "ttft-p95 = 0.9") {
+						t.Errorf("Stalled message %q, want the rollback reason", msg)
+					}
+				},
+			},
+		},
+		{
+			name: "an aborted revision keeps its candidate until ScaleDownAt, then scales it to zero",
+			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhaseRolledBack), stableOn(blue, revA, 4), rolledBack(revB, v1alpha1.OutcomeAborted, "aborted"), scaleDownAt(t0))),
+			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 4, 4)),
+			now:  t0,
+			want: want{
+				phase: v1alpha1.PhaseRolledBack, plans: map[v1alpha1.Color]ColorPlan{blue: {Revision: revA, Replicas: 4}, green: {Revision: revB, Replicas: 0}},
+				conds: map[string]string{"Stalled": "True/Aborted"},
+			},
+		},
+		{
+			name: "an operation on a rolled back revision is ignored and not kept",
+			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhaseRolledBack), stableOn(blue, revA, 4), rolledBack(revB, v1alpha1.OutcomeRolledBack, "x"))),
+			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), op(OpPromoteFull)),
+			now:  t0,
+			want: want{phase: v1alpha1.PhaseRolledBack, weights: w(100, 0), events: []string{EventOperationIgnored}, keepOp: false},
+		},
+		// Pause.
+		{
+			name: "a paused rollout freezes weights and step and ignores measurements",
+			ms:   newModelServer(steps, withPaused(true), withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 1, t0.Add(-time.Hour), 10))),
+			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 2, 2), measurement(t0, fail, fail)),
+			now:  t0,
+			want: want{
+				phase: v1alpha1.PhasePaused, step: i32(1), weights: w(90, 10), events: []string{EventPaused}, requeue: dur(0),
+				conds: map[string]string{"Progressing": "False/Paused", "Reconciling": "False/Paused", "Ready": "False/Paused"},
+				check: func(t *testing.T, d Decision) {
+					if d.Status.Failures != 0 || d.Status.LastMeasuredAt != nil {
+						t.Errorf("failures %d lastMeasured %v, want the measurement ignored", d.Status.Failures, d.Status.LastMeasuredAt)
+					}
+				},
+			},
+		},
+		{
+			name: "a Promote request waits while the rollout is paused",
+			ms:   newModelServer(steps, withPaused(true), withStatus(phase(v1alpha1.PhasePaused), stableOn(blue, revA, 4), inRollout(revB, 1, t0.Add(-time.Hour), 10))),
+			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 2, 2), op(OpPromote)),
+			now:  t0,
+			want: want{phase: v1alpha1.PhasePaused, step: i32(1), keepOp: true, noEvent: []string{EventPaused}},
+		},
+		{
+			name: "resuming a paused rollout restarts the current step's timer",
+			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhasePaused), stableOn(blue, revA, 4), inRollout(revB, 1, t0.Add(-time.Hour), 10), measured(t0.Add(-time.Hour+time.Minute), pass))),
+			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 2, 2)),
+			now:  t0,
+			want: want{
+				phase: v1alpha1.PhaseProgressing, step: i32(1), weights: w(90, 10), events: []string{EventResumed}, requeue: dur(time.Second),
+				check: func(t *testing.T, d Decision) {
+					if !d.Status.StepStartedAt.Time.Equal(t0) {
+						t.Errorf("StepStartedAt = %v, want now", d.Status.StepStartedAt)
+					}
+				},
+			},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			before := tc.ms.DeepCopy()
+			d := Next(tc.ms, tc.obs, tc.now)
+			if !equality.Semantic.DeepEqual(before, tc.ms) {
+				t.Fatalf("Next modified its input")
+			}
+			checkWant(t, d, tc.want)
+			checkAlways(t, tc.ms, d)
+		})
+	}
+}
+
+func checkWant(t *testing.T, d Decision, wt want) {
+	t.Helper()
+	if wt.phase != "" && d.Status.Phase != wt.phase {
+		t.Errorf("phase = %s, want %s", d.Status.Phase, wt.phase)
+	}
+	if wt.weights != nil && fmt.Sprint(d.Weights) != fmt.Sprint(wt.weights) {
+		t.Errorf("weights = %v, want %v", d.Weights, wt.weights)
+	}
+	if wt.plans != nil && fmt.Sprint(d.Plans) != fmt.Sprint(wt.plans) {
+		t.Errorf("plans = %v, want %v", d.Plans, wt.plans)
+	}
+	if wt.step != nil && d.Status.Step != *wt.step {
+		t.Errorf("step = %d, want %d", d.Status.Step, *wt.step)
+	}
+	if wt.requeue != nil && d.RequeueAfter != *wt.requeue {
+		t.Errorf("requeueAfter = %s, want %s", d.RequeueAfter, *wt.requeue)
+	}
+	for _, r := range wt.events {
+		if !hasEvent(d, r) {
+			t.Errorf("no %s event among %v", r, d.Events)
+		}
+	}
+	for _, r := range wt.noEvent {
+		if hasEvent(d, r) {
+			t.Errorf("unexpected %s event among %v", r, d.Events)
+		}
+	}
+	for typ, sr := range wt.conds {
+		c := cond(d.Status, typ)
+		if c == nil {
+			t.Errorf("no %s condition", typ)
+			continue
+		}
+		if got := string(c.Status) + "/" + c.Reason; got != sr {
+			t.Errorf("%s = %s (%s), want %s", typ, got, c.Message, sr)
+		}
+	}
+	if d.KeepOperation != wt.keepOp {
+		t.Errorf("keepOperation = %t, want %t", d.KeepOperation, wt.keepOp)
+	}
+	if wt.check != nil {
+		wt.check(t, d)
+	}
+}
+
+// checkAlways holds for every decision.
+func checkAlways(t *testing.T, ms *v1alpha1.ModelServer, d Decision) {
+	t.Helper()
+	st := d.Status
+	if st.Stable == nil {
+		t.Fatalf("no stable color")
+	}
+	sum := int32(0)
+	for _, v := range d.Weights {
+		sum += v
+	}
+	if sum != 100 || len(d.Weights) != 2 {
+		t.Errorf("weights %v do not split 100 over two colors", d.Weights)
+	}
+	if d.Weights[st.Stable.Color] != st.Weights.Stable || st.Weights.Stable+st.Weights.Candidate != 100 {
+		t.Errorf("status weights %+v do not mirror %v", st.Weights, d.Weights)
+	}
+	if st.Candidate != nil && st.Candidate.Color == st.Stable.Color {
+		t.Errorf("candidate and stable share color %s", st.Stable.Color)
+	}
+	for _, c := range st.Conditions {
+		if c.ObservedGeneration != ms.Generation {
+			t.Errorf("condition %s observedGeneration %d, want %d", c.Type, c.ObservedGeneration, ms.Generation)
+		}
+	}
+	if len(st.History) > historyLimit {
+		t.Errorf("history holds %d records", len(st.History))
+	}
+	if d.RequeueAfter < 0 {
+		t.Errorf("negative requeue %s", d.RequeueAfter)
+	}
+}
+
+func TestHistoryKeepsTheTenNewestRecordsNewestFirst(t *testing.T) {
+	ms := newModelServer(withSteps(10, 100), withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 2), inRollout(revB, 1, t0.Add(-5*time.Minute), 10)))
+	for i := range 10 {
+		ms.Status.History = append(ms.Status.History, v1alpha1.RevisionRecord{Revision: fmt.Sprintf("old-%d", i), Outcome: v1alpha1.OutcomePromoted})
+	}
+	d := Next(ms, newObs(revB, 2, deploy(blue, revA, 2, 2), deploy(green, revB, 2, 2), measurement(t0, pass)), t0)
+	h := d.Status.History
+	if len(h) != historyLimit || h[0].Revision != revB || h[0].Outcome != v1alpha1.OutcomePromoted || h[1].Revision != "old-0" || h[9].Revision != "old-8" {
+		t.Errorf("history = %+v, want %s Promoted first then old-0..old-8", h, revB)
+	}
+	if len(ms.Status.History) != 10 || ms.Status.History[0].Revision != "old-0" {
+		t.Errorf("input history modified: %+v", ms.Status.History)
+	}
+}

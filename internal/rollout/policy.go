@@ -1,0 +1,91 @@
+package rollout
+
+import (
+	"time"
+
+	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
+)
+
+// API defaults, applied defensively when a field is zero (an object written before defaulting,
+// or built in a test).
+const (
+	// DefaultStepDuration is spec.rollout.stepDuration's default.
+	DefaultStepDuration = 2 * time.Minute
+	// DefaultAnalysisInterval is spec.rollout.analysis.interval's default.
+	DefaultAnalysisInterval = 30 * time.Second
+	// DefaultScaleDownDelay is spec.rollout.scaleDownDelay's default.
+	DefaultScaleDownDelay = 10 * time.Minute
+	// DefaultProgressDeadline is spec.rollout.progressDeadline's default.
+	DefaultProgressDeadline = 30 * time.Minute
+	// WarmupPollInterval is how often a pass looks again while the candidate warms up or is
+	// being sized for its next weight: the warm-up check is an HTTP probe, not a watched object.
+	WarmupPollInterval = 5 * time.Second
+	// historyLimit is the number of RevisionRecords kept (the API's MaxItems).
+	historyLimit = 10
+)
+
+// DefaultSteps is spec.rollout.steps' default.
+var DefaultSteps = []int32{10, 25, 50, 100}
+
+// policy is spec.rollout with every default applied.
+type policy struct {
+	steps                []int32
+	stepDuration         time.Duration
+	interval             time.Duration
+	scaleDownDelay       time.Duration
+	progressDeadline     time.Duration
+	inconclusiveDeadline time.Duration // 0: none
+	autoPromote          bool
+	failureLimit         int32
+}
+
+func policyOf(ms *v1alpha1.ModelServer) policy {
+	r := ms.Spec.Rollout
+	p := policy{
+		steps:            validSteps(r.Steps),
+		stepDuration:     orDefault(r.StepDuration.Duration, DefaultStepDuration),
+		interval:         orDefault(r.Analysis.Interval.Duration, DefaultAnalysisInterval),
+		scaleDownDelay:   orDefault(r.ScaleDownDelay.Duration, DefaultScaleDownDelay),
+		progressDeadline: orDefault(r.ProgressDeadline.Duration, DefaultProgressDeadline),
+		autoPromote:      r.AutoPromote == nil || *r.AutoPromote,
+		failureLimit:     max(r.FailureLimit, 0),
+	}
+	if r.InconclusiveDeadline != nil && r.InconclusiveDeadline.Duration > 0 {
+		p.inconclusiveDeadline = r.InconclusiveDeadline.Duration
+	}
+	// A step is held for at least one analysis interval, so that every step is judged on at
+	// least one measurement taken after its weight was set (the API documents this bound).
+	p.stepDuration = max(p.stepDuration, p.interval)
+	return p
+}
+
+// validSteps returns steps when they are what the API's validation admits (each 1..100,
+// strictly increasing, ending at 100), else the defaults.
+func validSteps(steps []int32) []int32 {
+	if len(steps) == 0 || steps[len(steps)-1] != 100 {
+		return DefaultSteps
+	}
+	prev := int32(0)
+	for _, s := range steps {
+		if s <= prev || s > 100 {
+			return DefaultSteps
+		}
+		prev = s
+	}
+	return steps
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
+}
+
+// need is the number of Ready candidate replicas required before the candidate gets weight
+// percent of the traffic: ceil(total*weight/100), at least 1 (a rollout while scaled to zero
+// still starts one candidate pod to prove it loads).
+func need(total, weight int32) int32 {
+	n := (int64(max(total, 0))*int64(weight) + 99) / 100
+	return int32(max(n, 1))
+}

@@ -1,0 +1,360 @@
+package rollout
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
+)
+
+// outcomes counts what the random runs went through, so that a run that never exercises a
+// rule fails instead of passing vacuously.
+type outcomes struct {
+	promotions, rollbacks, aborts, supersedes, advances, inconclusiveHolds, pauses, keptOps, awaiting int
+}
+
+func TestSequencesKeepInvariants(t *testing.T) {
+	seeds, passes := 500, 300
+	if testing.Short() {
+		seeds = 100
+	}
+	var total outcomes
+	for seed := range seeds {
+		var log passLog
+		o, err := runRandom(uint64(seed), passes, &log)
+		if err != nil {
+			t.Fatalf("seed %d: %v\nlast passes:\n%s", seed, err, log.String())
+		}
+		total.promotions += o.promotions
+		total.rollbacks += o.rollbacks
+		total.aborts += o.aborts
+		total.supersedes += o.supersedes
+		total.advances += o.advances
+		total.inconclusiveHolds += o.inconclusiveHolds
+		total.pauses += o.pauses
+		total.keptOps += o.keptOps
+		total.awaiting += o.awaiting
+	}
+	t.Logf("outcomes over %d seeds: %+v", seeds, total)
+	for name, n := range map[string]int{
+		"promotions": total.promotions, "rollbacks": total.rollbacks, "aborts": total.aborts, "supersedes": total.supersedes,
+		"advances": total.advances, "inconclusive holds": total.inconclusiveHolds, "pauses": total.pauses,
+		"kept operations": total.keptOps, "awaiting promotion": total.awaiting,
+	} {
+		if n < seeds/20 {
+			t.Errorf("only %d %s over %d seeds: the random runs do not exercise this rule", n, name, seeds)
+		}
+	}
+}
+
+// runRandom drives one seeded scenario and returns the first broken invariant.
+func runRandom(seed uint64, passes int, log *passLog) (outcomes, error) {
+	rng := rand.New(rand.NewPCG(seed, 0x6d6f64656c))
+	var o outcomes
+	stepLists := [][]int32{{10, 25, 50, 100}, {10, 50, 100}, {100}, {5, 100}, {20, 40, 60, 80, 100}}
+	ms := newModelServer(
+		withSteps(stepLists[rng.IntN(len(stepLists))]...),
+		withStepDuration(time.Duration(1+rng.IntN(3))*time.Minute),
+		withInterval(time.Duration(15+15*rng.IntN(3))*time.Second),
+		withFailureLimit(int32(rng.IntN(3))),
+		withAutoPromote(rng.IntN(3) != 0),
+	)
+	if rng.IntN(2) == 0 {
+		ms.Spec.Rollout.InconclusiveDeadline = &metav1.Duration{Duration: time.Duration(2+rng.IntN(10)) * time.Minute}
+	}
+	if rng.IntN(4) == 0 {
+		ms.Spec.Rollout.ProgressDeadline = metav1.Duration{Duration: 5 * time.Minute}
+	}
+	pol := policyOf(ms)
+	qualities := []quality{good, good, good, bad, noData, broken, coldPods}
+	s := newSim(ms, int32(1+rng.IntN(6)), good)
+	failedInRollout := 0 // Fail verdicts judged for the current candidate
+
+	for pass := range passes {
+		// The world changes.
+		switch r := rng.IntN(100); {
+		case r < 3:
+			s.newRevision(qualities[rng.IntN(len(qualities))])
+		case r < 4 && ms.Status.Stable != nil:
+			s.specRev = ms.Status.Stable.Revision // revert the template
+			s.ms.Generation++
+		case r < 7:
+			ms.Spec.Paused = !ms.Spec.Paused
+		case r < 10:
+			s.total = int32(rng.IntN(7))
+		case r < 16:
+			if c := ms.Status.Candidate; c != nil && c.Revision == s.specRev {
+				s.op = []Operation{OpPromote, OpPromote, OpPromoteFull, OpAbort}[rng.IntN(4)]
+			}
+		}
+		obs := s.observe()
+		if MeasureDue(ms, s.now) {
+			obs.Measurement = s.measure(rng)
+		}
+		prev := ms.Status.DeepCopy()
+		before := ms.DeepCopy()
+		d := Next(ms, obs, s.now)
+		log.add(loggedPass{pass, s.now, s.start, ms.Spec.Paused, obs, d})
+		if !reflect.DeepEqual(before, ms) {
+			return o, fmt.Errorf("pass %d: Next modified its input", pass)
+		}
+
+		sameRollout := prev.Candidate != nil && prev.Candidate.Revision == obs.Revision && prev.Candidate.Revision != prev.RolledBackRevision
+		if !sameRollout {
+			failedInRollout = 0
+		}
+		if m := obs.Measurement; m != nil && sameRollout && !ms.Spec.Paused && prev.Phase == v1alpha1.PhaseProgressing {
+			if v, _ := verdictOf(m.Results); v == v1alpha1.VerdictFail {
+				failedInRollout++
+			}
+		}
+		if err := checkPass(ms, pol, prev, obs, d, s.now, failedInRollout, &o); err != nil {
+			return o, fmt.Errorf("pass %d: %w", pass, err)
+		}
+		// An inconclusive measurement must not cause a step or a rollback.
+		if m := obs.Measurement; m != nil {
+			if v, _ := verdictOf(m.Results); v == v1alpha1.VerdictInconclusive {
+				without := obs
+				without.Measurement = nil
+				d0 := Next(ms, without, s.now)
+				if err := checkInconclusive(prev, d, d0); err != nil {
+					return o, fmt.Errorf("pass %d: %w", pass, err)
+				}
+			}
+		}
+
+		s.apply(d)
+		s.evolve(rng)
+		step := []time.Duration{time.Second, 5 * time.Second, 20 * time.Second, time.Minute, 3 * time.Minute}[rng.IntN(5)]
+		if d.RequeueAfter > 0 && rng.IntN(2) == 0 {
+			step = d.RequeueAfter
+		}
+		s.now = s.now.Add(step)
+	}
+	return o, nil
+}
+
+// checkPass checks the invariants of one pass.
+func checkPass(ms *v1alpha1.ModelServer, pol policy, prev *v1alpha1.ModelServerStatus, obs Observation, d Decision, now time.Time, failedInRollout int, o *outcomes) error {
+	st := d.Status
+	steps := pol.steps
+	if st.Stable == nil {
+		return fmt.Errorf("no stable color")
+	}
+	// Weights sum to 100 over the two colors, mirror the status, and the candidate's is 0 or a step.
+	if len(d.Weights) != 2 || d.Weights[v1alpha1.Blue]+d.Weights[v1alpha1.Green] != 100 {
+		return fmt.Errorf("weights %v do not split 100 over two colors", d.Weights)
+	}
+	if d.Weights[st.Stable.Color] != st.Weights.Stable || st.Weights.Stable+st.Weights.Candidate != 100 {
+		return fmt.Errorf("status weights %+v do not mirror %v", st.Weights, d.Weights)
+	}
+	cw := candidateWeightOf(st)
+	if st.Weights.Candidate != 0 && (st.Candidate == nil || stepIndex(steps, cw) < 0 || cw == 100) {
+		return fmt.Errorf("candidate weight %d is not a held step of %v", st.Weights.Candidate, steps)
+	}
+	// The candidate never serves a revision the spec no longer asks for.
+	if cw > 0 && st.Candidate.Revision != obs.Revision {
+		return fmt.Errorf("candidate %s holds %d%% but the spec asks for %s", st.Candidate.Revision, cw, obs.Revision)
+	}
+	// The stable color is always asked for the whole total, on its revision.
+	if p := d.Plans[st.Stable.Color]; p.Revision != st.Stable.Revision || p.Replicas != obs.DesiredReplicas {
+		return fmt.Errorf("stable plan %+v, want %s×%d", p, st.Stable.Revision, obs.DesiredReplicas)
+	}
+	// No double GPUs: the candidate is never asked for more than the total (at least 1).
+	if st.Candidate != nil {
+		if p, ok := d.Plans[st.Candidate.Color]; ok && p.Revision == st.Candidate.Revision && p.Replicas > max(obs.DesiredReplicas, 1) && st.Phase != v1alpha1.PhaseRolledBack {
+			return fmt.Errorf("candidate plan %+v exceeds the total %d", p, obs.DesiredReplicas)
+		}
+	}
+
+	prevCW := candidateWeightOf(*prev)
+	promoted := prev.Candidate != nil && prev.Stable != nil && st.Stable.Revision == prev.Candidate.Revision && st.Stable.Color == prev.Candidate.Color && st.Stable.Revision != prev.Stable.Revision
+	sameRollout := prev.Candidate != nil && st.Candidate != nil && prev.Candidate.Revision == st.Candidate.Revision &&
+		prev.Candidate.Color == st.Candidate.Color && prev.Phase != v1alpha1.PhaseRolledBack && st.Phase != v1alpha1.PhaseRolledBack
+
+	// Within one rollout the candidate's weight only grows, one step at a time, and only onto
+	// Ready, warm pods.
+	if sameRollout && cw != prevCW {
+		if cw < prevCW {
+			return fmt.Errorf("candidate weight fell %d -> %d within a rollout", prevCW, cw)
+		}
+		if want := steps[stepIndex(steps, prevCW)+1]; prevCW == 0 && cw != steps[0] || prevCW != 0 && cw != want {
+			return fmt.Errorf("candidate weight jumped %d -> %d over steps %v", prevCW, cw, steps)
+		}
+		if err := readyForWeight(obs, st.Candidate.Color, st.Candidate.Revision, cw); err != nil {
+			return err
+		}
+		o.advances++
+	}
+	if promoted {
+		o.promotions++
+		if obs.Operation != OpPromoteFull {
+			last := int32(0)
+			if len(steps) > 1 {
+				last = steps[len(steps)-2]
+			}
+			if prevCW != last {
+				return fmt.Errorf("promoted from weight %d, not from the last held step %d, without PromoteFull", prevCW, last)
+			}
+		}
+		if err := readyForWeight(obs, st.Stable.Color, st.Stable.Revision, 100); err != nil {
+			return fmt.Errorf("promotion: %w", err)
+		}
+		if failedInRollout > int(pol.failureLimit) {
+			return fmt.Errorf("promoted after %d failed measurements, limit %d", failedInRollout, pol.failureLimit)
+		}
+		if st.ScaleDownAt == nil || st.Weights.Stable != 100 {
+			return fmt.Errorf("promotion left ScaleDownAt %v weights %+v", st.ScaleDownAt, st.Weights)
+		}
+	}
+	// Leaving a held step without a request needs the step's time and a passing measurement
+	// taken in it (this holds for entering AwaitingPromotion too).
+	leftStep := sameRollout && cw > prevCW || promoted || st.Phase == v1alpha1.PhaseAwaitingPromotion && prev.Phase == v1alpha1.PhaseProgressing
+	if leftStep && prev.Step >= 1 && prev.Phase == v1alpha1.PhaseProgressing && obs.Operation != OpPromote && obs.Operation != OpPromoteFull {
+		if held := now.Sub(prev.StepStartedAt.Time); held < pol.stepDuration {
+			return fmt.Errorf("left step %d after %s, before its duration %s", prev.Step, held, pol.stepDuration)
+		}
+		if v, _ := verdictOf(st.Analysis); st.LastMeasuredAt == nil || st.LastMeasuredAt.Before(prev.StepStartedAt) || v != v1alpha1.VerdictPass {
+			return fmt.Errorf("left step %d without a passing measurement in it (last %v %s)", prev.Step, st.LastMeasuredAt, v)
+		}
+	}
+	// Exceeding the failure limit always ends in a rollback.
+	if failedInRollout > int(pol.failureLimit) && prev.Phase != v1alpha1.PhaseRolledBack && st.Phase != v1alpha1.PhaseRolledBack {
+		return fmt.Errorf("%d failed measurements (limit %d) but phase %s", failedInRollout, pol.failureLimit, st.Phase)
+	}
+	// A rollback leaves everything on a stable color that runs the stable revision.
+	if st.Phase == v1alpha1.PhaseRolledBack {
+		if d.Weights[st.Stable.Color] != 100 || st.Weights.Stable != 100 {
+			return fmt.Errorf("rolled back with weights %v", d.Weights)
+		}
+		if st.Candidate == nil || st.RolledBackRevision != st.Candidate.Revision || st.RolledBackRevision != obs.Revision {
+			return fmt.Errorf("rolled back with candidate %+v rolledBackRevision %q spec %s", st.Candidate, st.RolledBackRevision, obs.Revision)
+		}
+		if c := condStatus(st, v1alpha1.ConditionStalled); c != metav1.ConditionTrue {
+			return fmt.Errorf("rolled back but Stalled is %s", c)
+		}
+		if prev.Phase != v1alpha1.PhaseRolledBack {
+			switch st.History[0].Outcome {
+			case v1alpha1.OutcomeAborted:
+				o.aborts++
+			case v1alpha1.OutcomeRolledBack:
+				o.rollbacks++
+			default:
+				return fmt.Errorf("rollback recorded as %s", st.History[0].Outcome)
+			}
+		}
+	}
+	// RolledBack is sticky until the spec revision changes.
+	if prev.Phase == v1alpha1.PhaseRolledBack && prev.Revision == obs.Revision && st.Phase != v1alpha1.PhaseRolledBack {
+		return fmt.Errorf("left RolledBack for %s while the spec still asks for %s", st.Phase, obs.Revision)
+	}
+	if st.Phase == v1alpha1.PhaseRolledBack && prev.Phase != v1alpha1.PhaseRolledBack && prev.Candidate != nil && prev.Candidate.Revision == obs.Revision {
+		// Rollback came from this rollout: fine. A rollback of anything else is not.
+	} else if st.Phase == v1alpha1.PhaseRolledBack && prev.Phase != v1alpha1.PhaseRolledBack {
+		return fmt.Errorf("rolled back %s which was not the candidate being rolled out", st.RolledBackRevision)
+	}
+	// Paused freezes the step and weights.
+	if ms.Spec.Paused && prev.Phase == v1alpha1.PhasePaused && st.Phase == v1alpha1.PhasePaused && sameRollout && (st.Step != prev.Step || cw != prevCW) {
+		return fmt.Errorf("paused rollout moved: step %d -> %d, weight %d -> %d", prev.Step, st.Step, prevCW, cw)
+	}
+	if ms.Spec.Paused && st.Candidate != nil && st.Phase != v1alpha1.PhaseRolledBack && st.Phase != v1alpha1.PhasePaused {
+		return fmt.Errorf("spec paused but phase %s", st.Phase)
+	}
+	// Ready means the spec's revision has all traffic.
+	if condStatus(st, v1alpha1.ConditionReady) == metav1.ConditionTrue && (st.Stable.Revision != obs.Revision || st.Weights.Stable != 100) {
+		return fmt.Errorf("Ready while %s serves %d%% and the spec asks for %s", st.Stable.Revision, st.Weights.Stable, obs.Revision)
+	}
+	if prev.Candidate != nil && prev.Candidate.Revision != prev.RolledBackRevision && len(st.History) > 0 && st.History[0].Outcome == v1alpha1.OutcomeSuperseded && (len(prev.History) == 0 || !equality.Semantic.DeepEqual(prev.History[0], st.History[0])) {
+		o.supersedes++
+	}
+	if st.InconclusiveSince != nil && prev.InconclusiveSince == nil {
+		o.inconclusiveHolds++
+	}
+	if st.Phase == v1alpha1.PhasePaused && prev.Phase != v1alpha1.PhasePaused {
+		o.pauses++
+	}
+	if st.Phase == v1alpha1.PhaseAwaitingPromotion && prev.Phase != v1alpha1.PhaseAwaitingPromotion {
+		o.awaiting++
+	}
+	if d.KeepOperation {
+		o.keptOps++
+		if obs.Operation == OpNone || obs.Operation == OpAbort {
+			return fmt.Errorf("kept operation %q", obs.Operation)
+		}
+	}
+	if d.RequeueAfter < 0 {
+		return fmt.Errorf("negative requeue %s", d.RequeueAfter)
+	}
+	if st.Phase == v1alpha1.PhaseProgressing && d.RequeueAfter == 0 {
+		return fmt.Errorf("a progressing rollout with nothing timed")
+	}
+	return nil
+}
+
+func readyForWeight(obs Observation, c v1alpha1.Color, rev string, weight int32) error {
+	co := obs.Colors[c]
+	if co.Revision != rev || !co.Warm || co.ReadyReplicas < need(obs.DesiredReplicas, weight) {
+		return fmt.Errorf("%s got %d%% with %d Ready (need %d) warm=%t revision %s (want %s)", c, weight, co.ReadyReplicas, need(obs.DesiredReplicas, weight), co.Warm, co.Revision, rev)
+	}
+	return nil
+}
+
+// checkInconclusive: d is the pass with an inconclusive measurement, d0 the same pass without
+// it. Whatever moved with it must also move without it, except a rollback at the inconclusive
+// deadline.
+func checkInconclusive(prev *v1alpha1.ModelServerStatus, d, d0 Decision) error {
+	moved := func(x Decision) string {
+		return fmt.Sprintf("stable=%s candidateWeight=%d step=%d", x.Status.Stable.Revision, candidateWeightOf(x.Status), x.Status.Step)
+	}
+	if d.Status.Phase == v1alpha1.PhaseRolledBack && prev.Phase != v1alpha1.PhaseRolledBack {
+		if d0.Status.Phase == v1alpha1.PhaseRolledBack || strings.Contains(d.Status.History[0].Reason, "inconclusive for") {
+			return nil
+		}
+		return fmt.Errorf("an inconclusive measurement rolled back: %s", d.Status.History[0].Reason)
+	}
+	advanced := candidateWeightOf(d.Status) > candidateWeightOf(*prev) || d.Status.Stable.Revision != prev.Stable.Revision
+	if advanced && moved(d) != moved(d0) {
+		return fmt.Errorf("an inconclusive measurement advanced the rollout: %s, without it %s", moved(d), moved(d0))
+	}
+	return nil
+}
+
+func condStatus(st v1alpha1.ModelServerStatus, typ string) metav1.ConditionStatus {
+	if c := cond(st, typ); c != nil {
+		return c.Status
+	}
+	return metav1.ConditionUnknown
+}
+
+// passLog keeps the last passes of a run, formatted only when a run fails.
+type passLog struct{ last []loggedPass }
+
+type loggedPass struct {
+	pass       int
+	now, start time.Time
+	paused     bool
+	obs        Observation
+	d          Decision
+}
+
+func (l *passLog) add(p loggedPass) {
+	if len(l.last) == 12 {
+		l.last = l.last[1:]
+	}
+	l.last = append(l.last, p)
+}
+
+func (l *passLog) String() string {
+	var lines []string
+	for _, p := range l.last {
+		lines = append(lines, formatPass(p.pass, p.now, p.start, p.paused, p.obs, p.d))
+	}
+	return strings.Join(lines, "\n")
+}

@@ -1,0 +1,256 @@
+package rollout
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
+)
+
+// The simulation stands in for the controller and the cluster: it observes two Deployments,
+// takes a measurement when MeasureDue says so, calls Next, applies the plans (a Deployment
+// whose template changes loses its Ready pods, as with maxSurge 0) and lets pods come up.
+
+// quality is how a revision behaves.
+type quality int
+
+const (
+	good     quality = iota // mostly passes
+	bad                     // mostly fails
+	noData                  // mostly inconclusive
+	broken                  // never Ready
+	coldPods                // Ready but never warm
+)
+
+func (q quality) String() string {
+	return [...]string{"good", "bad", "noData", "broken", "coldPods"}[q]
+}
+
+type simDeployment struct {
+	rev      string
+	replicas int32
+	ready    int32
+	warm     bool
+}
+
+type sim struct {
+	ms      *v1alpha1.ModelServer
+	now     time.Time
+	start   time.Time
+	specRev string
+	total   int32
+	op      Operation
+	deps    map[v1alpha1.Color]*simDeployment
+	quality map[string]quality
+	nextRev int
+}
+
+func newSim(ms *v1alpha1.ModelServer, total int32, q quality) *sim {
+	s := &sim{ms: ms, now: t0, start: t0, total: total, deps: map[v1alpha1.Color]*simDeployment{}, quality: map[string]quality{}}
+	s.newRevision(q)
+	return s
+}
+
+func (s *sim) newRevision(q quality) {
+	s.nextRev++
+	s.specRev = fmt.Sprintf("r%d", s.nextRev)
+	s.quality[s.specRev] = q
+	s.ms.Generation++
+}
+
+func (s *sim) observe() Observation {
+	o := Observation{Revision: s.specRev, Image: "vllm:" + s.specRev, DesiredReplicas: s.total, Colors: map[v1alpha1.Color]ColorObservation{}, Operation: s.op}
+	for c, d := range s.deps {
+		o.Colors[c] = ColorObservation{Exists: true, Revision: d.rev, Image: "vllm:" + d.rev, Replicas: d.replicas,
+			ReadyReplicas: d.ready, AvailableReplicas: d.ready, UpdatedReplicas: d.replicas, Warm: d.warm}
+	}
+	return o
+}
+
+// measure returns a measurement of the candidate shaped by its quality.
+func (s *sim) measure(rng *rand.Rand) *Measurement {
+	cand := s.ms.Status.Candidate
+	q := s.quality[cand.Revision]
+	n := rng.IntN(3) // 0 metrics: the controller signals "no metric configured" with no results
+	var vs []v1alpha1.Verdict
+	for range n {
+		r := rng.Float64()
+		v := pass
+		switch q {
+		case good:
+			if r < 0.05 {
+				v = fail
+			} else if r < 0.15 {
+				v = inc
+			}
+		case bad:
+			if r < 0.6 {
+				v = fail
+			} else if r < 0.7 {
+				v = inc
+			}
+		case noData:
+			if r < 0.8 {
+				v = inc
+			} else if r < 0.85 {
+				v = fail
+			}
+		}
+		vs = append(vs, v)
+	}
+	return &Measurement{At: s.now, Results: results(s.now, vs...)}
+}
+
+// apply sets each planned Deployment; a template change starts its pods afresh.
+func (s *sim) apply(d Decision) {
+	for c, p := range d.Plans {
+		dep := s.deps[c]
+		if dep == nil {
+			dep = &simDeployment{}
+			s.deps[c] = dep
+		}
+		if dep.rev != p.Revision {
+			*dep = simDeployment{rev: p.Revision}
+		}
+		dep.replicas = p.Replicas
+		dep.ready = min(dep.ready, dep.replicas)
+		if dep.ready == 0 {
+			dep.warm = false
+		}
+	}
+	s.ms.Status = d.Status
+	if !d.KeepOperation {
+		s.op = OpNone
+	}
+}
+
+// evolve lets pods come up (or crash) for elapsed time.
+func (s *sim) evolve(rng *rand.Rand) {
+	for _, d := range s.deps {
+		q := s.quality[d.rev]
+		if q == broken {
+			d.ready = 0
+			continue
+		}
+		if d.ready < d.replicas {
+			d.ready += min(int32(rng.IntN(3)), d.replicas-d.ready)
+		}
+		if d.ready > 0 && rng.IntN(50) == 0 {
+			d.ready-- // a pod crashed
+		}
+		if d.ready == 0 {
+			d.warm = false
+		} else if q != coldPods && rng.IntN(2) == 0 {
+			d.warm = true
+		}
+	}
+}
+
+// evolveSteady lets every Deployment come up by one pod per pass, warm once complete.
+func (s *sim) evolveSteady() {
+	for _, d := range s.deps {
+		q := s.quality[d.rev]
+		if q != broken && d.ready < d.replicas {
+			d.ready++
+		}
+		d.warm = d.ready > 0 && d.ready == d.replicas && q != coldPods && q != broken
+	}
+}
+
+func planString(m map[v1alpha1.Color]ColorPlan) string {
+	var parts []string
+	for _, c := range []v1alpha1.Color{blue, green} {
+		if p, ok := m[c]; ok {
+			parts = append(parts, fmt.Sprintf("%s=%s×%d", c, p.Revision, p.Replicas))
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+// logLine is one readable line of a run.
+func (s *sim) logLine(pass int, obs Observation, d Decision) string {
+	return formatPass(pass, s.now, s.start, s.ms.Spec.Paused, obs, d)
+}
+
+func formatPass(pass int, now, start time.Time, paused bool, obs Observation, d Decision) string {
+	var b strings.Builder
+	st := d.Status
+	fmt.Fprintf(&b, "%3d +%-7s spec=%s total=%d", pass, fmtDur(now.Sub(start)), obs.Revision, obs.DesiredReplicas)
+	if paused {
+		b.WriteString(" paused")
+	}
+	if obs.Operation != OpNone {
+		fmt.Fprintf(&b, " op=%s", obs.Operation)
+	}
+	var ready []string
+	for _, c := range []v1alpha1.Color{blue, green} {
+		if o, ok := obs.Colors[c]; ok {
+			w := ""
+			if o.Warm {
+				w = "w"
+			}
+			ready = append(ready, fmt.Sprintf("%s:%s %d/%d%s", c, o.Revision, o.ReadyReplicas, o.Replicas, w))
+		}
+	}
+	if len(ready) > 0 {
+		fmt.Fprintf(&b, " seen[%s]", strings.Join(ready, " "))
+	}
+	if m := obs.Measurement; m != nil {
+		v, _ := verdictOf(m.Results)
+		fmt.Fprintf(&b, " measured=%s(%d)", v, len(m.Results))
+	}
+	fmt.Fprintf(&b, "\n    -> %s step=%d weights=%s plans[%s] requeue=%s", st.Phase, st.Step, weightString(d.Weights), planString(d.Plans), fmtDur(d.RequeueAfter))
+	if st.Failures > 0 {
+		fmt.Fprintf(&b, " failures=%d", st.Failures)
+	}
+	if d.KeepOperation {
+		b.WriteString(" keepOp")
+	}
+	for _, e := range d.Events {
+		fmt.Fprintf(&b, "\n    event %s %s: %s", e.Type, e.Reason, e.Message)
+	}
+	return b.String()
+}
+
+func weightString(w map[v1alpha1.Color]int32) string {
+	keys := make([]string, 0, len(w))
+	for c := range w {
+		keys = append(keys, string(c))
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s:%d", k, w[v1alpha1.Color(k)])
+	}
+	return strings.Join(parts, ",")
+}
+
+func fmtDur(d time.Duration) string {
+	if d == 0 {
+		return "0"
+	}
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+// candidateWeightOf is the candidate's weight in a decision's status (0 without candidate).
+func candidateWeightOf(st v1alpha1.ModelServerStatus) int32 {
+	if st.Candidate == nil {
+		return 0
+	}
+	return st.Weights.Candidate
+}
+
+func stepIndex(steps []int32, w int32) int {
+	return slices.Index(steps, w)
+}
