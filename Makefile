@@ -57,4 +57,5 @@ controlplane: ## The whole local control plane (plus controller-manager, schedul
 .PHONY: test
 test: ## Unit and envtest integration tests against a real kube-apiserver and etcd.
 	@assets=$$(hack/controlplane.sh assets | tail -n1) && \
-	KUBEBUILDER_ASSETS=$$assets go test $(GO_TEST_FLAGS) ./...
+	go build -o $(BIN)/testsummary ./hack/testsummary && \
+	KUBEBUILDER_ASSETS=$$assets go test -json $(GO_TEST_FLAGS) ./... | $(BIN)/testsummary

@@ -30,7 +30,7 @@ build() {
 		awk -v total="$total" -v bin="$bin" -v start="$start" '
 			/^#|\.go:[0-9]+:/ { print > "/dev/stderr" }
 			{ n++; pct = int(100 * n / total); if (pct >= last + 5) { last = pct;
-			  printf "[controlplane] %s: %d/%d packages compiled (%d%%), %ds elapsed\n", bin, n, total, pct, systime() - start > "/dev/stderr" } }'
+			  printf "[controlplane] %s: %d/%d packages compiled (%d%%), %ds elapsed\n", bin, n, total, pct, systime() - start > "/dev/stderr"; fflush("/dev/stderr") } }'
 	[ "${PIPESTATUS[0]}" -eq 0 ] || { log "build of $bin failed"; exit 1; }
 	mv "$DIR/$bin.tmp" "$DIR/$bin"
 	log "built $bin in $(( $(date +%s) - start ))s"

@@ -1,0 +1,140 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
+	"github.com/modelship/modelship/internal/rollout"
+	"github.com/modelship/modelship/internal/routing"
+	"github.com/modelship/modelship/internal/workload"
+)
+
+// apply makes the cluster match a decision. Order keeps traffic safe: Services and any color
+// that grows first, then the route weights, then any color that shrinks, so that traffic never
+// points at pods that are going away.
+func (r *ModelServerReconciler) apply(ctx context.Context, ms *v1alpha1.ModelServer, obs rollout.Observation, d rollout.Decision, route *gatewayv1.HTTPRoute) error {
+	for _, c := range routing.Colors {
+		if err := r.applyObject(ctx, ms, workload.Service(ms, c)); err != nil {
+			return err
+		}
+	}
+	var shrinking []v1alpha1.Color
+	for _, c := range routing.Colors {
+		plan, ok := d.Plans[c]
+		if !ok {
+			continue
+		}
+		if o := obs.Colors[c]; o.Exists && plan.Replicas < o.Replicas && o.Revision == plan.Revision {
+			shrinking = append(shrinking, c)
+			continue
+		}
+		if err := r.applyColor(ctx, ms, obs, c, plan); err != nil {
+			return err
+		}
+	}
+	if err := r.applyRoute(ctx, ms, d.Weights, route); err != nil {
+		return err
+	}
+	for _, c := range shrinking {
+		if err := r.applyColor(ctx, ms, obs, c, d.Plans[c]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// applyColor applies the spec template to a color that runs the spec's revision; a color that
+// runs an older revision (the stable one during a rollout) keeps its template and only has its
+// replicas set.
+func (r *ModelServerReconciler) applyColor(ctx context.Context, ms *v1alpha1.ModelServer, obs rollout.Observation, c v1alpha1.Color, plan rollout.ColorPlan) error {
+	if plan.Revision == obs.Revision {
+		return r.applyObject(ctx, ms, workload.Deployment(ms, c, plan.Revision, plan.Replicas))
+	}
+	o := obs.Colors[c]
+	if !o.Exists {
+		return fmt.Errorf("color %s should run revision %s but has no Deployment to keep it in", c, plan.Revision)
+	}
+	if o.Replicas == plan.Replicas {
+		return nil
+	}
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ms.Namespace, Name: ms.DeploymentName(c)}}
+	patch := client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"spec":{"replicas":%d}}`, plan.Replicas))
+	if err := r.Patch(ctx, d, patch, client.FieldOwner(v1alpha1.FieldOwner)); err != nil {
+		return fmt.Errorf("scaling Deployment %s to %d: %w", d.Name, plan.Replicas, err)
+	}
+	return nil
+}
+
+func (r *ModelServerReconciler) applyRoute(ctx context.Context, ms *v1alpha1.ModelServer, weights map[v1alpha1.Color]int32, route *gatewayv1.HTTPRoute) error {
+	if ref := ms.Spec.Gateway.RouteRef; ref != nil {
+		if route == nil {
+			return fmt.Errorf("HTTPRoute %s named by spec.gateway.routeRef does not exist", ref.Name)
+		}
+		orig := route.DeepCopy()
+		changed, err := routing.SetBackendWeights(route, ms, ref.RuleName, weights)
+		if err != nil || !changed {
+			return err
+		}
+		if err := r.Patch(ctx, route, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}), client.FieldOwner(v1alpha1.FieldOwner)); err != nil {
+			return fmt.Errorf("setting weights in HTTPRoute %s: %w", route.Name, err)
+		}
+		return nil
+	}
+	return r.applyObject(ctx, ms, routing.OwnedRoute(ms, weights))
+}
+
+// applyObject server-side applies an object that ms owns, with modelship's field owner.
+func (r *ModelServerReconciler) applyObject(ctx context.Context, ms *v1alpha1.ModelServer, obj client.Object) error {
+	if err := controllerutil.SetControllerReference(ms, obj, r.Scheme); err != nil {
+		return fmt.Errorf("owner reference on %T %s: %w", obj, obj.GetName(), err)
+	}
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return fmt.Errorf("converting %T %s: %w", obj, obj.GetName(), err)
+	}
+	delete(u, "status")
+	unstructured.RemoveNestedField(u, "metadata", "creationTimestamp")
+	unstructured.RemoveNestedField(u, "spec", "template", "metadata", "creationTimestamp")
+	ac := client.ApplyConfigurationFromUnstructured(&unstructured.Unstructured{Object: u})
+	if err := r.Apply(ctx, ac, client.FieldOwner(v1alpha1.FieldOwner), client.ForceOwnership); err != nil {
+		return fmt.Errorf("applying %s %s: %w", obj.GetObjectKind().GroupVersionKind().Kind, obj.GetName(), err)
+	}
+	return nil
+}
+
+// finalize removes modelship's backendRefs from a user-owned route, then the finalizer.
+func (r *ModelServerReconciler) finalize(ctx context.Context, ms *v1alpha1.ModelServer) error {
+	if !controllerutil.ContainsFinalizer(ms, cleanupFinalizer) {
+		return nil
+	}
+	if ms.Spec.Gateway.RouteRef != nil {
+		route, err := r.getRoute(ctx, ms)
+		if err != nil {
+			return err
+		}
+		if route != nil {
+			orig := route.DeepCopy()
+			if routing.RemoveBackends(route, ms) {
+				if err := r.Patch(ctx, route, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+					return fmt.Errorf("removing backends from HTTPRoute %s: %w", route.Name, err)
+				}
+			}
+		}
+	}
+	controllerutil.RemoveFinalizer(ms, cleanupFinalizer)
+	if err := r.Update(ctx, ms); err != nil {
+		return fmt.Errorf("removing finalizer: %w", err)
+	}
+	return nil
+}
+

@@ -1,0 +1,208 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	externalv1beta1 "k8s.io/metrics/pkg/apis/external_metrics/v1beta1"
+	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
+	"github.com/modelship/modelship/internal/autoscale"
+	"github.com/modelship/modelship/internal/capacity"
+	"github.com/modelship/modelship/internal/metrics"
+)
+
+// MetricsAPIs reads the Kubernetes metrics APIs for resource and external autoscaling metrics
+// (metrics-server, prometheus-adapter, KEDA's metrics server).
+type MetricsAPIs interface {
+	// PodMetrics lists metrics.k8s.io usage of the pods matching selector.
+	PodMetrics(ctx context.Context, namespace string, selector labels.Selector) ([]metricsv1beta1.PodMetrics, error)
+	// External lists one external metric's values.
+	External(ctx context.Context, namespace, metric string, selector labels.Selector) (*externalv1beta1.ExternalMetricValueList, error)
+}
+
+// autoscale decides the total replica count of an autoscaled ModelServer: it observes the
+// signals (one grouped query per signal per interval for all ModelServers), the GPU capacity
+// and quota, and asks the pure autoscale.Decide.
+func (r *ModelServerReconciler) autoscale(ctx context.Context, ms *v1alpha1.ModelServer, now time.Time) (*autoscale.Output, error) {
+	spec := *ms.Spec.Autoscaling
+	var pods corev1.PodList
+	if err := r.List(ctx, &pods, client.InNamespace(ms.Namespace), client.MatchingLabels(ms.SelectorLabels())); err != nil {
+		return nil, fmt.Errorf("listing pods: %w", err)
+	}
+	var readyKeys []autoscale.PodKey
+	var readyPods []corev1.Pod
+	var starting int32
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		if podReady(p) {
+			readyKeys = append(readyKeys, autoscale.PodKey{Namespace: p.Namespace, Name: p.Name})
+			readyPods = append(readyPods, *p)
+		} else {
+			starting++
+		}
+	}
+
+	var observations []autoscale.Observation
+	if r.Signals != nil {
+		snap, err := r.Signals.Get(ctx, now)
+		if err != nil {
+			// Failed signals come out as Error observations: the count holds.
+			ctrl.LoggerFrom(ctx).V(1).Info("Autoscaling signals unavailable", "error", err.Error())
+		}
+		if snap != nil {
+			observations = snap.Observe(spec, readyKeys)
+		}
+	}
+	names := autoscale.MetricNames(spec.Metrics)
+	for i, m := range spec.Metrics {
+		switch {
+		case m.Prometheus != nil:
+			observations = append(observations, r.customMetric(ctx, ms, names[i], m.Prometheus.Query, now))
+		case m.Resource != nil:
+			observations = append(observations, r.resourceMetric(ctx, ms, names[i], m.Resource.Name, readyPods))
+		case m.External != nil:
+			observations = append(observations, r.externalMetric(ctx, ms, names[i], m.External))
+		}
+	}
+	if r.Signals == nil {
+		for _, n := range names {
+			if !hasObservation(observations, n) {
+				observations = append(observations, autoscale.Observation{Metric: n, Status: metrics.Error, Message: "no Prometheus configured (--prometheus-url)"})
+			}
+		}
+	}
+
+	current := desiredReplicas(ms)
+	fit, err := r.capacity(ctx, ms, current, spec.MaxReplicas-current)
+	if err != nil {
+		return nil, err
+	}
+	out := autoscale.Decide(autoscale.Input{
+		Spec: spec, Current: current, Ready: int32(len(readyKeys)), Starting: starting,
+		Observations: observations, Previous: ms.Status.Autoscaling, Capacity: fit,
+	}, now)
+	return &out, nil
+}
+
+func hasObservation(obs []autoscale.Observation, name string) bool {
+	for _, o := range obs {
+		if o.Metric == name {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *ModelServerReconciler) customMetric(ctx context.Context, ms *v1alpha1.ModelServer, name, tmpl string, now time.Time) autoscale.Observation {
+	q, err := metrics.Render(tmpl, metrics.Vars{
+		Namespace: ms.Namespace, Name: ms.Name, Pods: metrics.PodRegex(ms.Name+"-") + "",
+		Window: metrics.PromDuration(time.Minute),
+	})
+	if err != nil {
+		return autoscale.Observation{Metric: name, Status: metrics.Error, Message: err.Error()}
+	}
+	if r.Prometheus == nil {
+		return autoscale.Observation{Metric: name, Status: metrics.Error, Message: "no Prometheus configured (--prometheus-url)"}
+	}
+	return autoscale.FromSample(name, r.Prometheus.Scalar(ctx, q, now))
+}
+
+func (r *ModelServerReconciler) resourceMetric(ctx context.Context, ms *v1alpha1.ModelServer, name string, res corev1.ResourceName, ready []corev1.Pod) autoscale.Observation {
+	if r.MetricsAPIs == nil {
+		return autoscale.Observation{Metric: name, Status: metrics.Error, Message: "the resource metrics API is not configured"}
+	}
+	usage, err := r.MetricsAPIs.PodMetrics(ctx, ms.Namespace, labels.SelectorFromSet(ms.SelectorLabels()))
+	if err != nil {
+		return autoscale.Observation{Metric: name, Status: metrics.Error, Message: err.Error()}
+	}
+	return autoscale.ResourceObservation(name, res, ready, usage)
+}
+
+func (r *ModelServerReconciler) externalMetric(ctx context.Context, ms *v1alpha1.ModelServer, name string, m *v1alpha1.ExternalMetric) autoscale.Observation {
+	if r.MetricsAPIs == nil {
+		return autoscale.Observation{Metric: name, Status: metrics.Error, Message: "the external metrics API is not configured"}
+	}
+	sel := labels.Everything()
+	if m.Selector != nil {
+		s, err := metav1.LabelSelectorAsSelector(m.Selector)
+		if err != nil {
+			return autoscale.Observation{Metric: name, Status: metrics.Error, Message: fmt.Sprintf("external metric selector: %v", err)}
+		}
+		sel = s
+	}
+	list, err := r.MetricsAPIs.External(ctx, ms.Namespace, m.MetricName, sel)
+	return autoscale.ExternalObservation(name, list, err)
+}
+
+// capacity says how many more replicas fit the GPUs of matching nodes and the namespace quota.
+func (r *ModelServerReconciler) capacity(ctx context.Context, ms *v1alpha1.ModelServer, current, want int32) (*capacity.FitResult, error) {
+	if capacity.PodGPUs(&ms.Spec.Template.Spec) == 0 || want <= 0 {
+		return nil, nil
+	}
+	var nodes corev1.NodeList
+	if err := r.List(ctx, &nodes); err != nil {
+		return nil, fmt.Errorf("listing nodes: %w", err)
+	}
+	var pods corev1.PodList
+	if err := r.List(ctx, &pods); err != nil {
+		return nil, fmt.Errorf("listing pods: %w", err)
+	}
+	var quotas corev1.ResourceQuotaList
+	if err := r.List(ctx, &quotas, client.InNamespace(ms.Namespace)); err != nil {
+		return nil, fmt.Errorf("listing resource quotas: %w", err)
+	}
+	fit := capacity.Fit(capacity.FitInput{
+		Template: ms.Spec.Template, Namespace: ms.Namespace, ModelServer: ms.Name, Replicas: current,
+		Nodes: nodes.Items, Pods: pods.Items, Quotas: quotas.Items, Want: want,
+	})
+	return &fit, nil
+}
+
+// conflictingAutoscalers names HPAs and KEDA ScaledObjects that target the ModelServer's
+// Deployments (or the ModelServer itself), which would fight modelship over replicas.
+func (r *ModelServerReconciler) conflictingAutoscalers(ctx context.Context, ms *v1alpha1.ModelServer) ([]string, error) {
+	targets := map[string]bool{"Deployment/" + ms.DeploymentName(v1alpha1.Blue): true, "Deployment/" + ms.DeploymentName(v1alpha1.Green): true, "ModelServer/" + ms.Name: true}
+	var found []string
+	var hpas autoscalingv2.HorizontalPodAutoscalerList
+	if err := r.List(ctx, &hpas, client.InNamespace(ms.Namespace)); err != nil {
+		return nil, fmt.Errorf("listing HorizontalPodAutoscalers: %w", err)
+	}
+	for _, h := range hpas.Items {
+		if targets[h.Spec.ScaleTargetRef.Kind+"/"+h.Spec.ScaleTargetRef.Name] {
+			found = append(found, "HorizontalPodAutoscaler/"+h.Name)
+		}
+	}
+	scaled := &unstructured.UnstructuredList{}
+	scaled.SetGroupVersionKind(schema.GroupVersionKind{Group: "keda.sh", Version: "v1alpha1", Kind: "ScaledObjectList"})
+	if err := r.List(ctx, scaled, client.InNamespace(ms.Namespace)); err == nil {
+		for _, s := range scaled.Items {
+			kind, _, _ := unstructured.NestedString(s.Object, "spec", "scaleTargetRef", "kind")
+			name, _, _ := unstructured.NestedString(s.Object, "spec", "scaleTargetRef", "name")
+			if kind == "" {
+				kind = "Deployment"
+			}
+			if targets[kind+"/"+name] {
+				found = append(found, "ScaledObject/"+s.GetName())
+			}
+		}
+	} else if !meta.IsNoMatchError(err) && !strings.Contains(err.Error(), "no matches for kind") {
+		return nil, fmt.Errorf("listing KEDA ScaledObjects: %w", err)
+	}
+	return found, nil
+}

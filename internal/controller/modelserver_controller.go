@@ -1,0 +1,482 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
+	"github.com/modelship/modelship/internal/analysis"
+	"github.com/modelship/modelship/internal/autoscale"
+	"github.com/modelship/modelship/internal/metrics"
+	"github.com/modelship/modelship/internal/revision"
+	"github.com/modelship/modelship/internal/rollout"
+	"github.com/modelship/modelship/internal/routing"
+	"github.com/modelship/modelship/internal/warmup"
+	"github.com/modelship/modelship/internal/workload"
+)
+
+// routeRefIndex indexes ModelServers by the user-owned HTTPRoute they reference.
+const routeRefIndex = ".spec.gateway.routeRef.name"
+
+// cleanupFinalizer removes modelship's backendRefs from a user-owned HTTPRoute on deletion
+// (objects modelship owns go with their owner references).
+const cleanupFinalizer = "serving.modelship.dev/route-cleanup"
+
+// ModelServerReconciler runs a ModelServer: it observes the Deployments, route, pods and
+// metrics, asks the rollout state machine what to do, applies it and writes status once.
+type ModelServerReconciler struct {
+	client.Client
+	Scheme   *runtime.Scheme
+	Recorder events.EventRecorder
+	// Prometheus answers analysis queries; nil means every measurement is inconclusive.
+	Prometheus metrics.Querier
+	// Prober checks warm-up of candidate pods.
+	Prober warmup.Prober
+	// Signals fetches the built-in autoscaling signals for all ModelServers at once; nil
+	// without Prometheus.
+	Signals *autoscale.SignalCache
+	// MetricsAPIs reads metrics.k8s.io and external.metrics.k8s.io; nil when not configured.
+	MetricsAPIs MetricsAPIs
+	// Now is the clock (time.Now in production).
+	Now func() time.Time
+}
+
+// observed is everything one pass saw.
+type observed struct {
+	rollout.Observation
+	route     *gatewayv1.HTTPRoute
+	scale     *autoscale.Output
+	conflicts []string
+}
+
+// SetupWithManager registers the reconciler, its watches and its index.
+func (r *ModelServerReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
+	if r.Now == nil {
+		r.Now = time.Now
+	}
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &v1alpha1.ModelServer{}, routeRefIndex, func(o client.Object) []string {
+		ms := o.(*v1alpha1.ModelServer)
+		if ms.Spec.Gateway.RouteRef == nil {
+			return nil
+		}
+		return []string{ms.Spec.Gateway.RouteRef.Name}
+	}); err != nil {
+		return fmt.Errorf("indexing ModelServers by route reference: %w", err)
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&v1alpha1.ModelServer{}).
+		Owns(&appsv1.Deployment{}).
+		Owns(&corev1.Service{}).
+		Owns(&gatewayv1.HTTPRoute{}).
+		Watches(&gatewayv1.HTTPRoute{}, handler.EnqueueRequestsFromMapFunc(r.modelServersForRoute),
+			builder.WithPredicates(predicate.Funcs{CreateFunc: func(_ any) bool { return true }})).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podOwner),
+			builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
+				return o.GetLabels()[v1alpha1.LabelModelServer] != ""
+			}))).
+		Named("modelserver").
+		Complete(r)
+}
+
+func podOwner(_ context.Context, o client.Object) []reconcile.Request {
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetLabels()[v1alpha1.LabelModelServer]}}}
+}
+
+func (r *ModelServerReconciler) modelServersForRoute(ctx context.Context, o client.Object) []reconcile.Request {
+	var list v1alpha1.ModelServerList
+	if err := r.List(ctx, &list, client.InNamespace(o.GetNamespace()), client.MatchingFields{routeRefIndex: o.GetName()}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing ModelServers for an HTTPRoute", "HTTPRoute", klog.KObj(o))
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(list.Items))
+	for _, ms := range list.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&ms)})
+	}
+	return reqs
+}
+
+// Reconcile implements reconcile.Reconciler.
+func (r *ModelServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	ms := &v1alpha1.ModelServer{}
+	if err := r.Get(ctx, req.NamespacedName, ms); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	log := ctrl.LoggerFrom(ctx).WithValues("ModelServer", klog.KObj(ms))
+	ctx = ctrl.LoggerInto(ctx, log)
+
+	if !ms.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, r.finalize(ctx, ms)
+	}
+	if ms.Spec.Gateway.RouteRef != nil && controllerutil.AddFinalizer(ms, cleanupFinalizer) {
+		if err := r.Update(ctx, ms); err != nil {
+			return ctrl.Result{}, fmt.Errorf("adding finalizer: %w", err)
+		}
+	}
+
+	now := r.Now()
+	before := ms.DeepCopy()
+	if err := validate(ms); err != nil {
+		// A bad spec never disturbs what is serving: nothing is applied until it is fixed.
+		setCondition(ms, v1alpha1.ConditionStalled, metav1.ConditionTrue, v1alpha1.ReasonInvalidSpec, err.Error())
+		setCondition(ms, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonInvalidSpec, err.Error())
+		setCondition(ms, v1alpha1.ConditionReconciling, metav1.ConditionFalse, v1alpha1.ReasonInvalidSpec, err.Error())
+		return ctrl.Result{}, r.writeStatus(ctx, before, ms)
+	}
+
+	obs, err := r.observe(ctx, ms, now)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	decision := rollout.Next(ms, obs.Observation, now)
+
+	if err := r.apply(ctx, ms, obs.Observation, decision, obs.route); err != nil {
+		setCondition(ms, v1alpha1.ConditionReconciling, metav1.ConditionTrue, v1alpha1.ReasonApplyFailed, err.Error())
+		if serr := r.writeStatus(ctx, before, ms); serr != nil {
+			log.Error(serr, "Writing status after a failed apply")
+		}
+		return ctrl.Result{}, err
+	}
+	if !decision.KeepOperation {
+		if err := r.clearOperations(ctx, ms); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+
+	ms.Status = decision.Status
+	r.completeStatus(ms, obs, decision)
+	for _, e := range decision.Events {
+		r.Recorder.Eventf(ms, nil, e.Type, e.Reason, e.Reason, "%s", e.Message)
+	}
+	requeue := decision.RequeueAfter
+	if s := obs.scale; s != nil {
+		if s.Event != nil {
+			r.Recorder.Eventf(ms, nil, s.Event.Type, s.Event.Reason, s.Event.Reason, "%s", s.Event.Message)
+		}
+		if requeue == 0 || (s.RequeueAfter > 0 && s.RequeueAfter < requeue) {
+			requeue = s.RequeueAfter
+		}
+	}
+	if err := r.writeStatus(ctx, before, ms); err != nil {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{RequeueAfter: requeue}, nil
+}
+
+// validate checks what admission cannot: the analysis templates.
+func validate(ms *v1alpha1.ModelServer) error {
+	ms2, sampleQuery := metrics.EffectiveMetrics(ms.Spec.Rollout.Analysis)
+	for _, m := range ms2 {
+		if err := metrics.Validate(m.Query); err != nil {
+			return fmt.Errorf("spec.rollout.analysis.metrics[%s].query: %w", m.Name, err)
+		}
+	}
+	if sampleQuery != "" {
+		if err := metrics.Validate(sampleQuery); err != nil {
+			return fmt.Errorf("spec.rollout.analysis.sampleQuery: %w", err)
+		}
+	}
+	if ms.Spec.Autoscaling == nil {
+		return nil
+	}
+	for i, m := range ms.Spec.Autoscaling.Metrics {
+		if m.Prometheus != nil {
+			if err := metrics.Validate(m.Prometheus.Query); err != nil {
+				return fmt.Errorf("spec.autoscaling.metrics[%d].prometheus.query: %w", i, err)
+			}
+		}
+	}
+	return nil
+}
+
+// observe gathers what Next needs: both colors' Deployments, warm-up of the candidate, the
+// route, a measurement when one is due, and a human's operation.
+func (r *ModelServerReconciler) observe(ctx context.Context, ms *v1alpha1.ModelServer, now time.Time) (observed, error) {
+	var o observed
+	obs := rollout.Observation{
+		Revision:        revision.Of(&ms.Spec.Template),
+		Image:           revision.Image(&ms.Spec.Template),
+		Colors:          map[v1alpha1.Color]rollout.ColorObservation{},
+		DesiredReplicas: desiredReplicas(ms),
+	}
+	for _, c := range routing.Colors {
+		d := &appsv1.Deployment{}
+		err := r.Get(ctx, types.NamespacedName{Namespace: ms.Namespace, Name: ms.DeploymentName(c)}, d)
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return o, fmt.Errorf("getting Deployment %s: %w", ms.DeploymentName(c), err)
+		}
+		co := rollout.ColorObservation{Exists: true, Revision: d.Labels[v1alpha1.LabelRevision], Replicas: derefReplicas(d.Spec.Replicas), Warm: true}
+		if len(d.Spec.Template.Spec.Containers) > 0 {
+			co.Image = d.Spec.Template.Spec.Containers[0].Image
+		}
+		if d.Status.ObservedGeneration >= d.Generation {
+			co.ReadyReplicas, co.AvailableReplicas, co.UpdatedReplicas = d.Status.ReadyReplicas, d.Status.AvailableReplicas, d.Status.UpdatedReplicas
+		}
+		obs.Colors[c] = co
+	}
+	if cand := ms.Status.Candidate; cand != nil && cand.Revision == obs.Revision && ms.Spec.Rollout.Warmup != nil {
+		co := obs.Colors[cand.Color]
+		warm, err := r.warm(ctx, ms, cand.Color, obs.Revision)
+		if err != nil {
+			return o, err
+		}
+		co.Warm = warm
+		obs.Colors[cand.Color] = co
+	}
+	route, err := r.getRoute(ctx, ms)
+	if err != nil {
+		return o, err
+	}
+	o.route = route
+	obs.Operation = operation(ms)
+	if rollout.MeasureDue(ms, now) {
+		m, err := r.measure(ctx, ms, now)
+		if err != nil {
+			return o, err
+		}
+		obs.Measurement = m
+	}
+	if ms.Spec.Autoscaling != nil {
+		if o.scale, err = r.autoscale(ctx, ms, now); err != nil {
+			return o, err
+		}
+		ms.Status.Autoscaling = &o.scale.Status
+		obs.DesiredReplicas = o.scale.Desired
+		if o.conflicts, err = r.conflictingAutoscalers(ctx, ms); err != nil {
+			return o, err
+		}
+	}
+	o.Observation = obs
+	return o, nil
+}
+
+func derefReplicas(p *int32) int32 {
+	if p == nil {
+		return 1
+	}
+	return *p
+}
+
+func desiredReplicas(ms *v1alpha1.ModelServer) int32 {
+	n := derefReplicas(ms.Spec.Replicas)
+	if a := ms.Spec.Autoscaling; a != nil {
+		if s := ms.Status.Autoscaling; s != nil {
+			n = s.DesiredReplicas
+		}
+		n = max(a.MinReplicas, min(a.MaxReplicas, n))
+	}
+	return n
+}
+
+// warm reports whether every Ready pod of the color runs the revision and passed warm-up.
+func (r *ModelServerReconciler) warm(ctx context.Context, ms *v1alpha1.ModelServer, c v1alpha1.Color, rev string) (bool, error) {
+	var pods corev1.PodList
+	sel := labels.SelectorFromSet(labels.Set{v1alpha1.LabelModelServer: ms.Name, v1alpha1.LabelColor: string(c), v1alpha1.LabelRevision: rev})
+	if err := r.List(ctx, &pods, client.InNamespace(ms.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
+		return false, fmt.Errorf("listing candidate pods: %w", err)
+	}
+	w := ms.Spec.Rollout.Warmup
+	port := ms.Spec.Port
+	if w.Port != nil {
+		port = *w.Port
+	}
+	ready := 0
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if !podReady(p) {
+			continue
+		}
+		ready++
+		if err := r.Prober.Probe(ctx, p, port, w.Path); err != nil {
+			ctrl.LoggerFrom(ctx).V(1).Info("Pod not warm yet", "Pod", klog.KObj(p), "reason", err.Error())
+			return false, nil
+		}
+	}
+	return ready > 0, nil
+}
+
+func podReady(p *corev1.Pod) bool {
+	if p.DeletionTimestamp != nil {
+		return false
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func (r *ModelServerReconciler) getRoute(ctx context.Context, ms *v1alpha1.ModelServer) (*gatewayv1.HTTPRoute, error) {
+	route := &gatewayv1.HTTPRoute{}
+	err := r.Get(ctx, types.NamespacedName{Namespace: ms.Namespace, Name: ms.RouteName()}, route)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("getting HTTPRoute %s: %w", ms.RouteName(), err)
+	}
+	return route, nil
+}
+
+// operation reads a human's request from the annotations; one naming another revision than
+// the current candidate's is ignored (and cleared), so a stale request never acts on a newer rollout.
+func operation(ms *v1alpha1.ModelServer) rollout.Operation {
+	cand := ms.Status.Candidate
+	if cand == nil {
+		return rollout.OpNone
+	}
+	a := ms.GetAnnotations()
+	switch {
+	case a[v1alpha1.AnnotationAbort] == cand.Revision:
+		return rollout.OpAbort
+	case a[v1alpha1.AnnotationPromoteFull] == cand.Revision:
+		return rollout.OpPromoteFull
+	case a[v1alpha1.AnnotationPromote] == cand.Revision:
+		return rollout.OpPromote
+	}
+	return rollout.OpNone
+}
+
+// clearOperations removes the operation annotations once a pass has acted on them.
+func (r *ModelServerReconciler) clearOperations(ctx context.Context, ms *v1alpha1.ModelServer) error {
+	a := ms.GetAnnotations()
+	found := false
+	for _, k := range []string{v1alpha1.AnnotationAbort, v1alpha1.AnnotationPromoteFull, v1alpha1.AnnotationPromote} {
+		if _, ok := a[k]; ok {
+			found = true
+		}
+	}
+	if !found {
+		return nil
+	}
+	patch := client.MergeFrom(ms.DeepCopy())
+	for _, k := range []string{v1alpha1.AnnotationAbort, v1alpha1.AnnotationPromoteFull, v1alpha1.AnnotationPromote} {
+		if v, ok := a[k]; ok {
+			if op := operation(ms); op == rollout.OpNone {
+				r.Recorder.Eventf(ms, nil, corev1.EventTypeWarning, "OperationIgnored", "Ignore", "%s=%s names no rollout in progress; ignored", k, v)
+			}
+			delete(a, k)
+		}
+	}
+	ms.SetAnnotations(a)
+	if err := r.Patch(ctx, ms, patch); err != nil {
+		return fmt.Errorf("clearing operation annotations: %w", err)
+	}
+	return nil
+}
+
+// measure runs analysis of the candidate against the stable color.
+func (r *ModelServerReconciler) measure(ctx context.Context, ms *v1alpha1.ModelServer, now time.Time) (*rollout.Measurement, error) {
+	cand, stable := ms.Status.Candidate, ms.Status.Stable
+	if cand == nil || stable == nil {
+		return nil, nil
+	}
+	window := max(time.Minute, ms.Spec.Rollout.Analysis.Interval.Duration)
+	target := analysis.Target{
+		Namespace: ms.Namespace, Name: ms.Name,
+		Candidate: analysis.ColorTarget{Color: cand.Color, Revision: cand.Revision, Pods: metrics.PodRegex(ms.DeploymentName(cand.Color) + "-")},
+		Stable:    analysis.ColorTarget{Color: stable.Color, Revision: stable.Revision, Pods: metrics.PodRegex(ms.DeploymentName(stable.Color) + "-")},
+	}
+	q := r.Prometheus
+	if q == nil {
+		q = unavailable{}
+	}
+	results, err := analysis.Run(ctx, q, ms.Spec.Rollout.Analysis, target, window, now)
+	if err != nil {
+		return nil, fmt.Errorf("analysis: %w", err)
+	}
+	return &rollout.Measurement{At: now, Results: results}, nil
+}
+
+// unavailable answers every query with an error: no Prometheus is configured.
+type unavailable struct{}
+
+func (unavailable) Scalar(context.Context, string, time.Time) metrics.Sample {
+	return metrics.Sample{Status: metrics.Error, Message: "no Prometheus configured (--prometheus-url)"}
+}
+
+func (unavailable) Vector(context.Context, string, time.Time) ([]metrics.Series, error) {
+	return nil, fmt.Errorf("no Prometheus configured (--prometheus-url)")
+}
+
+// completeStatus adds what the controller knows beyond the state machine.
+func (r *ModelServerReconciler) completeStatus(ms *v1alpha1.ModelServer, obs observed, d rollout.Decision) {
+	st := &ms.Status
+	st.ObservedGeneration = ms.Generation
+	st.Revision = obs.Revision
+	st.Selector = labels.SelectorFromSet(ms.SelectorLabels()).String()
+	st.Replicas, st.ReadyReplicas = 0, 0
+	for c, plan := range d.Plans {
+		st.Replicas += plan.Replicas
+		st.ReadyReplicas += obs.Colors[c].ReadyReplicas
+	}
+	meta.SetStatusCondition(&st.Conditions, routing.AcceptedCondition(obs.route, ms.Generation))
+	if m := obs.Measurement; m != nil {
+		status, reason, msg := metav1.ConditionTrue, v1alpha1.ReasonMetricsOK, "the last measurement had data for every metric"
+		for _, res := range m.Results {
+			if res.Verdict == v1alpha1.VerdictInconclusive {
+				status, reason, msg = metav1.ConditionFalse, v1alpha1.ReasonMetricsUnavailable, "analysis "+res.Name+": "+res.Message
+				break
+			}
+		}
+		setCondition(ms, v1alpha1.ConditionMetricsAvailable, status, reason, msg)
+	}
+	if s := obs.scale; s != nil {
+		if !s.MetricsAvailable {
+			setCondition(ms, v1alpha1.ConditionMetricsAvailable, metav1.ConditionFalse, v1alpha1.ReasonMetricsUnavailable, "autoscaling: "+s.MetricsMessage)
+		} else if obs.Measurement == nil {
+			setCondition(ms, v1alpha1.ConditionMetricsAvailable, metav1.ConditionTrue, v1alpha1.ReasonMetricsOK, "autoscaling signals have data")
+		}
+		switch {
+		case len(obs.conflicts) > 0:
+			setCondition(ms, v1alpha1.ConditionScalingLimited, metav1.ConditionTrue, v1alpha1.ReasonConflictingAutoscale,
+				fmt.Sprintf("%s also scale this ModelServer's Deployments; remove them: modelship owns replicas", strings.Join(obs.conflicts, ", ")))
+		case s.Limited:
+			setCondition(ms, v1alpha1.ConditionScalingLimited, metav1.ConditionTrue, s.LimitedReason, s.LimitedMessage)
+		default:
+			setCondition(ms, v1alpha1.ConditionScalingLimited, metav1.ConditionFalse, v1alpha1.ReasonWithinBounds, "the desired count fits the bounds and the GPUs")
+		}
+	}
+	if c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionStalled); c != nil && c.Reason == v1alpha1.ReasonInvalidSpec {
+		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionStalled)
+	}
+}
+
+func setCondition(ms *v1alpha1.ModelServer, t string, s metav1.ConditionStatus, reason, msg string) {
+	meta.SetStatusCondition(&ms.Status.Conditions, metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: ms.Generation})
+}
+
+func (r *ModelServerReconciler) writeStatus(ctx context.Context, before, ms *v1alpha1.ModelServer) error {
+	if equality.Semantic.DeepEqual(before.Status, ms.Status) {
+		return nil
+	}
+	if err := r.Status().Patch(ctx, ms, client.MergeFrom(before)); err != nil {
+		return fmt.Errorf("writing status: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,181 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
+	"github.com/modelship/modelship/internal/metrics"
+	"github.com/modelship/modelship/internal/testenv"
+	"github.com/modelship/modelship/internal/warmup"
+)
+
+// The integration tests share one real kube-apiserver and etcd and one running controller;
+// each test works in its own namespace.
+var (
+	cfg       *rest.Config
+	k8s       client.Client
+	promURL   atomic.Pointer[string]
+	nsCounter atomic.Int32
+)
+
+func TestMain(m *testing.M) {
+	if ok, why := testenv.Available(); !ok {
+		fmt.Println("skipping controller integration tests:", why)
+		os.Exit(m.Run())
+	}
+	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.Level(zap.NewAtomicLevelAt(0).Level())))
+	env, c, err := testenv.Start()
+	if err != nil {
+		fmt.Println(err)
+		os.Exit(1)
+	}
+	cfg = c
+	code := func() int {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		scheme := testenv.Scheme()
+		k8s, err = client.New(cfg, client.Options{Scheme: scheme})
+		if err != nil {
+			fmt.Println(err)
+			return 1
+		}
+		mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
+		if err != nil {
+			fmt.Println(err)
+			return 1
+		}
+		prom := fakePrometheus()
+		r := &ModelServerReconciler{
+			Client: mgr.GetClient(), Scheme: scheme, Recorder: mgr.GetEventRecorder("modelship"),
+			Prometheus: prom, Prober: warmup.NewHTTPProber(time.Second, ""), Now: time.Now,
+		}
+		if err := r.SetupWithManager(ctx, mgr); err != nil {
+			fmt.Println(err)
+			return 1
+		}
+		go func() {
+			if err := mgr.Start(ctx); err != nil {
+				fmt.Println("manager:", err)
+			}
+		}()
+		return m.Run()
+	}()
+	if err := env.Stop(); err != nil {
+		fmt.Println("stopping envtest:", err)
+	}
+	os.Exit(code)
+}
+
+func requireEnv(t *testing.T) {
+	t.Helper()
+	if cfg == nil {
+		_, why := testenv.Available()
+		t.Skip(why)
+	}
+}
+
+// newNamespace creates a namespace of the test's own.
+func newNamespace(t *testing.T) string {
+	t.Helper()
+	requireEnv(t)
+	name := fmt.Sprintf("t%d-%d", nsCounter.Add(1), time.Now().UnixNano()%100000)
+	if err := k8s.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+		t.Fatalf("creating namespace: %v", err)
+	}
+	return name
+}
+
+type msOption func(*v1alpha1.ModelServer)
+
+// newModelServer builds a ModelServer for vLLM on one GPU, modified by options.
+func newModelServer(ns, name string, opts ...msOption) *v1alpha1.ModelServer {
+	ms := &v1alpha1.ModelServer{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: v1alpha1.ModelServerSpec{
+			Replicas: ptr.To(int32(2)),
+			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{
+				Name: "vllm", Image: "vllm/vllm-openai:v0.10.2", Args: []string{"--model", "/models/llama"},
+				Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8000}},
+				Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/gpu": mustQuantity("1")}},
+			}}}},
+			Gateway: v1alpha1.GatewaySpec{
+				ParentRefs: []gatewayv1.ParentReference{{Name: "inference-gateway", Namespace: ptr.To(gatewayv1.Namespace("gateway-system"))}},
+				Hostnames:  []gatewayv1.Hostname{"llm.example.com"},
+			},
+		},
+	}
+	for _, o := range opts {
+		o(ms)
+	}
+	return ms
+}
+
+func withImage(image string) msOption {
+	return func(ms *v1alpha1.ModelServer) { ms.Spec.Template.Spec.Containers[0].Image = image }
+}
+
+// eventually polls cond until it returns nil or the timeout passes.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = cond(); err == nil {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("%s: still not true after %s: %v", what, timeout, err)
+}
+
+func getMS(t *testing.T, ms *v1alpha1.ModelServer) *v1alpha1.ModelServer {
+	t.Helper()
+	got := &v1alpha1.ModelServer{}
+	if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(ms), got); err != nil {
+		t.Fatalf("getting ModelServer: %v", err)
+	}
+	return got
+}
+
+// markReady plays the Deployment controller (envtest runs none): the Deployment reports all its
+// replicas ready and available for its current generation.
+func markReady(t *testing.T, ns, name string) {
+	t.Helper()
+	eventually(t, 10*time.Second, "mark "+name+" ready", func() error {
+		d := &appsv1.Deployment{}
+		if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, d); err != nil {
+			return err
+		}
+		n := ptr.Deref(d.Spec.Replicas, 1)
+		d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: n, ReadyReplicas: n, AvailableReplicas: n, UpdatedReplicas: n}
+		return k8s.Status().Update(context.Background(), d)
+	})
+}
+
+func condition(ms *v1alpha1.ModelServer, t string) *metav1.Condition {
+	for i := range ms.Status.Conditions {
+		if ms.Status.Conditions[i].Type == t {
+			return &ms.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+var _ = metrics.OK
