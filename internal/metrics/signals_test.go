@@ -1,8 +1,8 @@
 package metrics
 
 import (
-	"math"
 	"maps"
+	"math"
 	"strings"
 	"testing"
 )
