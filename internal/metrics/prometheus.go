@@ -166,7 +166,13 @@ func (p *Prometheus) Vector(ctx context.Context, query string, at time.Time) ([]
 func (p *Prometheus) query(ctx context.Context, query string, at time.Time) (model.Value, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
-	v, _, _, err := p.api.Query(ctx, query, at, promv1.WithTimeout(p.timeout))
+	var opts []promv1.Option
+	// Prometheus' own evaluation timeout. The client writes it with time.Duration.String, which
+	// Prometheus cannot parse for fractions ("1.5s"): whole seconds only.
+	if server := p.timeout.Truncate(time.Second); server > 0 {
+		opts = append(opts, promv1.WithTimeout(server))
+	}
+	v, _, _, err := p.api.Query(ctx, query, at, opts...)
 	if err == nil {
 		return v, nil
 	}

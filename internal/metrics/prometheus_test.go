@@ -15,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/prometheus/common/model"
 )
 
 // Bodies in the shape of Prometheus' HTTP API (https://prometheus.io/docs/prometheus/latest/querying/api/).
@@ -44,12 +46,13 @@ const (
 // promServer answers every query with status and body, and records the requests' queries and
 // Authorization headers.
 type promServer struct {
-	mu      sync.Mutex
-	queries []string
-	auths   []string
-	status  int
-	body    string
-	delay   time.Duration
+	mu       sync.Mutex
+	queries  []string
+	auths    []string
+	timeouts []string
+	status   int
+	body     string
+	delay    time.Duration
 }
 
 func (s *promServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -64,6 +67,7 @@ func (s *promServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.queries = append(s.queries, r.Form.Get("query"))
 	s.auths = append(s.auths, r.Header.Get("Authorization"))
+	s.timeouts = append(s.timeouts, r.Form.Get("timeout"))
 	status, body, delay := s.status, s.body, s.delay
 	s.mu.Unlock()
 	if delay > 0 {
@@ -159,6 +163,38 @@ func TestScalarSendsQueryAndTime(t *testing.T) {
 	p.Scalar(context.Background(), `sum(rate(x{pod=~"a-.*"}[2m]))`, time.Unix(1435781451, 0))
 	if queries, _ := ps.seen(); len(queries) != 1 || queries[0] != `sum(rate(x{pod=~"a-.*"}[2m]))` {
 		t.Fatalf("queries = %q", queries)
+	}
+}
+
+func TestQueryTimeoutIsSentInAFormPrometheusParses(t *testing.T) {
+	cases := []struct {
+		name    string
+		timeout time.Duration
+		want    string
+	}{
+		{"sends whole seconds", 10 * time.Second, "10s"},
+		{"sends minutes and seconds", 90 * time.Second, "1m30s"},
+		{"truncates fractions of a second, which Prometheus rejects", 2500 * time.Millisecond, "2s"},
+		{"sends no server timeout under a second", 500 * time.Millisecond, ""},
+		{"sends the default timeout when none is set", 0, "10s"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ps, srv := newProm(t, 200, bodyVectorOne)
+			p := mustPrometheus(t, Config{URL: srv.URL, Timeout: tc.timeout})
+			p.Scalar(context.Background(), "up", time.Now())
+			ps.mu.Lock()
+			got := ps.timeouts
+			ps.mu.Unlock()
+			if len(got) != 1 || got[0] != tc.want {
+				t.Fatalf("timeout parameters = %q, want %q", got, tc.want)
+			}
+			if got[0] != "" {
+				if _, err := model.ParseDuration(got[0]); err != nil {
+					t.Fatalf("Prometheus cannot parse timeout %q: %v", got[0], err)
+				}
+			}
+		})
 	}
 }
 
