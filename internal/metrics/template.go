@@ -90,13 +90,47 @@ func Validate(tmpl string) error {
 	return err
 }
 
+// Pod names of a Deployment are generated from "<deployment>-<pod-template-hash>-" by the API
+// server, which cuts that base to maxGeneratedBase characters before adding
+// generatedSuffix random ones: pods of a long-named Deployment have 63-character names that
+// end inside the hash (or inside the Deployment's name).
+const (
+	maxGeneratedBase = 58
+	generatedSuffix  = 5
+	maxHashLength    = 10
+)
+
+// MaxExactPodPrefix is the longest Deployment name whose pods' names are never cut by the API
+// server, so that PodRegex matches its pods and no other Deployment's. Name Deployments within
+// it (e.g. a cut ModelServer name plus a short hash, then the color).
+const MaxExactPodPrefix = maxGeneratedBase - maxHashLength - 2
+
 // PodRegex returns a regular expression matching exactly the pods of the Deployment whose pods
-// are named after podNamePrefix (usually the Deployment's name): the prefix, the ReplicaSet's
+// are named after podNamePrefix (the Deployment's name): the prefix, the ReplicaSet's
 // pod-template hash and the pod's random suffix. Prometheus anchors regex matchers, so
 // "llama-blue" does not match the pods of "llama-blue-2". The prefix is quoted with
 // regexp.QuoteMeta; Render escapes the result for the PromQL string.
+//
+// A prefix longer than MaxExactPodPrefix gives pods whose names the API server cuts; the
+// expression then also matches the cut form (63 characters), which a Deployment named after the
+// prefix plus a dash and more could share. From 58 characters on the cut falls inside the
+// prefix, and two names alike in their first 58 characters (say the same long name with -blue
+// and -green) cannot be told apart by pod name at all.
 func PodRegex(podNamePrefix string) string {
-	return regexp.QuoteMeta(podNamePrefix) + "-[a-z0-9]+-[a-z0-9]+"
+	quoted := regexp.QuoteMeta(podNamePrefix)
+	full := quoted + "-[a-z0-9]+-[a-z0-9]+"
+	switch n := len(podNamePrefix); {
+	case n+1+maxHashLength+1 <= maxGeneratedBase:
+		return full
+	case n+1 < maxGeneratedBase:
+		// The base may be cut inside the hash: prefix, dash, then exactly enough characters.
+		rest := maxGeneratedBase + generatedSuffix - n - 1
+		return "(?:" + full + "|" + quoted + "-[-a-z0-9]{" + strconv.Itoa(rest) + "})"
+	default:
+		// The base is cut inside (or right after) the prefix.
+		return regexp.QuoteMeta(podNamePrefix[:min(n, maxGeneratedBase)]) +
+			"-?[a-z0-9]{" + strconv.Itoa(generatedSuffix) + "}"
+	}
 }
 
 // AnalysisWindow is the window analysis queries use for a measurement interval: the interval

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"k8s.io/apiserver/pkg/storage/names"
 )
 
 func TestRender(t *testing.T) {
@@ -132,6 +134,8 @@ func TestPodRegex(t *testing.T) {
 		{"does not match the Deployment's name alone", "llama-blue", "llama-blue", false},
 		{"quotes a dot in the name", "llama.v2-blue", "llamaXv2-blue-7d9c8b6f5-x2k9p", false},
 		{"matches a dotted name literally", "llama.v2-blue", "llama.v2-blue-7d9c8b6f5-x2k9p", true},
+		{"is exact at the longest prefix whose pod names are never cut", strings.Repeat("a", MaxExactPodPrefix), strings.Repeat("a", MaxExactPodPrefix) + "-5b4f6d7c9x-x2k9p", true},
+		{"still rejects an extended name at the longest exact prefix", strings.Repeat("a", MaxExactPodPrefix), strings.Repeat("a", MaxExactPodPrefix) + "-2-5b4f6d7c9x-x2k9p", false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -141,6 +145,37 @@ func TestPodRegex(t *testing.T) {
 				t.Fatalf("%s matches %s: %v, want %v", PodRegex(tc.prefix), tc.pod, got, tc.match)
 			}
 		})
+	}
+}
+
+// TestPodRegexMatchesGeneratedPodNames names pods the way the API server does (generateName
+// "<deployment>-<hash>-", cut to 58 characters, plus 5 random ones) for Deployment names of
+// every length, and checks that each color's regex matches its own pods and, as long as the
+// names differ before the cut, not the other's.
+func TestPodRegexMatchesGeneratedPodNames(t *testing.T) {
+	for n := 1; n <= 80; n++ {
+		base := strings.Repeat("m", n)
+		for _, hash := range []string{"7d9c8b6f5", "5b4f6d7c9x", "6f7"} {
+			blue, green := base+"-blue", base+"-green"
+			blueRe := regexp.MustCompile("^(?:" + PodRegex(blue) + ")$")
+			greenRe := regexp.MustCompile("^(?:" + PodRegex(green) + ")$")
+			for range 5 {
+				bluePod := names.SimpleNameGenerator.GenerateName(blue + "-" + hash + "-")
+				greenPod := names.SimpleNameGenerator.GenerateName(green + "-" + hash + "-")
+				if !blueRe.MatchString(bluePod) {
+					t.Fatalf("name length %d: %s does not match its pod %s", len(blue), PodRegex(blue), bluePod)
+				}
+				if !greenRe.MatchString(greenPod) {
+					t.Fatalf("name length %d: %s does not match its pod %s", len(green), PodRegex(green), greenPod)
+				}
+				// Once the API server's cut falls before the colors differ, the names are equal
+				// but for the random suffix: nothing tells them apart.
+				distinguishable := n+1 < maxGeneratedBase
+				if distinguishable && (blueRe.MatchString(greenPod) || greenRe.MatchString(bluePod)) {
+					t.Fatalf("name length %d: a color's regex matches the other color's pod (%s, %s)", n, bluePod, greenPod)
+				}
+			}
+		}
 	}
 }
 
