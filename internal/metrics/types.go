@@ -34,7 +34,8 @@ type Series struct {
 	Value  float64
 }
 
-// Querier runs PromQL instant queries.
+// Querier runs PromQL instant queries. Implementations must be safe for concurrent use
+// (analysis.Run runs a measurement's queries in parallel).
 type Querier interface {
 	// Scalar runs a query that should return a single value (a scalar, or a vector of one element).
 	// Several series is NoData with a message (ambiguous); NaN and Inf are NoData.

@@ -1,0 +1,177 @@
+package analysis
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
+	"github.com/modelship/modelship/internal/metrics"
+)
+
+// maxConcurrentQueries bounds the queries Run has in flight at once, so that a slow
+// Prometheus costs one query timeout per measurement rather than one per query.
+const maxConcurrentQueries = 4
+
+// ColorTarget is one color of a ModelServer as the queries see it.
+type ColorTarget struct {
+	// Color of the Deployment.
+	Color v1alpha1.Color
+	// Revision it runs.
+	Revision string
+	// Pods is a regular expression matching exactly the color's pods (metrics.PodRegex of the
+	// Deployment's name). Empty for a color that does not exist.
+	Pods string
+}
+
+// Target is the rollout being analysed.
+type Target struct {
+	// Namespace and Name of the ModelServer.
+	Namespace, Name string
+	// Candidate is the color being rolled out; Stable the color it is compared with.
+	Candidate, Stable ColorTarget
+}
+
+func (t Target) vars(c ColorTarget, window string) metrics.Vars {
+	return metrics.Vars{
+		Namespace: t.Namespace,
+		Name:      t.Name,
+		Color:     string(c.Color),
+		Revision:  c.Revision,
+		Pods:      c.Pods,
+		Window:    window,
+	}
+}
+
+// Run takes one measurement: it renders each of the spec's effective metrics
+// (metrics.EffectiveMetrics) for the candidate, and for the stable color when the metric has a
+// relative bound, runs the sample query once for the candidate, and judges each metric at at.
+// window is the measurement interval; queries use metrics.AnalysisWindow(window) (at least 1m).
+//
+// A template that does not render is an error (a spec error: report it, retrying will not
+// help) and no query runs. Prometheus failures are not errors: they are Inconclusive results.
+// The sample gate applies only when the spec has a sample query and MinSamples > 0. A
+// relative metric with no stable color (empty Stable.Pods) is Inconclusive. Results are sorted
+// by name, one per effective metric. q must be safe for concurrent use: up to
+// maxConcurrentQueries queries run at once.
+func Run(ctx context.Context, q metrics.Querier, spec v1alpha1.AnalysisSpec, t Target, window time.Duration, at time.Time) ([]v1alpha1.MetricResult, error) {
+	ms, sampleTmpl := metrics.EffectiveMetrics(spec)
+	win := metrics.AnalysisWindow(window)
+	candVars, stableVars := t.vars(t.Candidate, win), t.vars(t.Stable, win)
+
+	// Render everything first: a spec error must not leave half a measurement behind.
+	var queries []string
+	add := func(query string) int { queries = append(queries, query); return len(queries) - 1 }
+	const none = -1
+	minSamples, sampleIdx := max(spec.MinSamples, 0), none
+	if sampleTmpl == "" {
+		minSamples = 0
+	}
+	if minSamples > 0 {
+		query, err := metrics.Render(sampleTmpl, candVars)
+		if err != nil {
+			return nil, fmt.Errorf("analysis sample query: %w", err)
+		}
+		sampleIdx = add(query)
+	}
+	type plan struct{ cand, stable int }
+	plans := make([]plan, len(ms))
+	for i, m := range ms {
+		query, err := metrics.Render(m.Query, candVars)
+		if err != nil {
+			return nil, fmt.Errorf("analysis metric %s: %w", m.Name, err)
+		}
+		plans[i] = plan{cand: add(query), stable: none}
+		if m.MaxRatioToStable != nil && t.Stable.Pods != "" {
+			query, err := metrics.Render(m.Query, stableVars)
+			if err != nil {
+				return nil, fmt.Errorf("analysis metric %s: %w", m.Name, err)
+			}
+			plans[i].stable = add(query)
+		}
+	}
+
+	got := scalars(ctx, q, queries, at)
+	sample := func(i int, missing string) metrics.Sample {
+		if i == none {
+			return metrics.Sample{Status: metrics.NoData, Message: missing}
+		}
+		return got[i]
+	}
+	samples := sample(sampleIdx, "no sample query")
+	results := make([]v1alpha1.MetricResult, len(ms))
+	for i, m := range ms {
+		results[i] = Judge(m, got[plans[i].cand], sample(plans[i].stable, "no stable color to compare with"), samples, minSamples, at)
+	}
+	sort.Slice(results, func(i, j int) bool { return results[i].Name < results[j].Name })
+	return results, nil
+}
+
+// scalars runs the queries, a few at a time, and returns their samples in order.
+func scalars(ctx context.Context, q metrics.Querier, queries []string, at time.Time) []metrics.Sample {
+	out := make([]metrics.Sample, len(queries))
+	sem := make(chan struct{}, maxConcurrentQueries)
+	var wg sync.WaitGroup
+	for i, query := range queries {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			out[i] = q.Scalar(ctx, query, at)
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// Validate checks that every query template of spec (the preset's, the metrics' and the sample
+// query) renders, so that the controller can reject a bad spec with a clear error
+// (naming the metric) before a rollout starts.
+func Validate(spec v1alpha1.AnalysisSpec) error {
+	ms, sampleTmpl := metrics.EffectiveMetrics(spec)
+	for _, m := range ms {
+		if err := metrics.Validate(m.Query); err != nil {
+			return fmt.Errorf("analysis metric %s: %w", m.Name, err)
+		}
+	}
+	if sampleTmpl != "" {
+		if err := metrics.Validate(sampleTmpl); err != nil {
+			return fmt.Errorf("analysis sample query: %w", err)
+		}
+	}
+	return nil
+}
+
+// Summarize folds one measurement's results into a verdict and a message for people:
+//   - Fail if any result failed, with the message of the first failure;
+//   - else Inconclusive if any result is inconclusive (or has no verdict), with
+//     "<name>: <message>" of the first one;
+//   - else Pass.
+//
+// No results is Pass: Run returns one result per effective metric, so it gets no results only
+// when the spec has no metrics at all (preset none and no metrics), a rollout that advances on
+// its step timer alone.
+func Summarize(results []v1alpha1.MetricResult) (v1alpha1.Verdict, string) {
+	if len(results) == 0 {
+		return v1alpha1.VerdictPass, "no analysis metrics"
+	}
+	for _, r := range results {
+		if r.Verdict == v1alpha1.VerdictFail {
+			return v1alpha1.VerdictFail, r.Message
+		}
+	}
+	for _, r := range results {
+		if r.Verdict != v1alpha1.VerdictPass {
+			msg := r.Message
+			if msg == "" {
+				msg = "no verdict"
+			}
+			return v1alpha1.VerdictInconclusive, r.Name + ": " + msg
+		}
+	}
+	if len(results) == 1 {
+		return v1alpha1.VerdictPass, results[0].Name + " within bounds"
+	}
+	return v1alpha1.VerdictPass, fmt.Sprintf("all %d metrics within bounds", len(results))
+}

@@ -1,0 +1,450 @@
+package analysis
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
+	"github.com/modelship/modelship/internal/metrics"
+)
+
+// fakeQuerier answers each query with the first rule whose every substring it contains, and
+// records the rendered queries and times.
+type fakeQuerier struct {
+	mu      sync.Mutex
+	rules   []rule
+	queries []string
+	times   []time.Time
+}
+
+type rule struct {
+	contains []string
+	sample   metrics.Sample
+}
+
+func (f *fakeQuerier) Scalar(_ context.Context, query string, at time.Time) metrics.Sample {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.queries = append(f.queries, query)
+	f.times = append(f.times, at)
+	for _, r := range f.rules {
+		if containsAll(query, r.contains) {
+			return r.sample
+		}
+	}
+	return metrics.Sample{Status: metrics.NoData, Message: "no data"}
+}
+
+func (f *fakeQuerier) Vector(context.Context, string, time.Time) ([]metrics.Series, error) {
+	return nil, errors.New("analysis does not read vectors")
+}
+
+func (f *fakeQuerier) recorded() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.queries)
+}
+
+func containsAll(s string, subs []string) bool {
+	for _, sub := range subs {
+		if !strings.Contains(s, sub) {
+			return false
+		}
+	}
+	return true
+}
+
+// Pod regexes as rendered in queries (PromQL string escaping leaves these alone).
+var (
+	candidatePods = metrics.PodRegex("llama-green")
+	stablePods    = metrics.PodRegex("llama-blue")
+)
+
+var target = Target{
+	Namespace: "ml",
+	Name:      "llama",
+	Candidate: ColorTarget{Color: v1alpha1.Green, Revision: "new", Pods: candidatePods},
+	Stable:    ColorTarget{Color: v1alpha1.Blue, Revision: "old", Pods: stablePods},
+}
+
+// healthyVLLM answers every vLLM preset query with values that pass.
+func healthyVLLM() *fakeQuerier {
+	return &fakeQuerier{rules: []rule{
+		{[]string{"request_success_total", "abort"}, ok(0.01)},
+		{[]string{"sum(increase(vllm:request_success_total", candidatePods}, ok(500)},
+		{[]string{"time_to_first_token", candidatePods}, ok(0.3)},
+		{[]string{"time_to_first_token", stablePods}, ok(0.35)},
+		{[]string{"inter_token_latency", candidatePods}, ok(0.02)},
+		{[]string{"inter_token_latency", stablePods}, ok(0.02)},
+		{[]string{"e2e_request_latency", candidatePods}, ok(4)},
+		{[]string{"e2e_request_latency", stablePods}, ok(4.5)},
+	}}
+}
+
+func vllmSpec() v1alpha1.AnalysisSpec {
+	return v1alpha1.AnalysisSpec{Preset: v1alpha1.AnalysisPresetVLLM, MinSamples: 50}
+}
+
+func verdicts(rs []v1alpha1.MetricResult) map[string]v1alpha1.Verdict {
+	out := map[string]v1alpha1.Verdict{}
+	for _, r := range rs {
+		out[r.Name] = r.Verdict
+	}
+	return out
+}
+
+func TestRunRendersCandidateAndStableQueries(t *testing.T) {
+	f := healthyVLLM()
+	if _, err := Run(context.Background(), f, vllmSpec(), target, 2*time.Minute, now); err != nil {
+		t.Fatal(err)
+	}
+	queries := f.recorded()
+	count := func(subs ...string) int {
+		n := 0
+		for _, q := range queries {
+			if containsAll(q, subs) {
+				n++
+			}
+		}
+		return n
+	}
+	// 1 sample query + 4 candidate queries + 3 stable queries (the relative latencies).
+	if len(queries) != 8 {
+		t.Fatalf("%d queries, want 8:\n%s", len(queries), strings.Join(queries, "\n"))
+	}
+	for _, latency := range []string{"time_to_first_token", "inter_token_latency", "e2e_request_latency"} {
+		if n := count(latency, `namespace="ml",pod=~"`+candidatePods+`"`); n != 1 {
+			t.Errorf("%s: %d candidate queries, want 1", latency, n)
+		}
+		if n := count(latency, `namespace="ml",pod=~"`+stablePods+`"`); n != 1 {
+			t.Errorf("%s: %d stable queries, want 1", latency, n)
+		}
+	}
+	if n := count("abort", stablePods); n != 0 {
+		t.Errorf("the error ratio has an absolute bound but was queried for stable %d times", n)
+	}
+	if n := count("sum(increase(vllm:request_success_total", candidatePods); n != 2 {
+		t.Errorf("%d candidate request counts (sample query and error ratio), want 2", n)
+	}
+	if n := count("sum(increase(vllm:request_success_total", stablePods); n != 0 {
+		t.Errorf("samples counted on stable %d times, want only the candidate's", n)
+	}
+	for _, q := range queries {
+		if !strings.Contains(q, "[2m]") {
+			t.Errorf("query without the 2m window: %s", q)
+		}
+		if strings.Contains(q, "{{") {
+			t.Errorf("unrendered query: %s", q)
+		}
+	}
+	for _, at := range f.times {
+		if !at.Equal(now) {
+			t.Errorf("queried at %s, want %s", at, now)
+		}
+	}
+}
+
+func TestRunJudgesEachMetric(t *testing.T) {
+	cases := []struct {
+		name  string
+		setup func(f *fakeQuerier)
+		want  map[string]v1alpha1.Verdict
+		check func(t *testing.T, rs []v1alpha1.MetricResult)
+	}{
+		{
+			name:  "passes a healthy candidate on every metric",
+			setup: func(*fakeQuerier) {},
+			want: map[string]v1alpha1.Verdict{
+				"e2e-p95": v1alpha1.VerdictPass, "error-ratio": v1alpha1.VerdictPass,
+				"itl-p95": v1alpha1.VerdictPass, "ttft-p95": v1alpha1.VerdictPass,
+			},
+		},
+		{
+			name: "fails a candidate whose time to first token is far above stable's",
+			setup: func(f *fakeQuerier) {
+				f.rules = append([]rule{{[]string{"time_to_first_token", candidatePods}, ok(0.82)}}, f.rules...)
+			},
+			want: map[string]v1alpha1.Verdict{
+				"e2e-p95": v1alpha1.VerdictPass, "error-ratio": v1alpha1.VerdictPass,
+				"itl-p95": v1alpha1.VerdictPass, "ttft-p95": v1alpha1.VerdictFail,
+			},
+			check: func(t *testing.T, rs []v1alpha1.MetricResult) {
+				r := rs[slices.IndexFunc(rs, func(r v1alpha1.MetricResult) bool { return r.Name == "ttft-p95" })]
+				if r.Message != "ttft-p95 0.82 > 0.42 (1.2x stable 0.35)" {
+					t.Errorf("message = %q", r.Message)
+				}
+			},
+		},
+		{
+			name: "is inconclusive everywhere with too few candidate requests",
+			setup: func(f *fakeQuerier) {
+				f.rules = append([]rule{{[]string{"sum(increase(vllm:request_success_total{namespace=\"ml\",pod=~\"" + candidatePods + "\"}[2m]))"}, ok(12)}}, f.rules...)
+			},
+			want: map[string]v1alpha1.Verdict{
+				"e2e-p95": v1alpha1.VerdictInconclusive, "error-ratio": v1alpha1.VerdictInconclusive,
+				"itl-p95": v1alpha1.VerdictInconclusive, "ttft-p95": v1alpha1.VerdictInconclusive,
+			},
+			check: func(t *testing.T, rs []v1alpha1.MetricResult) {
+				for _, r := range rs {
+					if r.Message != "too few samples: 12 < 50" {
+						t.Errorf("%s: message = %q", r.Name, r.Message)
+					}
+				}
+			},
+		},
+		{
+			name: "turns Prometheus errors into inconclusive results, not errors",
+			setup: func(f *fakeQuerier) {
+				f.rules = []rule{{nil, failed("prometheus unreachable: connection refused")}}
+			},
+			want: map[string]v1alpha1.Verdict{
+				"e2e-p95": v1alpha1.VerdictInconclusive, "error-ratio": v1alpha1.VerdictInconclusive,
+				"itl-p95": v1alpha1.VerdictInconclusive, "ttft-p95": v1alpha1.VerdictInconclusive,
+			},
+		},
+		{
+			name: "is inconclusive on a relative metric whose stable color has no data",
+			setup: func(f *fakeQuerier) {
+				f.rules = append([]rule{{[]string{"e2e_request_latency", stablePods}, noData("no data")}}, f.rules...)
+			},
+			want: map[string]v1alpha1.Verdict{
+				"e2e-p95": v1alpha1.VerdictInconclusive, "error-ratio": v1alpha1.VerdictPass,
+				"itl-p95": v1alpha1.VerdictPass, "ttft-p95": v1alpha1.VerdictPass,
+			},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := healthyVLLM()
+			tc.setup(f)
+			rs, err := Run(context.Background(), f, vllmSpec(), target, 2*time.Minute, now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			names := make([]string, len(rs))
+			for i, r := range rs {
+				names[i] = r.Name
+				if !r.At.Time.Equal(now) {
+					t.Errorf("%s measured at %s", r.Name, r.At)
+				}
+			}
+			if !slices.IsSorted(names) {
+				t.Errorf("results not sorted by name: %v", names)
+			}
+			got := verdicts(rs)
+			if len(got) != len(tc.want) {
+				t.Errorf("verdicts = %v, want %v", got, tc.want)
+			}
+			for name, v := range tc.want {
+				if got[name] != v {
+					t.Errorf("%s: %s, want %s", name, got[name], v)
+				}
+			}
+			if tc.check != nil {
+				tc.check(t, rs)
+			}
+		})
+	}
+}
+
+func TestRunWindow(t *testing.T) {
+	f := healthyVLLM()
+	if _, err := Run(context.Background(), f, vllmSpec(), target, 30*time.Second, now); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range f.recorded() {
+		if !strings.Contains(q, "[1m]") || strings.Contains(q, "[30s]") {
+			t.Fatalf("a 30s interval must query over at least 1m: %s", q)
+		}
+	}
+}
+
+func TestRunSampleGate(t *testing.T) {
+	custom := v1alpha1.AnalysisMetric{Name: "queue", Query: `max(q{pod=~"{{.Pods}}"})`, Max: q("10")}
+	cases := []struct {
+		name        string
+		spec        v1alpha1.AnalysisSpec
+		wantSamples int // sample queries run
+		want        v1alpha1.Verdict
+	}{
+		{
+			name:        "skips the sample query when minSamples is 0",
+			spec:        v1alpha1.AnalysisSpec{Preset: v1alpha1.AnalysisPresetNone, SampleQuery: `sum(reqs{pod=~"{{.Pods}}"})`, MinSamples: 0, Metrics: []v1alpha1.AnalysisMetric{custom}},
+			wantSamples: 0,
+			want:        v1alpha1.VerdictPass,
+		},
+		{
+			name:        "runs a user's sample query once and gates on it",
+			spec:        v1alpha1.AnalysisSpec{Preset: v1alpha1.AnalysisPresetNone, SampleQuery: `sum(reqs{pod=~"{{.Pods}}"})`, MinSamples: 50, Metrics: []v1alpha1.AnalysisMetric{custom}},
+			wantSamples: 1,
+			want:        v1alpha1.VerdictInconclusive, // reqs has 3
+		},
+		{
+			name:        "turns the gate off without a sample query (preset none, no spec.sampleQuery)",
+			spec:        v1alpha1.AnalysisSpec{Preset: v1alpha1.AnalysisPresetNone, MinSamples: 50, Metrics: []v1alpha1.AnalysisMetric{custom}},
+			wantSamples: 0,
+			want:        v1alpha1.VerdictPass,
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &fakeQuerier{rules: []rule{
+				{[]string{"sum(reqs{"}, ok(3)},
+				{[]string{"max(q{"}, ok(2)},
+			}}
+			rs, err := Run(context.Background(), f, tc.spec, target, time.Minute, now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := 0
+			for _, q := range f.recorded() {
+				if strings.Contains(q, "sum(reqs{") {
+					n++
+				}
+			}
+			if n != tc.wantSamples {
+				t.Errorf("%d sample queries, want %d", n, tc.wantSamples)
+			}
+			if len(rs) != 1 || rs[0].Verdict != tc.want {
+				t.Fatalf("results = %+v, want one %s", rs, tc.want)
+			}
+		})
+	}
+}
+
+func TestRunWithoutStableColor(t *testing.T) {
+	f := healthyVLLM()
+	noStable := target
+	noStable.Stable = ColorTarget{}
+	rs, err := Run(context.Background(), f, vllmSpec(), noStable, time.Minute, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := verdicts(rs)
+	for _, name := range []string{"ttft-p95", "itl-p95", "e2e-p95"} {
+		if got[name] != v1alpha1.VerdictInconclusive {
+			t.Errorf("%s: %s, want Inconclusive without a stable color", name, got[name])
+		}
+	}
+	if got["error-ratio"] != v1alpha1.VerdictPass {
+		t.Errorf("error-ratio: %s, want Pass (absolute bound)", got["error-ratio"])
+	}
+	if len(f.recorded()) != 5 {
+		t.Errorf("%d queries, want 5 (no stable queries)", len(f.recorded()))
+	}
+}
+
+func TestRunRejectsBadTemplatesBeforeQuerying(t *testing.T) {
+	cases := []struct {
+		name string
+		spec v1alpha1.AnalysisSpec
+		want string
+	}{
+		{
+			name: "an unknown key in a metric names the metric",
+			spec: v1alpha1.AnalysisSpec{Preset: v1alpha1.AnalysisPresetVLLM, MinSamples: 50, Metrics: []v1alpha1.AnalysisMetric{
+				{Name: "gpu-mem", Query: `x{deployment="{{.Deployment}}"}`, Max: q("1")},
+			}},
+			want: `analysis metric gpu-mem: rendering query template`,
+		},
+		{
+			name: "a metric template that does not parse",
+			spec: v1alpha1.AnalysisSpec{Preset: v1alpha1.AnalysisPresetNone, Metrics: []v1alpha1.AnalysisMetric{
+				{Name: "broken", Query: `x{pod=~"{{.Pods"}`, Max: q("1")},
+			}},
+			want: `analysis metric broken: parsing query template`,
+		},
+		{
+			name: "a bad sample query",
+			spec: v1alpha1.AnalysisSpec{Preset: v1alpha1.AnalysisPresetVLLM, MinSamples: 50, SampleQuery: `sum(x{{.Nope}})`},
+			want: `analysis sample query`,
+		},
+	}
+	for _, tc := range cases {
+		t.Run("returns an error for "+tc.name, func(t *testing.T) {
+			f := healthyVLLM()
+			_, err := Run(context.Background(), f, tc.spec, target, time.Minute, now)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want it to contain %q", err, tc.want)
+			}
+			if n := len(f.recorded()); n != 0 {
+				t.Fatalf("%d queries ran despite the spec error", n)
+			}
+			if verr := Validate(tc.spec); verr == nil || !strings.Contains(verr.Error(), tc.want) {
+				t.Fatalf("Validate = %v, want the same kind of error", verr)
+			}
+		})
+	}
+}
+
+func TestValidateAcceptsGoodSpecs(t *testing.T) {
+	for name, spec := range map[string]v1alpha1.AnalysisSpec{
+		"the default (empty) spec":   {},
+		"the vllm preset":            vllmSpec(),
+		"the none preset, no metric": {Preset: v1alpha1.AnalysisPresetNone},
+		"a custom metric and sample query": {Preset: v1alpha1.AnalysisPresetNone, SampleQuery: `sum(r{pod=~"{{.Pods}}"})`, Metrics: []v1alpha1.AnalysisMetric{
+			{Name: "x", Query: `x{namespace="{{.Namespace}}",pod=~"{{.Pods}}",color="{{.Color}}",rev="{{.Revision}}",ms="{{.Name}}"}[{{.Window}}]`, Max: q("1")},
+		}},
+	} {
+		t.Run("accepts "+name, func(t *testing.T) {
+			if err := Validate(spec); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+func TestSummarize(t *testing.T) {
+	pass := func(name string) v1alpha1.MetricResult {
+		return v1alpha1.MetricResult{Name: name, Verdict: v1alpha1.VerdictPass}
+	}
+	fail := func(name, msg string) v1alpha1.MetricResult {
+		return v1alpha1.MetricResult{Name: name, Verdict: v1alpha1.VerdictFail, Message: msg}
+	}
+	inconclusive := func(name, msg string) v1alpha1.MetricResult {
+		return v1alpha1.MetricResult{Name: name, Verdict: v1alpha1.VerdictInconclusive, Message: msg}
+	}
+	cases := []struct {
+		name    string
+		results []v1alpha1.MetricResult
+		want    v1alpha1.Verdict
+		wantMsg string
+	}{
+		{"passes when every metric passes", []v1alpha1.MetricResult{pass("a"), pass("b")}, v1alpha1.VerdictPass, "all 2 metrics within bounds"},
+		{"passes a single passing metric", []v1alpha1.MetricResult{pass("a")}, v1alpha1.VerdictPass, "a within bounds"},
+		{"passes with no results, which means no metrics at all", nil, v1alpha1.VerdictPass, "no analysis metrics"},
+		{
+			"fails with the first failure's message when any metric fails",
+			[]v1alpha1.MetricResult{pass("a"), fail("b", "b 2 > 1"), fail("c", "c 3 > 1")},
+			v1alpha1.VerdictFail, "b 2 > 1",
+		},
+		{
+			"fails rather than waits when one metric fails and another is inconclusive",
+			[]v1alpha1.MetricResult{inconclusive("a", "candidate: no data"), fail("b", "b 2 > 1")},
+			v1alpha1.VerdictFail, "b 2 > 1",
+		},
+		{
+			"is inconclusive when any metric is and none fails, naming the metric",
+			[]v1alpha1.MetricResult{pass("a"), inconclusive("b", "too few samples: 12 < 50"), inconclusive("c", "x")},
+			v1alpha1.VerdictInconclusive, "b: too few samples: 12 < 50",
+		},
+		{
+			"is inconclusive on a result without a verdict rather than passing it",
+			[]v1alpha1.MetricResult{pass("a"), {Name: "b"}},
+			v1alpha1.VerdictInconclusive, "b: no verdict",
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, msg := Summarize(tc.results)
+			if got != tc.want || msg != tc.wantMsg {
+				t.Fatalf("Summarize = %s %q, want %s %q", got, msg, tc.want, tc.wantMsg)
+			}
+		})
+	}
+}

@@ -1,0 +1,129 @@
+package metrics
+
+import (
+	"maps"
+	"math"
+	"strings"
+	"testing"
+)
+
+func TestPodValues(t *testing.T) {
+	cases := []struct {
+		name   string
+		series []Series
+		want   map[PodKey]float64
+	}{
+		{
+			name: "reads namespace and pod of a directly scraped model server",
+			series: []Series{
+				{Labels: map[string]string{"namespace": "ml", "pod": "llama-blue-7d9c-abcde"}, Value: 3},
+				{Labels: map[string]string{"namespace": "ml", "pod": "llama-blue-7d9c-fghij"}, Value: 0},
+			},
+			want: map[PodKey]float64{
+				{Namespace: "ml", Pod: "llama-blue-7d9c-abcde"}: 3,
+				{Namespace: "ml", Pod: "llama-blue-7d9c-fghij"}: 0,
+			},
+		},
+		{
+			name: "prefers the exporter's renamed labels over the scrape target's",
+			series: []Series{{Labels: map[string]string{
+				"namespace": "gpu-operator", "pod": "nvidia-dcgm-exporter-x7k2p",
+				"exported_namespace": "ml", "exported_pod": "llama-blue-7d9c-abcde",
+			}, Value: 91}},
+			want: map[PodKey]float64{{Namespace: "ml", Pod: "llama-blue-7d9c-abcde"}: 91},
+		},
+		{
+			name: "reads the exporter's labels kept as namespace and pod with honor_labels",
+			series: []Series{{Labels: map[string]string{
+				"namespace": "ml", "pod": "llama-blue-7d9c-abcde", "container": "vllm", "gpu": "0",
+			}, Value: 55}},
+			want: map[PodKey]float64{{Namespace: "ml", Pod: "llama-blue-7d9c-abcde"}: 55},
+		},
+		{
+			name: "averages the GPUs of one pod",
+			series: []Series{
+				{Labels: map[string]string{"exported_namespace": "ml", "exported_pod": "p", "gpu": "0"}, Value: 90},
+				{Labels: map[string]string{"exported_namespace": "ml", "exported_pod": "p", "gpu": "1"}, Value: 70},
+				{Labels: map[string]string{"exported_namespace": "ml", "exported_pod": "q", "gpu": "2"}, Value: 10},
+			},
+			want: map[PodKey]float64{{Namespace: "ml", Pod: "p"}: 80, {Namespace: "ml", Pod: "q"}: 10},
+		},
+		{
+			name: "keeps pods of the same name in different namespaces apart",
+			series: []Series{
+				{Labels: map[string]string{"namespace": "a", "pod": "p"}, Value: 1},
+				{Labels: map[string]string{"namespace": "b", "pod": "p"}, Value: 2},
+			},
+			want: map[PodKey]float64{{Namespace: "a", Pod: "p"}: 1, {Namespace: "b", Pod: "p"}: 2},
+		},
+		{
+			name: "falls back to the target's namespace when only the pod label was renamed",
+			series: []Series{
+				{Labels: map[string]string{"namespace": "ml", "pod": "exporter", "exported_pod": "p"}, Value: 4},
+			},
+			want: map[PodKey]float64{{Namespace: "ml", Pod: "p"}: 4},
+		},
+		{
+			name: "skips series that name no pod, and an empty exported_pod falls back to pod",
+			series: []Series{
+				{Labels: map[string]string{"namespace": "ml"}, Value: 1},
+				{Labels: map[string]string{}, Value: 1},
+				{Labels: map[string]string{"namespace": "gpu-operator", "pod": "exporter", "exported_pod": ""}, Value: 0},
+			},
+			want: map[PodKey]float64{{Namespace: "gpu-operator", Pod: "exporter"}: 0},
+		},
+		{
+			name: "skips NaN and infinite values rather than averaging them in",
+			series: []Series{
+				{Labels: map[string]string{"namespace": "ml", "pod": "p"}, Value: math.NaN()},
+				{Labels: map[string]string{"namespace": "ml", "pod": "p"}, Value: 40},
+				{Labels: map[string]string{"namespace": "ml", "pod": "q"}, Value: math.Inf(1)},
+			},
+			want: map[PodKey]float64{{Namespace: "ml", Pod: "p"}: 40},
+		},
+		{
+			name:   "no series is no pod, not pods at zero",
+			series: nil,
+			want:   map[PodKey]float64{},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := PodValues(tc.series)
+			if !maps.Equal(got, tc.want) {
+				t.Fatalf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestSignalQueries(t *testing.T) {
+	cases := []struct {
+		name    string
+		query   string
+		metrics []string
+	}{
+		{"GPU utilization reads DCGM", QueryGPUUtilization, []string{"DCGM_FI_DEV_GPU_UTIL"}},
+		{"requests waiting reads vLLM and SGLang", QueryRequestsWaiting, []string{"vllm:num_requests_waiting", "sglang:num_queue_reqs"}},
+		{"requests running reads vLLM and SGLang", QueryRequestsRunning, []string{"vllm:num_requests_running", "sglang:num_running_reqs"}},
+		{"KV-cache usage reads both vLLM names and SGLang", QueryKVCacheUsage, []string{"vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name+", grouped per pod for every ModelServer at once", func(t *testing.T) {
+			for _, m := range tc.metrics {
+				if !strings.Contains(tc.query, "("+m+")") {
+					t.Errorf("query lacks %s: %s", m, tc.query)
+				}
+			}
+			if strings.Contains(tc.query, "{") {
+				t.Errorf("query filters series, want one query for every ModelServer: %s", tc.query)
+			}
+			if n := strings.Count(tc.query, " by (namespace, pod, exported_namespace, exported_pod) "); n != len(tc.metrics) {
+				t.Errorf("%d of %d metrics grouped by both pod label variants: %s", n, len(tc.metrics), tc.query)
+			}
+			if !balanced(tc.query) {
+				t.Errorf("unbalanced: %s", tc.query)
+			}
+		})
+	}
+}
