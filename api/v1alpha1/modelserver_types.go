@@ -22,6 +22,7 @@ import (
 // +kubebuilder:printcolumn:name="Replicas",type=integer,JSONPath=`.status.replicas`
 // +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.readyReplicas`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 40",message="metadata.name must be at most 40 characters: pods are named <name>-<color>-<hash>-<suffix> and analysis tells colors apart by pod name"
 type ModelServer struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -138,9 +139,9 @@ type RouteReference struct {
 // RolloutSpec is the progressive delivery policy: the candidate is warmed, then receives the
 // traffic weights of Steps one after the other, each held for StepDuration and judged by Analysis.
 //
-// +kubebuilder:validation:XValidation:rule="self.steps.all(i, i >= 1 && i <= 100)",message="spec.rollout.steps must each be between 1 and 100"
-// +kubebuilder:validation:XValidation:rule="self.steps.isSorted()",message="spec.rollout.steps must be strictly increasing"
-// +kubebuilder:validation:XValidation:rule="self.steps[self.steps.size() - 1] == 100",message="spec.rollout.steps must end at 100"
+// +kubebuilder:validation:XValidation:rule="!has(self.steps) || self.steps.all(i, i >= 1 && i <= 100)",message="spec.rollout.steps must each be between 1 and 100"
+// +kubebuilder:validation:XValidation:rule="!has(self.steps) || self.steps.isSorted()",message="spec.rollout.steps must be strictly increasing"
+// +kubebuilder:validation:XValidation:rule="!has(self.steps) || size(self.steps) == 0 || self.steps[size(self.steps) - 1] == 100",message="spec.rollout.steps must end at 100"
 type RolloutSpec struct {
 	// Steps are the candidate's traffic weights, in percent, one per step. Strictly increasing,
 	// each 1..100, ending at 100.
@@ -502,4 +503,8 @@ type ScalingPolicy struct {
 	// Period over which the change is counted.
 	// +required
 	Period metav1.Duration `json:"period"`
+}
+
+func init() {
+	SchemeBuilder.Register(&ModelServer{}, &ModelServerList{})
 }

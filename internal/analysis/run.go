@@ -132,12 +132,12 @@ func Validate(spec v1alpha1.AnalysisSpec) error {
 	ms, sampleTmpl := metrics.EffectiveMetrics(spec)
 	for _, m := range ms {
 		if err := metrics.Validate(m.Query); err != nil {
-			return fmt.Errorf("analysis metric %s: %w", m.Name, err)
+			return fmt.Errorf("metrics[%s].query: %w", m.Name, err)
 		}
 	}
 	if sampleTmpl != "" {
 		if err := metrics.Validate(sampleTmpl); err != nil {
-			return fmt.Errorf("analysis sample query: %w", err)
+			return fmt.Errorf("sampleQuery: %w", err)
 		}
 	}
 	return nil

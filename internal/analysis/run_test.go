@@ -350,19 +350,19 @@ func TestRunRejectsBadTemplatesBeforeQuerying(t *testing.T) {
 			spec: v1alpha1.AnalysisSpec{Preset: v1alpha1.AnalysisPresetVLLM, MinSamples: 50, Metrics: []v1alpha1.AnalysisMetric{
 				{Name: "gpu-mem", Query: `x{deployment="{{.Deployment}}"}`, Max: q("1")},
 			}},
-			want: `analysis metric gpu-mem: rendering query template`,
+			want: `metrics[gpu-mem].query: rendering query template`,
 		},
 		{
 			name: "a metric template that does not parse",
 			spec: v1alpha1.AnalysisSpec{Preset: v1alpha1.AnalysisPresetNone, Metrics: []v1alpha1.AnalysisMetric{
 				{Name: "broken", Query: `x{pod=~"{{.Pods"}`, Max: q("1")},
 			}},
-			want: `analysis metric broken: parsing query template`,
+			want: `metrics[broken].query: parsing query template`,
 		},
 		{
 			name: "a bad sample query",
 			spec: v1alpha1.AnalysisSpec{Preset: v1alpha1.AnalysisPresetVLLM, MinSamples: 50, SampleQuery: `sum(x{{.Nope}})`},
-			want: `analysis sample query`,
+			want: `sampleQuery`,
 		},
 	}
 	for _, tc := range cases {

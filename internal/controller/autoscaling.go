@@ -111,7 +111,7 @@ func hasObservation(obs []autoscale.Observation, name string) bool {
 
 func (r *ModelServerReconciler) customMetric(ctx context.Context, ms *v1alpha1.ModelServer, name, tmpl string, now time.Time) autoscale.Observation {
 	q, err := metrics.Render(tmpl, metrics.Vars{
-		Namespace: ms.Namespace, Name: ms.Name, Pods: metrics.PodRegex(ms.Name+"-") + "",
+		Namespace: ms.Namespace, Name: ms.Name, Pods: "(?:" + metrics.PodRegex(ms.DeploymentName(v1alpha1.Blue)) + "|" + metrics.PodRegex(ms.DeploymentName(v1alpha1.Green)) + ")",
 		Window: metrics.PromDuration(time.Minute),
 	})
 	if err != nil {

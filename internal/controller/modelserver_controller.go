@@ -34,7 +34,6 @@ import (
 	"github.com/modelship/modelship/internal/rollout"
 	"github.com/modelship/modelship/internal/routing"
 	"github.com/modelship/modelship/internal/warmup"
-	"github.com/modelship/modelship/internal/workload"
 )
 
 // routeRefIndex indexes ModelServers by the user-owned HTTPRoute they reference.
@@ -90,8 +89,7 @@ func (r *ModelServerReconciler) SetupWithManager(ctx context.Context, mgr ctrl.M
 		Owns(&appsv1.Deployment{}).
 		Owns(&corev1.Service{}).
 		Owns(&gatewayv1.HTTPRoute{}).
-		Watches(&gatewayv1.HTTPRoute{}, handler.EnqueueRequestsFromMapFunc(r.modelServersForRoute),
-			builder.WithPredicates(predicate.Funcs{CreateFunc: func(_ any) bool { return true }})).
+		Watches(&gatewayv1.HTTPRoute{}, handler.EnqueueRequestsFromMapFunc(r.modelServersForRoute)).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podOwner),
 			builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
 				return o.GetLabels()[v1alpha1.LabelModelServer] != ""
@@ -186,16 +184,8 @@ func (r *ModelServerReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 
 // validate checks what admission cannot: the analysis templates.
 func validate(ms *v1alpha1.ModelServer) error {
-	ms2, sampleQuery := metrics.EffectiveMetrics(ms.Spec.Rollout.Analysis)
-	for _, m := range ms2 {
-		if err := metrics.Validate(m.Query); err != nil {
-			return fmt.Errorf("spec.rollout.analysis.metrics[%s].query: %w", m.Name, err)
-		}
-	}
-	if sampleQuery != "" {
-		if err := metrics.Validate(sampleQuery); err != nil {
-			return fmt.Errorf("spec.rollout.analysis.sampleQuery: %w", err)
-		}
+	if err := analysis.Validate(ms.Spec.Rollout.Analysis); err != nil {
+		return fmt.Errorf("spec.rollout.analysis.%w", err)
 	}
 	if ms.Spec.Autoscaling == nil {
 		return nil
@@ -396,11 +386,11 @@ func (r *ModelServerReconciler) measure(ctx context.Context, ms *v1alpha1.ModelS
 	if cand == nil || stable == nil {
 		return nil, nil
 	}
-	window := max(time.Minute, ms.Spec.Rollout.Analysis.Interval.Duration)
+	window := ms.Spec.Rollout.Analysis.Interval.Duration
 	target := analysis.Target{
 		Namespace: ms.Namespace, Name: ms.Name,
-		Candidate: analysis.ColorTarget{Color: cand.Color, Revision: cand.Revision, Pods: metrics.PodRegex(ms.DeploymentName(cand.Color) + "-")},
-		Stable:    analysis.ColorTarget{Color: stable.Color, Revision: stable.Revision, Pods: metrics.PodRegex(ms.DeploymentName(stable.Color) + "-")},
+		Candidate: analysis.ColorTarget{Color: cand.Color, Revision: cand.Revision, Pods: metrics.PodRegex(ms.DeploymentName(cand.Color))},
+		Stable:    analysis.ColorTarget{Color: stable.Color, Revision: stable.Revision, Pods: metrics.PodRegex(ms.DeploymentName(stable.Color))},
 	}
 	q := r.Prometheus
 	if q == nil {

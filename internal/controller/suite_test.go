@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"sync/atomic"
 	"testing"
@@ -21,7 +22,6 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
-	"github.com/modelship/modelship/internal/metrics"
 	"github.com/modelship/modelship/internal/testenv"
 	"github.com/modelship/modelship/internal/warmup"
 )
@@ -40,7 +40,7 @@ func TestMain(m *testing.M) {
 		fmt.Println("skipping controller integration tests:", why)
 		os.Exit(m.Run())
 	}
-	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.Level(zap.NewAtomicLevelAt(0).Level())))
+	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.WriteTo(testLog())))
 	env, c, err := testenv.Start()
 	if err != nil {
 		fmt.Println(err)
@@ -178,4 +178,13 @@ func condition(ms *v1alpha1.ModelServer, t string) *metav1.Condition {
 	return nil
 }
 
-var _ = metrics.OK
+// testLog is where the controller logs during tests: a file in the temp folder (its path is
+// printed), so that failures can be read without flooding the test output.
+func testLog() io.Writer {
+	f, err := os.CreateTemp("", "modelship-controller-test-*.log")
+	if err != nil {
+		return io.Discard
+	}
+	fmt.Println("controller log:", f.Name())
+	return f
+}
