@@ -290,14 +290,17 @@ func (r *replica) step(t0 time.Time, dt time.Duration) []finished {
 	}
 	if b := len(decoders); b > 0 && left > 0 {
 		minITL := c.MinInterTokenLatency.Seconds()
+		// One decode iteration of the whole batch takes itl; prefill work in the same step stalls
+		// the batch, which the sequences see as a longer time between their tokens.
 		itl := math.Max(minITL, float64(b)/c.DecodeTokensPerSecond) * mult
+		observed := itl * dts / left
 		var dec []finished
 		for _, q := range decoders {
 			before := q.emitted
 			q.progress += left / itl
 			q.emitted = min(q.generate, 1+int(q.progress))
 			n := q.emitted - before
-			r.itl.observe(itl, uint64(n))
+			r.itl.observe(observed, uint64(n))
 			r.generatedTokens += uint64(n)
 			if q.emitted >= q.generate {
 				// The last token came after (generate-1-progressBefore) tokens' worth of time.
