@@ -12,11 +12,11 @@ var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 // podOpt changes a test pod.
 type podOpt func(*Pod)
 
-func withColor(c string) podOpt          { return func(p *Pod) { p.Color = c } }
+func withColor(c string) podOpt            { return func(p *Pod) { p.Color = c } }
 func withLoadDelay(d time.Duration) podOpt { return func(p *Pod) { p.LoadDelay = d } }
-func withProfile(pr Profile) podOpt      { return func(p *Pod) { p.Profile = pr } }
-func withCapacity(c Capacity) podOpt     { return func(p *Pod) { p.Capacity = c } }
-func notReady() podOpt                   { return func(p *Pod) { p.Ready = false; p.ReadySince = time.Time{} } }
+func withProfile(pr Profile) podOpt        { return func(p *Pod) { p.Profile = pr } }
+func withCapacity(c Capacity) podOpt       { return func(p *Pod) { p.Capacity = c } }
+func notReady() podOpt                     { return func(p *Pod) { p.Ready = false; p.ReadySince = time.Time{} } }
 
 // newPod is a Ready, loaded blue pod of ModelServer "llm" in namespace "ns".
 func newPod(name string, opts ...podOpt) Pod {
