@@ -37,12 +37,23 @@ type ProfileRule struct {
 }
 
 // ParseProfile parses "revision=<rev or image substring>:latency=2.0,errors=0.1" (latency and
-// errors are each optional).
+// errors are each optional; the substring may contain colons, as image tags do).
 func ParseProfile(s string) (ProfileRule, error) {
-	head, tail, _ := strings.Cut(s, ":")
+	// The revision may be an image substring with a tag ("vllm-openai:v0.9"): the keys start
+	// after the first colon that is followed by a known key.
+	head, tail := s, ""
+	for i := range len(s) {
+		if s[i] == ':' && (strings.HasPrefix(s[i+1:], "latency=") || strings.HasPrefix(s[i+1:], "errors=")) {
+			head, tail = s[:i], s[i+1:]
+			break
+		}
+	}
 	match, ok := strings.CutPrefix(strings.TrimSpace(head), "revision=")
 	if !ok || match == "" {
 		return ProfileRule{}, fmt.Errorf("profile %q: want revision=<revision or image substring>:latency=<x>,errors=<p>", s)
+	}
+	if i := strings.LastIndex(match, ":"); tail == "" && i >= 0 && strings.Contains(match[i+1:], "=") {
+		return ProfileRule{}, fmt.Errorf("profile %q: unknown key in %q (latency, errors)", s, match[i+1:])
 	}
 	rule := ProfileRule{Match: match, Profile: fleet.Profile{LatencyMultiplier: 1}}
 	if strings.TrimSpace(tail) == "" {
