@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -57,7 +58,7 @@ func (s *Syncer) Sync(ctx context.Context) ([]types.NamespacedName, error) {
 	}
 	for _, key := range s.Fleet.PodKeys() {
 		if !present[key] {
-			ns, name, _ := cutKey(key)
+			ns, name, _ := strings.Cut(key, "/")
 			s.Fleet.DeletePod(ns, name)
 		}
 	}
@@ -114,13 +115,4 @@ func (s *Syncer) Sync(ctx context.Context) ([]types.NamespacedName, error) {
 		return out, joinErrors(errs)
 	}
 	return out, nil
-}
-
-func cutKey(key string) (string, string, bool) {
-	for i := 0; i < len(key); i++ {
-		if key[i] == '/' {
-			return key[:i], key[i+1:], true
-		}
-	}
-	return "", key, false
 }
