@@ -1,0 +1,73 @@
+package fleet
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/expfmt"
+)
+
+// scrape renders the fleet's metrics in Prometheus text format.
+func scrape(t *testing.T, f *Fleet) string {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	if err := reg.Register(f); err != nil {
+		t.Fatalf("register: %v", err)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatalf("gather: %v", err)
+	}
+	var b strings.Builder
+	enc := expfmt.NewEncoder(&b, expfmt.NewFormat(expfmt.TypeTextPlain))
+	for _, mf := range mfs {
+		if err := enc.Encode(mf); err != nil {
+			t.Fatalf("encode: %v", err)
+		}
+	}
+	return b.String()
+}
+
+func TestMetricsUseVLLMAndDCGMNamesAndLabels(t *testing.T) {
+	f := newFleet(newPod("a", func(p *Pod) { p.GPUs = 2 }))
+	f.Submit("ns", "llm", Request{Arrival: t0, ContextTokens: 100, GeneratedTokens: 3})
+	f.Advance(t0.Add(time.Second))
+	text := scrape(t, f)
+	want := []string{
+		`vllm:num_requests_running{model_name="llama",namespace="ns",pod="a"} 0`,
+		`vllm:num_requests_waiting{model_name="llama",namespace="ns",pod="a"} 0`,
+		`vllm:kv_cache_usage_perc{model_name="llama",namespace="ns",pod="a"} 0`,
+		`vllm:gpu_cache_usage_perc{model_name="llama",namespace="ns",pod="a"} 0`,
+		`vllm:time_to_first_token_seconds_bucket{model_name="llama",namespace="ns",pod="a",le="0.01"} 1`,
+		`vllm:time_to_first_token_seconds_bucket{model_name="llama",namespace="ns",pod="a",le="2560"} 1`,
+		`vllm:inter_token_latency_seconds_bucket{model_name="llama",namespace="ns",pod="a",le="0.025"} 2`,
+		`vllm:e2e_request_latency_seconds_bucket{model_name="llama",namespace="ns",pod="a",le="7680"} 1`,
+		`vllm:e2e_request_latency_seconds_count{model_name="llama",namespace="ns",pod="a"} 1`,
+		`vllm:request_success_total{finished_reason="stop",model_name="llama",namespace="ns",pod="a"} 1`,
+		`vllm:request_success_total{finished_reason="length",model_name="llama",namespace="ns",pod="a"} 0`,
+		`vllm:request_success_total{finished_reason="abort",model_name="llama",namespace="ns",pod="a"} 0`,
+		`vllm:prompt_tokens_total{model_name="llama",namespace="ns",pod="a"} 100`,
+		`vllm:generation_tokens_total{model_name="llama",namespace="ns",pod="a"} 3`,
+		`fleetsim_gateway_responses_total{code="200",color="blue",modelserver="llm",namespace="ns"} 1`,
+	}
+	for _, w := range want {
+		if !strings.Contains(text, w) {
+			t.Errorf("missing %s", w)
+		}
+	}
+	for _, gpu := range []string{`gpu="0"`, `gpu="1"`} {
+		found := false
+		for _, line := range strings.Split(text, "\n") {
+			if strings.HasPrefix(line, "DCGM_FI_DEV_GPU_UTIL{") && strings.Contains(line, gpu) &&
+				strings.Contains(line, `pod="a"`) && strings.Contains(line, `namespace="ns"`) &&
+				strings.Contains(line, `container="vllm"`) && strings.Contains(line, `UUID="GPU-`) {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("no DCGM_FI_DEV_GPU_UTIL series with %s and the pod's labels in\n%s", gpu, text)
+		}
+	}
+}

@@ -1,0 +1,351 @@
+package fleet
+
+import (
+	"math"
+	"sort"
+	"time"
+)
+
+// maxPrefillShare is the largest fraction of a step that prefill may take while requests are
+// decoding, as vLLM's chunked prefill bounds the prompt tokens of one engine step so that running
+// sequences keep producing tokens.
+const maxPrefillShare = 0.5
+
+// utilizationTimeConstant smooths GPU utilization the way DCGM averages over its sampling period.
+const utilizationTimeConstant = time.Second
+
+// Capacity is what one replica (one model-server pod) can do.
+type Capacity struct {
+	// PrefillTokensPerSecond is the prompt processing throughput.
+	PrefillTokensPerSecond float64
+	// DecodeTokensPerSecond is the aggregate generation throughput of a full batch: once the batch
+	// is large enough, each sequence gets DecodeTokensPerSecond / batch tokens per second.
+	DecodeTokensPerSecond float64
+	// MinInterTokenLatency is the time per generated token of a lone sequence.
+	MinInterTokenLatency time.Duration
+	// MaxBatch is the largest number of requests running at once (vLLM's max_num_seqs).
+	MaxBatch int
+	// KVCacheTokens is the number of tokens the KV cache holds.
+	KVCacheTokens int
+}
+
+// DefaultCapacity is roughly an 8B model on one H100 with vLLM.
+func DefaultCapacity() Capacity {
+	return Capacity{
+		PrefillTokensPerSecond: 16000,
+		DecodeTokensPerSecond:  3000,
+		MinInterTokenLatency:   15 * time.Millisecond,
+		MaxBatch:               128,
+		KVCacheTokens:          300000,
+	}
+}
+
+// withDefaults fills zero fields from DefaultCapacity.
+func (c Capacity) withDefaults() Capacity {
+	d := DefaultCapacity()
+	if c.PrefillTokensPerSecond <= 0 {
+		c.PrefillTokensPerSecond = d.PrefillTokensPerSecond
+	}
+	if c.DecodeTokensPerSecond <= 0 {
+		c.DecodeTokensPerSecond = d.DecodeTokensPerSecond
+	}
+	if c.MinInterTokenLatency <= 0 {
+		c.MinInterTokenLatency = d.MinInterTokenLatency
+	}
+	if c.MaxBatch <= 0 {
+		c.MaxBatch = d.MaxBatch
+	}
+	if c.KVCacheTokens <= 0 {
+		c.KVCacheTokens = d.KVCacheTokens
+	}
+	return c
+}
+
+// Profile is a revision's performance relative to the capacity: how a candidate can be made
+// slower or error-prone.
+type Profile struct {
+	// LatencyMultiplier scales prefill time and time per token (2 is twice as slow). Zero means 1.
+	LatencyMultiplier float64
+	// ErrorProbability is the chance that a request fails (vLLM finished_reason="abort", an HTTP
+	// 500 at the gateway) after its prefill.
+	ErrorProbability float64
+}
+
+func (p Profile) multiplier() float64 {
+	if p.LatencyMultiplier <= 0 {
+		return 1
+	}
+	return p.LatencyMultiplier
+}
+
+// Finish reasons, as vLLM's finished_reason label.
+const (
+	// FinishStop: the model ended the sequence.
+	FinishStop = "stop"
+	// FinishLength: the sequence reached max_tokens.
+	FinishLength = "length"
+	// FinishAbort: the request failed.
+	FinishAbort = "abort"
+)
+
+var finishReasons = []string{FinishStop, FinishLength, FinishAbort}
+
+// Bucket boundaries of vLLM's histograms (vllm/v1/metrics/loggers.py).
+var (
+	// TTFTBuckets are vllm:time_to_first_token_seconds' boundaries.
+	TTFTBuckets = []float64{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0}
+	// ITLBuckets are vllm:inter_token_latency_seconds' boundaries.
+	ITLBuckets = []float64{0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0}
+	// E2EBuckets are vllm:e2e_request_latency_seconds' boundaries.
+	E2EBuckets = []float64{0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0}
+)
+
+// histogram counts observations per bucket (not cumulative; the last slot is +Inf).
+type histogram struct {
+	bounds []float64
+	counts []uint64
+	sum    float64
+	count  uint64
+}
+
+func newHistogram(bounds []float64) histogram {
+	return histogram{bounds: bounds, counts: make([]uint64, len(bounds)+1)}
+}
+
+func (h *histogram) observe(v float64, n uint64) {
+	if n == 0 {
+		return
+	}
+	i := sort.SearchFloat64s(h.bounds, v) // first bound >= v: v falls in "le" that bound
+	h.counts[i] += n
+	h.sum += v * float64(n)
+	h.count += n
+}
+
+// cumulative returns the buckets as Prometheus wants them: upper bound -> count <= bound.
+func (h *histogram) cumulative() map[float64]uint64 {
+	out := make(map[float64]uint64, len(h.bounds))
+	var c uint64
+	for i, b := range h.bounds {
+		c += h.counts[i]
+		out[b] = c
+	}
+	return out
+}
+
+// request is one request on a replica.
+type request struct {
+	id          uint64
+	arrival     time.Time
+	context     int
+	generate    int // tokens to produce, including the first
+	reason      string
+	fail        bool
+	prefillLeft float64 // prompt tokens still to process
+	emitted     int     // tokens produced so far
+	progress    float64 // fractional tokens produced in decode
+	firstToken  time.Time
+}
+
+func (r *request) prefilled() bool { return r.prefillLeft <= 0 }
+
+// kvTokens is what the request holds in the KV cache now.
+func (r *request) kvTokens() float64 {
+	return float64(r.context) - r.prefillLeft + float64(r.emitted)
+}
+
+// finished is a request that left a replica, reported to the fleet.
+type finished struct {
+	req    *request
+	at     time.Time
+	reason string
+}
+
+// replica is the state of one model-server pod.
+type replica struct {
+	pod      Pod
+	loaded   bool
+	waiting  []*request
+	running  []*request
+	reserved int // KV tokens reserved by running requests (context + generation)
+	util     float64
+
+	ttft, itl, e2e                histogram
+	success                       map[string]uint64
+	promptTokens, generatedTokens uint64
+}
+
+func newReplica(p Pod) *replica {
+	return &replica{
+		pod:     p,
+		ttft:    newHistogram(TTFTBuckets),
+		itl:     newHistogram(ITLBuckets),
+		e2e:     newHistogram(E2EBuckets),
+		success: map[string]uint64{},
+	}
+}
+
+// servingAt says whether the pod takes new requests at t: Ready, not terminating, model loaded.
+// Once loaded, a model stays loaded through readiness flaps.
+func (r *replica) servingAt(t time.Time) bool {
+	return r.pod.Ready && !r.pod.Terminating && (r.loaded || r.pod.loadedAt(t))
+}
+
+// load is the number of requests on the replica, for least-loaded routing.
+func (r *replica) load() int { return len(r.waiting) + len(r.running) }
+
+// kvUsage is the KV-cache use, 0..1.
+func (r *replica) kvUsage() float64 {
+	var t float64
+	for _, q := range r.running {
+		t += q.kvTokens()
+	}
+	return math.Min(1, t/float64(r.pod.Capacity.KVCacheTokens))
+}
+
+// admit moves waiting requests into the batch, first come first served, while the batch has room
+// and the KV cache can hold their whole sequence; a lone request always runs.
+func (r *replica) admit() {
+	c := r.pod.Capacity
+	for len(r.waiting) > 0 && len(r.running) < c.MaxBatch {
+		q := r.waiting[0]
+		need := q.context + q.generate
+		if len(r.running) > 0 && r.reserved+need > c.KVCacheTokens {
+			return
+		}
+		r.waiting = r.waiting[1:]
+		r.running = append(r.running, q)
+		r.reserved += need
+	}
+}
+
+// step advances the replica by dt from t0 and returns the requests that finished.
+func (r *replica) step(t0 time.Time, dt time.Duration) []finished {
+	if !r.loaded && r.pod.loadedAt(t0) {
+		r.loaded = true
+	}
+	if !r.loaded {
+		r.decayUtil(0, dt)
+		return nil
+	}
+	r.admit()
+	c := r.pod.Capacity
+	mult := r.pod.Profile.multiplier()
+	dts := dt.Seconds()
+	prefillRate := c.PrefillTokensPerSecond / mult
+	var done []finished
+
+	decoding := 0
+	for _, q := range r.running {
+		if q.prefilled() {
+			decoding++
+		}
+	}
+	budget := dts
+	if decoding > 0 {
+		budget = dts * maxPrefillShare
+	}
+	cursor, busy := 0.0, 0.0
+	for _, q := range r.running {
+		if q.prefilled() {
+			continue
+		}
+		start := math.Max(cursor, q.arrival.Sub(t0).Seconds())
+		if start >= budget {
+			break
+		}
+		need := q.prefillLeft / prefillRate
+		if start+need > budget {
+			q.prefillLeft -= (budget - start) * prefillRate
+			busy += budget - start
+			cursor = budget
+			break
+		}
+		q.prefillLeft = 0
+		busy += need
+		cursor = start + need
+		at := t0.Add(secondsToDuration(cursor))
+		q.firstToken = at
+		r.promptTokens += uint64(q.context)
+		if q.fail {
+			done = append(done, finished{req: q, at: at, reason: FinishAbort})
+			continue
+		}
+		r.ttft.observe(at.Sub(q.arrival).Seconds(), 1)
+		q.emitted = 1
+		r.generatedTokens++
+		if q.emitted >= q.generate {
+			done = append(done, finished{req: q, at: at, reason: q.reason})
+		}
+	}
+	r.remove(done)
+
+	// Decode with the time left in the step.
+	left := dts - cursor
+	var decoders []*request
+	for _, q := range r.running {
+		if q.prefilled() {
+			decoders = append(decoders, q)
+		}
+	}
+	if b := len(decoders); b > 0 && left > 0 {
+		minITL := c.MinInterTokenLatency.Seconds()
+		// One decode iteration of the whole batch takes itl; prefill work in the same step stalls
+		// the batch, which the sequences see as a longer time between their tokens.
+		itl := math.Max(minITL, float64(b)/c.DecodeTokensPerSecond) * mult
+		observed := itl * dts / left
+		var dec []finished
+		for _, q := range decoders {
+			before := q.emitted
+			q.progress += left / itl
+			q.emitted = min(q.generate, 1+int(q.progress))
+			n := q.emitted - before
+			r.itl.observe(observed, uint64(n))
+			r.generatedTokens += uint64(n)
+			if q.emitted >= q.generate {
+				// The last token came after (generate-1-progressBefore) tokens' worth of time.
+				tokensNeeded := float64(q.generate-1) - (q.progress - left/itl)
+				at := t0.Add(secondsToDuration(cursor + math.Max(0, tokensNeeded)*itl))
+				dec = append(dec, finished{req: q, at: at, reason: q.reason})
+			}
+		}
+		busy += left * math.Min(1, float64(b)/(minITL*c.DecodeTokensPerSecond))
+		r.remove(dec)
+		done = append(done, dec...)
+	}
+	for _, f := range done {
+		r.success[f.reason]++
+		if f.reason != FinishAbort {
+			r.e2e.observe(f.at.Sub(f.req.arrival).Seconds(), 1)
+		}
+	}
+	r.decayUtil(busy/dts, dt)
+	return done
+}
+
+// decayUtil moves the smoothed GPU utilization toward the step's busy fraction.
+func (r *replica) decayUtil(busyFraction float64, dt time.Duration) {
+	a := 1 - math.Exp(-dt.Seconds()/utilizationTimeConstant.Seconds())
+	r.util += (math.Min(1, busyFraction) - r.util) * a
+}
+
+// remove drops finished requests from the batch and frees their KV reservation.
+func (r *replica) remove(done []finished) {
+	if len(done) == 0 {
+		return
+	}
+	gone := make(map[*request]bool, len(done))
+	for _, f := range done {
+		gone[f.req] = true
+		r.reserved -= f.req.context + f.req.generate
+	}
+	kept := r.running[:0]
+	for _, q := range r.running {
+		if !gone[q] {
+			kept = append(kept, q)
+		}
+	}
+	r.running = kept
+}
+
+func secondsToDuration(s float64) time.Duration { return time.Duration(math.Round(s * 1e9)) }

@@ -1,0 +1,288 @@
+// Package fleetsim connects the fleet model (internal/fleet) to a Kubernetes API server: it maps
+// ModelServers' pods to simulated replicas, reads HTTPRoute weights, plays the Gateway that
+// accepts the routes, and serves the simulated pods' metrics and warm-up checks over HTTP.
+package fleetsim
+
+import (
+	"fmt"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
+	"github.com/modelship/modelship/internal/fleet"
+)
+
+// ControllerName is the Gateway controller name the simulator writes into HTTPRoute status.
+const ControllerName gatewayv1.GatewayController = "modelship.dev/fleet-sim"
+
+// GPUResource is the extended resource of NVIDIA GPUs.
+const GPUResource corev1.ResourceName = "nvidia.com/gpu"
+
+// ProfileRule gives a performance profile to the pods whose revision equals Match or whose image
+// contains it.
+type ProfileRule struct {
+	// Match is a revision, or a substring of the model-server image.
+	Match string
+	// Profile applied to the matching pods.
+	Profile fleet.Profile
+}
+
+// ParseProfile parses "revision=<rev or image substring>:latency=2.0,errors=0.1" (latency and
+// errors are each optional; the substring may contain colons, as image tags do).
+func ParseProfile(s string) (ProfileRule, error) {
+	// The revision may be an image substring with a tag ("vllm-openai:v0.9"): the keys start
+	// after the first colon that is followed by a known key.
+	head, tail := s, ""
+	for i := range len(s) {
+		if s[i] == ':' && (strings.HasPrefix(s[i+1:], "latency=") || strings.HasPrefix(s[i+1:], "errors=")) {
+			head, tail = s[:i], s[i+1:]
+			break
+		}
+	}
+	match, ok := strings.CutPrefix(strings.TrimSpace(head), "revision=")
+	if !ok || match == "" {
+		return ProfileRule{}, fmt.Errorf("profile %q: want revision=<revision or image substring>:latency=<x>,errors=<p>", s)
+	}
+	if i := strings.LastIndex(match, ":"); tail == "" && i >= 0 && strings.Contains(match[i+1:], "=") {
+		return ProfileRule{}, fmt.Errorf("profile %q: unknown key in %q (latency, errors)", s, match[i+1:])
+	}
+	rule := ProfileRule{Match: match, Profile: fleet.Profile{LatencyMultiplier: 1}}
+	if strings.TrimSpace(tail) == "" {
+		return rule, nil
+	}
+	for _, kv := range strings.Split(tail, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
+		if !ok {
+			return ProfileRule{}, fmt.Errorf("profile %q: %q is not key=value", s, kv)
+		}
+		f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		if err != nil {
+			return ProfileRule{}, fmt.Errorf("profile %q: %s: %w", s, k, err)
+		}
+		switch strings.TrimSpace(k) {
+		case "latency":
+			if f <= 0 {
+				return ProfileRule{}, fmt.Errorf("profile %q: latency %v must be positive", s, f)
+			}
+			rule.Profile.LatencyMultiplier = f
+		case "errors":
+			if f < 0 || f > 1 {
+				return ProfileRule{}, fmt.Errorf("profile %q: errors %v must be a probability in 0..1", s, f)
+			}
+			rule.Profile.ErrorProbability = f
+		default:
+			return ProfileRule{}, fmt.Errorf("profile %q: unknown key %q (latency, errors)", s, k)
+		}
+	}
+	return rule, nil
+}
+
+// MatchProfile returns the profile of the first rule matching the revision (exactly) or the image
+// (as a substring), or the neutral profile.
+func MatchProfile(rules []ProfileRule, revision, image string) fleet.Profile {
+	for _, r := range rules {
+		if r.Match == revision || strings.Contains(image, r.Match) {
+			return r.Profile
+		}
+	}
+	return fleet.Profile{LatencyMultiplier: 1}
+}
+
+// PodOptions say how pods become replicas.
+type PodOptions struct {
+	// ColdStart is the model load delay after a pod becomes Ready.
+	ColdStart time.Duration
+	// Capacity of every replica.
+	Capacity fleet.Capacity
+	// Profiles by revision or image.
+	Profiles []ProfileRule
+}
+
+// PodToReplica maps a ModelServer's pod to a fleet pod. ok is false for pods that are not
+// modelship model servers (no ModelServer or color label), not yet on a node, or finished.
+// now stands in for a Ready condition without a transition time.
+func PodToReplica(pod *corev1.Pod, opts PodOptions, now time.Time) (fleet.Pod, bool) {
+	ms := pod.Labels[v1alpha1.LabelModelServer]
+	color := pod.Labels[v1alpha1.LabelColor]
+	if ms == "" || color == "" || pod.Spec.NodeName == "" ||
+		pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+		return fleet.Pod{}, false
+	}
+	container, gpus := modelContainer(pod)
+	p := fleet.Pod{
+		Namespace:   pod.Namespace,
+		Name:        pod.Name,
+		UID:         string(pod.UID),
+		ModelServer: ms,
+		Color:       color,
+		Revision:    pod.Labels[v1alpha1.LabelRevision],
+		Node:        pod.Spec.NodeName,
+		GPUs:        gpus,
+		Terminating: pod.DeletionTimestamp != nil,
+		LoadDelay:   opts.ColdStart,
+		Capacity:    opts.Capacity,
+		ModelName:   ms,
+	}
+	if container != nil {
+		p.Container = container.Name
+		if name := servedModelName(container); name != "" {
+			p.ModelName = name
+		}
+		p.Profile = MatchProfile(opts.Profiles, p.Revision, container.Image)
+	} else {
+		p.Profile = MatchProfile(opts.Profiles, p.Revision, "")
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+			p.Ready = true
+			p.ReadySince = c.LastTransitionTime.Time
+			if p.ReadySince.IsZero() {
+				p.ReadySince = now
+			}
+		}
+	}
+	return p, true
+}
+
+// modelContainer is the container holding GPUs (else the first) and the pod's GPU count.
+func modelContainer(pod *corev1.Pod) (*corev1.Container, int) {
+	var found *corev1.Container
+	gpus := 0
+	for i := range pod.Spec.Containers {
+		c := &pod.Spec.Containers[i]
+		q, ok := c.Resources.Limits[GPUResource]
+		if !ok {
+			q, ok = c.Resources.Requests[GPUResource]
+		}
+		if ok && q.Value() > 0 {
+			gpus += int(q.Value())
+			if found == nil {
+				found = c
+			}
+		}
+	}
+	if found == nil && len(pod.Spec.Containers) > 0 {
+		found = &pod.Spec.Containers[0]
+	}
+	return found, gpus
+}
+
+// servedModelName reads vLLM's --served-model-name, else --model, else `vllm serve <model>`.
+func servedModelName(c *corev1.Container) string {
+	args := append(append([]string(nil), c.Command...), c.Args...)
+	var model, positional string
+	for i, a := range args {
+		for _, flag := range []string{"--served-model-name", "--model"} {
+			var v string
+			if val, ok := strings.CutPrefix(a, flag+"="); ok {
+				v = val
+			} else if a == flag && i+1 < len(args) {
+				v = args[i+1]
+			}
+			if v == "" {
+				continue
+			}
+			if flag == "--served-model-name" {
+				return v
+			}
+			model = v
+		}
+		if a == "serve" && i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") {
+			positional = args[i+1]
+		}
+	}
+	if model != "" {
+		return model
+	}
+	return positional
+}
+
+// RouteWeights reads an HTTPRoute's backendRef weights for each ModelServer it routes to. A
+// backendRef counts when it names a Service "<modelserver>-<color>" of a known ModelServer in the
+// backend's namespace (the route's by default). The first rule that references a ModelServer
+// gives its weights; a backendRef without a weight weighs 1, as in the Gateway API.
+func RouteWeights(route *gatewayv1.HTTPRoute, modelServers map[types.NamespacedName]bool) map[types.NamespacedName]map[string]int32 {
+	out := map[types.NamespacedName]map[string]int32{}
+	for _, rule := range route.Spec.Rules {
+		inRule := map[types.NamespacedName]map[string]int32{}
+		for _, ref := range rule.BackendRefs {
+			if ref.Group != nil && *ref.Group != "" && *ref.Group != "core" {
+				continue
+			}
+			if ref.Kind != nil && *ref.Kind != "Service" {
+				continue
+			}
+			ns := route.Namespace
+			if ref.Namespace != nil {
+				ns = string(*ref.Namespace)
+			}
+			for _, color := range []v1alpha1.Color{v1alpha1.Blue, v1alpha1.Green} {
+				ms, ok := strings.CutSuffix(string(ref.Name), "-"+string(color))
+				key := types.NamespacedName{Namespace: ns, Name: ms}
+				if !ok || !modelServers[key] {
+					continue
+				}
+				w := int32(1)
+				if ref.Weight != nil {
+					w = *ref.Weight
+				}
+				if inRule[key] == nil {
+					inRule[key] = map[string]int32{}
+				}
+				inRule[key][string(color)] += w
+			}
+		}
+		for k, ws := range inRule {
+			if _, seen := out[k]; !seen {
+				out[k] = ws
+			}
+		}
+	}
+	return out
+}
+
+// RouteStatus returns the route's status with one entry per parentRef for ControllerName, with
+// Accepted and ResolvedRefs True at the route's generation; entries of other controllers are
+// kept first, stale entries of ours (for parentRefs that are gone) dropped. changed is false when the
+// route's status already says so (transition times are kept when nothing changes).
+func RouteStatus(route *gatewayv1.HTTPRoute, now metav1.Time) (gatewayv1.HTTPRouteStatus, bool) {
+	var parents []gatewayv1.RouteParentStatus
+	for _, p := range route.Status.Parents {
+		if p.ControllerName != ControllerName {
+			parents = append(parents, *p.DeepCopy())
+		}
+	}
+	for _, ref := range route.Spec.ParentRefs {
+		entry := gatewayv1.RouteParentStatus{ParentRef: *ref.DeepCopy(), ControllerName: ControllerName}
+		for _, old := range route.Status.Parents {
+			if old.ControllerName == ControllerName && reflect.DeepEqual(old.ParentRef, ref) {
+				entry.Conditions = append([]metav1.Condition(nil), old.Conditions...)
+			}
+		}
+		meta.SetStatusCondition(&entry.Conditions, metav1.Condition{
+			Type: string(gatewayv1.RouteConditionAccepted), Status: metav1.ConditionTrue,
+			Reason: string(gatewayv1.RouteReasonAccepted), Message: "Accepted by the modelship fleet simulator",
+			ObservedGeneration: route.Generation, LastTransitionTime: now,
+		})
+		meta.SetStatusCondition(&entry.Conditions, metav1.Condition{
+			Type: string(gatewayv1.RouteConditionResolvedRefs), Status: metav1.ConditionTrue,
+			Reason: string(gatewayv1.RouteReasonResolvedRefs), Message: "All references resolved",
+			ObservedGeneration: route.Generation, LastTransitionTime: now,
+		})
+		parents = append(parents, entry)
+	}
+	st := gatewayv1.HTTPRouteStatus{RouteStatus: gatewayv1.RouteStatus{Parents: parents}}
+	if len(parents) == 0 && len(route.Status.Parents) == 0 {
+		return st, false
+	}
+	return st, !apiequality.Semantic.DeepEqual(route.Status.Parents, parents)
+}

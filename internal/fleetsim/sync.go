@@ -1,0 +1,118 @@
+package fleetsim
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
+	"github.com/modelship/modelship/internal/fleet"
+)
+
+// Syncer mirrors the cluster into the fleet: ModelServers' pods become replicas, HTTPRoute
+// weights become the fleet's traffic split, and the routes get a Gateway's status.
+type Syncer struct {
+	// Client reads ModelServers, pods and HTTPRoutes and writes route status.
+	Client client.Client
+	// Fleet is the simulated fleet.
+	Fleet *fleet.Fleet
+	// Pods says how pods become replicas.
+	Pods PodOptions
+	// Now is the clock.
+	Now func() time.Time
+
+	routed map[types.NamespacedName]bool
+}
+
+// Sync runs one pass and returns the ModelServers that have a route (they receive the load),
+// sorted. Errors on route status writes are joined after the pass completes.
+func (s *Syncer) Sync(ctx context.Context) ([]types.NamespacedName, error) {
+	now := s.Now()
+	var servers v1alpha1.ModelServerList
+	if err := s.Client.List(ctx, &servers); err != nil {
+		return nil, fmt.Errorf("listing ModelServers: %w", err)
+	}
+	known := map[types.NamespacedName]bool{}
+	for _, ms := range servers.Items {
+		known[types.NamespacedName{Namespace: ms.Namespace, Name: ms.Name}] = true
+	}
+
+	var pods corev1.PodList
+	if err := s.Client.List(ctx, &pods, client.HasLabels{v1alpha1.LabelModelServer}); err != nil {
+		return nil, fmt.Errorf("listing pods: %w", err)
+	}
+	present := map[string]bool{}
+	for i := range pods.Items {
+		if p, ok := PodToReplica(&pods.Items[i], s.Pods, now); ok {
+			s.Fleet.SetPod(p)
+			present[p.Key()] = true
+		}
+	}
+	for _, key := range s.Fleet.PodKeys() {
+		if !present[key] {
+			ns, name, _ := strings.Cut(key, "/")
+			s.Fleet.DeletePod(ns, name)
+		}
+	}
+
+	var routes gatewayv1.HTTPRouteList
+	if err := s.Client.List(ctx, &routes); err != nil {
+		return nil, fmt.Errorf("listing HTTPRoutes: %w", err)
+	}
+	sort.Slice(routes.Items, func(i, j int) bool {
+		a, b := routes.Items[i], routes.Items[j]
+		return a.Namespace+"/"+a.Name < b.Namespace+"/"+b.Name
+	})
+	weights := map[types.NamespacedName]map[string]int32{}
+	var errs []error
+	for i := range routes.Items {
+		route := &routes.Items[i]
+		ws := RouteWeights(route, known)
+		if len(ws) == 0 {
+			continue
+		}
+		for k, w := range ws {
+			if _, seen := weights[k]; !seen {
+				weights[k] = w
+			}
+		}
+		st, changed := RouteStatus(route, metav1.NewTime(now))
+		if !changed {
+			continue
+		}
+		updated := route.DeepCopy()
+		updated.Status = st
+		if err := s.Client.Status().Update(ctx, updated); err != nil {
+			errs = append(errs, fmt.Errorf("updating status of HTTPRoute %s/%s: %w", route.Namespace, route.Name, err))
+		}
+	}
+
+	if s.routed == nil {
+		s.routed = map[types.NamespacedName]bool{}
+	}
+	for k := range s.routed {
+		if _, ok := weights[k]; !ok {
+			s.Fleet.SetWeights(k.Namespace, k.Name, nil)
+			delete(s.routed, k)
+		}
+	}
+	out := make([]types.NamespacedName, 0, len(weights))
+	for k, w := range weights {
+		s.Fleet.SetWeights(k.Namespace, k.Name, w)
+		s.routed[k] = true
+		out = append(out, k)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
+	if len(errs) > 0 {
+		return out, joinErrors(errs)
+	}
+	return out, nil
+}
