@@ -279,7 +279,10 @@ func writeStatus(w io.Writer, ms *v1alpha1.ModelServer, events []corev1.Event, n
 	fmt.Fprintln(tw, "  AGE\tTYPE\tREASON\tMESSAGE")
 	for _, e := range events {
 		count := ""
-		if e.Count > 1 {
+		switch {
+		case e.Series != nil && e.Series.Count > 1:
+			count = fmt.Sprintf(" (x%d)", e.Series.Count)
+		case e.Count > 1:
 			count = fmt.Sprintf(" (x%d)", e.Count)
 		}
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s%s\n", age(eventTime(e), now), e.Type, e.Reason,
@@ -291,6 +294,8 @@ func writeStatus(w io.Writer, ms *v1alpha1.ModelServer, events []corev1.Event, n
 // eventTime is when an event last happened, whichever API wrote it.
 func eventTime(e corev1.Event) metav1.Time {
 	switch {
+	case e.Series != nil && !e.Series.LastObservedTime.IsZero():
+		return metav1.Time{Time: e.Series.LastObservedTime.Time}
 	case !e.LastTimestamp.IsZero():
 		return e.LastTimestamp
 	case !e.EventTime.IsZero():
