@@ -1,0 +1,239 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
+)
+
+// resourceName is how kubectl names a ModelServer in its messages.
+func resourceName(ms *v1alpha1.ModelServer) string {
+	return "modelserver.serving.modelship.dev/" + ms.Name
+}
+
+// mergePatch sends an RFC 7386 merge patch; it touches only the fields named in patch, so it is
+// harmless to repeat and leaves fields other tools own alone.
+func mergePatch(ctx context.Context, c client.Client, ms *v1alpha1.ModelServer, patch map[string]any) error {
+	b, err := json.Marshal(patch)
+	if err != nil {
+		return fmt.Errorf("encoding patch: %w", err)
+	}
+	if err := c.Patch(ctx, ms, client.RawPatch(types.MergePatchType, b)); err != nil {
+		return fmt.Errorf("patching modelserver %q in namespace %q: %w", ms.Name, ms.Namespace, err)
+	}
+	return nil
+}
+
+// warnIfStale tells the user that the status (and so the candidate revision) may be older than
+// the spec.
+func warnIfStale(w io.Writer, ms *v1alpha1.ModelServer) {
+	if ms.Status.ObservedGeneration < ms.Generation {
+		fmt.Fprintf(w, "warning: the controller has not observed generation %d yet (observed %d): "+
+			"the request names the candidate it last reported and is ignored if a newer rollout replaced it\n",
+			ms.Generation, ms.Status.ObservedGeneration)
+	}
+}
+
+func (o *options) newPauseCommand(pause bool) *cobra.Command {
+	use, short := "pause NAME", "Freeze the rollout where it is (sets spec.paused=true)"
+	if !pause {
+		use, short = "resume NAME", "Let a paused rollout go on (clears spec.paused)"
+	}
+	return &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return o.runPause(cmd.Context(), args[0], pause)
+		},
+	}
+}
+
+func (o *options) runPause(ctx context.Context, name string, pause bool) error {
+	c, ns, err := o.newClient()
+	if err != nil {
+		return err
+	}
+	ms, err := getModelServer(ctx, c, ns, name)
+	if err != nil {
+		return err
+	}
+	verb := map[bool]string{true: "paused", false: "resumed"}[pause]
+	if ms.Spec.Paused == pause {
+		_, err := fmt.Fprintf(o.streams.Out, "%s already %s (spec.paused=%t), nothing changed\n", resourceName(ms), verb, pause)
+		return err
+	}
+	// Resume removes the field rather than writing false, so that the object matches a manifest
+	// that never mentions it (no GitOps drift).
+	var value any
+	if pause {
+		value = true
+	}
+	if err := mergePatch(ctx, c, ms, map[string]any{"spec": map[string]any{"paused": value}}); err != nil {
+		return err
+	}
+	where := "no rollout is in progress now"
+	if s := stepText(ms); s != "" {
+		where = "rollout of " + ms.Status.Candidate.Revision + " at " + s
+	}
+	set := "spec.paused=true"
+	if !pause {
+		set = "spec.paused removed"
+	}
+	_, err = fmt.Fprintf(o.streams.Out, "%s %s: %s (%s)\n", resourceName(ms), verb, set, where)
+	return err
+}
+
+func (o *options) newPromoteCommand() *cobra.Command {
+	var full bool
+	cmd := &cobra.Command{
+		Use:   "promote NAME",
+		Short: "Advance the rollout to its next step now, or with --full make the candidate stable",
+		Long: "promote sets the annotation " + v1alpha1.AnnotationPromote + " (or " + v1alpha1.AnnotationPromoteFull +
+			" with --full)\nto the candidate revision. The controller acts on it only while that revision is the candidate,\n" +
+			"so a request left behind never promotes a later rollout.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			key, what := v1alpha1.AnnotationPromote, "advance to the next step"
+			if full {
+				key, what = v1alpha1.AnnotationPromoteFull, "skip the remaining steps and make it stable"
+			}
+			return o.runOperation(cmd.Context(), args[0], "promote", key, what)
+		},
+	}
+	cmd.Flags().BoolVar(&full, "full", false, "Skip the remaining steps: the candidate takes all traffic and becomes stable")
+	return cmd
+}
+
+func (o *options) newAbortCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "abort NAME",
+		Short: "Send all traffic back to the stable revision, keeping the candidate for inspection",
+		Long: "abort sets the annotation " + v1alpha1.AnnotationAbort + " to the candidate revision. The controller\n" +
+			"moves all traffic to stable and will not retry that revision while the spec asks for it.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return o.runOperation(cmd.Context(), args[0], "abort", v1alpha1.AnnotationAbort,
+				"send all traffic back to stable")
+		},
+	}
+}
+
+// runOperation sets the operation annotation key to the candidate revision of a rollout in progress.
+func (o *options) runOperation(ctx context.Context, name, op, key, what string) error {
+	c, ns, err := o.newClient()
+	if err != nil {
+		return err
+	}
+	ms, err := getModelServer(ctx, c, ns, name)
+	if err != nil {
+		return err
+	}
+	_, err = o.setOperation(ctx, c, ms, op, key, what)
+	return err
+}
+
+// setOperation checks that a rollout is in progress and annotates ms; it returns the candidate
+// revision it named.
+func (o *options) setOperation(ctx context.Context, c client.Client, ms *v1alpha1.ModelServer, op, key, what string) (string, error) {
+	if !inProgress(ms) {
+		phase := string(ms.Status.Phase)
+		if phase == "" {
+			return "", fmt.Errorf("cannot %s: modelserver %s has no status yet, no rollout in progress", op, ms.Name)
+		}
+		return "", fmt.Errorf("cannot %s: modelserver %s is %s, no rollout in progress", op, ms.Name, phase)
+	}
+	rev := ms.Status.Candidate.Revision
+	warnIfStale(o.streams.ErrOut, ms)
+	if ms.Annotations[key] == rev {
+		_, err := fmt.Fprintf(o.streams.Out, "%s already has %s=%s (%s requested for candidate %s, waiting for the controller), nothing changed\n",
+			resourceName(ms), key, rev, op, rev)
+		return rev, err
+	}
+	patch := map[string]any{"metadata": map[string]any{"annotations": map[string]any{key: rev}}}
+	if err := mergePatch(ctx, c, ms, patch); err != nil {
+		return "", err
+	}
+	_, err := fmt.Fprintf(o.streams.Out, "%s annotated %s=%s: asked the controller to %s (candidate %s, %s)\n",
+		resourceName(ms), key, rev, what, rev, stepText(ms))
+	return rev, err
+}
+
+func (o *options) newRollbackCommand() *cobra.Command {
+	var to string
+	cmd := &cobra.Command{
+		Use:   "rollback NAME",
+		Short: "Go back to the stable revision while a rollout is in progress (an abort)",
+		Long: "rollback returns a ModelServer to an earlier revision. modelship keeps only the image of past\n" +
+			"revisions in status.history, not their pod templates, so the only rollback it can do by itself is\n" +
+			"to the stable revision while a candidate is in progress: that is an abort. To go back to any other\n" +
+			"revision, set spec.template back to it; with GitOps (Argo CD, Flux) revert the change in Git, since\n" +
+			"the spec in Git still names the newer version and would be applied again.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return o.runRollback(cmd.Context(), args[0], to)
+		},
+	}
+	cmd.Flags().StringVar(&to, "to-revision", "", "Revision to go back to (default: the stable revision)")
+	return cmd
+}
+
+const gitOpsNote = "note: spec.template still names revision %s; modelship will not retry it while the spec asks for it.\n" +
+	"      If a GitOps tool manages this ModelServer, the spec in Git still names that version: revert it in Git.\n"
+
+func (o *options) runRollback(ctx context.Context, name, to string) error {
+	c, ns, err := o.newClient()
+	if err != nil {
+		return err
+	}
+	ms, err := getModelServer(ctx, c, ns, name)
+	if err != nil {
+		return err
+	}
+	st := ms.Status
+	stable := ""
+	if st.Stable != nil {
+		stable = st.Stable.Revision
+	}
+	if to == "" {
+		to = stable
+	}
+	if to == "" {
+		return fmt.Errorf("cannot roll back: modelserver %s has no stable revision yet", ms.Name)
+	}
+	switch {
+	case to == stable && inProgress(ms):
+		rev, err := o.setOperation(ctx, c, ms, "roll back", v1alpha1.AnnotationAbort,
+			"abort the rollout and send all traffic back to stable revision "+stable)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(o.streams.Out, gitOpsNote, rev)
+		return err
+	case to == stable:
+		_, err := fmt.Fprintf(o.streams.Out, "%s already serves stable revision %s (phase %s), nothing changed\n",
+			resourceName(ms), stable, st.Phase)
+		if err == nil && st.Phase == v1alpha1.PhaseRolledBack && st.RolledBackRevision != "" {
+			_, err = fmt.Fprintf(o.streams.Out, gitOpsNote, st.RolledBackRevision)
+		}
+		return err
+	case st.Candidate != nil && to == st.Candidate.Revision && inProgress(ms):
+		return fmt.Errorf("cannot roll back modelserver %s to revision %s: it is the candidate in progress; use promote", ms.Name, to)
+	}
+	for _, r := range st.History {
+		if r.Revision == to {
+			return fmt.Errorf("cannot roll back modelserver %s to revision %s: modelship keeps only the image of past revisions "+
+				"(%s ran %s), not their pod templates; set spec.template back to that revision yourself "+
+				"(with GitOps, in Git: the spec in Git still names the other version)", ms.Name, to, to, orNone(r.Image))
+		}
+	}
+	return fmt.Errorf("cannot roll back modelserver %s to revision %s: it is neither the stable revision (%s) nor in status.history "+
+		"(see `kubectl modelship history %s`)", ms.Name, to, stable, ms.Name)
+}

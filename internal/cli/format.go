@@ -1,0 +1,328 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/duration"
+	"sigs.k8s.io/yaml"
+
+	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
+)
+
+// Output formats accepted by -o.
+const (
+	outputTable = ""
+	outputJSON  = "json"
+	outputYAML  = "yaml"
+)
+
+// defaultSteps is the CRD's default of spec.rollout.steps, for objects read before defaulting.
+var defaultSteps = []int32{10, 25, 50, 100}
+
+func validateOutput(format string) error {
+	switch format {
+	case outputTable, outputJSON, outputYAML:
+		return nil
+	}
+	return fmt.Errorf("unknown output format %q: use json or yaml, or leave -o out for a table", format)
+}
+
+// writeStructured prints v as indented JSON or as YAML.
+func writeStructured(w io.Writer, v any, format string) error {
+	switch format {
+	case outputJSON:
+		b, err := json.MarshalIndent(v, "", "    ")
+		if err != nil {
+			return fmt.Errorf("encoding JSON: %w", err)
+		}
+		_, err = fmt.Fprintln(w, string(b))
+		return err
+	case outputYAML:
+		b, err := yaml.Marshal(v)
+		if err != nil {
+			return fmt.Errorf("encoding YAML: %w", err)
+		}
+		_, err = w.Write(b)
+		return err
+	}
+	return fmt.Errorf("unknown output format %q", format)
+}
+
+// forOutput returns a copy of ms with its kind set and managed fields left out, as kubectl prints.
+func forOutput(ms *v1alpha1.ModelServer) *v1alpha1.ModelServer {
+	out := ms.DeepCopy()
+	out.APIVersion = v1alpha1.GroupVersion.String()
+	out.Kind = "ModelServer"
+	out.ManagedFields = nil
+	return out
+}
+
+func age(t metav1.Time, now time.Time) string {
+	if t.IsZero() {
+		return "<unknown>"
+	}
+	return duration.HumanDuration(now.Sub(t.Time))
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "<none>"
+	}
+	return s
+}
+
+// inProgress reports whether a rollout is under way: the phases in which promote and abort act.
+func inProgress(ms *v1alpha1.ModelServer) bool {
+	switch ms.Status.Phase {
+	case v1alpha1.PhaseProgressing, v1alpha1.PhasePaused, v1alpha1.PhaseAwaitingPromotion:
+		return ms.Status.Candidate != nil && ms.Status.Candidate.Revision != ""
+	}
+	return false
+}
+
+func steps(ms *v1alpha1.ModelServer) []int32 {
+	if len(ms.Spec.Rollout.Steps) > 0 {
+		return ms.Spec.Rollout.Steps
+	}
+	return defaultSteps
+}
+
+// stepText is "step k of n (w%)", "warming up (step 0 of n)" or "" when no rollout is in progress.
+func stepText(ms *v1alpha1.ModelServer) string {
+	if !inProgress(ms) {
+		return ""
+	}
+	s := steps(ms)
+	k := ms.Status.Step
+	if k <= 0 {
+		return fmt.Sprintf("warming up (step 0 of %d)", len(s))
+	}
+	if int(k) <= len(s) {
+		return fmt.Sprintf("step %d of %d (%d%%)", k, len(s), s[k-1])
+	}
+	return fmt.Sprintf("step %d of %d", k, len(s))
+}
+
+// writeTable prints the ModelServers one per line: NAME PHASE STABLE CANDIDATE WEIGHT REPLICAS AGE,
+// with a NAMESPACE column first when withNamespace.
+func writeTable(w io.Writer, items []v1alpha1.ModelServer, withNamespace bool, now time.Time) error {
+	tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
+	header := "NAME\tPHASE\tSTABLE\tCANDIDATE\tWEIGHT\tREPLICAS\tAGE"
+	if withNamespace {
+		header = "NAMESPACE\t" + header
+	}
+	fmt.Fprintln(tw, header)
+	for i := range items {
+		ms := &items[i]
+		st := ms.Status
+		stable, candidate, weight := "<none>", "<none>", "-"
+		if st.Stable != nil {
+			stable = orNone(st.Stable.Revision)
+		}
+		if st.Candidate != nil {
+			candidate = orNone(st.Candidate.Revision)
+		}
+		if inProgress(ms) {
+			weight = fmt.Sprintf("%d%%", st.Weights.Candidate)
+		}
+		phase := string(st.Phase)
+		if phase == "" {
+			phase = "<unknown>"
+		}
+		row := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%d/%d\t%s", ms.Name, phase, stable, candidate, weight,
+			st.ReadyReplicas, st.Replicas, age(ms.CreationTimestamp, now))
+		if withNamespace {
+			row = ms.Namespace + "\t" + row
+		}
+		fmt.Fprintln(tw, row)
+	}
+	return tw.Flush()
+}
+
+// writeHistory prints status.history newest first: REVISION IMAGE OUTCOME AGE REASON.
+func writeHistory(w io.Writer, ms *v1alpha1.ModelServer, now time.Time) error {
+	if len(ms.Status.History) == 0 {
+		_, err := fmt.Fprintf(w, "No rollout history for modelserver %s/%s yet.\n", ms.Namespace, ms.Name)
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
+	fmt.Fprintln(tw, "REVISION\tIMAGE\tOUTCOME\tAGE\tREASON")
+	for _, r := range ms.Status.History {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.Revision, orNone(r.Image), r.Outcome, age(r.At, now), r.Reason)
+	}
+	return tw.Flush()
+}
+
+// writeStatus prints everything a person needs to follow a rollout: phase and step, weights,
+// each color's replicas, the analysis, the autoscaler's proposals, conditions and recent events.
+func writeStatus(w io.Writer, ms *v1alpha1.ModelServer, events []corev1.Event, now time.Time) error {
+	st := ms.Status
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	phase := string(st.Phase)
+	if phase == "" {
+		phase = "<unknown> (the controller has not written a status yet)"
+	}
+	if s := stepText(ms); s != "" {
+		phase += ", " + s
+		if st.StepStartedAt != nil {
+			phase += ", for " + age(*st.StepStartedAt, now)
+		}
+	}
+	fmt.Fprintf(tw, "Name:\t%s\n", ms.Name)
+	fmt.Fprintf(tw, "Namespace:\t%s\n", ms.Namespace)
+	fmt.Fprintf(tw, "Phase:\t%s\n", phase)
+	gen := fmt.Sprintf("%d (observed %d)", ms.Generation, st.ObservedGeneration)
+	if st.ObservedGeneration < ms.Generation {
+		gen += ": the controller has not acted on the latest spec yet"
+	}
+	fmt.Fprintf(tw, "Generation:\t%s\n", gen)
+	fmt.Fprintf(tw, "Spec revision:\t%s\n", orNone(st.Revision))
+	if ms.Spec.Paused {
+		fmt.Fprintf(tw, "Paused:\ttrue (spec.paused)\n")
+	}
+	if st.Stable != nil || st.Candidate != nil {
+		fmt.Fprintf(tw, "Weights:\tstable %d%%, candidate %d%%\n", st.Weights.Stable, st.Weights.Candidate)
+	}
+	if st.RolledBackRevision != "" {
+		fmt.Fprintf(tw, "Rolled back:\t%s (not retried while the spec asks for it)\n", st.RolledBackRevision)
+	}
+	if st.ScaleDownAt != nil {
+		fmt.Fprintf(tw, "Previous stable scales down:\tin %s\n", duration.HumanDuration(st.ScaleDownAt.Sub(now)))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+
+	fmt.Fprintf(w, "\nReplicas: %d ready of %d\n", st.ReadyReplicas, st.Replicas)
+	tw = tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "  ROLE\tCOLOR\tREVISION\tIMAGE\tREADY\tWARM")
+	for _, c := range []struct {
+		role string
+		cs   *v1alpha1.ColorStatus
+	}{{"stable", st.Stable}, {"candidate", st.Candidate}} {
+		if c.cs == nil {
+			continue
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%d/%d\t%t\n", c.role, c.cs.Color, c.cs.Revision, orNone(c.cs.Image),
+			c.cs.ReadyReplicas, c.cs.Replicas, c.cs.Warm)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+
+	if a := st.Autoscaling; a != nil {
+		fmt.Fprintf(w, "\nAutoscaling: desired %d", a.DesiredReplicas)
+		if a.LastScaleTime != nil {
+			fmt.Fprintf(w, ", last scaled %s ago (%s)", age(*a.LastScaleTime, now), a.LastScaleReason)
+		}
+		fmt.Fprintln(w)
+		tw = tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+		fmt.Fprintln(tw, "  METRIC\tVALUE\tTARGET\tPROPOSAL\tMESSAGE")
+		for _, p := range a.Proposals {
+			proposal := "-"
+			if p.Replicas != nil {
+				proposal = fmt.Sprint(*p.Replicas)
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", p.Metric, orNone(p.Value), orNone(p.Target), proposal, p.Message)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+
+	if len(st.Analysis) > 0 {
+		fmt.Fprintf(w, "\nAnalysis: %d failed measurement(s) in this rollout", st.Failures)
+		if st.LastMeasuredAt != nil {
+			fmt.Fprintf(w, ", last measured %s ago", age(*st.LastMeasuredAt, now))
+		}
+		if st.InconclusiveSince != nil {
+			fmt.Fprintf(w, ", inconclusive for %s", age(*st.InconclusiveSince, now))
+		}
+		fmt.Fprintln(w)
+		tw = tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+		fmt.Fprintln(tw, "  METRIC\tCANDIDATE\tSTABLE\tBOUND\tVERDICT\tAGE\tMESSAGE")
+		for _, m := range st.Analysis {
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.Name, orNone(m.Candidate), orNone(m.Stable),
+				orNone(m.Bound), m.Verdict, age(m.At, now), m.Message)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+
+	if len(st.Conditions) > 0 {
+		fmt.Fprintln(w, "\nConditions:")
+		tw = tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+		fmt.Fprintln(tw, "  TYPE\tSTATUS\tREASON\tAGE\tMESSAGE")
+		for _, c := range st.Conditions {
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", c.Type, c.Status, c.Reason, age(c.LastTransitionTime, now), c.Message)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+
+	if len(events) == 0 {
+		_, err := fmt.Fprintln(w, "\nEvents: <none>")
+		return err
+	}
+	fmt.Fprintln(w, "\nEvents:")
+	tw = tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "  AGE\tTYPE\tREASON\tMESSAGE")
+	for _, e := range events {
+		count := ""
+		switch {
+		case e.Series != nil && e.Series.Count > 1:
+			count = fmt.Sprintf(" (x%d)", e.Series.Count)
+		case e.Count > 1:
+			count = fmt.Sprintf(" (x%d)", e.Count)
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s%s\n", age(eventTime(e), now), e.Type, e.Reason,
+			strings.TrimSpace(e.Message), count)
+	}
+	return tw.Flush()
+}
+
+// eventTime is when an event last happened, whichever API wrote it.
+func eventTime(e corev1.Event) metav1.Time {
+	switch {
+	case e.Series != nil && !e.Series.LastObservedTime.IsZero():
+		return metav1.Time{Time: e.Series.LastObservedTime.Time}
+	case !e.LastTimestamp.IsZero():
+		return e.LastTimestamp
+	case !e.EventTime.IsZero():
+		return metav1.Time{Time: e.EventTime.Time}
+	case !e.FirstTimestamp.IsZero():
+		return e.FirstTimestamp
+	}
+	return e.CreationTimestamp
+}
+
+// recentEvents keeps the events about ms (matched by UID when the event has one), oldest first,
+// at most limit of them.
+func recentEvents(all []corev1.Event, ms *v1alpha1.ModelServer, limit int) []corev1.Event {
+	var out []corev1.Event
+	for _, e := range all {
+		io := e.InvolvedObject
+		if io.Kind != "ModelServer" || io.Name != ms.Name || (io.Namespace != "" && io.Namespace != ms.Namespace) {
+			continue
+		}
+		if io.UID != "" && ms.UID != "" && io.UID != ms.UID {
+			continue
+		}
+		out = append(out, e)
+	}
+	sort.SliceStable(out, func(i, j int) bool { return eventTime(out[i]).Time.Before(eventTime(out[j]).Time) })
+	if len(out) > limit {
+		out = out[len(out)-limit:]
+	}
+	return out
+}

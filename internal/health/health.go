@@ -1,0 +1,154 @@
+// Package health is the contract between a ModelServer's status and the tools that read it:
+// kstatus (kubectl wait, Flux, cli-utils), the Argo CD health check in config/argocd/health.lua
+// and `kubectl modelship wait`. It is pure: no client, no clock.
+//
+// The controller sets these kstatus conditions in each phase (reasons in parentheses are
+// examples; the status values are the contract):
+//
+//	Phase              Ready              Reconciling                    Stalled            kstatus     Argo CD      wait
+//	Pending            False              True  (DeploymentsNotReady)    False              InProgress  Progressing  waits
+//	Progressing        False              True  (RolloutInProgress,      False              InProgress  Progressing  waits
+//	                                             WarmingUp, Analyzing,
+//	                                             Inconclusive)
+//	Paused             False              False (Paused)                 False              InProgress  Suspended    exit 3
+//	AwaitingPromotion  False              False (AwaitingPromotion)      False              InProgress  Suspended    exit 3
+//	Healthy            True  (Available)  False (Reconciled)             False              Current     Healthy      exit 0
+//	RolledBack         False (RolledBack) False (RolledBack)             True (RolledBack)  Failed      Degraded     exit 1
+//	Degraded           False              True  (DeploymentsNotReady)    False              InProgress  Degraded     waits
+//
+// In any phase, a spec that cannot run (ReasonInvalidSpec) sets Stalled True and Reconciling
+// False: kstatus Failed, Argo CD Degraded, wait exit 1.
+//
+// Rules behind the table:
+//   - Ready is True only when the spec's revision serves all traffic and is available (Healthy).
+//   - Reconciling is True while the controller itself moves things (pods coming up, weights
+//     shifting). A rollout held for a person (Paused, AwaitingPromotion) is not Reconciling but
+//     not Ready either, so kstatus reads it InProgress through Ready=False.
+//   - Stalled is True only when retrying will not help until the spec changes (RolledBack,
+//     InvalidSpec). Reconciling and Stalled are never both True: kstatus takes whichever comes
+//     first in the list.
+//   - status.observedGeneration is written on every pass; while it is below metadata.generation
+//     every reader treats the status as stale (kstatus InProgress, Argo CD Progressing, wait waits).
+//   - All three conditions are written from the first pass on: kstatus reads an object with no
+//     conditions at all as Current.
+package health
+
+import (
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
+)
+
+// Conditions returns the Ready, Reconciling and Stalled conditions the controller sets in phase,
+// per the table of the package doc, with generation as their observedGeneration. An unknown
+// phase gets nil.
+func Conditions(phase v1alpha1.Phase, generation int64) []metav1.Condition {
+	c := func(t string, s metav1.ConditionStatus, reason, msg string) metav1.Condition {
+		return metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: generation}
+	}
+	const (
+		t, f = metav1.ConditionTrue, metav1.ConditionFalse
+	)
+	switch phase {
+	case v1alpha1.PhasePending:
+		return []metav1.Condition{
+			c(v1alpha1.ConditionReady, f, v1alpha1.ReasonDeploymentsNotReady, "the first revision is coming up"),
+			c(v1alpha1.ConditionReconciling, t, v1alpha1.ReasonDeploymentsNotReady, "the first revision is coming up"),
+			c(v1alpha1.ConditionStalled, f, v1alpha1.ReasonReconciled, ""),
+		}
+	case v1alpha1.PhaseProgressing:
+		return []metav1.Condition{
+			c(v1alpha1.ConditionReady, f, v1alpha1.ReasonRolloutInProgress, "the candidate does not serve all traffic yet"),
+			c(v1alpha1.ConditionReconciling, t, v1alpha1.ReasonRolloutInProgress, "rollout in progress"),
+			c(v1alpha1.ConditionStalled, f, v1alpha1.ReasonReconciled, ""),
+		}
+	case v1alpha1.PhasePaused:
+		return []metav1.Condition{
+			c(v1alpha1.ConditionReady, f, v1alpha1.ReasonPaused, "the rollout is paused (spec.paused)"),
+			c(v1alpha1.ConditionReconciling, f, v1alpha1.ReasonPaused, "the rollout is paused (spec.paused)"),
+			c(v1alpha1.ConditionStalled, f, v1alpha1.ReasonPaused, ""),
+		}
+	case v1alpha1.PhaseAwaitingPromotion:
+		return []metav1.Condition{
+			c(v1alpha1.ConditionReady, f, v1alpha1.ReasonAwaitingPromotion, "the rollout waits for a promotion"),
+			c(v1alpha1.ConditionReconciling, f, v1alpha1.ReasonAwaitingPromotion, "the rollout waits for a promotion"),
+			c(v1alpha1.ConditionStalled, f, v1alpha1.ReasonAwaitingPromotion, ""),
+		}
+	case v1alpha1.PhaseHealthy:
+		return []metav1.Condition{
+			c(v1alpha1.ConditionReady, t, v1alpha1.ReasonAvailable, "the spec's revision serves all traffic"),
+			c(v1alpha1.ConditionReconciling, f, v1alpha1.ReasonReconciled, ""),
+			c(v1alpha1.ConditionStalled, f, v1alpha1.ReasonReconciled, ""),
+		}
+	case v1alpha1.PhaseRolledBack:
+		return []metav1.Condition{
+			c(v1alpha1.ConditionReady, f, v1alpha1.ReasonRolledBack, "the spec's revision was rolled back"),
+			c(v1alpha1.ConditionReconciling, f, v1alpha1.ReasonRolledBack, ""),
+			c(v1alpha1.ConditionStalled, t, v1alpha1.ReasonRolledBack, "the spec's revision was rolled back; change the spec to roll out again"),
+		}
+	case v1alpha1.PhaseDegraded:
+		return []metav1.Condition{
+			c(v1alpha1.ConditionReady, f, v1alpha1.ReasonDeploymentsNotReady, "no available replicas"),
+			c(v1alpha1.ConditionReconciling, t, v1alpha1.ReasonDeploymentsNotReady, "no available replicas"),
+			c(v1alpha1.ConditionStalled, f, v1alpha1.ReasonReconciled, ""),
+		}
+	}
+	return nil
+}
+
+// Result is what `kubectl modelship wait` makes of a ModelServer.
+type Result struct {
+	// Done is true when waiting longer would not change the outcome without a person or a new spec.
+	Done bool
+	// Code is the exit code when Done: 0 Healthy, 1 rolled back or stalled, 3 waiting for a person.
+	Code int
+	// Message says why, for people.
+	Message string
+}
+
+// Exit codes of Assess's Results.
+const (
+	// CodeHealthy: the current generation's rollout finished and the spec's revision serves.
+	CodeHealthy = 0
+	// CodeFailed: the current generation was rolled back, or the ModelServer is stalled.
+	CodeFailed = 1
+	// CodeNeedsHuman: the rollout is paused or awaits a promotion.
+	CodeNeedsHuman = 3
+)
+
+// Assess says whether the rollout of the ModelServer's current generation is finished and how.
+// A status older than metadata.generation is never final.
+func Assess(ms *v1alpha1.ModelServer) Result {
+	st := ms.Status
+	if st.ObservedGeneration < ms.Generation {
+		return Result{Message: fmt.Sprintf("waiting for the controller to observe generation %d (observed %d)",
+			ms.Generation, st.ObservedGeneration)}
+	}
+	if c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionStalled); c != nil && c.Status == metav1.ConditionTrue {
+		return Result{Done: true, Code: CodeFailed, Message: fmt.Sprintf("stalled (%s): %s", c.Reason, c.Message)}
+	}
+	switch st.Phase {
+	case v1alpha1.PhaseHealthy:
+		return Result{Done: true, Code: CodeHealthy, Message: fmt.Sprintf("healthy: revision %s serves all traffic", st.Revision)}
+	case v1alpha1.PhaseRolledBack:
+		return Result{Done: true, Code: CodeFailed, Message: fmt.Sprintf("rolled back: revision %s failed, the stable revision serves all traffic",
+			orUnknown(st.RolledBackRevision, st.Revision))}
+	case v1alpha1.PhaseAwaitingPromotion:
+		return Result{Done: true, Code: CodeNeedsHuman, Message: "awaiting promotion: run `kubectl modelship promote " + ms.Name + "` or abort"}
+	case v1alpha1.PhasePaused:
+		return Result{Done: true, Code: CodeNeedsHuman, Message: "paused: run `kubectl modelship resume " + ms.Name + "` to go on"}
+	case "":
+		return Result{Message: "waiting for the controller to write a status"}
+	}
+	return Result{Message: fmt.Sprintf("phase %s", st.Phase)}
+}
+
+func orUnknown(s, fallback string) string {
+	if s != "" {
+		return s
+	}
+	return fallback
+}
