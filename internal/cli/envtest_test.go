@@ -10,11 +10,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	"sigs.k8s.io/yaml"
 )
 
 // loadCRD reads the ModelServer CRD. The generated CRD defaults spec.rollout to {} while the
@@ -22,35 +20,6 @@ import (
 // nested defaulting: it refuses the CRD ("no such key: steps"). Until the API defaults rollout
 // with its steps, the test installs it with the same default spelt out ({steps: [10,25,50,100]},
 // what nested defaulting yields) and says so.
-func loadCRD(t *testing.T, path string) *apiextensionsv1.CustomResourceDefinition {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("reading the CRD: %v", err)
-	}
-	crd := &apiextensionsv1.CustomResourceDefinition{}
-	if err := yaml.UnmarshalStrict(b, crd); err != nil {
-		t.Fatalf("decoding the CRD: %v", err)
-	}
-	for i := range crd.Spec.Versions {
-		v := &crd.Spec.Versions[i]
-		if v.Schema == nil || v.Schema.OpenAPIV3Schema == nil {
-			continue
-		}
-		spec := v.Schema.OpenAPIV3Schema.Properties["spec"]
-		rollout, ok := spec.Properties["rollout"]
-		if !ok || rollout.Default == nil || string(rollout.Default.Raw) != "{}" || len(rollout.XValidations) == 0 {
-			continue
-		}
-		t.Logf("WORKAROUND: %s defaults spec.rollout to {} which the API server refuses against the steps rules; "+
-			"installing it with default {steps: [10,25,50,100]} (fix in api/v1alpha1: +kubebuilder:default={steps:{10,25,50,100}})", path)
-		rollout.Default = &apiextensionsv1.JSON{Raw: []byte(`{"steps":[10,25,50,100]}`)}
-		spec.Properties["rollout"] = rollout
-		v.Schema.OpenAPIV3Schema.Properties["spec"] = spec
-	}
-	return crd
-}
-
 // TestCommandsAgainstAPIServer runs the command suite against a real kube-apiserver and etcd
 // with the ModelServer CRD of config/crd/bases, reaching them through a kubeconfig file and the
 // plugin's own --kubeconfig and -n flags. Each case gets its own namespace.
@@ -58,8 +27,7 @@ func TestCommandsAgainstAPIServer(t *testing.T) {
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		t.Skip("KUBEBUILDER_ASSETS is unset: run `make envtest-assets` and export KUBEBUILDER_ASSETS=<the folder it prints> to run the envtest suite")
 	}
-	crd := loadCRD(t, filepath.Join("..", "..", "config", "crd", "bases", "serving.modelship.dev_modelservers.yaml"))
-	env := &envtest.Environment{CRDs: []*apiextensionsv1.CustomResourceDefinition{crd}}
+	env := &envtest.Environment{CRDDirectoryPaths: []string{filepath.Join("..", "..", "config", "crd", "bases")}, ErrorIfCRDPathMissing: true}
 	cfg, err := env.Start()
 	if err != nil {
 		t.Fatalf("starting envtest: %v", err)

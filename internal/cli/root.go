@@ -13,7 +13,6 @@ import (
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
@@ -95,12 +94,6 @@ func Scheme() (*runtime.Scheme, error) {
 	s := runtime.NewScheme()
 	if err := v1alpha1.AddToScheme(s); err != nil {
 		return nil, fmt.Errorf("adding modelship types to the scheme: %w", err)
-	}
-	// api/v1alpha1 does not register its types with SchemeBuilder (no init calling
-	// SchemeBuilder.Register), so AddToScheme adds none: add them here until it does.
-	if !s.Recognizes(v1alpha1.GroupVersion.WithKind("ModelServer")) {
-		s.AddKnownTypes(v1alpha1.GroupVersion, &v1alpha1.ModelServer{}, &v1alpha1.ModelServerList{})
-		metav1.AddToGroupVersion(s, v1alpha1.GroupVersion)
 	}
 	if err := corev1.AddToScheme(s); err != nil {
 		return nil, fmt.Errorf("adding core types to the scheme: %w", err)

@@ -137,4 +137,3 @@ func (r *ModelServerReconciler) finalize(ctx context.Context, ms *v1alpha1.Model
 	}
 	return nil
 }
-

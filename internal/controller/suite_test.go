@@ -112,7 +112,7 @@ func newModelServer(ns, name string, opts ...msOption) *v1alpha1.ModelServer {
 			Replicas: ptr.To(int32(2)),
 			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{
 				Name: "vllm", Image: "vllm/vllm-openai:v0.10.2", Args: []string{"--model", "/models/llama"},
-				Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8000}},
+				Ports:     []corev1.ContainerPort{{Name: "http", ContainerPort: 8000}},
 				Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/gpu": mustQuantity("1")}},
 			}}}},
 			Gateway: v1alpha1.GatewaySpec{

@@ -10,7 +10,6 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
@@ -55,10 +54,6 @@ func NewScheme() (*runtime.Scheme, error) {
 			return nil, fmt.Errorf("building the scheme: %w", err)
 		}
 	}
-	// api/v1alpha1's SchemeBuilder registers no types (no SchemeBuilder.Register call), so the
-	// ModelServer kinds are added here; adding the same types again is harmless once it does.
-	s.AddKnownTypes(v1alpha1.GroupVersion, &v1alpha1.ModelServer{}, &v1alpha1.ModelServerList{})
-	metav1.AddToGroupVersion(s, v1alpha1.GroupVersion)
 	return s, nil
 }
 

@@ -76,4 +76,3 @@ func GPUsPerReplica(t *corev1.PodTemplateSpec) int64 {
 	}
 	return n
 }
-
