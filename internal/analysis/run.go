@@ -72,7 +72,7 @@ func Run(ctx context.Context, q metrics.Querier, spec v1alpha1.AnalysisSpec, t T
 	if minSamples > 0 {
 		query, err := metrics.Render(sampleTmpl, candVars)
 		if err != nil {
-			return nil, fmt.Errorf("analysis sample query: %w", err)
+			return nil, fmt.Errorf("sampleQuery: %w", err)
 		}
 		sampleIdx = add(query)
 	}
@@ -81,13 +81,13 @@ func Run(ctx context.Context, q metrics.Querier, spec v1alpha1.AnalysisSpec, t T
 	for i, m := range ms {
 		query, err := metrics.Render(m.Query, candVars)
 		if err != nil {
-			return nil, fmt.Errorf("analysis metric %s: %w", m.Name, err)
+			return nil, fmt.Errorf("metrics[%s].query: %w", m.Name, err)
 		}
 		plans[i] = plan{cand: add(query), stable: none}
 		if m.MaxRatioToStable != nil && t.Stable.Pods != "" {
 			query, err := metrics.Render(m.Query, stableVars)
 			if err != nil {
-				return nil, fmt.Errorf("analysis metric %s: %w", m.Name, err)
+				return nil, fmt.Errorf("metrics[%s].query: %w", m.Name, err)
 			}
 			plans[i].stable = add(query)
 		}
