@@ -27,6 +27,7 @@ type Process struct {
 	env     []string
 	dir     string
 	logPath string
+	grace   time.Duration // SIGTERM to SIGKILL
 
 	mu      sync.Mutex
 	cmd     *exec.Cmd
@@ -55,6 +56,7 @@ func newProcess(name, logDir string, argv, env []string) (*Process, error) {
 		env:     append([]string(nil), env...),
 		dir:     logDir,
 		logPath: filepath.Join(logDir, name+".log"),
+		grace:   stopGrace,
 	}, nil
 }
 
@@ -196,7 +198,7 @@ func (p *Process) Stop() error {
 	select {
 	case <-done:
 		return p.signalGroup(syscall.SIGKILL)
-	case <-time.After(stopGrace):
+	case <-time.After(p.grace):
 	}
 	return p.Kill()
 }
