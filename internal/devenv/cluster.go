@@ -181,11 +181,10 @@ func (e *Env) startScheduler(ctx context.Context) error {
 // annotated kwok.x-k8s.io/node=fake. Its readiness is checked on its /healthz; the nodes it
 // brings up are waited for in createNodes.
 func (e *Env) startKwok(ctx context.Context) error {
-	stages, err := filepath.Glob(filepath.Join(e.opts.AssetsDir, "kwok-stages", "*.yaml"))
+	stages, err := kwokStages(e.opts.AssetsDir)
 	if err != nil || len(stages) == 0 {
 		return fmt.Errorf("kwok: no stage files in %s", filepath.Join(e.opts.AssetsDir, "kwok-stages"))
 	}
-	sort.Strings(stages)
 	port, err := freePort()
 	if err != nil {
 		return err
@@ -209,4 +208,20 @@ func (e *Env) startKwok(ctx context.Context) error {
 		return partError(p, err)
 	}
 	return nil
+}
+
+// kwokStages lists the Stage files in <assets>/kwok-stages, without kustomization files.
+func kwokStages(assets string) ([]string, error) {
+	all, err := filepath.Glob(filepath.Join(assets, "kwok-stages", "*.yaml"))
+	if err != nil {
+		return nil, fmt.Errorf("kwok stages: %w", err)
+	}
+	var stages []string
+	for _, f := range all {
+		if filepath.Base(f) != "kustomization.yaml" {
+			stages = append(stages, f)
+		}
+	}
+	sort.Strings(stages)
+	return stages, nil
 }
