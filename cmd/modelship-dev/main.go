@@ -32,7 +32,7 @@ var companions []companion
 
 func main() {
 	if len(os.Args) < 2 || os.Args[1] != "up" {
-		fmt.Fprintln(os.Stderr, "usage: modelship-dev up [--dir .work/env] [--gpu-nodes 2] [--gpus-per-node 8] [--gpu-product NAME] [--prometheus=true] [--scrape host:port,...] [--assets DIR]")
+		fmt.Fprintln(os.Stderr, "usage: modelship-dev up [--dir .work/env] [--gpu-nodes 2] [--gpus-per-node 8] [--gpu-product NAME] [--prometheus=true] [--scrape host:port,...] [--crds DIR,...] [--assets DIR]")
 		os.Exit(2)
 	}
 	if err := up(os.Args[2:]); err != nil {
@@ -44,7 +44,7 @@ func main() {
 func up(args []string) error {
 	fs := flag.NewFlagSet("up", flag.ContinueOnError)
 	opts := devenv.Options{}
-	var scrape string
+	var scrape, crds string
 	fs.StringVar(&opts.Dir, "dir", ".work/env", "folder for logs, certificates, kubeconfig and data")
 	fs.StringVar(&opts.AssetsDir, "assets", "", "control plane binaries (default: hack/controlplane.sh's cache)")
 	fs.IntVar(&opts.GPUNodes, "gpu-nodes", 2, "fake GPU nodes")
@@ -52,11 +52,15 @@ func up(args []string) error {
 	fs.StringVar(&opts.GPUProduct, "gpu-product", devenv.DefaultGPUProduct, "nvidia.com/gpu.product label of the nodes")
 	fs.BoolVar(&opts.WithPrometheus, "prometheus", true, "run Prometheus (hack/prometheus.sh installs it)")
 	fs.StringVar(&scrape, "scrape", "", "comma-separated host:port targets for Prometheus")
+	fs.StringVar(&crds, "crds", "", "comma-separated CRD folders applied after the Gateway API's (default: config/crd/bases)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if scrape != "" {
 		opts.PrometheusScrapeTargets = strings.Split(scrape, ",")
+	}
+	if crds != "" {
+		opts.CRDDirs = strings.Split(crds, ",")
 	}
 	opts.Logger = funcr.New(func(prefix, args string) {
 		fmt.Fprintf(os.Stderr, "%s %s\n", time.Now().Format("15:04:05.000"), args)

@@ -262,6 +262,14 @@ func (e *Env) createNodes(ctx context.Context) error {
 	return nil
 }
 
+// retryable marks API errors that no retry fixes (invalid, forbidden, bad request) as permanent.
+func retryable(err error) error {
+	if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err) {
+		return permanent(err)
+	}
+	return err
+}
+
 func nodeReady(n *corev1.Node) bool {
 	for _, c := range n.Status.Conditions {
 		if c.Type == corev1.NodeReady {
@@ -287,7 +295,7 @@ func (e *Env) createGateway(ctx context.Context) error {
 		"metadata":   map[string]any{"name": e.opts.GatewayClassName},
 		"spec": map[string]any{
 			"controllerName": e.opts.GatewayControllerName,
-			"description":    "Simulated by modelship's fleet simulator in the local dev environment; no data plane.",
+			"description":    "Played by modelship's fleet simulator; no data plane.",
 		},
 	}}
 	gw := &unstructured.Unstructured{Object: map[string]any{
@@ -308,13 +316,10 @@ func (e *Env) createGateway(ctx context.Context) error {
 	err = waitFor(ctx, nil, "GatewayClass and Gateway applied", 30*time.Second, func(ctx context.Context) error {
 		opts := metav1.ApplyOptions{FieldManager: FieldOwner, Force: true}
 		if _, err := dyn.Resource(GatewayClassGVR).Apply(ctx, gc.GetName(), gc, opts); err != nil {
-			return fmt.Errorf("apply GatewayClass %s: %w", gc.GetName(), err)
+			return retryable(fmt.Errorf("apply GatewayClass %s: %w", gc.GetName(), err))
 		}
 		if _, err := dyn.Resource(GatewayGVR).Namespace(gw.GetNamespace()).Apply(ctx, gw.GetName(), gw, opts); err != nil {
-			if apierrors.IsNotFound(err) {
-				return fmt.Errorf("apply Gateway %s (namespace or resource not there yet): %w", gw.GetName(), err)
-			}
-			return fmt.Errorf("apply Gateway %s: %w", gw.GetName(), err)
+			return retryable(fmt.Errorf("apply Gateway %s/%s: %w", gw.GetNamespace(), gw.GetName(), err))
 		}
 		return nil
 	})

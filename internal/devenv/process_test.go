@@ -222,3 +222,30 @@ func TestTailFile(t *testing.T) {
 		})
 	}
 }
+
+func TestWaitForPermanent(t *testing.T) {
+	t.Run("a permanent failure stops the wait at once with its cause", func(t *testing.T) {
+		n := 0
+		began := time.Now()
+		err := waitFor(context.Background(), nil, "valid object", time.Minute, func(context.Context) error {
+			n++
+			return permanent(errors.New("spec.description: Too long"))
+		})
+		if err == nil || n != 1 || time.Since(began) > 10*time.Second || !strings.Contains(err.Error(), "Too long") {
+			t.Errorf("err = %v after %d checks and %s", err, n, time.Since(began))
+		}
+	})
+	t.Run("a timeout reports the last meaningful error, not the deadline cutting the last check", func(t *testing.T) {
+		err := waitFor(context.Background(), nil, "slow thing", 400*time.Millisecond, func(ctx context.Context) error {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(150 * time.Millisecond):
+				return errors.New("server said no")
+			}
+		})
+		if err == nil || !strings.Contains(err.Error(), "server said no") {
+			t.Errorf("err = %v, want the server's answer", err)
+		}
+	})
+}

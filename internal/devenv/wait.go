@@ -33,10 +33,18 @@ func waitFor(ctx context.Context, proc *Process, what string, timeout time.Durat
 	var last error
 	for {
 		cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)
-		last = check(cctx)
+		err := check(cctx)
 		ccancel()
-		if last == nil {
+		if err == nil {
 			return nil
+		}
+		var perm permanentError
+		if errors.As(err, &perm) {
+			return fmt.Errorf("waiting for %s: %w", what, perm.error)
+		}
+		// A check cut short by the overall deadline says less than the one before it.
+		if last == nil || ctx.Err() == nil {
+			last = err
 		}
 		select {
 		case <-exited:
@@ -50,6 +58,12 @@ func waitFor(ctx context.Context, proc *Process, what string, timeout time.Durat
 		}
 	}
 }
+
+// permanentError marks a check failure that retrying cannot fix (an invalid object).
+type permanentError struct{ error }
+
+// permanent wraps err so that waitFor stops at once.
+func permanent(err error) error { return permanentError{err} }
 
 // httpGetOK is a check that GETs url and wants a 200. caPEM, when set, is the server's CA; an
 // empty caPEM with an https URL skips verification (the parts' self-signed health endpoints).
