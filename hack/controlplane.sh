@@ -50,7 +50,7 @@ if [ "$what" = all ]; then
 	# kwok's stages: node-initialize (fast), node-heartbeat-with-lease, pod-ready, pod-complete,
 	# pod-delete (fast); the kustomization files are not stages.
 	stages="$DIR/kwok-stages"
-	if [ ! -f "$stages/node-heartbeat-with-lease.yaml" ]; then
+	if [ ! -f "$stages/node-heartbeat-with-lease.yaml" ] || [ -f "$stages/kustomization.yaml" ]; then
 		src=$(go mod download -json "sigs.k8s.io/kwok@${KWOK_VERSION}" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')
 		rm -rf "$stages.tmp" && mkdir -p "$stages.tmp"
 		for d in node/fast node/heartbeat-with-lease pod/fast; do

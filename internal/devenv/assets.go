@@ -45,7 +45,7 @@ func DefaultAssetsDir() string {
 	return filepath.Join(cache, "controlplane", fmt.Sprintf("kube-%s-etcd-%s-kwok-%s", KubeVersion, EtcdVersion, KwokVersion))
 }
 
-// MissingAssets lists what dir lacks to run a cluster (binaries, kwok-stages/), empty when
+// MissingAssets lists what dir lacks to run a cluster (binaries, KwokStages), empty when
 // complete. Tests use it to skip with a clear message.
 func MissingAssets(dir string) []string {
 	var missing []string
@@ -55,8 +55,10 @@ func MissingAssets(dir string) []string {
 			missing = append(missing, b)
 		}
 	}
-	if stages, _ := filepath.Glob(filepath.Join(dir, "kwok-stages", "*.yaml")); len(stages) == 0 {
-		missing = append(missing, "kwok-stages/*.yaml")
+	for _, s := range KwokStages {
+		if _, err := os.Stat(filepath.Join(dir, "kwok-stages", s)); err != nil {
+			missing = append(missing, "kwok-stages/"+s)
+		}
 	}
 	return missing
 }

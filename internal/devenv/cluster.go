@@ -3,8 +3,8 @@ package devenv
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 
 	"k8s.io/client-go/rest"
@@ -182,8 +182,8 @@ func (e *Env) startScheduler(ctx context.Context) error {
 // brings up are waited for in createNodes.
 func (e *Env) startKwok(ctx context.Context) error {
 	stages, err := kwokStages(e.opts.AssetsDir)
-	if err != nil || len(stages) == 0 {
-		return fmt.Errorf("kwok: no stage files in %s", filepath.Join(e.opts.AssetsDir, "kwok-stages"))
+	if err != nil {
+		return fmt.Errorf("kwok: %w", err)
 	}
 	port, err := freePort()
 	if err != nil {
@@ -210,18 +210,20 @@ func (e *Env) startKwok(ctx context.Context) error {
 	return nil
 }
 
-// kwokStages lists the Stage files in <assets>/kwok-stages, without kustomization files.
+// KwokStages are the kwok Stage files (in <AssetsDir>/kwok-stages) devenv runs kwok with:
+// nodes become Ready at once and keep a lease; pods become Ready at once, complete (Jobs) and
+// go away when deleted. Other files there (chaos stages, test data) are not used.
+var KwokStages = []string{"node-initialize.yaml", "node-heartbeat-with-lease.yaml", "pod-ready.yaml", "pod-complete.yaml", "pod-delete.yaml"}
+
+// kwokStages lists the paths of KwokStages in assets.
 func kwokStages(assets string) ([]string, error) {
-	all, err := filepath.Glob(filepath.Join(assets, "kwok-stages", "*.yaml"))
-	if err != nil {
-		return nil, fmt.Errorf("kwok stages: %w", err)
-	}
 	var stages []string
-	for _, f := range all {
-		if filepath.Base(f) != "kustomization.yaml" {
-			stages = append(stages, f)
+	for _, name := range KwokStages {
+		path := filepath.Join(assets, "kwok-stages", name)
+		if _, err := os.Stat(path); err != nil {
+			return nil, fmt.Errorf("kwok stage: %w", err)
 		}
+		stages = append(stages, path)
 	}
-	sort.Strings(stages)
 	return stages, nil
 }

@@ -106,7 +106,8 @@ func TestOptionsDefaults(t *testing.T) {
 func TestAssets(t *testing.T) {
 	t.Run("an empty folder lacks every binary and the kwok stages", func(t *testing.T) {
 		got := MissingAssets(t.TempDir())
-		want := []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "kwok-stages/*.yaml"}
+		want := []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok",
+			"kwok-stages/node-initialize.yaml", "kwok-stages/node-heartbeat-with-lease.yaml", "kwok-stages/pod-ready.yaml", "kwok-stages/pod-complete.yaml", "kwok-stages/pod-delete.yaml"}
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("MissingAssets = %v, want %v", got, want)
 		}
