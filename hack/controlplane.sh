@@ -47,13 +47,16 @@ if [ "$what" = all ]; then
 		log "installing kwok ${KWOK_VERSION} (~3 min cold)"
 		GOBIN="$DIR" go install "sigs.k8s.io/kwok/cmd/kwok@${KWOK_VERSION}"
 	fi
+	# kwok's stages: node-initialize (fast), node-heartbeat-with-lease, pod-ready, pod-complete,
+	# pod-delete (fast); the kustomization files are not stages.
 	stages="$DIR/kwok-stages"
-	if [ ! -d "$stages" ]; then
+	if [ ! -f "$stages/node-heartbeat-with-lease.yaml" ] || [ -f "$stages/kustomization.yaml" ]; then
 		src=$(go mod download -json "sigs.k8s.io/kwok@${KWOK_VERSION}" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')
-		mkdir -p "$stages.tmp"
-		cp "$src"/kustomize/stage/node/fast/*.yaml "$src"/kustomize/stage/pod/fast/*.yaml "$stages.tmp"/ 2>/dev/null ||
-			find "$src/kustomize/stage" -name '*.yaml' -exec cp {} "$stages.tmp"/ \;
-		mv "$stages.tmp" "$stages"
+		rm -rf "$stages.tmp" && mkdir -p "$stages.tmp"
+		for d in node/fast node/heartbeat-with-lease pod/fast; do
+			find "$src/kustomize/stage/$d" -maxdepth 1 -name '*.yaml' ! -name kustomization.yaml -exec cp {} "$stages.tmp"/ \;
+		done
+		rm -rf "$stages" && mv "$stages.tmp" "$stages"
 	fi
 fi
 echo "$DIR"

@@ -1,0 +1,251 @@
+package devenv
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// pidGone tells whether pid no longer runs (absent, or a zombie nobody reaps: in a container
+// the init process may not reap reparented children).
+func pidGone(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ESRCH)
+	}
+	// pid (comm) S ...: the state follows the last ')'.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i >= 0 && i+2 < len(s) && s[i+2] == 'Z'
+}
+
+// eventually polls cond every 50 ms until it holds or timeout passes.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s", what, timeout)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// readPid waits for a shell script to write a pid into file.
+func readPid(t *testing.T, file string) int {
+	t.Helper()
+	var pid int
+	eventually(t, 10*time.Second, "child pid written to "+file, func() bool {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return false
+		}
+		pid, err = strconv.Atoi(strings.TrimSpace(string(b)))
+		return err == nil
+	})
+	return pid
+}
+
+func startShell(t *testing.T, name, script string) *Process {
+	t.Helper()
+	p, err := newProcess(name, t.TempDir(), []string{"sh", "-c", script}, []string{"DEVENV_TEST=1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.start(true); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Kill() })
+	return p
+}
+
+func TestProcess(t *testing.T) {
+	t.Run("stop ends the process and the children in its group", func(t *testing.T) {
+		dir := t.TempDir()
+		child := filepath.Join(dir, "child.pid")
+		p := startShell(t, "parent", "sleep 300 & echo $! > "+child+"; wait")
+		leader, kid := p.Pid(), readPid(t, child)
+		if err := p.Stop(); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 5*time.Second, "leader and child gone", func() bool { return pidGone(leader) && pidGone(kid) })
+		if p.Running() {
+			t.Error("Running() is true after Stop")
+		}
+	})
+
+	t.Run("stop kills a process that ignores SIGTERM after the grace period", func(t *testing.T) {
+		p := startShell(t, "stubborn", "trap '' TERM; while :; do sleep 0.1; done")
+		p.grace = 300 * time.Millisecond
+		time.Sleep(100 * time.Millisecond) // let the shell install its trap
+		began := time.Now()
+		if err := p.Stop(); err != nil {
+			t.Fatal(err)
+		}
+		if took := time.Since(began); took < p.grace {
+			t.Errorf("Stop returned after %s, before the grace period %s: SIGTERM was not ignored?", took, p.grace)
+		}
+		if !pidGone(p.Pid()) {
+			t.Errorf("pid %d still runs after Stop", p.Pid())
+		}
+	})
+
+	t.Run("kill ends the process at once and records how it ended", func(t *testing.T) {
+		p := startShell(t, "victim", "sleep 300")
+		if err := p.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		if p.ExitErr() == nil {
+			t.Error("ExitErr is nil after SIGKILL, want the signal")
+		}
+	})
+
+	t.Run("restart runs the program again with a new pid and appends to its log", func(t *testing.T) {
+		p := startShell(t, "phoenix", `echo "run $DEVENV_TEST"; sleep 300`)
+		first := p.Pid()
+		eventually(t, 5*time.Second, "first run logged", func() bool { return strings.Contains(tailFile(p.LogPath(), 10), "run 1") })
+		if err := p.Restart(); err != nil {
+			t.Fatal(err)
+		}
+		if p.Pid() == first || !p.Running() {
+			t.Fatalf("after Restart: pid %d (was %d), running %v", p.Pid(), first, p.Running())
+		}
+		eventually(t, 5*time.Second, "second run logged", func() bool {
+			return strings.Count(tailFile(p.LogPath(), 10), "run 1") == 2
+		})
+		if !pidGone(first) {
+			t.Errorf("first run %d still alive after Restart", first)
+		}
+	})
+
+	t.Run("a process cannot be started twice", func(t *testing.T) {
+		p := startShell(t, "once", "sleep 300")
+		if err := p.start(false); err == nil {
+			t.Error("second start of a running process succeeded")
+		}
+	})
+
+	t.Run("stopping a process that already exited is fine", func(t *testing.T) {
+		p := startShell(t, "short", "exit 0")
+		<-p.Exited()
+		if err := p.Stop(); err != nil {
+			t.Errorf("Stop after exit: %v", err)
+		}
+		if err := p.ExitErr(); err != nil {
+			t.Errorf("ExitErr after a clean exit: %v", err)
+		}
+	})
+
+	t.Run("names with a path separator are refused", func(t *testing.T) {
+		if _, err := newProcess("a/b", t.TempDir(), []string{"true"}, nil); err == nil {
+			t.Error("newProcess accepted a name with a slash")
+		}
+	})
+
+	t.Run("a missing program is an error naming the process", func(t *testing.T) {
+		_, err := newProcess("ghost", t.TempDir(), []string{"/nonexistent/ghost-binary"}, nil)
+		if err == nil || !strings.Contains(err.Error(), "ghost") {
+			t.Errorf("error = %v, want one naming the process", err)
+		}
+	})
+}
+
+func TestWaitFor(t *testing.T) {
+	t.Run("a part that exits while starting fails fast with its name and last log lines", func(t *testing.T) {
+		p := startShell(t, "crasher", "echo line-one; echo 'fatal: port in use'; exit 3")
+		began := time.Now()
+		err := waitFor(context.Background(), p, "crasher ready", time.Minute, func(context.Context) error { return errors.New("not yet") })
+		if err == nil {
+			t.Fatal("waitFor succeeded for a process that exited")
+		}
+		if time.Since(began) > 30*time.Second {
+			t.Errorf("waitFor took %s: did not notice the exit", time.Since(began))
+		}
+		msg := partError(p, err).Error()
+		for _, want := range []string{"crasher:", "exited", "fatal: port in use", p.LogPath()} {
+			if !strings.Contains(msg, want) {
+				t.Errorf("error %q lacks %q", msg, want)
+			}
+		}
+	})
+
+	t.Run("a check that never passes times out with its last error", func(t *testing.T) {
+		err := waitFor(context.Background(), nil, "the impossible", 300*time.Millisecond, func(context.Context) error { return errors.New("still no") })
+		if err == nil || !strings.Contains(err.Error(), "the impossible not reached within 300ms") || !strings.Contains(err.Error(), "still no") {
+			t.Errorf("error = %v", err)
+		}
+	})
+
+	t.Run("a check that passes after a few tries returns nil", func(t *testing.T) {
+		n := 0
+		err := waitFor(context.Background(), nil, "third time", 10*time.Second, func(context.Context) error {
+			if n++; n < 3 {
+				return errors.New("not yet")
+			}
+			return nil
+		})
+		if err != nil || n != 3 {
+			t.Errorf("err = %v after %d checks, want nil after 3", err, n)
+		}
+	})
+}
+
+func TestTailFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "x.log")
+	var b strings.Builder
+	for i := range 100 {
+		b.WriteString("line " + strconv.Itoa(i) + "\n")
+	}
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		path string
+		n    int
+		want string
+	}{
+		{"the last lines of a long file are returned in order", path, 3, "line 97\nline 98\nline 99"},
+		{"a missing file says there is no log", filepath.Join(t.TempDir(), "none.log"), 3, "(no log:"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := tailFile(c.path, c.n); !strings.HasPrefix(got, c.want) {
+				t.Errorf("tailFile = %q, want prefix %q", got, c.want)
+			}
+		})
+	}
+}
+
+func TestWaitForPermanent(t *testing.T) {
+	t.Run("a permanent failure stops the wait at once with its cause", func(t *testing.T) {
+		n := 0
+		began := time.Now()
+		err := waitFor(context.Background(), nil, "valid object", time.Minute, func(context.Context) error {
+			n++
+			return permanent(errors.New("spec.description: Too long"))
+		})
+		if err == nil || n != 1 || time.Since(began) > 10*time.Second || !strings.Contains(err.Error(), "Too long") {
+			t.Errorf("err = %v after %d checks and %s", err, n, time.Since(began))
+		}
+	})
+	t.Run("a timeout reports the last meaningful error, not the deadline cutting the last check", func(t *testing.T) {
+		err := waitFor(context.Background(), nil, "slow thing", 400*time.Millisecond, func(ctx context.Context) error {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(150 * time.Millisecond):
+				return errors.New("server said no")
+			}
+		})
+		if err == nil || !strings.Contains(err.Error(), "server said no") {
+			t.Errorf("err = %v, want the server's answer", err)
+		}
+	})
+}
