@@ -54,6 +54,19 @@ envtest-assets: ## etcd and kube-apiserver for envtest, built once into the cach
 controlplane: ## The whole local control plane (plus controller-manager, scheduler, kwok).
 	hack/controlplane.sh all
 
+.PHONY: demo
+demo: ## The main job: a local cluster with GPU nodes, Prometheus, a simulated fleet and the controller, a rollout and autoscaling printed live.
+	hack/controlplane.sh all >/dev/null
+	hack/prometheus.sh >/dev/null
+	go run ./cmd/modelship-demo $(DEMO_FLAGS)
+
+.PHONY: e2e
+e2e: ## End-to-end stories on the local environment (real control plane, Prometheus, simulator).
+	hack/controlplane.sh all >/dev/null
+	hack/prometheus.sh >/dev/null
+	go build -o $(BIN)/testsummary ./hack/testsummary
+	go test -json -tags e2e -timeout 30m $(GO_TEST_FLAGS) ./test/e2e/... | $(BIN)/testsummary
+
 .PHONY: test
 test: ## Unit and envtest integration tests against a real kube-apiserver and etcd.
 	@assets=$$(hack/controlplane.sh assets | tail -n1) && \

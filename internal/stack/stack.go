@@ -1,0 +1,153 @@
+// Package stack runs modelship the way a user would, on the local environment: the real control
+// plane with fake GPU nodes and Prometheus (internal/devenv), the fleet simulator playing the
+// model servers and the Gateway, and the controller as its built binary with its normal flags.
+// The demo command and the end-to-end tests both start it.
+package stack
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/go-logr/logr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/modelship/modelship/internal/devenv"
+	"github.com/modelship/modelship/internal/testenv"
+)
+
+// Options configure a stack.
+type Options struct {
+	// Dir holds logs and data of every part. Required.
+	Dir string
+	// Trace is the request trace the simulator replays (TIMESTAMP,ContextTokens,GeneratedTokens).
+	Trace string
+	// Speed compresses the trace's time (60: an hour in a minute); RateScale multiplies its rate.
+	Speed, RateScale float64
+	// Profiles are the simulator's per-revision performance rules, e.g. "revision=v0.11.1:latency=3.0".
+	Profiles []string
+	// ColdStart is how long a simulated pod loads its model after it becomes Ready.
+	ColdStart time.Duration
+	// GPUNodes and GPUsPerNode size the fake GPU fleet.
+	GPUNodes, GPUsPerNode int
+	// ControllerArgs are added to the controller's flags.
+	ControllerArgs []string
+	// Seed makes the simulator deterministic.
+	Seed int64
+	// Logger receives progress messages.
+	Logger logr.Logger
+}
+
+// Stack is a running local environment with the simulator and the controller.
+type Stack struct {
+	Env        *devenv.Env
+	Client     client.Client
+	Simulator  *devenv.Process
+	Controller *devenv.Process
+	// SimulatorURL serves the simulated pods' /metrics and warm-up endpoints.
+	SimulatorURL string
+	bin          string
+}
+
+// Build compiles the controller and the simulator into dir and returns dir.
+func Build(ctx context.Context, repoRoot, dir string) error {
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", dir+string(os.PathSeparator),
+		"./cmd/modelship-controller", "./cmd/modelship-fleet-sim", "./cmd/kubectl-modelship")
+	cmd.Dir = repoRoot
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("building the controller and the simulator: %w\n%s", err, out)
+	}
+	return nil
+}
+
+// Start builds the binaries, starts the environment, the simulator and the controller.
+func Start(ctx context.Context, o Options) (*Stack, error) {
+	if o.Dir == "" {
+		return nil, fmt.Errorf("stack: Options.Dir is required")
+	}
+	root := testenv.RepoRoot()
+	if o.Trace == "" {
+		o.Trace = filepath.Join(root, "..", "shared", "traces", "azure-llm-2023-conv.csv")
+	}
+	if o.Speed == 0 {
+		o.Speed = 10
+	}
+	if o.RateScale == 0 {
+		o.RateScale = 0.5
+	}
+	if o.ColdStart == 0 {
+		o.ColdStart = 5 * time.Second
+	}
+	if o.GPUNodes == 0 {
+		o.GPUNodes = 2
+	}
+	bin := filepath.Join(o.Dir, "bin")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		return nil, fmt.Errorf("stack: %w", err)
+	}
+	o.Logger.Info("Building the controller, the fleet simulator and the kubectl plugin")
+	if err := Build(ctx, root, bin); err != nil {
+		return nil, err
+	}
+	simPort, err := devenv.FreePort()
+	if err != nil {
+		return nil, fmt.Errorf("stack: %w", err)
+	}
+	simAddr := "127.0.0.1:" + strconv.Itoa(simPort)
+	env, err := devenv.Start(ctx, devenv.Options{
+		Dir: filepath.Join(o.Dir, "env"), RepoRoot: root, GPUNodes: o.GPUNodes, GPUsPerNode: o.GPUsPerNode,
+		WithPrometheus: true, PrometheusScrapeTargets: []string{simAddr}, Logger: o.Logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	s := &Stack{Env: env, SimulatorURL: "http://" + simAddr, bin: bin}
+	c, err := client.New(env.RESTConfig(), client.Options{Scheme: testenv.Scheme()})
+	if err != nil {
+		env.Stop()
+		return nil, fmt.Errorf("stack: client: %w", err)
+	}
+	s.Client = c
+
+	simArgs := []string{filepath.Join(bin, "modelship-fleet-sim"), "--trace", o.Trace, "--listen", simAddr,
+		"--speed", fmt.Sprint(o.Speed), "--rate-scale", fmt.Sprint(o.RateScale), "--cold-start", o.ColdStart.String(),
+		"--seed", fmt.Sprint(o.Seed + 1)}
+	for _, p := range o.Profiles {
+		simArgs = append(simArgs, "--profile", p)
+	}
+	if s.Simulator, err = env.StartProcess("fleet-sim", simArgs, nil); err != nil {
+		env.Stop()
+		return nil, err
+	}
+	if err := s.StartController(o.ControllerArgs...); err != nil {
+		env.Stop()
+		return nil, err
+	}
+	return s, nil
+}
+
+// StartController starts the controller binary with its normal flags, pointed at the local
+// Prometheus, with warm-up checks answered by the simulator (pod IPs are not reachable here).
+func (s *Stack) StartController(extra ...string) error {
+	args := append([]string{filepath.Join(s.bin, "modelship-controller"),
+		"--prometheus-url", s.Env.PrometheusURL(), "--prometheus-timeout", "3s",
+		"--warmup-url-template", s.SimulatorURL + "/pods/{namespace}/{pod}/{path}",
+		"--metrics-bind-address", "0", "--health-probe-bind-address", "0",
+		"--autoscaling-signal-interval", "2s"}, extra...)
+	p, err := s.Env.StartProcess("controller", args, nil)
+	if err != nil {
+		return err
+	}
+	s.Controller = p
+	return nil
+}
+
+// Plugin is the path of the built kubectl-modelship binary.
+func (s *Stack) Plugin() string { return filepath.Join(s.bin, "kubectl-modelship") }
+
+// Stop stops everything the stack started.
+func (s *Stack) Stop() { s.Env.Stop() }
