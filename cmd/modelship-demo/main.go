@@ -16,10 +16,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
@@ -65,6 +67,7 @@ func run(dir string, duration time.Duration, speed, rate float64, nodes int) err
 		return err
 	}
 	log := funcr.New(func(_, args string) { fmt.Printf("    %s %s\n", time.Now().Format("15:04:05"), args) }, funcr.Options{})
+	ctrl.SetLogger(logr.Discard())
 	say("Starting etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok (%d GPU nodes), Prometheus, the fleet simulator and the controller; logs in %s", nodes, abs)
 	s, err := stack.Start(ctx, stack.Options{
 		Dir: abs, Speed: speed, RateScale: rate, GPUNodes: nodes, Logger: log,

@@ -194,6 +194,9 @@ func (e *Env) startKwok(ctx context.Context) error {
 		"--kubeconfig=" + e.componentKubeconfig(PartKwok),
 		"--manage-all-nodes=false",
 		"--manage-nodes-with-annotation-selector=" + kwokNodeAnnotation + "=fake",
+		// Without a lease duration kwok renews no node leases: the node lifecycle controller
+		// then marks the nodes NotReady after its grace period and their pods unready for good.
+		"--node-lease-duration-seconds=40",
 		"--server-address=127.0.0.1:" + strconv.Itoa(port),
 	}
 	for _, s := range stages {
