@@ -260,6 +260,20 @@ func (r *ModelServerReconciler) observe(ctx context.Context, ms *v1alpha1.ModelS
 			return o, err
 		}
 	}
+	if st := ms.Status.Stable; st != nil && (st.Revision != obs.Revision || ms.Status.Candidate != nil) {
+		// A rollout needs room for both colors: say how much the cluster has (swap mode).
+		var current int32
+		for _, c := range obs.Colors {
+			current += c.Replicas
+		}
+		fit, err := r.capacity(ctx, ms, current, obs.DesiredReplicas)
+		if err != nil {
+			return o, err
+		}
+		if fit != nil && fit.Limited {
+			obs.Capacity = current + fit.MaxAdditional
+		}
+	}
 	o.Observation = obs
 	return o, nil
 }

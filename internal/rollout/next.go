@@ -256,6 +256,9 @@ func (m *machine) progress() {
 	c.Warm = m.warmOf(c.Color, c.Revision)
 	next := steps[st.Step] // the weight the candidate gets next; 100 means promotion
 	m.planCandidate(next)
+	if m.swap(next) {
+		m.planStableSwap(next)
+	}
 
 	if m.obs.Operation == OpAbort {
 		m.rollback(v1alpha1.OutcomeAborted, fmt.Sprintf("aborted at step %d/%d (candidate weight %d%%)", st.Step, len(steps), st.Weights.Candidate))
@@ -415,6 +418,9 @@ func (m *machine) advance(next int32, why string) {
 	st.StepStartedAt = m.timeP(m.now)
 	st.InconclusiveSince = nil
 	m.planCandidate(m.pol.steps[st.Step])
+	if m.swap(m.pol.steps[st.Step]) {
+		m.planStableSwap(m.pol.steps[st.Step])
+	}
 	m.event(corev1.EventTypeNormal, EventStepAdvanced, "step %d/%d: %s (%s) %d%%, %s %d%% (%s)", st.Step, len(m.pol.steps), st.Candidate.Color, st.Candidate.Revision, next, st.Stable.Color, 100-next, why)
 	m.wakeAt(m.now.Add(m.pol.stepDuration))
 }
@@ -424,10 +430,18 @@ func (m *machine) promote(why string) {
 	st := m.st
 	c := st.Candidate
 	old := st.Stable
+	swapped := m.swap(100)
+	if swapped {
+		why += fmt.Sprintf("; swap mode (the cluster holds %d pods): %s scales down at once", m.obs.Capacity, old.Color)
+	}
 	m.record(c, v1alpha1.OutcomePromoted, why)
 	st.Stable = &v1alpha1.ColorStatus{Color: c.Color, Revision: c.Revision, Image: c.Image, ReadyReplicas: c.ReadyReplicas, Warm: c.Warm}
 	st.Candidate = nil
 	st.ScaleDownAt = m.timeP(m.now.Add(m.pol.scaleDownDelay))
+	if swapped {
+		// Swap mode: the GPUs of the old color are needed by the new stable color now.
+		st.ScaleDownAt = m.timeP(m.now)
+	}
 	m.promotedNow = true
 	m.candidateHas = false
 	m.event(corev1.EventTypeNormal, EventPromoted, "%s (%s) promoted on %s; %s (%s) kept warm until %s", c.Revision, c.Image, c.Color, old.Revision, old.Color, st.ScaleDownAt.UTC().Format(time.RFC3339))
@@ -476,8 +490,39 @@ func (m *machine) planStable() {
 // planCandidate sizes the candidate for the weight it is about to get.
 func (m *machine) planCandidate(weight int32) {
 	c := m.st.Candidate
-	c.Replicas = need(m.total, weight)
+	c.Replicas = m.candidateNeed(weight)
 	m.plans[c.Color] = ColorPlan{Revision: c.Revision, Replicas: c.Replicas}
+}
+
+// swap reports whether the stable color at full size and the candidate sized for weight do
+// not fit the cluster together (swap mode).
+func (m *machine) swap(weight int32) bool {
+	return m.obs.Capacity > 0 && m.total+need(m.total, weight) > m.obs.Capacity
+}
+
+// stableShare is what the stable color needs for the traffic it carries now.
+func (m *machine) stableShare() int32 {
+	return need(m.total, 100-m.candidateWeight())
+}
+
+// candidateNeed is how many Ready candidate pods the weight needs. In swap mode the promotion
+// needs only what fits beside the stable color's current share: the rest comes up on the new
+// stable color once the old one scales down.
+func (m *machine) candidateNeed(weight int32) int32 {
+	n := need(m.total, weight)
+	if weight == 100 && m.swap(weight) {
+		n = max(1, min(n, m.obs.Capacity-m.stableShare()))
+	}
+	return n
+}
+
+// planStableSwap shrinks the stable color in swap mode to what fits beside the candidate, but
+// never below what its current traffic share needs.
+func (m *machine) planStableSwap(next int32) {
+	s := m.st.Stable
+	n := min(m.total, max(m.stableShare(), m.obs.Capacity-m.candidateNeed(next)))
+	s.Replicas = n
+	m.plans[s.Color] = ColorPlan{Revision: s.Revision, Replicas: n}
 }
 
 // planIdle plans the color that serves no traffic: kept at its replicas until ScaleDownAt
@@ -548,7 +593,7 @@ func (m *machine) stableCounts() (ready, avail int32) {
 // readyFor: the candidate has enough Ready, warm pods of its revision to take weight percent.
 func (m *machine) readyFor(weight int32) bool {
 	c := m.st.Candidate
-	return c.Warm && c.ReadyReplicas >= need(m.total, weight)
+	return c.Warm && c.ReadyReplicas >= m.candidateNeed(weight)
 }
 
 // candidateWeight is the weight the candidate holds at its current step.

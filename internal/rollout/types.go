@@ -62,6 +62,12 @@ type Observation struct {
 	// DesiredReplicas is the total the ModelServer should run: spec.replicas, or the
 	// autoscaler's decision.
 	DesiredReplicas int32
+	// Capacity is how many pods of this ModelServer, both colors together, the cluster can hold
+	// (GPUs on matching nodes and the namespace's GPU quota); 0 means unknown or unlimited.
+	// When the stable color at full size plus the candidate for its next weight do not fit,
+	// the rollout runs in swap mode: the stable color shrinks to what its traffic share needs
+	// as the candidate grows, and the promotion does not keep the old color warm.
+	Capacity int32
 	// Measurement is set when the controller ran analysis in this pass.
 	Measurement *Measurement
 	// Operation requested by a human for the current candidate.
