@@ -57,10 +57,14 @@ func verdictOf(results []v1alpha1.MetricResult) (v1alpha1.Verdict, *v1alpha1.Met
 	return v1alpha1.VerdictPass, nil
 }
 
-// describe says what a result measured: "ttft-p95 = 0.9 (bound <= 0.5; stable 0.4): message".
+// describe says what a result measured: its message when the analysis wrote one (it names the
+// metric, the value and the bound), else "ttft-p95 = 0.9 (bound <= 0.5; stable 0.4)".
 func describe(r *v1alpha1.MetricResult) string {
 	if r == nil {
 		return "no metric"
+	}
+	if r.Message != "" && strings.HasPrefix(r.Message, r.Name) {
+		return r.Message
 	}
 	var b strings.Builder
 	b.WriteString(r.Name)
