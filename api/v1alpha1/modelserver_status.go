@@ -9,20 +9,20 @@ import (
 type Phase string
 
 const (
-	// PhasePending: the first revision is coming up; nothing serves yet.
+	// PhasePending means: the first revision is coming up; nothing serves yet.
 	PhasePending Phase = "Pending"
-	// PhaseProgressing: a candidate revision is being warmed or receives a growing share of traffic.
+	// PhaseProgressing means: a candidate revision is being warmed or receives a growing share of traffic.
 	PhaseProgressing Phase = "Progressing"
-	// PhasePaused: a rollout is frozen by spec.paused.
+	// PhasePaused means: a rollout is frozen by spec.paused.
 	PhasePaused Phase = "Paused"
-	// PhaseAwaitingPromotion: the rollout holds before its last step for a human (autoPromote false).
+	// PhaseAwaitingPromotion means: the rollout holds before its last step for a human (autoPromote false).
 	PhaseAwaitingPromotion Phase = "AwaitingPromotion"
-	// PhaseHealthy: the spec's revision serves all traffic and is available.
+	// PhaseHealthy means: the spec's revision serves all traffic and is available.
 	PhaseHealthy Phase = "Healthy"
-	// PhaseRolledBack: the spec's revision failed and the stable revision serves all traffic.
+	// PhaseRolledBack means: the spec's revision failed and the stable revision serves all traffic.
 	// It stays so until the spec changes.
 	PhaseRolledBack Phase = "RolledBack"
-	// PhaseDegraded: the serving revision has no available replicas.
+	// PhaseDegraded means: the serving revision has no available replicas.
 	PhaseDegraded Phase = "Degraded"
 )
 
@@ -50,11 +50,11 @@ func (c Color) Other() Color {
 type Verdict string
 
 const (
-	// VerdictPass: the candidate is within the bound.
+	// VerdictPass means: the candidate is within the bound.
 	VerdictPass Verdict = "Pass"
-	// VerdictFail: the candidate is outside the bound.
+	// VerdictFail means: the candidate is outside the bound.
 	VerdictFail Verdict = "Fail"
-	// VerdictInconclusive: no verdict is possible (Prometheus unreachable, no data, NaN, too
+	// VerdictInconclusive means: no verdict is possible (Prometheus unreachable, no data, NaN, too
 	// few samples). It never promotes and never rolls back.
 	VerdictInconclusive Verdict = "Inconclusive"
 )
@@ -64,13 +64,13 @@ const (
 type Outcome string
 
 const (
-	// OutcomePromoted: the revision became stable.
+	// OutcomePromoted means: the revision became stable.
 	OutcomePromoted Outcome = "Promoted"
-	// OutcomeRolledBack: analysis or a deadline rolled the revision back.
+	// OutcomeRolledBack means: analysis or a deadline rolled the revision back.
 	OutcomeRolledBack Outcome = "RolledBack"
-	// OutcomeAborted: a person aborted the rollout.
+	// OutcomeAborted means: a person aborted the rollout.
 	OutcomeAborted Outcome = "Aborted"
-	// OutcomeSuperseded: a newer template replaced the revision during its rollout.
+	// OutcomeSuperseded means: a newer template replaced the revision during its rollout.
 	OutcomeSuperseded Outcome = "Superseded"
 )
 

@@ -504,7 +504,3 @@ type ScalingPolicy struct {
 	// +required
 	Period metav1.Duration `json:"period"`
 }
-
-func init() {
-	SchemeBuilder.Register(&ModelServer{}, &ModelServerList{})
-}

@@ -125,7 +125,7 @@ func readObjects(path string) ([]*unstructured.Unstructured, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", path, err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	dec := utilyaml.NewYAMLOrJSONDecoder(f, 64<<10)
 	var objs []*unstructured.Unstructured
 	for {

@@ -24,11 +24,11 @@ import (
 // freePort asks the kernel for a free TCP port on 127.0.0.1. The port is released before it is
 // used, so another program may take it in between; the parts fail with a clear error then.
 func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	l, err := net.Listen("tcp", "127.0.0.1:0") //nolint:noctx // a port probe, closed at once
 	if err != nil {
 		return 0, fmt.Errorf("pick a free port: %w", err)
 	}
-	defer l.Close()
+	defer func() { _ = l.Close() }()
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 

@@ -138,8 +138,8 @@ func (p *Process) start(truncate bool) error {
 	if err != nil {
 		return fmt.Errorf("process %s: open log: %w", p.name, err)
 	}
-	fmt.Fprintf(f, "=== %s: %s %s\n", time.Now().Format(time.RFC3339), p.path, strings.Join(p.args, " "))
-	cmd := exec.Command(p.path, p.args...)
+	_, _ = fmt.Fprintf(f, "=== %s: %s %s\n", time.Now().Format(time.RFC3339), p.path, strings.Join(p.args, " "))
+	cmd := exec.Command(p.path, p.args...) //nolint:noctx // a long-lived part: Stop and Kill end it, not a context
 	cmd.Dir = p.dir
 	cmd.Env = append(os.Environ(), p.env...)
 	cmd.Stdout = f
@@ -236,7 +236,7 @@ func tailFile(path string, n int) string {
 	if err != nil {
 		return fmt.Sprintf("(no log: %v)", err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	const maxRead = 64 << 10
 	st, err := f.Stat()
 	if err != nil {

@@ -89,7 +89,7 @@ func httpGetOK(url, bearer string, caPEM []byte) func(context.Context) error {
 		if err != nil {
 			return fmt.Errorf("GET %s: %w", url, err)
 		}
-		defer resp.Body.Close()
+		defer func() { _ = resp.Body.Close() }()
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 2048))
 		if resp.StatusCode != http.StatusOK {
 			return fmt.Errorf("GET %s: %s: %s", url, resp.Status, body)

@@ -11,11 +11,11 @@ import (
 type Status string
 
 const (
-	// OK: Value holds a finite number.
+	// OK means: Value holds a finite number.
 	OK Status = "OK"
-	// NoData: the query succeeded but returned nothing usable (empty, NaN, Inf, stale).
+	// NoData means: the query succeeded but returned nothing usable (empty, NaN, Inf, stale).
 	NoData Status = "NoData"
-	// Error: Prometheus could not be asked or answered with an error (unreachable, timeout, bad query).
+	// Error means: Prometheus could not be asked or answered with an error (unreachable, timeout, bad query).
 	Error Status = "Error"
 )
 

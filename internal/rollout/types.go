@@ -34,13 +34,13 @@ type ColorObservation struct {
 type Operation string
 
 const (
-	// OpNone: nothing asked.
+	// OpNone means: nothing asked.
 	OpNone Operation = ""
-	// OpPromote: go to the next step now, whatever the analysis or step timer says.
+	// OpPromote means: go to the next step now, whatever the analysis or step timer says.
 	OpPromote Operation = "Promote"
-	// OpPromoteFull: promote the candidate now, skipping the remaining steps.
+	// OpPromoteFull means: promote the candidate now, skipping the remaining steps.
 	OpPromoteFull Operation = "PromoteFull"
-	// OpAbort: all traffic back to stable; the candidate is kept (at its replicas, no traffic)
+	// OpAbort means: all traffic back to stable; the candidate is kept (at its replicas, no traffic)
 	// until the scale-down delay, for inspection.
 	OpAbort Operation = "Abort"
 )
