@@ -195,6 +195,9 @@ func (e *Env) startKwok(ctx context.Context) error {
 		"--manage-all-nodes=false",
 		"--manage-nodes-with-annotation-selector=" + kwokNodeAnnotation + "=fake",
 		"--server-address=127.0.0.1:" + strconv.Itoa(port),
+		// Renew a Lease per node, as a kubelet does, so that the node lifecycle controller
+		// keeps the nodes Ready (without the flag kwok v0.8.0 keeps no lease).
+		"--node-lease-duration-seconds=40",
 	}
 	for _, s := range stages {
 		argv = append(argv, "-c", s)

@@ -224,19 +224,26 @@ func (e *Env) start(ctx context.Context) error {
 	}
 	e.pki = p
 
-	steps := []struct {
+	type step struct {
 		name string
 		run  func(context.Context) error
-	}{
+	}
+	steps := []step{
 		{PartEtcd, e.startEtcd},
 		{PartAPIServer, e.startAPIServer},
 		{"crds", e.installCRDs},
 		{PartControllerManager, e.startControllerManager},
 		{PartScheduler, e.startScheduler},
 		{PartKwok, e.startKwok},
-		{"gpu-nodes", e.createNodes},
-		{"gateway", e.createGateway},
-		{PartPrometheus, e.startPrometheus},
+	}
+	if o.GPUNodes > 0 {
+		steps = append(steps, step{"gpu-nodes", e.createNodes})
+	}
+	if !o.NoGateway {
+		steps = append(steps, step{"gateway", e.createGateway})
+	}
+	if o.WithPrometheus {
+		steps = append(steps, step{PartPrometheus, e.startPrometheus})
 	}
 	for _, s := range steps {
 		began := time.Now()
