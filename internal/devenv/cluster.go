@@ -28,6 +28,9 @@ func (e *Env) startEtcd(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := os.RemoveAll(filepath.Join(e.opts.Dir, "etcd-data")); err != nil {
+		return fmt.Errorf("etcd: %w", err)
+	}
 	clientURL := "http://127.0.0.1:" + strconv.Itoa(client)
 	peerURL := "http://127.0.0.1:" + strconv.Itoa(peer)
 	p, err := e.launch(PartEtcd, []string{
