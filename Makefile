@@ -58,3 +58,11 @@ controlplane: ## The whole local control plane (plus controller-manager, schedul
 test: ## Unit and envtest integration tests against a real kube-apiserver and etcd.
 	@assets=$$(hack/controlplane.sh assets | tail -n1) && \
 	KUBEBUILDER_ASSETS=$$assets go test $(GO_TEST_FLAGS) ./...
+
+.PHONY: dev-up
+dev-up: ## Local cluster with fake GPU nodes, the CRDs, a Gateway and Prometheus; Ctrl-C stops it.
+	@hack/controlplane.sh all >/dev/null && hack/prometheus.sh >/dev/null && go run ./cmd/modelship-dev up
+
+.PHONY: test-devenv
+test-devenv: ## End-to-end test of internal/devenv (real control plane, kwok GPU nodes, Prometheus).
+	@hack/controlplane.sh all >/dev/null && hack/prometheus.sh >/dev/null && go test -tags e2e -count=1 -v ./internal/devenv/
