@@ -305,3 +305,39 @@ func TestRunStep(t *testing.T) {
 		}
 	})
 }
+
+func TestStartProcess(t *testing.T) {
+	dir := t.TempDir()
+	e := &Env{opts: Options{Dir: dir}, kubeconfig: filepath.Join(dir, "kubeconfig"), byName: map[string]*Process{}}
+
+	sim, err := e.StartProcess("fleet-sim", []string{"sh", "-c", `echo "kubeconfig=$KUBECONFIG mode=$MODE"; sleep 300`}, []string{"MODE=demo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Run("a companion logs into the environment's folder and gets its kubeconfig and environment", func(t *testing.T) {
+		want := "kubeconfig=" + filepath.Join(dir, "kubeconfig") + " mode=demo"
+		eventually(t, 5*time.Second, "companion output in "+filepath.Join(dir, "fleet-sim.log"), func() bool {
+			return sim.LogPath() == filepath.Join(dir, "fleet-sim.log") && strings.Contains(tailFile(sim.LogPath(), 5), want)
+		})
+	})
+	t.Run("a second process of the same name is refused", func(t *testing.T) {
+		if _, err := e.StartProcess("fleet-sim", []string{"true"}, nil); err == nil {
+			t.Error("duplicate name accepted")
+		}
+	})
+	t.Run("the companion is found by name", func(t *testing.T) {
+		if e.Process("fleet-sim") != sim {
+			t.Error("Process(fleet-sim) is not the started process")
+		}
+	})
+	t.Run("Stop ends companions and refuses new ones", func(t *testing.T) {
+		pid := sim.Pid()
+		e.Stop()
+		if !pidGone(pid) {
+			t.Errorf("companion %d still runs", pid)
+		}
+		if _, err := e.StartProcess("late", []string{"true"}, nil); err == nil {
+			t.Error("StartProcess after Stop succeeded")
+		}
+	})
+}
