@@ -72,3 +72,11 @@ test: ## Unit and envtest integration tests against a real kube-apiserver and et
 	@assets=$$(hack/controlplane.sh assets | tail -n1) && \
 	go build -o $(BIN)/testsummary ./hack/testsummary && \
 	KUBEBUILDER_ASSETS=$$assets go test -json $(GO_TEST_FLAGS) ./... | $(BIN)/testsummary
+
+.PHONY: dev-up
+dev-up: ## Local cluster with fake GPU nodes, the CRDs, a Gateway and Prometheus; Ctrl-C stops it.
+	@hack/controlplane.sh all >/dev/null && hack/prometheus.sh >/dev/null && go run ./cmd/modelship-dev up
+
+.PHONY: test-devenv
+test-devenv: ## End-to-end test of internal/devenv (real control plane, kwok GPU nodes, Prometheus).
+	@hack/controlplane.sh all >/dev/null && hack/prometheus.sh >/dev/null && go test -tags e2e -count=1 -v ./internal/devenv/

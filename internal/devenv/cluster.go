@@ -28,6 +28,9 @@ func (e *Env) startEtcd(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := os.RemoveAll(filepath.Join(e.opts.Dir, "etcd-data")); err != nil {
+		return fmt.Errorf("etcd: %w", err)
+	}
 	clientURL := "http://127.0.0.1:" + strconv.Itoa(client)
 	peerURL := "http://127.0.0.1:" + strconv.Itoa(peer)
 	p, err := e.launch(PartEtcd, []string{
@@ -194,10 +197,10 @@ func (e *Env) startKwok(ctx context.Context) error {
 		"--kubeconfig=" + e.componentKubeconfig(PartKwok),
 		"--manage-all-nodes=false",
 		"--manage-nodes-with-annotation-selector=" + kwokNodeAnnotation + "=fake",
-		// Without a lease duration kwok renews no node leases: the node lifecycle controller
-		// then marks the nodes NotReady after its grace period and their pods unready for good.
-		"--node-lease-duration-seconds=40",
 		"--server-address=127.0.0.1:" + strconv.Itoa(port),
+		// Renew a Lease per node, as a kubelet does, so that the node lifecycle controller
+		// keeps the nodes Ready (without the flag kwok v0.8.0 keeps no lease).
+		"--node-lease-duration-seconds=40",
 	}
 	for _, s := range stages {
 		argv = append(argv, "-c", s)

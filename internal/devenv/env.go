@@ -224,23 +224,30 @@ func (e *Env) start(ctx context.Context) error {
 	}
 	e.pki = p
 
-	steps := []struct {
+	type step struct {
 		name string
 		run  func(context.Context) error
-	}{
+	}
+	steps := []step{
 		{PartEtcd, e.startEtcd},
 		{PartAPIServer, e.startAPIServer},
 		{"crds", e.installCRDs},
 		{PartControllerManager, e.startControllerManager},
 		{PartScheduler, e.startScheduler},
 		{PartKwok, e.startKwok},
-		{"gpu-nodes", e.createNodes},
-		{"gateway", e.createGateway},
-		{PartPrometheus, e.startPrometheus},
+	}
+	if o.GPUNodes > 0 {
+		steps = append(steps, step{"gpu-nodes", e.createNodes})
+	}
+	if !o.NoGateway {
+		steps = append(steps, step{"gateway", e.createGateway})
+	}
+	if o.WithPrometheus {
+		steps = append(steps, step{PartPrometheus, e.startPrometheus})
 	}
 	for _, s := range steps {
 		began := time.Now()
-		if err := s.run(ctx); err != nil {
+		if err := e.runStep(ctx, s.name, s.run); err != nil {
 			return fmt.Errorf("devenv: %w", err)
 		}
 		took := time.Since(began)
@@ -250,6 +257,38 @@ func (e *Env) start(ctx context.Context) error {
 		e.log.Info("Ready", "part", s.name, "took", took.Round(time.Millisecond).String())
 	}
 	return nil
+}
+
+// maxPortAttempts is how often a part is started with fresh ports when its port was taken.
+const maxPortAttempts = 3
+
+// runStep runs one start step, again with fresh ports when the part's port was taken.
+func (e *Env) runStep(ctx context.Context, name string, run func(context.Context) error) error {
+	for attempt := 1; ; attempt++ {
+		err := run(ctx)
+		if err == nil || !errors.Is(err, errPortInUse) || attempt == maxPortAttempts {
+			return err
+		}
+		e.log.Info("Port taken, retrying with new ports", "part", name, "attempt", attempt)
+		e.forget(name)
+	}
+}
+
+// forget stops a part that failed to start and drops it, so that it can be launched again.
+func (e *Env) forget(name string) {
+	e.mu.Lock()
+	p := e.byName[name]
+	delete(e.byName, name)
+	for i, q := range e.parts {
+		if q == p {
+			e.parts = append(e.parts[:i], e.parts[i+1:]...)
+			break
+		}
+	}
+	e.mu.Unlock()
+	if p != nil {
+		_ = p.Kill()
+	}
 }
 
 // launch starts a part's process and registers it for Stop.

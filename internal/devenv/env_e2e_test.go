@@ -92,6 +92,15 @@ func TestEnv(t *testing.T) {
 				t.Errorf("node %s: ready %v, %s %s, product %q", n.Name, nodeReady(&n), GPUResource, gpus.String(), n.Labels[GPUProductLabel])
 			}
 		}
+		// Leases keep the nodes Ready for the node lifecycle controller, as kubelets do.
+		poll(t, time.Minute, "a Lease per node", func() error {
+			for _, n := range nodes.Items {
+				if _, err := cs.CoordinationV1().Leases("kube-node-lease").Get(ctx, n.Name, metav1.GetOptions{}); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
 	})
 
 	t.Run("the Gateway API and modelship CRDs and the demo Gateway are installed", func(t *testing.T) {

@@ -216,9 +216,6 @@ func (o Options) gpuNode(i int) (*corev1.Node, error) {
 
 // createNodes creates the fake GPU nodes and waits until kwok reports them Ready.
 func (e *Env) createNodes(ctx context.Context) error {
-	if e.opts.GPUNodes == 0 {
-		return nil
-	}
 	cs, err := kubernetes.NewForConfig(e.RESTConfig())
 	if err != nil {
 		return fmt.Errorf("gpu-nodes: %w", err)
@@ -282,9 +279,6 @@ func nodeReady(n *corev1.Node) bool {
 // createGateway applies the demo GatewayClass and Gateway. No data plane serves them: the fleet
 // simulator plays the Gateway controller (DefaultGatewayControllerName).
 func (e *Env) createGateway(ctx context.Context) error {
-	if e.opts.NoGateway {
-		return nil
-	}
 	dyn, err := dynamic.NewForConfig(e.RESTConfig())
 	if err != nil {
 		return fmt.Errorf("gateway: %w", err)

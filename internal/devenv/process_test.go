@@ -249,3 +249,95 @@ func TestWaitForPermanent(t *testing.T) {
 		}
 	})
 }
+
+func TestRunStep(t *testing.T) {
+	newEnv := func(t *testing.T) *Env {
+		return &Env{opts: Options{Dir: t.TempDir()}, byName: map[string]*Process{}}
+	}
+	// flaky launches a part that fails like a server whose port was taken, until the given try.
+	flaky := func(e *Env, succeedOn int, tries *int) func(context.Context) error {
+		return func(ctx context.Context) error {
+			*tries++
+			script := "echo 'listen tcp 127.0.0.1:4000: bind: address already in use'; exit 1"
+			if *tries >= succeedOn {
+				script = "sleep 300"
+			}
+			p, err := e.launch("server", []string{"sh", "-c", script})
+			if err != nil {
+				return err
+			}
+			if *tries >= succeedOn {
+				return nil
+			}
+			<-p.Exited()
+			return partError(p, errors.New("exited"))
+		}
+	}
+
+	t.Run("a part whose port was taken is started again with a fresh try", func(t *testing.T) {
+		e := newEnv(t)
+		defer e.Stop()
+		tries := 0
+		if err := e.runStep(context.Background(), "server", flaky(e, 2, &tries)); err != nil {
+			t.Fatalf("runStep: %v", err)
+		}
+		if tries != 2 || len(e.Processes()) != 1 || !e.Process("server").Running() {
+			t.Errorf("tries %d, %d processes registered, want 2 tries and the one running part", tries, len(e.Processes()))
+		}
+	})
+
+	t.Run("a part whose port is always taken fails after three tries, naming the cause", func(t *testing.T) {
+		e := newEnv(t)
+		defer e.Stop()
+		tries := 0
+		err := e.runStep(context.Background(), "server", flaky(e, 100, &tries))
+		if err == nil || tries != maxPortAttempts || !errors.Is(err, errPortInUse) || !strings.Contains(err.Error(), "address already in use") {
+			t.Errorf("err = %v after %d tries", err, tries)
+		}
+	})
+
+	t.Run("any other failure is not retried", func(t *testing.T) {
+		e := newEnv(t)
+		tries := 0
+		err := e.runStep(context.Background(), "server", func(context.Context) error { tries++; return errors.New("bad flag") })
+		if err == nil || tries != 1 {
+			t.Errorf("err = %v after %d tries, want one try", err, tries)
+		}
+	})
+}
+
+func TestStartProcess(t *testing.T) {
+	dir := t.TempDir()
+	e := &Env{opts: Options{Dir: dir}, kubeconfig: filepath.Join(dir, "kubeconfig"), byName: map[string]*Process{}}
+
+	sim, err := e.StartProcess("fleet-sim", []string{"sh", "-c", `echo "kubeconfig=$KUBECONFIG mode=$MODE"; sleep 300`}, []string{"MODE=demo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Run("a companion logs into the environment's folder and gets its kubeconfig and environment", func(t *testing.T) {
+		want := "kubeconfig=" + filepath.Join(dir, "kubeconfig") + " mode=demo"
+		eventually(t, 5*time.Second, "companion output in "+filepath.Join(dir, "fleet-sim.log"), func() bool {
+			return sim.LogPath() == filepath.Join(dir, "fleet-sim.log") && strings.Contains(tailFile(sim.LogPath(), 5), want)
+		})
+	})
+	t.Run("a second process of the same name is refused", func(t *testing.T) {
+		if _, err := e.StartProcess("fleet-sim", []string{"true"}, nil); err == nil {
+			t.Error("duplicate name accepted")
+		}
+	})
+	t.Run("the companion is found by name", func(t *testing.T) {
+		if e.Process("fleet-sim") != sim {
+			t.Error("Process(fleet-sim) is not the started process")
+		}
+	})
+	t.Run("Stop ends companions and refuses new ones", func(t *testing.T) {
+		pid := sim.Pid()
+		e.Stop()
+		if !pidGone(pid) {
+			t.Errorf("companion %d still runs", pid)
+		}
+		if _, err := e.StartProcess("late", []string{"true"}, nil); err == nil {
+			t.Error("StartProcess after Stop succeeded")
+		}
+	})
+}

@@ -65,9 +65,6 @@ func writeTargets(path string, targets []string) error {
 
 // startPrometheus runs Prometheus on a free loopback port with its data in <Dir>/prometheus-data.
 func (e *Env) startPrometheus(ctx context.Context) error {
-	if !e.opts.WithPrometheus {
-		return nil
-	}
 	e.promDir = filepath.Join(e.opts.Dir, "prometheus")
 	if err := os.MkdirAll(e.promDir, 0o755); err != nil {
 		return fmt.Errorf("prometheus: %w", err)

@@ -8,15 +8,24 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 )
 
 // logTailLines is how many lines of a part's log a start error shows.
 const logTailLines = 25
 
+// errPortInUse marks a part that could not listen on the port picked for it: another program
+// took the port between the pick and the start. Start retries such a part with new ports.
+var errPortInUse = errors.New("port taken by another program")
+
 // partError names the part that failed and shows the end of its log.
 func partError(part *Process, err error) error {
-	return fmt.Errorf("%s: %w\n--- last lines of %s ---\n%s\n---", part.Name(), err, part.LogPath(), tailFile(part.LogPath(), logTailLines))
+	tail := tailFile(part.LogPath(), logTailLines)
+	if strings.Contains(tail, "address already in use") {
+		err = fmt.Errorf("%w (%w)", err, errPortInUse)
+	}
+	return fmt.Errorf("%s: %w\n--- last lines of %s ---\n%s\n---", part.Name(), err, part.LogPath(), tail)
 }
 
 // waitFor polls check every interval until it returns nil, the process exits, ctx ends or the
