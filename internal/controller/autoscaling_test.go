@@ -601,3 +601,61 @@ func TestReportsAConflictingHorizontalPodAutoscaler(t *testing.T) {
 		return conditionIs(getMS(t, ms), v1alpha1.ConditionScalingLimited, metav1.ConditionFalse, v1alpha1.ReasonWithinBounds)
 	})
 }
+
+func TestDuringARolloutTheAutoscaledTotalSizesBothColors(t *testing.T) {
+	t.Parallel()
+	ns := newNamespace(t)
+	ctx := context.Background()
+	node := gpuNode(t, ns, 8)
+	load := newGPULoad(t, ns)
+	ms := newModelServer(ns, "split", onPool(ns), withReplicas(2), withAutoscaling(1, 6, 70), func(ms *v1alpha1.ModelServer) {
+		ms.Spec.Rollout.Steps = []int32{50, 100}
+	})
+	if err := k8s.Create(ctx, ms); err != nil {
+		t.Fatal(err)
+	}
+	pods := runPods(t, ms, v1alpha1.Blue, 2, node)
+	load.set(pods, 70)
+	eventually(t, 30*time.Second, "blue Healthy at 2", func() error {
+		got := getMS(t, ms)
+		if got.Status.Phase != v1alpha1.PhaseHealthy {
+			return fmt.Errorf("phase %s", got.Status.Phase)
+		}
+		a, err := autoscaling(got)
+		if err != nil {
+			return err
+		}
+		return proposal(a, "70", "70", 2)
+	})
+
+	// A new image starts a rollout: green is sized for its first weight, 50% of 2.
+	got := getMS(t, ms)
+	got.Spec.Template.Spec.Containers[0].Image = "vllm/vllm-openai:v0.11.0"
+	if err := k8s.Update(ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	waitReplicas(t, ns, "split-green", 1)
+	if n := deploymentReplicas(t, ns, "split-blue"); n != 2 {
+		t.Fatalf("stable at %d replicas during the rollout, want 2", n)
+	}
+
+	// The stable pods get busy: the total goes to 3. Stable keeps the whole total (it must be
+	// able to take all traffic back), the candidate is sized for 50% of it.
+	load.setValue(95)
+	eventually(t, 30*time.Second, "total 3 split over both colors", func() error {
+		got := getMS(t, ms)
+		a, err := autoscaling(got)
+		if err != nil {
+			return err
+		}
+		if a.DesiredReplicas != 3 || a.LastScaleReason != "2 -> 3: gpuUtilization 95 > target 70" {
+			return fmt.Errorf("desired %d reason %q; %s", a.DesiredReplicas, a.LastScaleReason, describe(got))
+		}
+		if s, c := got.Status.Stable, got.Status.Candidate; s == nil || c == nil || s.Color != v1alpha1.Blue || s.Replicas != 3 || c.Color != v1alpha1.Green || c.Replicas != 2 {
+			return fmt.Errorf("stable %+v candidate %+v", s, c)
+		}
+		return nil
+	})
+	waitReplicas(t, ns, "split-blue", 3)
+	waitReplicas(t, ns, "split-green", 2)
+}
