@@ -107,6 +107,20 @@ func gpuNode(t *testing.T, pool string, gpus int64) string {
 // the pod names.
 func runPods(t *testing.T, ms *v1alpha1.ModelServer, c v1alpha1.Color, n int, node string) []string {
 	t.Helper()
+	names := createPods(t, ms, c, n, node, true)
+	markReady(t, ms.Namespace, ms.DeploymentName(c))
+	return names
+}
+
+// startPods creates n Pods of the color bound to node that are still loading their model
+// (Running, not Ready).
+func startPods(t *testing.T, ms *v1alpha1.ModelServer, c v1alpha1.Color, n int, node string) []string {
+	t.Helper()
+	return createPods(t, ms, c, n, node, false)
+}
+
+func createPods(t *testing.T, ms *v1alpha1.ModelServer, c v1alpha1.Color, n int, node string, ready bool) []string {
+	t.Helper()
 	ctx := context.Background()
 	name := ms.DeploymentName(c)
 	var rev string
@@ -126,7 +140,7 @@ func runPods(t *testing.T, ms *v1alpha1.ModelServer, c v1alpha1.Color, n int, no
 	for i := range n {
 		p := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{
-				Namespace: ms.Namespace, Name: fmt.Sprintf("%s-%s-%d", name, rev, i),
+				Namespace: ms.Namespace, Name: fmt.Sprintf("%s-%s-%d", name, rev, len(podsOf(t, ms, c))+i),
 				Labels: d.Spec.Template.Labels,
 			},
 			Spec: *d.Spec.Template.Spec.DeepCopy(),
@@ -135,17 +149,30 @@ func runPods(t *testing.T, ms *v1alpha1.ModelServer, c v1alpha1.Color, n int, no
 		if err := k8s.Create(ctx, p); err != nil {
 			t.Fatalf("creating pod: %v", err)
 		}
+		readiness := corev1.ConditionFalse
+		if ready {
+			readiness = corev1.ConditionTrue
+		}
 		p.Status = corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{
 			{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Now()},
-			{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Now()},
+			{Type: corev1.PodReady, Status: readiness, LastTransitionTime: metav1.Now()},
 		}}
 		if err := k8s.Status().Update(ctx, p); err != nil {
-			t.Fatalf("marking pod Ready: %v", err)
+			t.Fatalf("setting pod status: %v", err)
 		}
 		names = append(names, p.Name)
 	}
-	markReady(t, ms.Namespace, name)
 	return names
+}
+
+// podsOf lists the pods of a color.
+func podsOf(t *testing.T, ms *v1alpha1.ModelServer, c v1alpha1.Color) []corev1.Pod {
+	t.Helper()
+	var pods corev1.PodList
+	if err := k8s.List(context.Background(), &pods, client.InNamespace(ms.Namespace), client.MatchingLabels(ms.ColorLabels(c))); err != nil {
+		t.Fatal(err)
+	}
+	return pods.Items
 }
 
 // gpuLoad is the GPU utilization the test Prometheus reports (DCGM_FI_DEV_GPU_UTIL) for one
@@ -658,4 +685,56 @@ func TestDuringARolloutTheAutoscaledTotalSizesBothColors(t *testing.T) {
 	})
 	waitReplicas(t, ns, "split-blue", 3)
 	waitReplicas(t, ns, "split-green", 2)
+}
+
+func TestDuringARolloutTheGPUCapCountsTheCandidatePods(t *testing.T) {
+	t.Parallel()
+	ns := newNamespace(t)
+	ctx := context.Background()
+	node := gpuNode(t, ns, 4)
+	load := newGPULoad(t, ns)
+	ms := newModelServer(ns, "tight", onPool(ns), withReplicas(2), withAutoscaling(1, 6, 70), func(ms *v1alpha1.ModelServer) {
+		ms.Spec.Rollout.Steps = []int32{50, 100}
+	})
+	if err := k8s.Create(ctx, ms); err != nil {
+		t.Fatal(err)
+	}
+	pods := runPods(t, ms, v1alpha1.Blue, 2, node)
+	load.set(pods, 70)
+	eventually(t, 30*time.Second, "blue Healthy at 2", func() error {
+		if got := getMS(t, ms); got.Status.Phase != v1alpha1.PhaseHealthy {
+			return fmt.Errorf("phase %s", got.Status.Phase)
+		}
+		return nil
+	})
+	got := getMS(t, ms)
+	got.Spec.Template.Spec.Containers[0].Image = "vllm/vllm-openai:v0.11.0"
+	if err := k8s.Update(ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	waitReplicas(t, ns, "tight-green", 1)
+	// The candidate's pod is on the node, loading its model: 3 of the 4 GPUs are taken.
+	startPods(t, ms, v1alpha1.Green, 1, node)
+
+	// A total of 3 would run 3 stable and ceil(50% of 3) = 2 candidate pods: 5 GPUs, one more
+	// than the node has. The total stays at 2 and the cap says so.
+	load.setValue(95)
+	eventually(t, 30*time.Second, "capped at 2", func() error {
+		got := getMS(t, ms)
+		a, err := autoscaling(got)
+		if err != nil {
+			return err
+		}
+		if err := proposal(a, "95", "70", 3); err != nil {
+			return err
+		}
+		return conditionIs(got, v1alpha1.ConditionScalingLimited, metav1.ConditionTrue, v1alpha1.ReasonGPUCapacityLimited,
+			"capped at 2 replicas", "needs 2 GPUs for 2 more replicas, 1 free on matching nodes")
+	})
+	holds(t, 4*scaleInterval, ms, 2, func(*v1alpha1.ModelServer) error {
+		if n := deploymentReplicas(t, ns, "tight-green"); n != 1 {
+			return fmt.Errorf("candidate at %d replicas, want 1", n)
+		}
+		return nil
+	})
 }
