@@ -30,7 +30,8 @@ import (
 //     from the scale events kept in status.
 //  4. Bounds [minReplicas, maxReplicas], applied last, so that a count outside them moves to
 //     them at once.
-//  5. GPU capacity and quota cap the increase above max(Current, minReplicas).
+//  5. GPU capacity and quota cap the increase above max(Current, minReplicas): the total
+//     grows only as far as the pods it needs (Input.PodsFor) fit.
 func Decide(in Input, now time.Time) Output {
 	s := resolve(in.Spec)
 	cur := max(in.Current, 0)
@@ -122,11 +123,20 @@ func Decide(in Input, now time.Time) Output {
 		desired = max(desired, s.min)
 	}
 
-	// 5. GPU capacity and quota.
+	// 5. GPU capacity and quota, counted in pods (see Input.PodsFor).
 	if c := in.Capacity; c != nil && c.MaxAdditional >= 0 && desired > cur {
-		allowed := max(cur+c.MaxAdditional, min(max(cur, s.min), s.max))
+		pods := in.PodsFor
+		if pods == nil {
+			pods = func(total int32) int32 { return total }
+		}
+		base := pods(cur)
+		allowed := cur
+		for n := cur + 1; n <= desired && pods(n)-base <= c.MaxAdditional; n++ {
+			allowed = n
+		}
+		allowed = max(allowed, min(max(cur, s.min), s.max))
 		if desired > allowed {
-			want := desired - cur
+			want := pods(desired) - base
 			out.Limited, out.LimitedReason = true, c.Reason
 			out.LimitedMessage = fmt.Sprintf("capped at %d replicas: %s", allowed, c.MessageFor(want))
 			desired = allowed

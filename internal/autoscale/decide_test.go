@@ -365,6 +365,27 @@ func TestDecide(t *testing.T) {
 			wantAvailable: true,
 		},
 		{
+			name: "during a rollout the cap counts the candidate pods each replica of the total brings",
+			in: Input{Spec: newSpec(1, 100, withWaiting(1)), Current: 2, Ready: 2,
+				Observations: []Observation{obs(MetricRequestsWaiting, 5, 2)},
+				// Stable runs the total, the candidate ceil(50%) of it: 2 -> 3 pods, 3 -> 5, 4 -> 6.
+				PodsFor:  func(total int32) int32 { return total + (total+1)/2 },
+				Capacity: &capacity.FitResult{MaxAdditional: 1, Reason: v1alpha1.ReasonGPUCapacityLimited, GPUsPerReplica: 1, FreeGPUs: 1, MatchingNodes: 1}},
+			want:          2,
+			wantLimited:   v1alpha1.ReasonGPUCapacityLimited,
+			wantAvailable: true,
+		},
+		{
+			name: "during a rollout the total grows as far as its pods fit",
+			in: Input{Spec: newSpec(1, 100, withWaiting(1)), Current: 2, Ready: 2,
+				Observations: []Observation{obs(MetricRequestsWaiting, 5, 2)},
+				PodsFor:      func(total int32) int32 { return total + (total+1)/2 },
+				Capacity:     &capacity.FitResult{MaxAdditional: 3, Reason: v1alpha1.ReasonGPUCapacityLimited, GPUsPerReplica: 1, FreeGPUs: 3, MatchingNodes: 1}},
+			want:          4,
+			wantLimited:   v1alpha1.ReasonGPUCapacityLimited,
+			wantAvailable: true, wantReason: "2 -> 4: requestsWaiting 5 (target 1 per replica); capped at 4 replicas: needs 5 GPUs for 5 more replicas, 3 free on matching nodes",
+		},
+		{
 			name: "unknown capacity does not limit",
 			in: Input{Spec: newSpec(1, 100, withWaiting(1)), Current: 2, Ready: 2,
 				Observations: []Observation{obs(MetricRequestsWaiting, 5, 2)},

@@ -82,11 +82,17 @@ type Input struct {
 	// Previous is the last status (nil on the first pass). Its recommendations and events carry
 	// the stabilization windows and rate limits across passes and restarts.
 	Previous *v1alpha1.AutoscalingStatus
-	// Capacity is what the cluster allows beyond Current: capacity.Fit called with
-	// FitInput.Replicas = Current (and Want = maxReplicas - Current, say). Nil or
-	// MaxAdditional == capacity.Unlimited (-1) when unknown or unlimited; leave it nil on
-	// clusters with a node autoscaler, or pass a Fit computed on quotas only.
+	// Capacity is how many more pods the cluster allows: capacity.Fit called with
+	// FitInput.Replicas = PodsFor(Current) (and Want = PodsFor(maxReplicas) - PodsFor(Current),
+	// say). Nil or MaxAdditional == capacity.Unlimited (-1) when unknown or unlimited; leave it
+	// nil on clusters with a node autoscaler, or pass a Fit computed on quotas only.
 	Capacity *capacity.FitResult
+	// PodsFor is the number of pods both colors run for a total replica count: during a
+	// rollout the candidate is sized for its next weight on top of the stable color's total,
+	// and after a promotion the previous color is kept warm, so one more replica of the total
+	// may cost more than one pod's GPUs. It must not decrease as the total grows. Nil means
+	// the total itself (no rollout).
+	PodsFor func(total int32) int32
 }
 
 // Output is Decide's verdict.

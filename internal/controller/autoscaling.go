@@ -22,6 +22,7 @@ import (
 	"github.com/modelship/modelship/internal/autoscale"
 	"github.com/modelship/modelship/internal/capacity"
 	"github.com/modelship/modelship/internal/metrics"
+	"github.com/modelship/modelship/internal/rollout"
 )
 
 // MetricsAPIs reads the Kubernetes metrics APIs for resource and external autoscaling metrics
@@ -35,8 +36,9 @@ type MetricsAPIs interface {
 
 // autoscale decides the total replica count of an autoscaled ModelServer: it observes the
 // signals (one grouped query per signal per interval for all ModelServers), the GPU capacity
-// and quota, and asks the pure autoscale.Decide.
-func (r *ModelServerReconciler) autoscale(ctx context.Context, ms *v1alpha1.ModelServer, now time.Time) (*autoscale.Output, error) {
+// and quota, and asks the pure autoscale.Decide. obs is the rollout observation of this pass,
+// used to count the pods a total needs across both colors.
+func (r *ModelServerReconciler) autoscale(ctx context.Context, ms *v1alpha1.ModelServer, obs rollout.Observation, now time.Time) (*autoscale.Output, error) {
 	spec := *ms.Spec.Autoscaling
 	var pods corev1.PodList
 	if err := r.List(ctx, &pods, client.InNamespace(ms.Namespace), client.MatchingLabels(ms.SelectorLabels())); err != nil {
@@ -89,15 +91,37 @@ func (r *ModelServerReconciler) autoscale(ctx context.Context, ms *v1alpha1.Mode
 	}
 
 	current := desiredReplicas(ms)
-	fit, err := r.capacity(ctx, ms, current, spec.MaxReplicas-current)
+	need := podsFor(ms, obs, now)
+	fit, err := r.capacity(ctx, ms, need(current), need(max(spec.MaxReplicas, current))-need(current))
 	if err != nil {
 		return nil, err
 	}
 	out := autoscale.Decide(autoscale.Input{
 		Spec: spec, Current: current, Ready: int32(len(readyKeys)), Starting: starting,
-		Observations: observations, Previous: ms.Status.Autoscaling, Capacity: fit,
+		Observations: observations, Previous: ms.Status.Autoscaling, Capacity: fit, PodsFor: need,
 	}, now)
 	return &out, nil
+}
+
+// podsFor returns how many pods both colors run for a total replica count: the replicas of
+// the rollout's plans for that total. Outside a rollout it is the total; during one the
+// candidate is sized for its next weight on top of the stable color's total, and after a
+// promotion the previous color is kept warm. rollout.Next is pure, so asking it costs no I/O.
+func podsFor(ms *v1alpha1.ModelServer, obs rollout.Observation, now time.Time) func(int32) int32 {
+	memo := map[int32]int32{}
+	return func(total int32) int32 {
+		if n, ok := memo[total]; ok {
+			return n
+		}
+		o := obs
+		o.DesiredReplicas = total
+		var n int32
+		for _, p := range rollout.Next(ms, o, now).Plans {
+			n += p.Replicas
+		}
+		memo[total] = n
+		return n
+	}
 }
 
 func hasObservation(obs []autoscale.Observation, name string) bool {
@@ -150,7 +174,8 @@ func (r *ModelServerReconciler) externalMetric(ctx context.Context, ms *v1alpha1
 	return autoscale.ExternalObservation(name, list, err)
 }
 
-// capacity says how many more replicas fit the GPUs of matching nodes and the namespace quota.
+// capacity says how many more pods fit the GPUs of matching nodes and the namespace quota,
+// beyond the pods both colors run now (current) and wanting want more.
 func (r *ModelServerReconciler) capacity(ctx context.Context, ms *v1alpha1.ModelServer, current, want int32) (*capacity.FitResult, error) {
 	if capacity.PodGPUs(&ms.Spec.Template.Spec) == 0 || want <= 0 {
 		return nil, nil

@@ -251,7 +251,7 @@ func (r *ModelServerReconciler) observe(ctx context.Context, ms *v1alpha1.ModelS
 		obs.Measurement = m
 	}
 	if ms.Spec.Autoscaling != nil {
-		if o.scale, err = r.autoscale(ctx, ms, now); err != nil {
+		if o.scale, err = r.autoscale(ctx, ms, obs, now); err != nil {
 			return o, err
 		}
 		ms.Status.Autoscaling = &o.scale.Status

@@ -20,16 +20,32 @@ type promAnswer struct {
 	down   bool
 }
 
+// podSeries is one pod's value in the answer to a query grouped over all namespaces.
+type podSeries struct {
+	pod   string
+	value float64
+}
+
 // testPrometheus answers the Prometheus HTTP API (/api/v1/query) with values the tests control,
 // per namespace found in the query (namespace="..."), so that tests sharing it do not interfere.
+//
+// A query without a namespace matcher (the built-in autoscaling signals, one query for every
+// ModelServer) is answered with the series of every namespace registered with setSeries,
+// labelled namespace and pod, or fails for everyone while setGroupedDown(true).
 type testPrometheus struct {
 	mu       sync.Mutex
 	answers  map[string]func(query string) promAnswer
+	series   map[string]func(query string) []podSeries
+	down     bool
 	server   *httptest.Server
 	querying map[string]int
 }
 
-var prometheus = &testPrometheus{answers: map[string]func(string) promAnswer{}, querying: map[string]int{}}
+var prometheus = &testPrometheus{
+	answers:  map[string]func(string) promAnswer{},
+	series:   map[string]func(string) []podSeries{},
+	querying: map[string]int{},
+}
 
 var nsInQuery = regexp.MustCompile(`namespace="([^"]+)"`)
 
@@ -37,6 +53,28 @@ func (p *testPrometheus) set(ns string, f func(query string) promAnswer) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.answers[ns] = f
+}
+
+// setSeries sets what a namespace's pods contribute to queries grouped over all namespaces; f
+// sees the query (to tell the signals apart) and returns the namespace's pods and values (none:
+// no data for them). A nil f removes the namespace.
+func (p *testPrometheus) setSeries(ns string, f func(query string) []podSeries) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if f == nil {
+		delete(p.series, ns)
+		return
+	}
+	p.series[ns] = f
+}
+
+// setGroupedDown makes every query grouped over all namespaces fail (HTTP 503), as a Prometheus
+// that is down does for every ModelServer at once. A test using it must not run in parallel
+// with other tests reading the built-in signals.
+func (p *testPrometheus) setGroupedDown(down bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.down = down
 }
 
 func (p *testPrometheus) queries(ns string) int {
@@ -56,11 +94,15 @@ func (p *testPrometheus) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f := p.answers[ns]
 	p.querying[ns]++
 	p.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	if ns == "" && f == nil {
+		p.serveGrouped(w, q)
+		return
+	}
 	a := promAnswer{noData: true}
 	if f != nil {
 		a = f(q)
 	}
-	w.Header().Set("Content-Type", "application/json")
 	switch {
 	case a.down:
 		w.WriteHeader(http.StatusServiceUnavailable)
@@ -73,6 +115,34 @@ func (p *testPrometheus) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}}}
 		_ = json.NewEncoder(w).Encode(body)
 	}
+}
+
+// serveGrouped answers a query grouped over all namespaces with every registered namespace's
+// series, or an error while down.
+func (p *testPrometheus) serveGrouped(w http.ResponseWriter, q string) {
+	p.mu.Lock()
+	down := p.down
+	fs := make(map[string]func(string) []podSeries, len(p.series))
+	for ns, f := range p.series {
+		fs[ns] = f
+	}
+	p.mu.Unlock()
+	if down {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte(`{"status":"error","errorType":"unavailable","error":"test Prometheus is down"}`))
+		return
+	}
+	result := []any{}
+	now := float64(time.Now().Unix())
+	for ns, f := range fs {
+		for _, s := range f(q) {
+			result = append(result, map[string]any{
+				"metric": map[string]string{"namespace": ns, "pod": s.pod},
+				"value":  []any{now, strconv.FormatFloat(s.value, 'g', -1, 64)},
+			})
+		}
+	}
+	_ = json.NewEncoder(w).Encode(map[string]any{"status": "success", "data": map[string]any{"resultType": "vector", "result": result}})
 }
 
 // fakePrometheus starts the test Prometheus and returns modelship's real client pointed at it.

@@ -22,6 +22,7 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
+	"github.com/modelship/modelship/internal/autoscale"
 	"github.com/modelship/modelship/internal/testenv"
 	"github.com/modelship/modelship/internal/warmup"
 )
@@ -34,6 +35,10 @@ var (
 	promURL   atomic.Pointer[string]
 	nsCounter atomic.Int32
 )
+
+// signalInterval is how often the built-in autoscaling signals are fetched for all
+// ModelServers: short, so that tests see a change of the test Prometheus' series quickly.
+const signalInterval = 200 * time.Millisecond
 
 func TestMain(m *testing.M) {
 	if ok, why := testenv.Available(); !ok {
@@ -65,6 +70,7 @@ func TestMain(m *testing.M) {
 		r := &ModelServerReconciler{
 			Client: mgr.GetClient(), Scheme: scheme, Recorder: mgr.GetEventRecorder("modelship"),
 			Prometheus: prom, Prober: warmup.NewHTTPProber(time.Second, ""), Now: time.Now,
+			Signals: autoscale.NewSignalCache(prom, autoscale.DefaultSignals(), signalInterval),
 		}
 		if err := r.SetupWithManager(ctx, mgr); err != nil {
 			fmt.Println(err)
