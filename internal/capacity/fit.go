@@ -83,7 +83,7 @@ func (r FitResult) MessageFor(want int32) string {
 	if r.MaxAdditional == Unlimited || want <= r.MaxAdditional {
 		return ""
 	}
-	msg := fmt.Sprintf("needs %d GPUs for %d more %s, %d free", int64(want)*r.GPUsPerReplica, want, plural(want, "replica"), max(r.FreeGPUs, 0))
+	msg := fmt.Sprintf("needs %d %s for %d more %s, %d free", int64(want)*r.GPUsPerReplica, plural(int32(int64(want)*r.GPUsPerReplica), "GPU"), want, plural(want, "replica"), max(r.FreeGPUs, 0))
 	switch r.Reason {
 	case v1alpha1.ReasonGPUQuotaLimited:
 		msg += fmt.Sprintf(" in quota %s", r.Quota)

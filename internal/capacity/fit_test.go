@@ -207,7 +207,7 @@ func TestFit(t *testing.T) {
 			name:    "an empty affinity term matches no node",
 			in:      FitInput{Template: with(newTemplate(1), requiredAffinity(corev1.NodeSelectorTerm{})), Nodes: []corev1.Node{newNode("n1", 4)}, Want: 1},
 			wantMax: 0, wantLimited: true, wantReason: v1alpha1.ReasonGPUCapacityLimited,
-			wantMessage: "needs 1 GPUs for 1 more replica, 0 free (no schedulable node matches the template and has nvidia.com/gpu)",
+			wantMessage: "needs 1 GPU for 1 more replica, 0 free (no schedulable node matches the template and has nvidia.com/gpu)",
 		},
 		{
 			name: "NoSchedule and NoExecute taints need a toleration, PreferNoSchedule does not",

@@ -121,8 +121,7 @@ func (r *ModelServerReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	if err := r.Get(ctx, req.NamespacedName, ms); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	log := ctrl.LoggerFrom(ctx).WithValues("ModelServer", klog.KObj(ms))
-	ctx = ctrl.LoggerInto(ctx, log)
+	log := ctrl.LoggerFrom(ctx) // controller-runtime already names the ModelServer
 
 	if !ms.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, r.finalize(ctx, ms)
