@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -839,5 +840,116 @@ func TestRolloutThroughAUserOwnedRouteChangesOnlyOurBackendWeights(t *testing.T)
 		if len(r.OwnerReferences) != 0 || len(r.Spec.ParentRefs) != 1 || r.Spec.ParentRefs[0].Name != "gw" {
 			t.Errorf("route version %s: owners %v parentRefs %v", r.ResourceVersion, r.OwnerReferences, r.Spec.ParentRefs)
 		}
+	}
+}
+
+// freezeRouteUpdates makes the API server deny every update of HTTPRoutes in the namespace, as
+// a Gateway implementation's admission webhook that is down or rejects the route would, until
+// the returned function is called (or the test ends).
+func freezeRouteUpdates(t *testing.T, ns string) (thaw func()) {
+	t.Helper()
+	ctx := context.Background()
+	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "freeze-routes-" + ns},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: ptr.To(admissionregistrationv1.Fail),
+			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
+					Rule:       admissionregistrationv1.Rule{APIGroups: []string{gatewayv1.GroupName}, APIVersions: []string{"*"}, Resources: []string{"httproutes"}},
+				},
+			}}},
+			Validations: []admissionregistrationv1.Validation{{Expression: "false", Message: "route updates are frozen by the test"}},
+		},
+	}
+	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: policy.Name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
+			PolicyName:        policy.Name,
+			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
+			MatchResources: &admissionregistrationv1.MatchResources{NamespaceSelector: &metav1.LabelSelector{
+				MatchLabels: map[string]string{corev1.LabelMetadataName: ns},
+			}},
+		},
+	}
+	for _, o := range []client.Object{policy, binding} {
+		if err := k8s.Create(ctx, o); err != nil {
+			t.Fatalf("creating %T: %v", o, err)
+		}
+	}
+	thawed := false
+	thaw = func() {
+		if thawed {
+			return
+		}
+		thawed = true
+		for _, o := range []client.Object{binding, policy} {
+			if err := k8s.Delete(ctx, o); err != nil {
+				t.Errorf("deleting %T: %v", o, err)
+			}
+		}
+	}
+	t.Cleanup(thaw)
+	return thaw
+}
+
+// routeUpdatesDenied reports whether a (dry-run) update of the route is denied.
+func routeUpdatesDenied(ns, name string) error {
+	r, err := getRoute(ns, name)
+	if err != nil {
+		return err
+	}
+	r.Labels = map[string]string{"probe": "frozen"}
+	if err := k8s.Update(context.Background(), r, client.DryRunAll); err == nil || !strings.Contains(err.Error(), "frozen by the test") {
+		return fmt.Errorf("route update not denied yet: %v", err)
+	}
+	return nil
+}
+
+func TestRolloutNeverReplacesCandidatePodsThatStillReceiveTraffic(t *testing.T) {
+	t.Parallel()
+	ns := newNamespace(t)
+	ms := newModelServer(ns, "inflight")
+	tr, _ := startServing(t, ms, map[v1alpha1.Color]latencies{v1alpha1.Blue: healthy, v1alpha1.Green: alsoHealthy})
+	playDeployments(t, ns)
+	setImage(t, ms, imageV2)
+	waitCandidate(t, ms, imageV2)
+	inflight := tr.waitCandidateWeight(t, 20)
+
+	// The route cannot be written for a while (the Gateway's webhook rejects it) when a newer
+	// template supersedes the candidate that serves part of the traffic.
+	thaw := freezeRouteUpdates(t, ns)
+	eventually(t, 20*time.Second, "route updates denied", func() error { return routeUpdatesDenied(ns, ms.RouteName()) })
+	weights := tr.current()
+	setImage(t, ms, imageV3)
+	eventually(t, 20*time.Second, "a pass of the new spec failed to move the route", func() error {
+		got := getMS(t, ms)
+		c := condition(got, v1alpha1.ConditionReconciling)
+		if c == nil || c.Reason != v1alpha1.ReasonApplyFailed || c.ObservedGeneration != got.Generation || !strings.Contains(c.Message, "frozen by the test") {
+			return fmt.Errorf("Reconciling %+v (generation %d)", c, got.Generation)
+		}
+		return nil
+	})
+	// Green still gets its share of the traffic, so its pods must keep running the revision that
+	// was analysed for it: the new template waits until the route no longer sends traffic there.
+	consistently(t, 2*time.Second, "green keeps the revision that serves its traffic", func() error {
+		d, err := getDeployment(ns, "inflight-green")
+		if err != nil {
+			return err
+		}
+		if img := d.Spec.Template.Spec.Containers[0].Image; img != imageV2 || tr.current() != weights {
+			return fmt.Errorf("green runs %s while the route sends it traffic (%s, %s when frozen; %s when v3 arrived)", img, tr.current(), inflight, weights)
+		}
+		return nil
+	})
+
+	// Once the route can be written, traffic goes back to stable and v3 rolls out.
+	thaw()
+	v3 := waitCandidate(t, ms, imageV3)
+	waitPromoted(t, ms, v1alpha1.Green, v3)
+	h := tr.history()
+	last := slices.Index(h[1:], "100/0") + 1
+	if last < 2 || !slices.Equal(h[last:], []string{"100/0", "80/20", "50/50", "0/100"}) {
+		t.Fatalf("route weights went %v; want the v2 climb, back to 100/0, then 80/20, 50/50, 0/100", h)
 	}
 }
