@@ -20,22 +20,25 @@ import (
 )
 
 // apply makes the cluster match a decision. Order keeps traffic safe: Services and any color
-// that grows first, then the route weights, then any color that shrinks, so that traffic never
-// points at pods that are going away.
+// that grows (or is created) first, then the route weights, then any color whose pods go away
+// (fewer replicas, or a new template that replaces them), so that traffic never points at pods
+// that are going away. A color that gets a new template while the route still sends it traffic
+// (a candidate superseded mid-rollout) keeps its pods until the route has moved the traffic off
+// it: if the route cannot be written, the pass fails before touching them.
 func (r *ModelServerReconciler) apply(ctx context.Context, ms *v1alpha1.ModelServer, obs rollout.Observation, d rollout.Decision, route *gatewayv1.HTTPRoute) error {
 	for _, c := range routing.Colors {
 		if err := r.applyObject(ctx, ms, workload.Service(ms, c)); err != nil {
 			return err
 		}
 	}
-	var shrinking []v1alpha1.Color
+	var leaving []v1alpha1.Color
 	for _, c := range routing.Colors {
 		plan, ok := d.Plans[c]
 		if !ok {
 			continue
 		}
-		if o := obs.Colors[c]; o.Exists && plan.Replicas < o.Replicas && o.Revision == plan.Revision {
-			shrinking = append(shrinking, c)
+		if o := obs.Colors[c]; o.Exists && (plan.Replicas < o.Replicas || o.Revision != plan.Revision) {
+			leaving = append(leaving, c)
 			continue
 		}
 		if err := r.applyColor(ctx, ms, obs, c, plan); err != nil {
@@ -45,7 +48,7 @@ func (r *ModelServerReconciler) apply(ctx context.Context, ms *v1alpha1.ModelSer
 	if err := r.applyRoute(ctx, ms, d.Weights, route); err != nil {
 		return err
 	}
-	for _, c := range shrinking {
+	for _, c := range leaving {
 		if err := r.applyColor(ctx, ms, obs, c, d.Plans[c]); err != nil {
 			return err
 		}
