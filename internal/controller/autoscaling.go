@@ -196,6 +196,12 @@ func (r *ModelServerReconciler) capacity(ctx context.Context, ms *v1alpha1.Model
 		Template: ms.Spec.Template, Namespace: ms.Namespace, ModelServer: ms.Name, Replicas: current,
 		Nodes: nodes.Items, Pods: pods.Items, Quotas: quotas.Items, Want: want,
 	})
+	if fit.Limited && fit.Reason == v1alpha1.ReasonGPUCapacityLimited && fit.MatchingNodes == 0 {
+		// No node matches the template at all: nodes come on demand here (cluster-autoscaler,
+		// Karpenter), so free GPUs are unknown rather than zero and nothing is clamped. (A GPU
+		// quota is then enforced by the API server when the pods are created.)
+		return nil, nil
+	}
 	return &fit, nil
 }
 
