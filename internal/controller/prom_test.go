@@ -77,12 +77,6 @@ func (p *testPrometheus) setGroupedDown(down bool) {
 	p.down = down
 }
 
-func (p *testPrometheus) queries(ns string) int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.querying[ns]
-}
-
 func (p *testPrometheus) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_ = r.ParseForm()
 	q := r.Form.Get("query")

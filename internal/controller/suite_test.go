@@ -32,7 +32,6 @@ import (
 var (
 	cfg       *rest.Config
 	k8s       client.Client
-	promURL   atomic.Pointer[string]
 	nsCounter atomic.Int32
 )
 
@@ -131,10 +130,6 @@ func newModelServer(ns, name string, opts ...msOption) *v1alpha1.ModelServer {
 		o(ms)
 	}
 	return ms
-}
-
-func withImage(image string) msOption {
-	return func(ms *v1alpha1.ModelServer) { ms.Spec.Template.Spec.Containers[0].Image = image }
 }
 
 // eventually polls cond until it returns nil or the timeout passes.
