@@ -75,6 +75,9 @@ func runRandom(seed uint64, passes int, log *passLog) (outcomes, error) {
 	pol := policyOf(ms)
 	qualities := []quality{good, good, good, bad, noData, broken, coldPods}
 	s := newSim(ms, int32(1+rng.IntN(6)), good)
+	if seed%3 == 0 {
+		s.capacity = int32(3 + rng.IntN(8)) // GPUs for 3..10 pods: often too few for both colors
+	}
 	failedInRollout := 0 // Fail verdicts judged for the current candidate
 
 	for pass := range passes {
@@ -163,9 +166,29 @@ func checkPass(ms *v1alpha1.ModelServer, pol policy, prev *v1alpha1.ModelServerS
 	if cw > 0 && st.Candidate.Revision != obs.Revision {
 		return fmt.Errorf("candidate %s holds %d%% but the spec asks for %s", st.Candidate.Revision, cw, obs.Revision)
 	}
-	// The stable color is always asked for the whole total, on its revision.
-	if p := d.Plans[st.Stable.Color]; p.Revision != st.Stable.Revision || p.Replicas != obs.DesiredReplicas {
+	// The stable color is asked for the whole total, on its revision; in swap mode (the
+	// cluster cannot hold both colors) it may shrink, but never below its traffic share, and
+	// only as far as the candidate needs the room.
+	p := d.Plans[st.Stable.Color]
+	if p.Revision != st.Stable.Revision {
+		return fmt.Errorf("stable plan %+v, want revision %s", p, st.Stable.Revision)
+	}
+	if obs.Capacity == 0 && p.Replicas != obs.DesiredReplicas {
 		return fmt.Errorf("stable plan %+v, want %s×%d", p, st.Stable.Revision, obs.DesiredReplicas)
+	}
+	if obs.Capacity > 0 {
+		share := need(obs.DesiredReplicas, 100-cw)
+		if cw == 0 && obs.DesiredReplicas == 0 {
+			share = 0
+		}
+		if p.Replicas > obs.DesiredReplicas || p.Replicas < min(share, obs.DesiredReplicas) {
+			return fmt.Errorf("swap mode: stable plan %d outside [share %d, total %d] at candidate weight %d", p.Replicas, share, obs.DesiredReplicas, cw)
+		}
+		if c := st.Candidate; c != nil && st.Phase != v1alpha1.PhaseRolledBack {
+			if cp, ok := d.Plans[c.Color]; ok && p.Replicas < obs.DesiredReplicas && p.Replicas+cp.Replicas > obs.Capacity && p.Replicas != share {
+				return fmt.Errorf("swap mode: stable shrank to %d, not to its share %d, yet %d+%d exceed the capacity %d", p.Replicas, share, p.Replicas, cp.Replicas, obs.Capacity)
+			}
+		}
 	}
 	// No double GPUs: the candidate is never asked for more than the total (at least 1).
 	if st.Candidate != nil {
@@ -204,13 +227,17 @@ func checkPass(ms *v1alpha1.ModelServer, pol policy, prev *v1alpha1.ModelServerS
 				return fmt.Errorf("promoted from weight %d, not from the last held step %d, without PromoteFull", prevCW, last)
 			}
 		}
-		if err := readyForWeight(obs, st.Stable.Color, st.Stable.Revision, 100); err != nil {
-			return fmt.Errorf("promotion: %w", err)
+		if obs.Capacity == 0 {
+			if err := readyForWeight(obs, st.Stable.Color, st.Stable.Revision, 100); err != nil {
+				return fmt.Errorf("promotion: %w", err)
+			}
+		} else if co := obs.Colors[st.Stable.Color]; !co.Warm || co.ReadyReplicas < 1 {
+			return fmt.Errorf("promotion in swap mode onto %d Ready (warm %t)", co.ReadyReplicas, co.Warm)
 		}
 		if failedInRollout > int(pol.failureLimit) {
 			return fmt.Errorf("promoted after %d failed measurements, limit %d", failedInRollout, pol.failureLimit)
 		}
-		if st.ScaleDownAt == nil || st.Weights.Stable != 100 {
+		if (st.ScaleDownAt == nil && obs.Capacity == 0) || st.Weights.Stable != 100 {
 			return fmt.Errorf("promotion left ScaleDownAt %v weights %+v", st.ScaleDownAt, st.Weights)
 		}
 	}

@@ -47,6 +47,8 @@ type sim struct {
 	deps    map[v1alpha1.Color]*simDeployment
 	quality map[string]quality
 	nextRev int
+	// capacity is the pods the cluster holds for both colors (0: unlimited; swap mode below).
+	capacity int32
 }
 
 func newSim(ms *v1alpha1.ModelServer, total int32, q quality) *sim {
@@ -63,7 +65,7 @@ func (s *sim) newRevision(q quality) {
 }
 
 func (s *sim) observe() Observation {
-	o := Observation{Revision: s.specRev, Image: "vllm:" + s.specRev, DesiredReplicas: s.total, Colors: map[v1alpha1.Color]ColorObservation{}, Operation: s.op}
+	o := Observation{Revision: s.specRev, Image: "vllm:" + s.specRev, DesiredReplicas: s.total, Colors: map[v1alpha1.Color]ColorObservation{}, Operation: s.op, Capacity: s.capacity}
 	for c, d := range s.deps {
 		o.Colors[c] = ColorObservation{Exists: true, Revision: d.rev, Image: "vllm:" + d.rev, Replicas: d.replicas,
 			ReadyReplicas: d.ready, AvailableReplicas: d.ready, UpdatedReplicas: d.replicas, Warm: d.warm}
