@@ -69,7 +69,8 @@ func TestMain(m *testing.M) {
 		r := &ModelServerReconciler{
 			Client: mgr.GetClient(), Scheme: scheme, Recorder: mgr.GetEventRecorder("modelship"),
 			Prometheus: prom, Prober: warmup.NewHTTPProber(time.Second, ""), Now: time.Now,
-			Signals: autoscale.NewSignalCache(prom, autoscale.DefaultSignals(), signalInterval),
+			Signals:     autoscale.NewSignalCache(prom, autoscale.DefaultSignals(), signalInterval),
+			MetricsAPIs: kubeMetrics,
 		}
 		if err := r.SetupWithManager(ctx, mgr); err != nil {
 			fmt.Println(err)
