@@ -13,6 +13,7 @@
 //	Paused             False              False (Paused)                 False              InProgress  Suspended    exit 3
 //	AwaitingPromotion  False              False (AwaitingPromotion)      False              InProgress  Suspended    exit 3
 //	Healthy            True  (Available)  False (Reconciled)             False              Current     Healthy      exit 0
+//	Healthy, scaling   False (DeploymentsNotReady) True                  False              InProgress  Progressing  exit 0
 //	RolledBack         False (RolledBack) False (RolledBack)             True (RolledBack)  Failed      Degraded     exit 1
 //	Degraded           False              True  (DeploymentsNotReady)    False              InProgress  Degraded     waits
 //

@@ -9,9 +9,11 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
+	"github.com/modelship/modelship/internal/health"
 )
 
 // outcomes counts what the random runs went through, so that a run that never exercises a
@@ -145,7 +147,30 @@ func runRandom(seed uint64, passes int, log *passLog) (outcomes, error) {
 }
 
 // checkPass checks the invariants of one pass.
+// checkContract: the Ready, Reconciling and Stalled conditions are those that the health
+// contract (what kubectl wait, Flux, Argo CD and `kubectl modelship wait` read) states for the
+// phase.
+func checkContract(st v1alpha1.ModelServerStatus) error {
+	if st.Phase == v1alpha1.PhaseHealthy && meta.IsStatusConditionFalse(st.Conditions, v1alpha1.ConditionReady) {
+		// Scaling up: the revision serves everything but not all its replicas are available yet.
+		if !meta.IsStatusConditionTrue(st.Conditions, v1alpha1.ConditionReconciling) || !meta.IsStatusConditionFalse(st.Conditions, v1alpha1.ConditionStalled) {
+			return fmt.Errorf("phase Healthy with Ready False must be Reconciling and not Stalled: %v", st.Conditions)
+		}
+		return nil
+	}
+	for _, want := range health.Conditions(st.Phase, 0) {
+		got := meta.FindStatusCondition(st.Conditions, want.Type)
+		if got == nil || got.Status != want.Status {
+			return fmt.Errorf("phase %s: %s is %v, the health contract says %s", st.Phase, want.Type, got, want.Status)
+		}
+	}
+	return nil
+}
+
 func checkPass(ms *v1alpha1.ModelServer, pol policy, prev *v1alpha1.ModelServerStatus, obs Observation, d Decision, now time.Time, failedInRollout int, o *outcomes) error {
+	if err := checkContract(d.Status); err != nil {
+		return err
+	}
 	st := d.Status
 	steps := pol.steps
 	if st.Stable == nil {
