@@ -181,24 +181,26 @@ func TestRepairsDriftOnOwnedObjects(t *testing.T) {
 	}
 	eventually(t, 20*time.Second, "route created", func() error { _, err := getRoute(ns, "drift"); return err })
 
-	// Someone edits the Deployment's image and replicas by hand.
-	d, err := getDeployment(ns, "drift-blue")
-	if err != nil {
-		t.Fatal(err)
-	}
-	d.Spec.Replicas = ptr.To(int32(7))
-	d.Spec.Template.Spec.Containers[0].Image = "evil:latest"
-	if err := k8s.Update(ctx, d); err != nil {
-		t.Fatal(err)
-	}
-	// And the route's weights.
-	r, _ := getRoute(ns, "drift")
-	for i := range r.Spec.Rules[0].BackendRefs {
-		r.Spec.Rules[0].BackendRefs[i].Weight = ptr.To(int32(50))
-	}
-	if err := k8s.Update(ctx, r); err != nil {
-		t.Fatal(err)
-	}
+	// Someone edits the Deployment's image and replicas by hand, and the route's weights.
+	eventually(t, 10*time.Second, "edit the Deployment by hand", func() error {
+		d, err := getDeployment(ns, "drift-blue")
+		if err != nil {
+			return err
+		}
+		d.Spec.Replicas = ptr.To(int32(7))
+		d.Spec.Template.Spec.Containers[0].Image = "evil:latest"
+		return k8s.Update(ctx, d)
+	})
+	eventually(t, 10*time.Second, "edit the route by hand", func() error {
+		r, err := getRoute(ns, "drift")
+		if err != nil {
+			return err
+		}
+		for i := range r.Spec.Rules[0].BackendRefs {
+			r.Spec.Rules[0].BackendRefs[i].Weight = ptr.To(int32(50))
+		}
+		return k8s.Update(ctx, r)
+	})
 	// And deletes a Service.
 	if err := k8s.Delete(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "drift-green"}}); err != nil {
 		t.Fatal(err)
@@ -295,12 +297,10 @@ func TestInvalidAnalysisTemplateStallsWithoutDisturbingServing(t *testing.T) {
 	}
 	eventually(t, 20*time.Second, "serving", func() error { _, err := getDeployment(ns, "tmpl-blue"); return err })
 	markReady(t, ns, "tmpl-blue")
-	got := getMS(t, ms)
-	got.Spec.Template.Spec.Containers[0].Image = "vllm/vllm-openai:v0.11.0"
-	got.Spec.Rollout.Analysis.Metrics = []v1alpha1.AnalysisMetric{{Name: "bad", Query: `up{pod="{{.Podz}}"}`, Max: ptr.To(mustQuantity("1"))}}
-	if err := k8s.Update(ctx, got); err != nil {
-		t.Fatal(err)
-	}
+	updateMS(t, ms, func(got *v1alpha1.ModelServer) {
+		got.Spec.Template.Spec.Containers[0].Image = "vllm/vllm-openai:v0.11.0"
+		got.Spec.Rollout.Analysis.Metrics = []v1alpha1.AnalysisMetric{{Name: "bad", Query: `up{pod="{{.Podz}}"}`, Max: ptr.To(mustQuantity("1"))}}
+	})
 	eventually(t, 20*time.Second, "Stalled with the field named", func() error {
 		c := condition(getMS(t, ms), v1alpha1.ConditionStalled)
 		if c == nil || c.Status != metav1.ConditionTrue || c.Reason != v1alpha1.ReasonInvalidSpec || !strings.Contains(c.Message, "spec.rollout.analysis.metrics[bad].query") {

@@ -285,20 +285,6 @@ func startServing(t *testing.T, ms *v1alpha1.ModelServer, answers map[v1alpha1.C
 	return tr, rev
 }
 
-// updateMS changes the ModelServer's spec or metadata, retrying on conflicts with the
-// controller's writes.
-func updateMS(t *testing.T, ms *v1alpha1.ModelServer, mutate func(*v1alpha1.ModelServer)) {
-	t.Helper()
-	eventually(t, 10*time.Second, "update ModelServer", func() error {
-		got := &v1alpha1.ModelServer{}
-		if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(ms), got); err != nil {
-			return err
-		}
-		mutate(got)
-		return k8s.Update(context.Background(), got)
-	})
-}
-
 func setImage(t *testing.T, ms *v1alpha1.ModelServer, image string) {
 	t.Helper()
 	updateMS(t, ms, func(ms *v1alpha1.ModelServer) { ms.Spec.Template.Spec.Containers[0].Image = image })

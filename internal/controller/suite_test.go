@@ -190,3 +190,17 @@ func testLog() io.Writer {
 	fmt.Println("controller log:", f.Name())
 	return f
 }
+
+// updateMS changes the ModelServer's spec or metadata, retrying on conflicts with the
+// controller's writes.
+func updateMS(t *testing.T, ms *v1alpha1.ModelServer, mutate func(*v1alpha1.ModelServer)) {
+	t.Helper()
+	eventually(t, 10*time.Second, "update ModelServer", func() error {
+		got := &v1alpha1.ModelServer{}
+		if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(ms), got); err != nil {
+			return err
+		}
+		mutate(got)
+		return k8s.Update(context.Background(), got)
+	})
+}
