@@ -23,3 +23,6 @@ func (ms *ModelServer) SelectorLabels() map[string]string {
 func (ms *ModelServer) ColorLabels(c Color) map[string]string {
 	return map[string]string{LabelModelServer: ms.Name, LabelColor: string(c)}
 }
+
+// RevisionObjectName is the name of the ControllerRevision that keeps a revision's pod template.
+func RevisionObjectName(modelServer, revision string) string { return modelServer + "-" + revision }

@@ -6,11 +6,15 @@ import (
 	"fmt"
 	"io"
 
+	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
+	"github.com/modelship/modelship/internal/revision"
 )
 
 // resourceName is how kubectl names a ModelServer in its messages.
@@ -170,12 +174,13 @@ func (o *options) newRollbackCommand() *cobra.Command {
 	var to string
 	cmd := &cobra.Command{
 		Use:   "rollback NAME",
-		Short: "Go back to the stable revision while a rollout is in progress (an abort)",
-		Long: "rollback returns a ModelServer to an earlier revision. modelship keeps only the image of past\n" +
-			"revisions in status.history, not their pod templates, so the only rollback it can do by itself is\n" +
-			"to the stable revision while a candidate is in progress: that is an abort. To go back to any other\n" +
-			"revision, set spec.template back to it; with GitOps (Argo CD, Flux) revert the change in Git, since\n" +
-			"the spec in Git still names the newer version and would be applied again.",
+		Short: "Go back to the stable revision, or to an earlier revision's template",
+		Long: "rollback returns a ModelServer to an earlier revision. During a rollout, going back to the stable\n" +
+			"revision is an abort: all traffic returns to stable at once. Any other kept revision (the last 10,\n" +
+			"kept as ControllerRevisions <name>-<revision>) is restored by setting spec.template back to its\n" +
+			"template: modelship then rolls it out like any new revision (at once when its color is still warm).\n" +
+			"With GitOps (Argo CD, Flux) revert the change in Git instead: the spec in Git still names the other\n" +
+			"version and would be applied again.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return o.runRollback(cmd.Context(), args[0], to)
@@ -227,13 +232,34 @@ func (o *options) runRollback(ctx context.Context, name, to string) error {
 	case st.Candidate != nil && to == st.Candidate.Revision && inProgress(ms):
 		return fmt.Errorf("cannot roll back modelserver %s to revision %s: it is the candidate in progress; use promote", ms.Name, to)
 	}
-	for _, r := range st.History {
-		if r.Revision == to {
-			return fmt.Errorf("cannot roll back modelserver %s to revision %s: modelship keeps only the image of past revisions "+
-				"(%s ran %s), not their pod templates; set spec.template back to that revision yourself "+
-				"(with GitOps, in Git: the spec in Git still names the other version)", ms.Name, to, to, orNone(r.Image))
-		}
-	}
-	return fmt.Errorf("cannot roll back modelserver %s to revision %s: it is neither the stable revision (%s) nor in status.history "+
-		"(see `kubectl modelship history %s`)", ms.Name, to, stable, ms.Name)
+	return o.restoreTemplate(ctx, c, ms, to)
 }
+
+// restoreTemplate sets spec.template back to a kept revision's template.
+func (o *options) restoreTemplate(ctx context.Context, c client.Client, ms *v1alpha1.ModelServer, to string) error {
+	current := revision.Of(&ms.Spec.Template)
+	if current == to {
+		_, err := fmt.Fprintf(o.streams.Out, "%s: spec.template already is revision %s, nothing changed\n", resourceName(ms), to)
+		return err
+	}
+	cr := &appsv1.ControllerRevision{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ms.Namespace, Name: v1alpha1.RevisionObjectName(ms.Name, to)}, cr); err != nil {
+		if apierrors.IsNotFound(err) {
+			return fmt.Errorf("cannot roll back modelserver %s to revision %s: its template is not kept (modelship keeps the last 10; "+
+				"see `kubectl modelship history %s`)", ms.Name, to, ms.Name)
+		}
+		return fmt.Errorf("reading the template of revision %s: %w", to, err)
+	}
+	patch, err := json.Marshal([]map[string]any{{"op": "replace", "path": "/spec/template", "value": json.RawMessage(cr.Data.Raw)}})
+	if err != nil {
+		return fmt.Errorf("building the patch: %w", err)
+	}
+	if err := c.Patch(ctx, ms, client.RawPatch(types.JSONPatchType, patch)); err != nil {
+		return fmt.Errorf("setting spec.template of modelserver %s to revision %s: %w", ms.Name, to, err)
+	}
+	_, err = fmt.Fprintf(o.streams.Out, "%s: spec.template set back to revision %s (was %s); modelship rolls it out\n"+
+		"note: if a GitOps tool manages this ModelServer, the spec in Git still names revision %s and will put it back: revert it in Git.\n",
+		resourceName(ms), to, current, current)
+	return err
+}
+

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -97,6 +98,9 @@ func Scheme() (*runtime.Scheme, error) {
 	}
 	if err := corev1.AddToScheme(s); err != nil {
 		return nil, fmt.Errorf("adding core types to the scheme: %w", err)
+	}
+	if err := appsv1.AddToScheme(s); err != nil {
+		return nil, fmt.Errorf("adding apps types to the scheme: %w", err)
 	}
 	return s, nil
 }

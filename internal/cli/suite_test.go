@@ -9,9 +9,11 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -19,6 +21,7 @@ import (
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
 	"github.com/modelship/modelship/internal/health"
+	"github.com/modelship/modelship/internal/revision"
 )
 
 // harness runs the plugin's commands against one cluster (a fake client or envtest) in one
@@ -435,27 +438,51 @@ func commandSuite(t *testing.T, newHarness func(t *testing.T) *harness) {
 		}
 	})
 
-	t.Run("rollback to a revision of the history is refused with the image to restore", func(t *testing.T) {
+	t.Run("rollback to a kept revision sets its template back and warns GitOps users", func(t *testing.T) {
+		h := newHarness(t)
+		h.create("llama")
+		old := corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "server", Image: "vllm/vllm-openai:v0.8.0"}}}}
+		rev := revision.Of(&old)
+		data, err := json.Marshal(old)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := h.c.Create(context.Background(), &appsv1.ControllerRevision{
+			ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: v1alpha1.RevisionObjectName("llama", rev)},
+			Data:       runtime.RawExtension{Raw: data}, Revision: 1,
+		}); err != nil {
+			t.Fatalf("creating the ControllerRevision: %v", err)
+		}
+		h.setStatus("llama", v1alpha1.PhaseHealthy, withHistory(v1alpha1.RevisionRecord{
+			Revision: rev, Image: "vllm/vllm-openai:v0.8.0", Outcome: v1alpha1.OutcomePromoted, At: metav1.Now()}))
+		out, _, err := h.run("rollback", "llama", "--to-revision", rev)
+		if err != nil {
+			t.Fatalf("rollback: %v", err)
+		}
+		got := h.get("llama")
+		if got.Spec.Template.Spec.Containers[0].Image != "vllm/vllm-openai:v0.8.0" || revision.Of(&got.Spec.Template) != rev {
+			t.Fatalf("spec.template is revision %s with image %s, want %s", revision.Of(&got.Spec.Template), got.Spec.Template.Spec.Containers[0].Image, rev)
+		}
+		if !strings.Contains(out, "Git") {
+			t.Errorf("rollback does not warn GitOps users: %q", out)
+		}
+		out, _, err = h.run("rollback", "llama", "--to-revision", rev)
+		if err != nil || !strings.Contains(out, "nothing changed") {
+			t.Errorf("a second rollback: err %v out %q, want nothing changed", err, out)
+		}
+	})
+
+	t.Run("rollback to a revision whose template is not kept is refused", func(t *testing.T) {
 		h := newHarness(t)
 		h.create("llama")
 		h.setStatus("llama", v1alpha1.PhaseHealthy, withHistory(v1alpha1.RevisionRecord{
 			Revision: "rev-0", Image: "vllm/vllm-openai:v0.8.0", Outcome: v1alpha1.OutcomePromoted, At: metav1.Now()}))
 		_, _, err := h.run("rollback", "llama", "--to-revision", "rev-0")
-		if err == nil || !strings.Contains(err.Error(), "vllm/vllm-openai:v0.8.0") || !strings.Contains(err.Error(), "Git") {
-			t.Fatalf("err = %v, want the image of rev-0 and a word for GitOps users", err)
+		if err == nil || !strings.Contains(err.Error(), "not kept") {
+			t.Fatalf("err = %v, want a refusal saying the template is not kept", err)
 		}
-		if len(h.get("llama").Annotations) != 0 {
-			t.Errorf("annotations set: %v", h.get("llama").Annotations)
-		}
-	})
-
-	t.Run("rollback to an unknown revision is refused", func(t *testing.T) {
-		h := newHarness(t)
-		h.create("llama")
-		h.setStatus("llama", v1alpha1.PhaseHealthy)
-		_, _, err := h.run("rollback", "llama", "--to-revision", "nope")
-		if err == nil || !strings.Contains(err.Error(), "neither the stable revision") {
-			t.Fatalf("err = %v", err)
+		if len(h.get("llama").Annotations) != 0 || h.get("llama").Spec.Template.Spec.Containers[0].Image != "vllm/vllm-openai:v0.9.2" {
+			t.Errorf("the ModelServer changed: %+v", h.get("llama").Spec.Template.Spec.Containers[0])
 		}
 	})
 

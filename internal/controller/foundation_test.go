@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -19,6 +20,7 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
+	"github.com/modelship/modelship/internal/revision"
 	"github.com/modelship/modelship/internal/routing"
 )
 
@@ -391,5 +393,39 @@ func TestDefaultsAreFilledAtAdmission(t *testing.T) {
 		!ptr.Deref(r.AutoPromote, false) || r.FailureLimit != 1 || r.Analysis.Preset != v1alpha1.AnalysisPresetVLLM ||
 		r.Analysis.MinSamples != 50 || r.Analysis.Interval.Duration != 30*time.Second || got.Spec.Port != 8000 || ptr.Deref(got.Spec.Replicas, 0) != 1 {
 		t.Errorf("defaults not filled: replicas %v port %d rollout %+v", got.Spec.Replicas, got.Spec.Port, r)
+	}
+}
+
+func TestKeepsEachRevisionsTemplateForRollback(t *testing.T) {
+	ns := newNamespace(t)
+	ctx := context.Background()
+	ms := newModelServer(ns, "keep")
+	if err := k8s.Create(ctx, ms); err != nil {
+		t.Fatal(err)
+	}
+	kept := func(image string) error {
+		var list appsv1.ControllerRevisionList
+		if err := k8s.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{v1alpha1.LabelModelServer: "keep"}); err != nil {
+			return err
+		}
+		for _, cr := range list.Items {
+			var tmpl corev1.PodTemplateSpec
+			if err := json.Unmarshal(cr.Data.Raw, &tmpl); err != nil {
+				return fmt.Errorf("ControllerRevision %s: %w", cr.Name, err)
+			}
+			if tmpl.Spec.Containers[0].Image == image {
+				if cr.Name != v1alpha1.RevisionObjectName("keep", revision.Of(&tmpl)) || cr.Labels[v1alpha1.LabelRevision] != revision.Of(&tmpl) {
+					return fmt.Errorf("ControllerRevision %s is not named after its template's revision %s", cr.Name, revision.Of(&tmpl))
+				}
+				return ownedBy(&cr, getMS(t, ms))
+			}
+		}
+		return fmt.Errorf("no ControllerRevision keeps the template with %s among %d", image, len(list.Items))
+	}
+	eventually(t, 20*time.Second, "first template kept", func() error { return kept("vllm/vllm-openai:v0.10.2") })
+	updateMS(t, ms, func(ms *v1alpha1.ModelServer) { ms.Spec.Template.Spec.Containers[0].Image = "vllm/vllm-openai:v0.11.0" })
+	eventually(t, 20*time.Second, "second template kept", func() error { return kept("vllm/vllm-openai:v0.11.0") })
+	if err := kept("vllm/vllm-openai:v0.10.2"); err != nil {
+		t.Errorf("the first template is gone: %v", err)
 	}
 }

@@ -180,6 +180,9 @@ func (r *ModelServerReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		}
 		return ctrl.Result{}, err
 	}
+	if err := r.recordRevision(ctx, ms, obs.Revision); err != nil {
+		return ctrl.Result{}, err
+	}
 	if !decision.KeepOperation {
 		if err := r.clearOperations(ctx, ms); err != nil {
 			return ctrl.Result{}, err
