@@ -262,4 +262,3 @@ func (o *options) restoreTemplate(ctx context.Context, c client.Client, ms *v1al
 		resourceName(ms), to, current, current)
 	return err
 }
-
