@@ -186,6 +186,12 @@ type ColorStatus struct {
 	// Warm is true once the candidate's pods passed the warm-up check.
 	// +optional
 	Warm bool `json:"warm,omitempty"`
+	// SizedSince is when the candidate last reached its planned replicas, all Ready. Analysis
+	// of a step waits for it (plus one interval), so that a candidate still loading the pods
+	// pre-scaled for its next weight, and so more loaded per pod than the stable color, is not
+	// compared with it.
+	// +optional
+	SizedSince *metav1.Time `json:"sizedSince,omitempty"`
 }
 
 // Weights is the traffic split in percent; the two add up to 100.

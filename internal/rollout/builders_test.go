@@ -76,7 +76,8 @@ func stableOn(c v1alpha1.Color, rev string, ready int32) statusOption {
 // inRollout is a live rollout of rev on the color that is not stable, at step with weights.
 func inRollout(rev string, step int32, startedAt time.Time, candWeight int32) statusOption {
 	return func(st *v1alpha1.ModelServerStatus) {
-		st.Candidate = &v1alpha1.ColorStatus{Color: st.Stable.Color.Other(), Revision: rev, Image: "img:" + rev}
+		// Sized long ago: the candidate has run at its planned size (see MeasureDue).
+		st.Candidate = &v1alpha1.ColorStatus{Color: st.Stable.Color.Other(), Revision: rev, Image: "img:" + rev, SizedSince: mt(startedAt.Add(-time.Hour))}
 		st.Revision = rev
 		st.Step = step
 		st.StepStartedAt = mt(startedAt)

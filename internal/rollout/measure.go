@@ -9,8 +9,11 @@ import (
 )
 
 // MeasureDue reports whether the controller should run analysis in this pass: a rollout holds
-// a step (step >= 1, phase Progressing, so neither paused nor awaiting promotion) and either no
-// measurement was taken in this step yet or the analysis interval has passed since the last one.
+// a step (step >= 1, phase Progressing, so neither paused nor awaiting promotion), the
+// candidate has run at its planned size for one interval (a candidate still loading the pods
+// pre-scaled for its next weight carries more load per pod than the stable color, and would be
+// judged unfairly), and either no measurement was taken in this step yet or the analysis
+// interval has passed since the last one.
 func MeasureDue(ms *v1alpha1.ModelServer, now time.Time) bool {
 	t, ok := NextMeasureAt(ms)
 	return ok && !now.Before(t)
@@ -30,10 +33,21 @@ func nextMeasureAt(st *v1alpha1.ModelServerStatus, pol policy) (time.Time, bool)
 	if st.Phase != v1alpha1.PhaseProgressing || st.Candidate == nil || st.Step < 1 || st.StepStartedAt == nil {
 		return time.Time{}, false
 	}
-	if st.LastMeasuredAt == nil || st.LastMeasuredAt.Before(st.StepStartedAt) {
-		return st.StepStartedAt.Time, true
+	sized := st.Candidate.SizedSince
+	if sized == nil {
+		return time.Time{}, false
 	}
-	return st.LastMeasuredAt.Add(pol.interval), true
+	earliest := st.StepStartedAt.Time
+	if t := sized.Add(pol.interval); t.After(earliest) {
+		earliest = t
+	}
+	if st.LastMeasuredAt == nil || st.LastMeasuredAt.Before(st.StepStartedAt) {
+		return earliest, true
+	}
+	if t := st.LastMeasuredAt.Add(pol.interval); t.After(earliest) {
+		earliest = t
+	}
+	return earliest, true
 }
 
 // verdictOf is a measurement's verdict: Fail if any metric failed, else Inconclusive if any

@@ -20,6 +20,8 @@ func TestMeasureDue(t *testing.T) {
 		{"is not due within the interval", newModelServer(withStatus(stableOn(blue, revA, 2), inRollout(revB, 1, t0, 10), measured(t0.Add(10*time.Second), pass))), t0.Add(39 * time.Second), false, t0.Add(40 * time.Second)},
 		{"follows spec.rollout.analysis.interval", newModelServer(withInterval(time.Minute), withStatus(stableOn(blue, revA, 2), inRollout(revB, 1, t0, 10), measured(t0, pass))), t0.Add(50 * time.Second), false, t0.Add(time.Minute)},
 		{"is due when the last measurement belongs to an earlier step", newModelServer(withStatus(stableOn(blue, revA, 2), inRollout(revB, 2, t0, 25), measured(t0.Add(-time.Second), pass))), t0, true, t0},
+		{"is not due while the candidate grows to its planned size (its pods would carry more load than the stable's)", newModelServer(withStatus(stableOn(blue, revA, 2), inRollout(revB, 1, t0, 10), unsized())), t0.Add(time.Hour), false, time.Time{}},
+		{"is due an interval after the candidate reached its planned size", newModelServer(withStatus(stableOn(blue, revA, 2), inRollout(revB, 1, t0, 10), sizedAt(t0.Add(time.Minute)))), t0.Add(time.Minute + 30*time.Second), true, t0.Add(time.Minute + 30*time.Second)},
 		{"is not due while the candidate warms", newModelServer(withStatus(stableOn(blue, revA, 2), inRollout(revB, 0, t0, 0))), t0.Add(time.Hour), false, time.Time{}},
 		{"is not due while paused", newModelServer(withPaused(true), withStatus(stableOn(blue, revA, 2), inRollout(revB, 1, t0, 10))), t0.Add(time.Hour), false, time.Time{}},
 		{"is not due while awaiting promotion", newModelServer(withStatus(phase(v1alpha1.PhaseAwaitingPromotion), stableOn(blue, revA, 2), inRollout(revB, 2, t0, 50))), t0.Add(time.Hour), false, time.Time{}},
@@ -92,4 +94,12 @@ func TestPolicyDefaults(t *testing.T) {
 	if p := policyOf(newModelServer(withStepDuration(10 * time.Second))); p.stepDuration != 30*time.Second {
 		t.Errorf("step shorter than the interval kept: %s", p.stepDuration)
 	}
+}
+
+func unsized() statusOption {
+	return func(st *v1alpha1.ModelServerStatus) { st.Candidate.SizedSince = nil }
+}
+
+func sizedAt(t time.Time) statusOption {
+	return func(st *v1alpha1.ModelServerStatus) { st.Candidate.SizedSince = mt(t) }
 }

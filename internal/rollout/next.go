@@ -82,7 +82,24 @@ func Next(ms *v1alpha1.ModelServer, obs Observation, now time.Time) Decision {
 		m.prevStable = &prev
 	}
 	m.run()
+	m.markSized()
 	return m.decision()
+}
+
+// markSized records when the candidate reached its planned size, all Ready (see MeasureDue).
+func (m *machine) markSized() {
+	c := m.st.Candidate
+	if c == nil {
+		return
+	}
+	p, ok := m.plans[c.Color]
+	if !ok || p.Revision != c.Revision || c.ReadyReplicas < p.Replicas {
+		c.SizedSince = nil
+		return
+	}
+	if c.SizedSince == nil {
+		c.SizedSince = m.timeP(m.now)
+	}
 }
 
 // machine holds one pass.
@@ -256,9 +273,6 @@ func (m *machine) progress() {
 	c.Warm = m.warmOf(c.Color, c.Revision)
 	next := steps[st.Step] // the weight the candidate gets next; 100 means promotion
 	m.planCandidate(next)
-	if m.swap(next) {
-		m.planStableSwap(next)
-	}
 
 	if m.obs.Operation == OpAbort {
 		m.rollback(v1alpha1.OutcomeAborted, fmt.Sprintf("aborted at step %d/%d (candidate weight %d%%)", st.Step, len(steps), st.Weights.Candidate))
@@ -418,9 +432,6 @@ func (m *machine) advance(next int32, why string) {
 	st.StepStartedAt = m.timeP(m.now)
 	st.InconclusiveSince = nil
 	m.planCandidate(m.pol.steps[st.Step])
-	if m.swap(m.pol.steps[st.Step]) {
-		m.planStableSwap(m.pol.steps[st.Step])
-	}
 	m.event(corev1.EventTypeNormal, EventStepAdvanced, "step %d/%d: %s (%s) %d%%, %s %d%% (%s)", st.Step, len(m.pol.steps), st.Candidate.Color, st.Candidate.Revision, next, st.Stable.Color, 100-next, why)
 	m.wakeAt(m.now.Add(m.pol.stepDuration))
 }
@@ -487,11 +498,17 @@ func (m *machine) planStable() {
 	m.plans[s.Color] = ColorPlan{Revision: s.Revision, Replicas: m.total}
 }
 
-// planCandidate sizes the candidate for the weight it is about to get.
+// planCandidate sizes the candidate for the weight it is about to get, and in swap mode
+// shrinks the stable color to make room for it.
 func (m *machine) planCandidate(weight int32) {
 	c := m.st.Candidate
 	c.Replicas = m.candidateNeed(weight)
 	m.plans[c.Color] = ColorPlan{Revision: c.Revision, Replicas: c.Replicas}
+	if m.swap(weight) {
+		m.planStableSwap(weight)
+	} else {
+		m.planStable()
+	}
 }
 
 // swap reports whether the stable color at full size and the candidate sized for weight do
@@ -634,6 +651,9 @@ func (m *machine) decision() Decision {
 	if st.Phase == v1alpha1.PhaseProgressing && st.Step >= 1 {
 		if t, ok := nextMeasureAt(st, m.pol); ok {
 			m.wakeAt(maxTime(t, m.now.Add(time.Second)))
+		} else if st.Candidate != nil && st.Candidate.SizedSince == nil {
+			// The candidate is still growing to its planned size: look again soon.
+			m.wakeAt(m.now.Add(WarmupPollInterval))
 		}
 	}
 	ready, avail := m.stableCounts()

@@ -320,7 +320,7 @@ func TestNext(t *testing.T) {
 			want: want{
 				phase: v1alpha1.PhaseProgressing, weights: w(50, 50), step: i32(2), events: []string{EventStepAdvanced},
 				plans:   map[v1alpha1.Color]ColorPlan{blue: {Revision: revA, Replicas: 4}, green: {Revision: revB, Replicas: 4}},
-				requeue: dur(30 * time.Second),
+				requeue: dur(WarmupPollInterval), // the candidate grows to its next size before the step is measured
 			},
 		},
 		{
@@ -524,7 +524,7 @@ func TestNext(t *testing.T) {
 			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 1, t0.Add(-time.Second), 10))),
 			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 2, 1), op(OpPromote)),
 			now:  t0,
-			want: want{step: i32(1), weights: w(90, 10), keepOp: true, requeue: dur(time.Second), plans: map[v1alpha1.Color]ColorPlan{blue: {Revision: revA, Replicas: 4}, green: {Revision: revB, Replicas: 2}}},
+			want: want{step: i32(1), weights: w(90, 10), keepOp: true, requeue: dur(WarmupPollInterval), plans: map[v1alpha1.Color]ColorPlan{blue: {Revision: revA, Replicas: 4}, green: {Revision: revB, Replicas: 2}}},
 		},
 		{
 			name: "a PromoteFull request promotes now from any step",
