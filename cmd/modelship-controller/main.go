@@ -3,7 +3,6 @@
 package main
 
 import (
-	"context"
 	"flag"
 	"fmt"
 	"os"
@@ -25,36 +24,39 @@ import (
 	"github.com/modelship/modelship/internal/warmup"
 )
 
+// config is the controller's command line.
+type config struct {
+	metricsAddr, probeAddr string
+	leaderElect            bool
+	prometheus             metrics.Config
+	warmupURL              string
+	warmupTimeout          time.Duration
+	signalInterval         time.Duration
+}
+
 func main() {
-	var (
-		metricsAddr, probeAddr string
-		leaderElect            bool
-		prom                   metrics.Config
-		warmupURL              string
-		warmupTimeout          time.Duration
-		signalInterval         time.Duration
-	)
-	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Address of the controller's own metrics endpoint (0 disables it).")
-	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address of the health and readiness probes.")
-	flag.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader so that only one replica acts.")
-	flag.StringVar(&prom.URL, "prometheus-url", "", "Prometheus HTTP API URL for analysis and autoscaling (e.g. http://prometheus.monitoring:9090).")
-	flag.StringVar(&prom.BearerTokenFile, "prometheus-bearer-token-file", "", "File holding a bearer token for Prometheus, re-read on every query.")
-	flag.StringVar(&prom.CAFile, "prometheus-ca-file", "", "CA bundle to verify Prometheus's TLS certificate.")
-	flag.DurationVar(&prom.Timeout, "prometheus-timeout", 10*time.Second, "Timeout of one Prometheus query.")
-	flag.StringVar(&warmupURL, "warmup-url-template", "", "Where warm-up checks go instead of http://<podIP>:<port>/<path>: {namespace}, {pod}, {port} and {path} are substituted.")
-	flag.DurationVar(&warmupTimeout, "warmup-timeout", 3*time.Second, "Timeout of one warm-up check.")
-	flag.DurationVar(&signalInterval, "autoscaling-signal-interval", 10*time.Second, "How often the built-in autoscaling signals are fetched (one query per signal for all ModelServers).")
+	var c config
+	flag.StringVar(&c.metricsAddr, "metrics-bind-address", ":8080", "Address of the controller's own metrics endpoint (0 disables it).")
+	flag.StringVar(&c.probeAddr, "health-probe-bind-address", ":8081", "Address of the health and readiness probes.")
+	flag.BoolVar(&c.leaderElect, "leader-elect", false, "Elect a leader so that only one replica acts.")
+	flag.StringVar(&c.prometheus.URL, "prometheus-url", "", "Prometheus HTTP API URL for analysis and autoscaling (e.g. http://prometheus.monitoring:9090).")
+	flag.StringVar(&c.prometheus.BearerTokenFile, "prometheus-bearer-token-file", "", "File holding a bearer token for Prometheus, re-read on every query.")
+	flag.StringVar(&c.prometheus.CAFile, "prometheus-ca-file", "", "CA bundle to verify Prometheus's TLS certificate.")
+	flag.DurationVar(&c.prometheus.Timeout, "prometheus-timeout", 10*time.Second, "Timeout of one Prometheus query.")
+	flag.StringVar(&c.warmupURL, "warmup-url-template", "", "Where warm-up checks go instead of http://<podIP>:<port>/<path>: {namespace}, {pod}, {port} and {path} are substituted.")
+	flag.DurationVar(&c.warmupTimeout, "warmup-timeout", 3*time.Second, "Timeout of one warm-up check.")
+	flag.DurationVar(&c.signalInterval, "autoscaling-signal-interval", 10*time.Second, "How often the built-in autoscaling signals are fetched (one query per signal for all ModelServers).")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
-	if err := run(metricsAddr, probeAddr, leaderElect, prom, warmupURL, warmupTimeout, signalInterval); err != nil {
+	if err := run(c); err != nil {
 		fmt.Fprintln(os.Stderr, "modelship-controller:", err)
 		os.Exit(1)
 	}
 }
 
-func run(metricsAddr, probeAddr string, leaderElect bool, prom metrics.Config, warmupURL string, warmupTimeout, signalInterval time.Duration) error {
+func run(c config) error {
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(gatewayv1.Install(scheme))
@@ -62,34 +64,34 @@ func run(metricsAddr, probeAddr string, leaderElect bool, prom metrics.Config, w
 
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
 		Scheme:                 scheme,
-		Metrics:                metricsserver.Options{BindAddress: metricsAddr},
-		HealthProbeBindAddress: probeAddr,
-		LeaderElection:         leaderElect,
+		Metrics:                metricsserver.Options{BindAddress: c.metricsAddr},
+		HealthProbeBindAddress: c.probeAddr,
+		LeaderElection:         c.leaderElect,
 		LeaderElectionID:       "modelship-controller.serving.modelship.dev",
 	})
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
 	}
-	r := &controller.ModelServerReconciler{
-		Client:   mgr.GetClient(),
-		Scheme:   scheme,
-		Recorder: mgr.GetEventRecorder("modelship"),
-		Prober:   warmup.NewHTTPProber(warmupTimeout, warmupURL),
-		Now:      time.Now,
-	}
-	if prom.URL != "" {
-		q, err := metrics.NewPrometheus(prom)
-		if err != nil {
-			return fmt.Errorf("prometheus client: %w", err)
-		}
-		r.Prometheus = q
-		r.Signals = autoscale.NewSignalCache(q, autoscale.DefaultSignals(), signalInterval)
-	}
 	apis, err := controller.NewKubeMetricsAPIs(mgr.GetConfig())
 	if err != nil {
 		return err
 	}
-	r.MetricsAPIs = apis
+	r := &controller.ModelServerReconciler{
+		Client:      mgr.GetClient(),
+		Scheme:      scheme,
+		Recorder:    mgr.GetEventRecorder("modelship"),
+		Prober:      warmup.NewHTTPProber(c.warmupTimeout, c.warmupURL),
+		MetricsAPIs: apis,
+		Now:         time.Now,
+	}
+	if c.prometheus.URL != "" {
+		q, err := metrics.NewPrometheus(c.prometheus)
+		if err != nil {
+			return fmt.Errorf("prometheus client: %w", err)
+		}
+		r.Prometheus = q
+		r.Signals = autoscale.NewSignalCache(q, autoscale.DefaultSignals(), c.signalInterval)
+	}
 	ctx := ctrl.SetupSignalHandler()
 	if err := r.SetupWithManager(ctx, mgr); err != nil {
 		return err
@@ -100,10 +102,6 @@ func run(metricsAddr, probeAddr string, leaderElect bool, prom metrics.Config, w
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return fmt.Errorf("ready check: %w", err)
 	}
-	return start(ctx, mgr)
-}
-
-func start(ctx context.Context, mgr ctrl.Manager) error {
 	if err := mgr.Start(ctx); err != nil {
 		return fmt.Errorf("running manager: %w", err)
 	}
