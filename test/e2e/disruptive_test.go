@@ -15,14 +15,6 @@ import (
 	"github.com/modelship/modelship/internal/devenv"
 )
 
-// TestStoriesDisruptingTheStack runs, one after the other, the stories that change the load or
-// stop a part of the stack (the simulator, Prometheus, the controller).
-func TestStoriesDisruptingTheStack(t *testing.T) {
-	t.Run("a load surge scales up within the policy and the trough scales down after stabilization", storySurgeAndTrough)
-	t.Run("Prometheus stopped mid-rollout holds the rollout and the autoscaler until it returns", storyPrometheusDown)
-	t.Run("the controller killed mid-rollout resumes where it was without traffic flapping", storyControllerKilled)
-}
-
 // restartSimulator replaces the simulator with one replaying the trace at rate.
 func restartSimulator(t *testing.T, rate float64) {
 	t.Helper()
@@ -170,7 +162,10 @@ func storySurgeAndTrough(t *testing.T) {
 func storyPrometheusDown(t *testing.T) {
 	ns := namespace(t, "story-prometheus")
 	ms := newModelServer(ns, "llama", imageV1, func(ms *v1alpha1.ModelServer) {
-		ms.Spec.Autoscaling.MaxReplicas = 6
+		a := ms.Spec.Autoscaling
+		a.MaxReplicas = 6
+		// 40% rather than 70%: see the known issue on storyGoodVersionPromoted.
+		a.Metrics = []v1alpha1.AutoscalingMetric{{GPUUtilization: &v1alpha1.GPUUtilizationMetric{Target: 40}}}
 	})
 	given(t, "a %s", describe(ms))
 	v0 := create(t, ms, 3*time.Minute)
@@ -272,7 +267,7 @@ func storyPrometheusDown(t *testing.T) {
 
 func storyControllerKilled(t *testing.T) {
 	ns := namespace(t, "story-controller")
-	ms := newModelServer(ns, "llama", imageV1, fixedReplicas(2))
+	ms := newModelServer(ns, "llama", imageV1, fixedReplicas(4))
 	given(t, "a %s", describe(ms))
 	v0 := create(t, ms, 3*time.Minute)
 	newColor := v0.stableColor().Other()

@@ -110,9 +110,33 @@ func create(t *testing.T, ms *v1alpha1.ModelServer, timeout time.Duration) view 
 		t.Fatalf("creating ModelServer %s/%s: %v", ms.Namespace, ms.Name, err)
 	}
 	rev := revision.Of(&ms.Spec.Template)
-	return follow(t, ms.Namespace, ms.Name, timeout, "Healthy on revision "+rev, nil, func(v view) bool {
+	v := follow(t, ms.Namespace, ms.Name, timeout, "Healthy on revision "+rev, nil, func(v view) bool {
 		return v.healthyOn(rev)
 	})
+	waitServing(t, ms.Namespace, ms.Name, timeout)
+	return v
+}
+
+// waitServing waits until the simulated Gateway answers the ModelServer's requests and has
+// refused none for 5 s: a first revision is Healthy once its pods are Ready, and its model
+// finishes loading a few seconds later (no warm-up gates a first revision).
+func waitServing(t *testing.T, ns, name string, timeout time.Duration) {
+	t.Helper()
+	ok := fmt.Sprintf(`sum(rate(fleetsim_gateway_responses_total{namespace=%q,modelserver=%q,code="200"}[5s]))`, ns, name)
+	failed := fmt.Sprintf(`sum(increase(fleetsim_gateway_responses_total{namespace=%q,modelserver=%q,code=~"5.."}[5s]))`, ns, name)
+	deadline := time.Now().Add(timeout)
+	for {
+		now := time.Now()
+		o := prom.Scalar(context.Background(), ok, now)
+		f := prom.Scalar(context.Background(), failed, now)
+		if o.Status == metrics.OK && o.Value > 0 && (f.Status == metrics.NoData || (f.Status == metrics.OK && f.Value == 0)) {
+			return
+		}
+		if now.After(deadline) {
+			t.Fatalf("%s/%s: the Gateway did not serve without errors within %s: 200 rate %+v, 5xx %+v", ns, name, timeout, o, f)
+		}
+		time.Sleep(time.Second)
+	}
 }
 
 // setImage changes the image of the model container and returns the revision the spec now asks for.

@@ -40,8 +40,10 @@ const (
 	imageSlow = "vllm/vllm-openai:v0.11.1-slow"
 
 	slowProfile = "revision=v0.11.1-slow:latency=3.0"
-	// rateScale is the simulator's normal load: about 27 requests per second per ModelServer.
-	rateScale = 0.5
+	// rateScale is the simulator's normal load: about 8 requests per second per ModelServer,
+	// which 4 replicas serve at about 40% GPU utilization. At 70% (14 requests per second),
+	// good versions are sometimes rolled back: see the note on storyGoodVersionPromoted.
+	rateScale = 0.15
 	// gpuNodes of devenv.DefaultGPUsPerNode GPUs: room for the stories that run together.
 	gpuNodes = 4
 )
