@@ -112,8 +112,16 @@ func storySurgeAndTrough(t *testing.T) {
 	if min := time.Duration((maxR-minR)/policyPods-1) * policyPeriod; v.at.Sub(firstUp) < min-time.Second {
 		t.Errorf("went from %d to %d in %s, the policy needs at least %s", minR, maxR, v.at.Sub(firstUp), min)
 	}
-	if c := v.condition(v1alpha1.ConditionScalingLimited); c == nil {
-		t.Errorf("no ScalingLimited condition")
+	wanted := int32(0)
+	for _, p := range v.ms.Status.Autoscaling.Proposals {
+		if p.Replicas != nil {
+			wanted = max(wanted, *p.Replicas)
+		}
+	}
+	if c := v.condition(v1alpha1.ConditionScalingLimited); wanted <= maxR || c == nil || c.Status != metav1.ConditionTrue || c.Reason != v1alpha1.ReasonBoundsLimited {
+		t.Errorf("at maxReplicas the metrics propose %d and ScalingLimited is %+v, want more than %d and True BoundsLimited", wanted, c, maxR)
+	} else {
+		and(t, "ScalingLimited says: %s", c.Message)
 	}
 
 	when(t, "the load drops to a trough (rate scale %g)", low)
@@ -163,7 +171,7 @@ func storyPrometheusDown(t *testing.T) {
 	ns := namespace(t, "story-prometheus")
 	ms := newModelServer(ns, "llama", imageV1, func(ms *v1alpha1.ModelServer) {
 		a := ms.Spec.Autoscaling
-		a.MaxReplicas = 6
+		a.MaxReplicas = 8
 		// 40% rather than 70%: see the known issue on storyGoodVersionPromoted.
 		a.Metrics = []v1alpha1.AutoscalingMetric{{GPUUtilization: &v1alpha1.GPUUtilizationMetric{Target: 40}}}
 	})
@@ -267,7 +275,7 @@ func storyPrometheusDown(t *testing.T) {
 
 func storyControllerKilled(t *testing.T) {
 	ns := namespace(t, "story-controller")
-	ms := newModelServer(ns, "llama", imageV1, fixedReplicas(4))
+	ms := newModelServer(ns, "llama", imageV1, fixedReplicas(replicas))
 	given(t, "a %s", describe(ms))
 	v0 := create(t, ms, 3*time.Minute)
 	newColor := v0.stableColor().Other()

@@ -40,12 +40,14 @@ const (
 	imageSlow = "vllm/vllm-openai:v0.11.1-slow"
 
 	slowProfile = "revision=v0.11.1-slow:latency=3.0"
-	// rateScale is the simulator's normal load: about 8 requests per second per ModelServer,
-	// which 4 replicas serve at about 40% GPU utilization. At 70% (14 requests per second),
-	// good versions are sometimes rolled back: see the note on storyGoodVersionPromoted.
-	rateScale = 0.15
+	// rateScale is the simulator's normal load: about 14 requests per second per ModelServer,
+	// which the stories' 6 replicas serve at about 45% GPU utilization (see the known issues on
+	// storyGoodVersionPromoted).
+	rateScale = 0.25
+	// replicas of the stories with a fixed count.
+	replicas = 6
 	// gpuNodes of devenv.DefaultGPUsPerNode GPUs: room for the stories that run together.
-	gpuNodes = 4
+	gpuNodes = 5
 )
 
 var (
