@@ -76,6 +76,8 @@ func run(metricsAddr, probeAddr string, leaderElect bool, prom metrics.Config, w
 		Recorder: mgr.GetEventRecorder("modelship"),
 		Prober:   warmup.NewHTTPProber(warmupTimeout, warmupURL),
 		Now:      time.Now,
+		// The rollout's state lives in status: read it fresh, never from a lagging cache.
+		APIReader: mgr.GetAPIReader(),
 	}
 	if prom.URL != "" {
 		q, err := metrics.NewPrometheus(prom)
