@@ -475,8 +475,7 @@ func (r *ModelServerReconciler) writeStatus(ctx context.Context, before, ms *v1a
 	if equality.Semantic.DeepEqual(before.Status, ms.Status) {
 		return nil
 	}
-	// The optimistic lock refuses a status computed from an object someone changed meanwhile.
-	if err := r.Status().Patch(ctx, ms, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+	if err := r.Status().Patch(ctx, ms, client.MergeFrom(before)); err != nil {
 		return fmt.Errorf("writing status: %w", err)
 	}
 	return nil
