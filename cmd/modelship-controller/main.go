@@ -78,6 +78,7 @@ func run(c config) error {
 	}
 	r := &controller.ModelServerReconciler{
 		Client:      mgr.GetClient(),
+		APIReader:   mgr.GetAPIReader(),
 		Scheme:      scheme,
 		Recorder:    mgr.GetEventRecorder("modelship"),
 		Prober:      warmup.NewHTTPProber(c.warmupTimeout, c.warmupURL),

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -16,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -41,10 +39,6 @@ import (
 // routeRefIndex indexes ModelServers by the user-owned HTTPRoute they reference.
 const routeRefIndex = ".spec.gateway.routeRef.name"
 
-// staleRequeue is how soon a pass that found the cache behind its own last write looks again
-// (the watch event of that write usually comes first and triggers the pass sooner).
-const staleRequeue = 200 * time.Millisecond
-
 // cleanupFinalizer removes modelship's backendRefs from a user-owned HTTPRoute on deletion
 // (objects modelship owns go with their owner references).
 const cleanupFinalizer = "serving.modelship.dev/route-cleanup"
@@ -66,10 +60,12 @@ type ModelServerReconciler struct {
 	MetricsAPIs MetricsAPIs
 	// Now is the clock (time.Now in production).
 	Now func() time.Time
-
-	// written holds, per ModelServer (types.NamespacedName), the resourceVersion of the last
-	// write a pass made to it (status, annotations, finalizer): see cacheBehind.
-	written sync.Map
+	// APIReader reads the ModelServer at the start of a pass straight from the API server
+	// (mgr.GetAPIReader()); nil reads it from the cache. The status is the rollout's memory: a
+	// pass that starts from a cached copy older than the controller's last status write decides
+	// from an earlier step and applies its route weights and replicas, sending traffic back
+	// (seen in the end-to-end tests: 25% -> 10%).
+	APIReader client.Reader
 }
 
 // observed is everything one pass saw.
@@ -128,25 +124,14 @@ func (r *ModelServerReconciler) modelServersForRoute(ctx context.Context, o clie
 // Reconcile implements reconcile.Reconciler.
 func (r *ModelServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	ms := &v1alpha1.ModelServer{}
-	if err := r.Get(ctx, req.NamespacedName, ms); err != nil {
-		if apierrors.IsNotFound(err) {
-			r.written.Delete(req.NamespacedName)
-		}
+	var reader client.Reader = r.Client
+	if r.APIReader != nil {
+		reader = r.APIReader
+	}
+	if err := reader.Get(ctx, req.NamespacedName, ms); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	log := ctrl.LoggerFrom(ctx) // controller-runtime already names the ModelServer
-	if r.cacheBehind(req.NamespacedName, ms) {
-		log.V(1).Info("Cache behind the last pass's write; waiting for it", "resourceVersion", ms.ResourceVersion)
-		return ctrl.Result{RequeueAfter: staleRequeue}, nil
-	}
-	// Patch and Update refresh ms from the API server's answer: once the pass is over,
-	// ms.ResourceVersion is that of its last write.
-	cachedRV := ms.ResourceVersion
-	defer func() {
-		if ms.ResourceVersion != cachedRV {
-			r.written.Store(req.NamespacedName, ms.ResourceVersion)
-		}
-	}()
 
 	if !ms.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, r.finalize(ctx, ms)
@@ -207,22 +192,6 @@ func (r *ModelServerReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		return ctrl.Result{}, err
 	}
 	return ctrl.Result{RequeueAfter: requeue}, nil
-}
-
-// cacheBehind reports whether the cached ModelServer is older than the last write of a pass.
-// Each pass acts on the status the previous one wrote (the rollout is a state machine kept in
-// status) and consumes operation annotations; a pass that read a copy from before that write
-// would redo the previous decision from the old status: a second RolloutStarted, a step
-// advanced twice, or, after a promotion by annotation (annotation already cleared, status not
-// yet promoted in the cache), the route sent back to the pre-promotion weights. Such a pass
-// does nothing and waits for the cache. resourceVersions of one resource are comparable.
-func (r *ModelServerReconciler) cacheBehind(key types.NamespacedName, ms *v1alpha1.ModelServer) bool {
-	last, ok := r.written.Load(key)
-	if !ok {
-		return false
-	}
-	cmp, err := resourceversion.CompareResourceVersion(ms.ResourceVersion, last.(string))
-	return err == nil && cmp < 0
 }
 
 // validate checks what admission cannot: the analysis templates.

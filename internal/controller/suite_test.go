@@ -67,7 +67,7 @@ func TestMain(m *testing.M) {
 		}
 		prom := fakePrometheus()
 		r := &ModelServerReconciler{
-			Client: mgr.GetClient(), Scheme: scheme, Recorder: mgr.GetEventRecorder("modelship"),
+			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: scheme, Recorder: mgr.GetEventRecorder("modelship"),
 			Prometheus: prom, Prober: warmup.NewHTTPProber(time.Second, ""), Now: time.Now,
 			Signals:     autoscale.NewSignalCache(prom, autoscale.DefaultSignals(), signalInterval),
 			MetricsAPIs: kubeMetrics,

@@ -51,6 +51,7 @@ type Stack struct {
 	// SimulatorURL serves the simulated pods' /metrics and warm-up endpoints.
 	SimulatorURL string
 	bin          string
+	simRestarts  int
 }
 
 // Build compiles the controller and the simulator into dir and returns dir.
@@ -143,6 +144,36 @@ func (s *Stack) StartController(extra ...string) error {
 		return err
 	}
 	s.Controller = p
+	return nil
+}
+
+// RestartSimulator replaces the running fleet simulator with a new one replaying the trace at
+// rateScale times its rate, on the same address (Prometheus' scrape target and the controller's
+// warm-up URL stay valid) and with the same other flags. The new process is named
+// fleet-sim-<n> (its log is <Dir>/env/fleet-sim-<n>.log) and becomes s.Simulator. The
+// simulated pods keep their state in the cluster; their counters restart from zero.
+func (s *Stack) RestartSimulator(rateScale float64) error {
+	old := s.Simulator
+	args := old.Args()
+	replaced := false
+	for i := 1; i+1 < len(args); i++ {
+		if args[i] == "--rate-scale" {
+			args[i+1] = fmt.Sprint(rateScale)
+			replaced = true
+		}
+	}
+	if !replaced {
+		args = append(args, "--rate-scale", fmt.Sprint(rateScale))
+	}
+	if err := old.Stop(); err != nil {
+		return fmt.Errorf("stack: stopping the simulator: %w", err)
+	}
+	s.simRestarts++
+	p, err := s.Env.StartProcess("fleet-sim-"+strconv.Itoa(s.simRestarts), args, nil)
+	if err != nil {
+		return fmt.Errorf("stack: restarting the simulator: %w", err)
+	}
+	s.Simulator = p
 	return nil
 }
 

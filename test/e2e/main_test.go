@@ -1,0 +1,122 @@
+//go:build e2e
+
+// Package e2e holds modelship's end-to-end stories: the real control plane with fake GPU nodes
+// (kwok), Prometheus, the fleet simulator replaying a production trace and playing the Gateway,
+// and the controller binary, all started once by TestMain (internal/stack). Each story runs in
+// its own namespace with its own ModelServer, says what it does as Given/When/Then lines, asserts
+// behaviour, and reports numbers as "FIGURE:" lines.
+//
+// Run with `make e2e`, or `go test -tags e2e -v ./test/e2e/...` after hack/controlplane.sh all
+// and hack/prometheus.sh. The stories that share the stack run in parallel (the package raises
+// -test.parallel to 8 unless it is given); the ones that stop Prometheus, the controller or the
+// simulator run one after the other, after them. Logs go to a temporary folder, kept and printed
+// when a story fails (or always with MODELSHIP_E2E_KEEP=1).
+package e2e
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/modelship/modelship/internal/devenv"
+	"github.com/modelship/modelship/internal/metrics"
+	"github.com/modelship/modelship/internal/stack"
+)
+
+// Images of the stories. The simulator makes imageSlow three times slower (slowProfile).
+const (
+	imageV1   = "vllm/vllm-openai:v0.10.2"
+	imageGood = "vllm/vllm-openai:v0.11.0"
+	imageV3   = "vllm/vllm-openai:v0.11.2"
+	imageSlow = "vllm/vllm-openai:v0.11.1-slow"
+
+	slowProfile = "revision=v0.11.1-slow:latency=3.0"
+	// rateScale is the simulator's normal load: about 14 requests per second per ModelServer,
+	// which the stories' 6 replicas serve at about 45% GPU utilization (see the known issues on
+	// storyGoodVersionPromoted).
+	rateScale = 0.25
+	// replicas of the stories with a fixed count.
+	replicas = 6
+	// gpuNodes of devenv.DefaultGPUsPerNode GPUs: room for the stories that run together.
+	gpuNodes = 5
+)
+
+var (
+	// st is the stack every story runs on.
+	st *stack.Stack
+	// prom queries the stack's Prometheus for the figures.
+	prom metrics.Querier
+)
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	explicit := false
+	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
+	if !explicit {
+		// The stories sharing the stack mostly wait; run them all at once even on 2 cores.
+		_ = flag.Set("test.parallel", "8")
+	}
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	if missing := devenv.MissingAssets(devenv.DefaultAssetsDir()); len(missing) > 0 {
+		fmt.Fprintf(os.Stderr, "e2e: control plane assets in %s lack %s: run hack/controlplane.sh all (make controlplane)\n",
+			devenv.DefaultAssetsDir(), strings.Join(missing, ", "))
+		return 1
+	}
+	dir, err := os.MkdirTemp("", "modelship-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
+	log := funcr.New(func(prefix, args string) {
+		fmt.Fprintf(os.Stderr, "%s e2e %s %s\n", time.Now().Format("15:04:05"), prefix, args)
+	}, funcr.Options{})
+	ctrl.SetLogger(logr.Discard())
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	began := time.Now()
+	s, err := stack.Start(ctx, stack.Options{
+		Dir: dir, Speed: 10, RateScale: rateScale, GPUNodes: gpuNodes, Seed: 7,
+		Profiles: []string{slowProfile}, Logger: log,
+	})
+	cancel()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: starting the stack: %v\nlogs kept in %s\n", err, dir)
+		return 1
+	}
+	release := s.Env.StopOnSignals()
+	st = s
+	fmt.Fprintf(os.Stderr, "e2e: stack up in %s; logs in %s; KUBECONFIG=%s\n",
+		time.Since(began).Round(time.Second), dir, s.Env.Kubeconfig())
+	fmt.Fprintf(os.Stderr, "FIGURE: stack start: %s\n", time.Since(began).Round(time.Second))
+	q, err := metrics.NewPrometheus(metrics.Config{URL: s.Env.PrometheusURL(), Timeout: 3 * time.Second})
+	if err != nil {
+		s.Stop()
+		release()
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
+	prom = q
+
+	code := m.Run()
+
+	s.Stop()
+	release()
+	if code != 0 || os.Getenv("MODELSHIP_E2E_KEEP") != "" {
+		fmt.Fprintf(os.Stderr, "e2e: logs kept in %s (controller: %s, simulator: %s)\n", dir,
+			filepath.Join(dir, "env", "controller.log"), filepath.Join(dir, "env", "fleet-sim*.log"))
+	} else {
+		_ = os.RemoveAll(dir)
+	}
+	return code
+}

@@ -1,0 +1,22 @@
+//go:build e2e
+
+package e2e
+
+import "testing"
+
+// TestStoriesSharingTheStack runs the stories that leave the stack alone, all at once, each in
+// its own namespace.
+func TestStoriesSharingTheStack(t *testing.T) {
+	t.Run("a good new version is promoted step by step", storyGoodVersionPromoted)
+	t.Run("a slower new version is rolled back by itself while stable keeps serving", storySlowVersionRolledBack)
+	t.Run("a ModelServer that wants more GPUs than there are is clamped, not left Pending", storyGPUsRunOut)
+	t.Run("an SRE pauses, resumes and aborts with the kubectl plugin and wait tells the outcome", storySREWithThePlugin)
+}
+
+// TestStoriesDisruptingTheStack runs, after them and one after the other, the stories that
+// change the load or stop a part of the stack (the simulator, Prometheus, the controller).
+func TestStoriesDisruptingTheStack(t *testing.T) {
+	t.Run("a load surge scales up within the policy and the trough scales down after stabilization", storySurgeAndTrough)
+	t.Run("Prometheus stopped mid-rollout holds the rollout and the autoscaler until it returns", storyPrometheusDown)
+	t.Run("the controller killed mid-rollout resumes where it was without traffic flapping", storyControllerKilled)
+}
