@@ -1,5 +1,6 @@
 // Command testsummary reads `go test -json` on stdin, prints each package's result, the output
-// of failed tests, and a closing line "N passed, N failed, N skipped" (tests, not packages).
+// of failed tests, lines of measured figures ("FIGURE: ...") as they come, and a closing line
+// "N passed, N failed, N skipped" (tests, not packages).
 // It exits 1 when a test or a package failed.
 package main
 
@@ -34,6 +35,9 @@ func main() {
 		key := e.Package + " " + e.Test
 		switch e.Action {
 		case "output":
+			if strings.Contains(e.Output, "FIGURE:") {
+				fmt.Print(strings.TrimLeft(e.Output, " "))
+			}
 			b := output[key]
 			if b == nil {
 				b = &strings.Builder{}
