@@ -65,13 +65,13 @@ e2e: ## End-to-end stories on the local environment (real control plane, Prometh
 	hack/controlplane.sh all >/dev/null
 	hack/prometheus.sh >/dev/null
 	go build -o $(BIN)/testsummary ./hack/testsummary
-	go test -json -tags e2e -timeout 30m $(GO_TEST_FLAGS) ./test/e2e/... | $(BIN)/testsummary
+	go test -json -count=1 -tags e2e -timeout 30m $(GO_TEST_FLAGS) ./test/e2e/... | $(BIN)/testsummary
 
 .PHONY: test
 test: ## Unit and envtest integration tests against a real kube-apiserver and etcd.
 	@assets=$$(hack/controlplane.sh assets | tail -n1) && \
 	go build -o $(BIN)/testsummary ./hack/testsummary && \
-	KUBEBUILDER_ASSETS=$$assets go test -json $(GO_TEST_FLAGS) ./... | $(BIN)/testsummary
+	KUBEBUILDER_ASSETS=$$assets go test -json -count=1 $(GO_TEST_FLAGS) ./... | $(BIN)/testsummary
 
 .PHONY: dev-up
 dev-up: ## Local cluster with fake GPU nodes, the CRDs, a Gateway and Prometheus; Ctrl-C stops it.
