@@ -12,7 +12,8 @@ const (
 	ConditionStalled = "Stalled"
 	// ConditionProgressing is True while a rollout moves forward; False when it is held.
 	ConditionProgressing = "Progressing"
-	// ConditionDegraded is True when the serving revision has fewer available replicas than asked.
+	// ConditionDegraded is True when the stable color, which had Ready pods, has none left while
+	// replicas are asked for (scaling up or a first rollout is not Degraded: Ready False says so).
 	ConditionDegraded = "Degraded"
 	// ConditionMetricsAvailable is False when Prometheus could not give a verdict or a proposal.
 	ConditionMetricsAvailable = "MetricsAvailable"

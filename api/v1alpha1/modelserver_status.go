@@ -22,7 +22,7 @@ const (
 	// PhaseRolledBack means: the spec's revision failed and the stable revision serves all traffic.
 	// It stays so until the spec changes.
 	PhaseRolledBack Phase = "RolledBack"
-	// PhaseDegraded means: the serving revision has no available replicas.
+	// PhaseDegraded means: the stable color had Ready pods and has none left.
 	PhaseDegraded Phase = "Degraded"
 )
 
