@@ -159,6 +159,10 @@ func (r *ModelServerReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	decision := rollout.Next(ms, obs.Observation, now)
 
 	if err := r.apply(ctx, ms, obs.Observation, decision, obs.route); err != nil {
+		if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
+			// The namespace is going away with everything in it: nothing to keep in shape.
+			return ctrl.Result{}, nil
+		}
 		setCondition(ms, v1alpha1.ConditionReconciling, metav1.ConditionTrue, v1alpha1.ReasonApplyFailed, err.Error())
 		if serr := r.writeStatus(ctx, before, ms); serr != nil {
 			log.Error(serr, "Writing status after a failed apply")
