@@ -229,20 +229,7 @@ func TestRepairsDriftOnOwnedObjects(t *testing.T) {
 func TestUserOwnedRouteOnlyHasOurBackendRefsEdited(t *testing.T) {
 	ns := newNamespace(t)
 	ctx := context.Background()
-	legacy := gatewayv1.HTTPBackendRef{BackendRef: gatewayv1.BackendRef{BackendObjectReference: gatewayv1.BackendObjectReference{Name: "legacy", Port: ptr.To(gatewayv1.PortNumber(80))}, Weight: ptr.To(int32(1))}}
-	user := &gatewayv1.HTTPRoute{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "shared"},
-		Spec: gatewayv1.HTTPRouteSpec{
-			CommonRouteSpec: gatewayv1.CommonRouteSpec{ParentRefs: []gatewayv1.ParentReference{{Name: "gw"}}},
-			Rules: []gatewayv1.HTTPRouteRule{
-				{Name: ptr.To(gatewayv1.SectionName("docs")), Matches: []gatewayv1.HTTPRouteMatch{{Path: &gatewayv1.HTTPPathMatch{Type: ptr.To(gatewayv1.PathMatchPathPrefix), Value: ptr.To("/docs")}}}, BackendRefs: []gatewayv1.HTTPBackendRef{legacy}},
-				{Name: ptr.To(gatewayv1.SectionName("llm")), Filters: []gatewayv1.HTTPRouteFilter{{Type: gatewayv1.HTTPRouteFilterRequestHeaderModifier, RequestHeaderModifier: &gatewayv1.HTTPHeaderFilter{Add: []gatewayv1.HTTPHeader{{Name: "x-team", Value: "ml"}}}}}},
-			},
-		},
-	}
-	if err := k8s.Create(ctx, user); err != nil {
-		t.Fatalf("creating the user's route: %v", err)
-	}
+	createUserRoute(t, ns)
 	ms := newModelServer(ns, "llama", func(ms *v1alpha1.ModelServer) {
 		ms.Spec.Gateway = v1alpha1.GatewaySpec{RouteRef: &v1alpha1.RouteReference{Name: "shared", RuleName: ptr.To(gatewayv1.SectionName("llm"))}}
 	})
