@@ -494,3 +494,41 @@ func TestSupervision(t *testing.T) {
 		quiet(t, e, 500*time.Millisecond)
 	})
 }
+
+func TestWaitServing(t *testing.T) {
+	dir := t.TempDir()
+	e := &Env{opts: Options{Dir: dir}, kubeconfig: filepath.Join(dir, "kubeconfig"), byName: map[string]*Process{}, started: true}
+	t.Cleanup(e.Stop)
+	port, err := FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://127.0.0.1:" + strconv.Itoa(port) + "/healthz"
+
+	t.Run("a companion that exits before it serves fails the wait at once with its own error", func(t *testing.T) {
+		p, err := e.StartProcess("fleet-sim", []string{"sh", "-c", `sleep 0.2; echo 'Invalid configuration: opening trace: open /nowhere.csv: no such file or directory'; exit 2`}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		began := time.Now()
+		err = WaitServing(context.Background(), p, url, time.Minute)
+		var exit *ExitError
+		if !errors.As(err, &exit) || exit.Name != "fleet-sim" || !strings.Contains(err.Error(), "exit status 2") || !strings.Contains(err.Error(), "opening trace: open /nowhere.csv") {
+			t.Fatalf("err = %v, want the simulator's exit with its log", err)
+		}
+		if took := time.Since(began); took > 10*time.Second {
+			t.Errorf("failed after %s, want at once (the timeout is a minute)", took)
+		}
+	})
+
+	t.Run("a companion that never serves fails the wait at the timeout with its log", func(t *testing.T) {
+		p, err := e.StartProcess("silent", []string{"sh", "-c", "echo still loading; sleep 300"}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = WaitServing(context.Background(), p, url, 500*time.Millisecond)
+		if err == nil || !strings.Contains(err.Error(), "silent") || !strings.Contains(err.Error(), "still loading") || !strings.Contains(err.Error(), "not reached within") {
+			t.Errorf("err = %v, want a timeout naming the companion and its log", err)
+		}
+	})
+}
