@@ -92,11 +92,12 @@ func run(dir string, duration time.Duration, speed, rate float64, nodes int) err
 		return fmt.Errorf("applying the ModelServer: %w", err)
 	}
 	say("Applied ModelServer %s/%s running %s; the simulator replays the Azure LLM trace at %gx speed", namespace, name, imageV1, speed)
-	return watch(ctx, s.Client, q)
+	return watch(ctx, s.Client, q, s.Env.Failed())
 }
 
-// watch prints the state every two seconds and drives the story: a good release, then a slow one.
-func watch(ctx context.Context, c client.Client, q metrics.Querier) error {
+// watch prints the state every two seconds and drives the story: a good release, then a slow
+// one. A part of the stack that exits (failed) ends it with that part's error and log.
+func watch(ctx context.Context, c client.Client, q metrics.Querier, failed <-chan error) error {
 	stage := 0
 	var healthySince time.Time
 	fmt.Println(stack.Header())
@@ -145,6 +146,8 @@ func watch(ctx context.Context, c client.Client, q metrics.Querier) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case err := <-failed:
+			return fmt.Errorf("a part of the demo stopped, so the story cannot go on: %w", err)
 		case <-t.C:
 		}
 	}
