@@ -43,8 +43,9 @@ func main() {
 	speed := flag.Float64("speed", 10, "trace replay speed (10: the hour-long trace in 6 minutes)")
 	rate := flag.Float64("rate-scale", 0.5, "trace rate multiplier")
 	nodes := flag.Int("gpu-nodes", 2, "fake GPU nodes (8 GPUs each)")
+	trace := flag.String("trace", "", "request trace to replay, TIMESTAMP,ContextTokens,GeneratedTokens (default: "+stack.DefaultTrace+")")
 	flag.Parse()
-	if err := run(*dir, *duration, *speed, *rate, *nodes); err != nil && !errors.Is(err, context.Canceled) {
+	if err := run(*dir, *trace, *duration, *speed, *rate, *nodes); err != nil && !errors.Is(err, context.Canceled) {
 		fmt.Fprintln(os.Stderr, "modelship-demo:", err)
 		os.Exit(1)
 	}
@@ -54,7 +55,7 @@ func say(format string, args ...any) {
 	fmt.Printf("==> "+format+"\n", args...)
 }
 
-func run(dir string, duration time.Duration, speed, rate float64, nodes int) error {
+func run(dir, trace string, duration time.Duration, speed, rate float64, nodes int) error {
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
 	if duration > 0 {
@@ -70,7 +71,7 @@ func run(dir string, duration time.Duration, speed, rate float64, nodes int) err
 	ctrl.SetLogger(logr.Discard())
 	say("Starting etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok (%d GPU nodes), Prometheus, the fleet simulator and the controller; logs in %s", nodes, abs)
 	s, err := stack.Start(ctx, stack.Options{
-		Dir: abs, Speed: speed, RateScale: rate, GPUNodes: nodes, Logger: log,
+		Dir: abs, Trace: trace, Speed: speed, RateScale: rate, GPUNodes: nodes, Logger: log,
 		Profiles: []string{"revision=v0.11.1-slow:latency=3.0"},
 	})
 	if err != nil {
