@@ -39,7 +39,7 @@ const (
 
 func main() {
 	dir := flag.String("dir", ".work/demo", "folder for the logs and data of every part")
-	duration := flag.Duration("duration", 0, "stop after this long (0: run until Ctrl-C)")
+	duration := flag.Duration("duration", 0, "stop this long after everything is up, with success (0: run until Ctrl-C)")
 	speed := flag.Float64("speed", 10, "trace replay speed (10: the hour-long trace in 6 minutes)")
 	rate := flag.Float64("rate-scale", 0.5, "trace rate multiplier")
 	nodes := flag.Int("gpu-nodes", 2, "fake GPU nodes (8 GPUs each)")
@@ -58,11 +58,6 @@ func say(format string, args ...any) {
 func run(dir, trace string, duration time.Duration, speed, rate float64, nodes int) error {
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
-	if duration > 0 {
-		var c context.CancelFunc
-		ctx, c = context.WithTimeout(ctx, duration)
-		defer c()
-	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return err
@@ -93,7 +88,19 @@ func run(dir, trace string, duration time.Duration, speed, rate float64, nodes i
 		return fmt.Errorf("applying the ModelServer: %w", err)
 	}
 	say("Applied ModelServer %s/%s running %s; the simulator replays the Azure LLM trace at %gx speed", namespace, name, imageV1, speed)
-	return watch(ctx, s.Client, q, s.Env.Failed())
+	// --duration counts from here, so that a first run's builds do not eat the story.
+	story := ctx
+	if duration > 0 {
+		var c context.CancelFunc
+		story, c = context.WithTimeout(ctx, duration)
+		defer c()
+	}
+	err = watch(story, s.Client, q, s.Env.Failed())
+	if duration > 0 && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+		say("--duration %s reached", duration)
+		return nil
+	}
+	return err
 }
 
 // watch prints the state every two seconds and drives the story: a good release, then a slow
