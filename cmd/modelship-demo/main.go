@@ -88,24 +88,29 @@ func run(dir, trace string, duration time.Duration, speed, rate float64, nodes i
 		return fmt.Errorf("applying the ModelServer: %w", err)
 	}
 	say("Applied ModelServer %s/%s running %s; the simulator replays the Azure LLM trace at %gx speed", namespace, name, imageV1, speed)
-	// --duration counts from here, so that a first run's builds do not eat the story.
-	story := ctx
+	// --duration counts from here, so that a first run's builds do not eat the story. It ends
+	// the loop between two lines, never a request half-way.
+	var end <-chan time.Time
 	if duration > 0 {
-		var c context.CancelFunc
-		story, c = context.WithTimeout(ctx, duration)
-		defer c()
+		timer := time.NewTimer(duration)
+		defer timer.Stop()
+		end = timer.C
 	}
-	err = watch(story, s.Client, q, s.Env.Failed())
-	if duration > 0 && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+	err = watch(ctx, s.Client, q, s.Env.Failed(), end)
+	if errors.Is(err, errDurationReached) {
 		say("--duration %s reached", duration)
 		return nil
 	}
 	return err
 }
 
+// errDurationReached ends watch when --duration has passed.
+var errDurationReached = errors.New("duration reached")
+
 // watch prints the state every two seconds and drives the story: a good release, then a slow
-// one. A part of the stack that exits (failed) ends it with that part's error and log.
-func watch(ctx context.Context, c client.Client, q metrics.Querier, failed <-chan error) error {
+// one. A part of the stack that exits (failed) ends it with that part's error and log; end (nil
+// for never) ends it with errDurationReached.
+func watch(ctx context.Context, c client.Client, q metrics.Querier, failed <-chan error, end <-chan time.Time) error {
 	stage := 0
 	var healthySince time.Time
 	fmt.Println(stack.Header())
@@ -156,6 +161,8 @@ func watch(ctx context.Context, c client.Client, q metrics.Querier, failed <-cha
 			return ctx.Err()
 		case err := <-failed:
 			return fmt.Errorf("a part of the demo stopped, so the story cannot go on: %w", err)
+		case <-end:
+			return errDurationReached
 		case <-t.C:
 		}
 	}
