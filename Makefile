@@ -54,16 +54,22 @@ envtest-assets: ## etcd and kube-apiserver for envtest, built once into the cach
 controlplane: ## The whole local control plane (plus controller-manager, scheduler, kwok).
 	hack/controlplane.sh all
 
+# hack/controlplane.sh and hack/prometheus.sh print their progress (a first run builds the
+# control plane for about 25 minutes, or installs Prometheus) on stderr; the `>/dev/null` below
+# drops only the path they print on stdout.
+
 .PHONY: demo
 demo: ## The main job: a local cluster with GPU nodes, Prometheus, a simulated fleet and the controller, a rollout and autoscaling printed live.
-	hack/controlplane.sh all >/dev/null
-	hack/prometheus.sh >/dev/null
-	go run ./cmd/modelship-demo $(DEMO_FLAGS)
+	@hack/controlplane.sh all >/dev/null
+	@hack/prometheus.sh >/dev/null
+	@echo "==> Building the demo (a minute or two on a first run)" >&2
+	@go build -o $(BIN)/modelship-demo ./cmd/modelship-demo
+	$(BIN)/modelship-demo $(DEMO_FLAGS)
 
 .PHONY: e2e
 e2e: ## End-to-end stories on the local environment (real control plane, Prometheus, simulator).
-	hack/controlplane.sh all >/dev/null
-	hack/prometheus.sh >/dev/null
+	@hack/controlplane.sh all >/dev/null
+	@hack/prometheus.sh >/dev/null
 	go build -o $(BIN)/testsummary ./hack/testsummary
 	go test -json -count=1 -tags e2e -timeout 30m $(GO_TEST_FLAGS) ./test/e2e/... | $(BIN)/testsummary
 

@@ -4,7 +4,8 @@
 # version, so that a fresh clone (CI) reuses what an earlier run built.
 #
 # Usage: hack/controlplane.sh [assets|all]   (assets: etcd + kube-apiserver, enough for envtest)
-# Prints the assets folder (KUBEBUILDER_ASSETS) on its last line of stdout.
+# Prints the assets folder (KUBEBUILDER_ASSETS) on its last line of stdout, and nothing else
+# there: progress goes to stderr, so `hack/controlplane.sh all >/dev/null` still shows it.
 set -euo pipefail
 
 KUBE_VERSION=v1.37.2
@@ -18,13 +19,23 @@ what=${1:-assets}
 log() { printf '[controlplane %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 mkdir -p "$DIR"
 
+# Say up front what a first run is about to do (it takes long, once).
+wanted="etcd kube-apiserver"
+if [ "$what" = all ]; then wanted="$wanted kube-controller-manager kube-scheduler kwok"; fi
+missing=""
+for b in $wanted; do [ -x "$DIR/$b" ] || missing="$missing $b"; done
+if [ -n "$missing" ]; then
+	log "first run: building${missing} from the Go module proxy into $DIR (about 25 minutes on 2 cores for all of them; cached for later runs and fresh clones); progress follows"
+fi
+
 # build MODULE_DIR PACKAGE BINARY LDFLAGS: go build with a progress line every 5% of packages.
 build() {
 	local mod=$1 pkg=$2 bin=$3 ldflags=$4
 	if [ -x "$DIR/$bin" ]; then return 0; fi
 	local total start
-	total=$(cd "$mod" && go list -deps "$pkg" | wc -l)
 	start=$(date +%s)
+	log "resolving the packages of $bin (downloads its modules on a first run)"
+	total=$(cd "$mod" && go list -deps "$pkg" | wc -l)
 	log "building $bin from $pkg ($total packages; a cold kube-apiserver takes ~20 min on 2 cores, later builds reuse Go's cache)"
 	(cd "$mod" && go build -v -ldflags "$ldflags" -o "$DIR/$bin.tmp" "$pkg" 2>&1) |
 		awk -v total="$total" -v bin="$bin" -v start="$start" '
@@ -44,8 +55,13 @@ if [ "$what" = all ]; then
 	build "$HERE/tools/kube" k8s.io/kubernetes/cmd/kube-controller-manager kube-controller-manager "$kver"
 	build "$HERE/tools/kube" k8s.io/kubernetes/cmd/kube-scheduler kube-scheduler "$kver"
 	if [ ! -x "$DIR/kwok" ]; then
-		log "installing kwok ${KWOK_VERSION} (~3 min cold)"
-		GOBIN="$DIR" go install "sigs.k8s.io/kwok/cmd/kwok@${KWOK_VERSION}"
+		log "installing kwok ${KWOK_VERSION} (~3 min cold; a line every 20 packages)"
+		kstart=$(date +%s)
+		(GOBIN="$DIR" go install -v "sigs.k8s.io/kwok/cmd/kwok@${KWOK_VERSION}" 2>&1) |
+			awk -v start="$kstart" '/^go: |\.go:[0-9]+:/ { print > "/dev/stderr"; next }
+				{ n++; if (n % 20 == 0) { printf "[controlplane] kwok: %d packages compiled, %ds elapsed\n", n, systime() - start > "/dev/stderr"; fflush("/dev/stderr") } }'
+		[ "${PIPESTATUS[0]}" -eq 0 ] || { log "install of kwok failed"; exit 1; }
+		log "installed kwok in $(( $(date +%s) - kstart ))s"
 	fi
 	# kwok's stages: node-initialize (fast), node-heartbeat-with-lease, pod-ready, pod-complete,
 	# pod-delete (fast); the kustomization files are not stages.

@@ -39,12 +39,13 @@ const (
 
 func main() {
 	dir := flag.String("dir", ".work/demo", "folder for the logs and data of every part")
-	duration := flag.Duration("duration", 0, "stop after this long (0: run until Ctrl-C)")
+	duration := flag.Duration("duration", 0, "stop this long after everything is up, with success (0: run until Ctrl-C)")
 	speed := flag.Float64("speed", 10, "trace replay speed (10: the hour-long trace in 6 minutes)")
 	rate := flag.Float64("rate-scale", 0.5, "trace rate multiplier")
 	nodes := flag.Int("gpu-nodes", 2, "fake GPU nodes (8 GPUs each)")
+	trace := flag.String("trace", "", "request trace to replay, TIMESTAMP,ContextTokens,GeneratedTokens (default: "+stack.DefaultTrace+")")
 	flag.Parse()
-	if err := run(*dir, *duration, *speed, *rate, *nodes); err != nil && !errors.Is(err, context.Canceled) {
+	if err := run(*dir, *trace, *duration, *speed, *rate, *nodes); err != nil && !errors.Is(err, context.Canceled) {
 		fmt.Fprintln(os.Stderr, "modelship-demo:", err)
 		os.Exit(1)
 	}
@@ -54,14 +55,9 @@ func say(format string, args ...any) {
 	fmt.Printf("==> "+format+"\n", args...)
 }
 
-func run(dir string, duration time.Duration, speed, rate float64, nodes int) error {
+func run(dir, trace string, duration time.Duration, speed, rate float64, nodes int) error {
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
-	if duration > 0 {
-		var c context.CancelFunc
-		ctx, c = context.WithTimeout(ctx, duration)
-		defer c()
-	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return err
@@ -70,7 +66,7 @@ func run(dir string, duration time.Duration, speed, rate float64, nodes int) err
 	ctrl.SetLogger(logr.Discard())
 	say("Starting etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok (%d GPU nodes), Prometheus, the fleet simulator and the controller; logs in %s", nodes, abs)
 	s, err := stack.Start(ctx, stack.Options{
-		Dir: abs, Speed: speed, RateScale: rate, GPUNodes: nodes, Logger: log,
+		Dir: abs, Trace: trace, Speed: speed, RateScale: rate, GPUNodes: nodes, Logger: log,
 		Profiles: []string{"revision=v0.11.1-slow:latency=3.0"},
 	})
 	if err != nil {
@@ -92,11 +88,29 @@ func run(dir string, duration time.Duration, speed, rate float64, nodes int) err
 		return fmt.Errorf("applying the ModelServer: %w", err)
 	}
 	say("Applied ModelServer %s/%s running %s; the simulator replays the Azure LLM trace at %gx speed", namespace, name, imageV1, speed)
-	return watch(ctx, s.Client, q)
+	// --duration counts from here, so that a first run's builds do not eat the story. It ends
+	// the loop between two lines, never a request half-way.
+	var end <-chan time.Time
+	if duration > 0 {
+		timer := time.NewTimer(duration)
+		defer timer.Stop()
+		end = timer.C
+	}
+	err = watch(ctx, s.Client, q, s.Env.Failed(), end)
+	if errors.Is(err, errDurationReached) {
+		say("--duration %s reached", duration)
+		return nil
+	}
+	return err
 }
 
-// watch prints the state every two seconds and drives the story: a good release, then a slow one.
-func watch(ctx context.Context, c client.Client, q metrics.Querier) error {
+// errDurationReached ends watch when --duration has passed.
+var errDurationReached = errors.New("duration reached")
+
+// watch prints the state every two seconds and drives the story: a good release, then a slow
+// one. A part of the stack that exits (failed) ends it with that part's error and log; end (nil
+// for never) ends it with errDurationReached.
+func watch(ctx context.Context, c client.Client, q metrics.Querier, failed <-chan error, end <-chan time.Time) error {
 	stage := 0
 	var healthySince time.Time
 	fmt.Println(stack.Header())
@@ -145,6 +159,10 @@ func watch(ctx context.Context, c client.Client, q metrics.Querier) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case err := <-failed:
+			return fmt.Errorf("a part of the demo stopped, so the story cannot go on: %w", err)
+		case <-end:
+			return errDurationReached
 		case <-t.C:
 		}
 	}

@@ -80,9 +80,13 @@ func up(args []string) error {
 		}
 	}
 	printSummary(env, time.Since(began))
-	<-ctx.Done()
-	fmt.Fprintln(os.Stderr, "\nStopping...")
-	return nil
+	select {
+	case <-ctx.Done():
+		fmt.Fprintln(os.Stderr, "\nStopping...")
+		return nil
+	case err := <-env.Failed():
+		return fmt.Errorf("stopping everything: %w", err)
+	}
 }
 
 func printSummary(env *devenv.Env, took time.Duration) {

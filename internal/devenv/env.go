@@ -133,6 +133,10 @@ type Env struct {
 	stopOnce  sync.Once
 	stopped   bool
 	processes []*Process // started through StartProcess
+	failed    chan error // the first unexpected exit (see Failed); made on first use
+	// started is set once Start has every part ready: before that, start steps report their
+	// own failures (and a part retried on fresh ports exits on purpose).
+	started bool
 }
 
 // Start starts the environment and returns once every part is ready: the API server serves,
@@ -256,6 +260,17 @@ func (e *Env) start(ctx context.Context) error {
 		e.mu.Unlock()
 		e.log.Info("Ready", "part", s.name, "took", took.Round(time.Millisecond).String())
 	}
+	// A part that was ready and died while later steps ran is reported here; from now on
+	// through Failed.
+	e.mu.Lock()
+	e.started = true
+	parts := append([]*Process(nil), e.parts...)
+	e.mu.Unlock()
+	for _, p := range parts {
+		if !p.Running() {
+			return fmt.Errorf("devenv: %w", p.exitError(p.ExitErr()))
+		}
+	}
 	return nil
 }
 
@@ -291,12 +306,56 @@ func (e *Env) forget(name string) {
 	}
 }
 
+// failures returns the channel of unexpected exits, making it on first use.
+func (e *Env) failures() chan error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.failed == nil {
+		e.failed = make(chan error, 1)
+	}
+	return e.failed
+}
+
+// Failed receives an *ExitError when a part or a companion exits while nothing asked it to
+// stop: it crashed, or gave up (a bad flag, a missing file). Only the first such exit is
+// delivered; exits asked for by Process.Stop, Kill, Restart or Env.Stop are not reported. A
+// command that runs the environment selects on it beside its own work, so that a dead part
+// ends the command with an error naming the part, its exit status and the tail of its log.
+func (e *Env) Failed() <-chan error { return e.failures() }
+
+// partExited delivers an unexpected exit to Failed once Start has finished, unless the
+// environment is stopping.
+func (e *Env) partExited(p *Process, err error) {
+	ch := e.failures()
+	e.mu.Lock()
+	report := e.started && !e.stopped
+	e.mu.Unlock()
+	if !report {
+		return
+	}
+	exitErr := p.exitError(err)
+	e.log.Info("Part exited unexpectedly", "part", p.Name(), "status", exitStatus(err), "log", p.LogPath())
+	select {
+	case ch <- exitErr:
+	default: // an earlier exit is already waiting; the first one tells the story
+	}
+}
+
+// exitStatus is how a run ended, for logs.
+func exitStatus(err error) string {
+	if err == nil {
+		return "exit status 0"
+	}
+	return err.Error()
+}
+
 // launch starts a part's process and registers it for Stop.
 func (e *Env) launch(name string, argv []string) (*Process, error) {
 	p, err := newProcess(name, e.opts.Dir, argv, nil)
 	if err != nil {
 		return nil, err
 	}
+	p.onExit = e.partExited
 	if err := p.start(true); err != nil {
 		return nil, err
 	}
@@ -327,6 +386,7 @@ func (e *Env) StartProcess(name string, argv []string, env []string) (*Process, 
 	if err != nil {
 		return nil, fmt.Errorf("devenv: %w", err)
 	}
+	p.onExit = e.partExited
 	if err := p.start(true); err != nil {
 		return nil, fmt.Errorf("devenv: %w", err)
 	}

@@ -5,12 +5,14 @@ package devenv
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -244,6 +246,30 @@ func TestEnv(t *testing.T) {
 		poll(t, time.Minute, "a scrape after the restart", func() error {
 			return promHas(ctx, env.PrometheusURL(), fresh, "1")
 		})
+	})
+
+	t.Run("a part that crashes on its own is reported through Failed, one killed on purpose is not", func(t *testing.T) {
+		select {
+		case err := <-env.Failed():
+			t.Fatalf("failure reported after Prometheus was killed and restarted on purpose: %v", err)
+		default:
+		}
+		sched := env.Process(PartScheduler)
+		if err := syscall.Kill(sched.Pid(), syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-env.Failed():
+			var exit *ExitError
+			if !errors.As(err, &exit) || exit.Name != PartScheduler || !strings.Contains(err.Error(), "signal: killed") || exit.Tail == "" {
+				t.Errorf("Failed() = %v, want kube-scheduler killed by a signal with its log", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("the crash of kube-scheduler was not reported within 30s")
+		}
+		if err := sched.Restart(); err != nil {
+			t.Fatal(err)
+		}
 	})
 
 	t.Run("Stop leaves no process behind", func(t *testing.T) {

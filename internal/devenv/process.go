@@ -29,11 +29,50 @@ type Process struct {
 	logPath string
 	grace   time.Duration // SIGTERM to SIGKILL
 
-	mu      sync.Mutex
-	cmd     *exec.Cmd
-	logFile *os.File
-	done    chan struct{} // closed when the current run has exited
-	waitErr error         // the current run's exit error, valid once done is closed
+	// onExit is called (once per run, without the lock) when a run exits while nothing asked
+	// it to stop (see ExitError); nil for no supervision.
+	onExit func(p *Process, err error)
+
+	mu       sync.Mutex
+	cmd      *exec.Cmd
+	logFile  *os.File
+	done     chan struct{} // closed when the current run has exited
+	waitErr  error         // the current run's exit error, valid once done is closed
+	stopping bool          // Stop or Kill was asked for the current run: its exit is expected
+}
+
+// exitTailLines is how many lines of a part's log an ExitError shows.
+const exitTailLines = 20
+
+// ExitError reports a process that exited while nothing asked it to stop (Stop, Kill and
+// Restart ask): which one, how it ended and the last lines of its log.
+type ExitError struct {
+	// Name is the process's name (a Part* constant or a StartProcess name).
+	Name string
+	// Err is the exit status as os/exec reports it ("exit status 3", "signal: killed"), or nil
+	// for an exit with status 0.
+	Err error
+	// LogPath is the process's log file.
+	LogPath string
+	// Tail is the last lines of the log (at most 20).
+	Tail string
+}
+
+// Error names the process, its exit status and shows the end of its log.
+func (e *ExitError) Error() string {
+	status := "exit status 0"
+	if e.Err != nil {
+		status = e.Err.Error()
+	}
+	return fmt.Sprintf("%s exited unexpectedly (%s)\n--- last lines of %s ---\n%s\n---", e.Name, status, e.LogPath, e.Tail)
+}
+
+// Unwrap returns the exit status error (an *exec.ExitError for a non-zero status).
+func (e *ExitError) Unwrap() error { return e.Err }
+
+// exitError describes how the current run ended, with the tail of its log.
+func (p *Process) exitError(err error) *ExitError {
+	return &ExitError{Name: p.name, Err: err, LogPath: p.logPath, Tail: tailFile(p.logPath, exitTailLines)}
 }
 
 // newProcess describes a process without starting it. argv[0] is the program (a path or a name
@@ -153,16 +192,29 @@ func (p *Process) start(truncate bool) error {
 		return fmt.Errorf("process %s: start %s: %w", p.name, p.path, err)
 	}
 	done := make(chan struct{})
-	p.cmd, p.logFile, p.done, p.waitErr = cmd, f, done, nil
+	p.cmd, p.logFile, p.done, p.waitErr, p.stopping = cmd, f, done, nil, false
 	go func() {
 		err := cmd.Wait()
 		p.mu.Lock()
 		p.waitErr = err
+		expected := p.stopping
 		p.mu.Unlock()
 		_ = f.Close()
+		// Reported before Exited closes, so that whoever waits on Exited finds it reported.
+		if !expected && p.onExit != nil {
+			p.onExit(p, err)
+		}
 		close(done)
 	}()
 	return nil
+}
+
+// markStopping records that the current run's exit is asked for, so that it is not reported
+// as unexpected.
+func (p *Process) markStopping() {
+	p.mu.Lock()
+	p.stopping = true
+	p.mu.Unlock()
 }
 
 // signalGroup sends sig to the process group of the current run; a group that is gone is fine.
@@ -192,6 +244,7 @@ func (p *Process) Stop() error {
 		return p.signalGroup(syscall.SIGKILL)
 	default:
 	}
+	p.markStopping()
 	if err := p.signalGroup(syscall.SIGTERM); err != nil {
 		return err
 	}
@@ -210,6 +263,7 @@ func (p *Process) Kill() error {
 	if done == nil {
 		return nil
 	}
+	p.markStopping()
 	if err := p.signalGroup(syscall.SIGKILL); err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -338,6 +339,196 @@ func TestStartProcess(t *testing.T) {
 		}
 		if _, err := e.StartProcess("late", []string{"true"}, nil); err == nil {
 			t.Error("StartProcess after Stop succeeded")
+		}
+	})
+}
+
+func TestSupervision(t *testing.T) {
+	newEnv := func(t *testing.T) *Env {
+		dir := t.TempDir()
+		e := &Env{opts: Options{Dir: dir}, kubeconfig: filepath.Join(dir, "kubeconfig"), byName: map[string]*Process{}, started: true}
+		t.Cleanup(e.Stop)
+		return e
+	}
+	// failure waits for the environment's first unexpected exit.
+	failure := func(t *testing.T, e *Env, within time.Duration) *ExitError {
+		t.Helper()
+		select {
+		case err := <-e.Failed():
+			var exit *ExitError
+			if !errors.As(err, &exit) {
+				t.Fatalf("Failed() delivered %T %v, want an *ExitError", err, err)
+			}
+			return exit
+		case <-time.After(within):
+			t.Fatalf("no failure reported within %s", within)
+			return nil
+		}
+	}
+	// quiet checks that no failure is reported for a while.
+	quiet := func(t *testing.T, e *Env, d time.Duration) {
+		t.Helper()
+		select {
+		case err := <-e.Failed():
+			t.Fatalf("failure reported: %v", err)
+		case <-time.After(d):
+		}
+	}
+
+	t.Run("a part that exits on its own is reported with its name, exit status and the last 20 lines of its log", func(t *testing.T) {
+		e := newEnv(t)
+		began := time.Now()
+		if _, err := e.StartProcess("fake-part", []string{"sh", "-c", `for i in $(seq 1 30); do echo "line $i"; done; echo boom; exit 3`}, nil); err != nil {
+			t.Fatal(err)
+		}
+		exit := failure(t, e, 10*time.Second)
+		if exit.Name != "fake-part" {
+			t.Errorf("name %q, want fake-part", exit.Name)
+		}
+		var status *exec.ExitError
+		if !errors.As(exit, &status) || status.ExitCode() != 3 {
+			t.Errorf("exit status %v, want exit code 3", exit.Err)
+		}
+		lines := strings.Split(exit.Tail, "\n")
+		if len(lines) != exitTailLines || lines[len(lines)-1] != "boom" || lines[0] != "line 12" {
+			t.Errorf("tail has %d lines from %q to %q, want the last %d (line 12 .. boom)", len(lines), lines[0], lines[len(lines)-1], exitTailLines)
+		}
+		msg := exit.Error()
+		for _, want := range []string{"fake-part exited unexpectedly (exit status 3)", "boom", filepath.Join(e.Dir(), "fake-part.log")} {
+			if !strings.Contains(msg, want) {
+				t.Errorf("error %q does not say %q", msg, want)
+			}
+		}
+		if took := time.Since(began); took > 5*time.Second {
+			t.Errorf("reported %s after the start, want at once", took)
+		}
+	})
+
+	t.Run("a part that exits with status 0 while nobody asked is reported too", func(t *testing.T) {
+		e := newEnv(t)
+		if _, err := e.StartProcess("quitter", []string{"sh", "-c", "echo done"}, nil); err != nil {
+			t.Fatal(err)
+		}
+		exit := failure(t, e, 10*time.Second)
+		if exit.Name != "quitter" || exit.Err != nil || !strings.Contains(exit.Error(), "exit status 0") {
+			t.Errorf("got %v (err %v), want quitter with exit status 0", exit, exit.Err)
+		}
+	})
+
+	t.Run("a part launched by the environment itself is supervised the same way", func(t *testing.T) {
+		e := newEnv(t)
+		if _, err := e.launch(PartKwok, []string{"sh", "-c", "echo 'kwok: cannot reach the API server'; exit 1"}); err != nil {
+			t.Fatal(err)
+		}
+		if exit := failure(t, e, 10*time.Second); exit.Name != PartKwok || !strings.Contains(exit.Tail, "cannot reach") {
+			t.Errorf("got %v, want kwok with its log", exit)
+		}
+	})
+
+	t.Run("stopping, killing or restarting a part is not a failure", func(t *testing.T) {
+		e := newEnv(t)
+		stopped, err := e.StartProcess("stopped", []string{"sleep", "300"}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		killed, err := e.StartProcess("killed", []string{"sleep", "300"}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		restarted, err := e.StartProcess("restarted", []string{"sleep", "300"}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := stopped.Stop(); err != nil {
+			t.Fatal(err)
+		}
+		if err := killed.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		if err := restarted.Restart(); err != nil {
+			t.Fatal(err)
+		}
+		quiet(t, e, time.Second)
+
+		// The restarted run is supervised again: its crash is reported.
+		if err := syscall.Kill(restarted.Pid(), syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		if exit := failure(t, e, 10*time.Second); exit.Name != "restarted" || !strings.Contains(exit.Error(), "signal: killed") {
+			t.Errorf("got %v, want the restarted part killed by a signal", exit)
+		}
+	})
+
+	t.Run("parts ending because the environment stops are not failures", func(t *testing.T) {
+		e := newEnv(t)
+		if _, err := e.StartProcess("worker", []string{"sleep", "300"}, nil); err != nil {
+			t.Fatal(err)
+		}
+		e.Stop()
+		quiet(t, e, 500*time.Millisecond)
+	})
+
+	t.Run("exits before the environment has started are left to the start steps", func(t *testing.T) {
+		e := newEnv(t)
+		e.started = false
+		p, err := e.launch("server", []string{"sh", "-c", "exit 1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		<-p.Exited()
+		quiet(t, e, 500*time.Millisecond)
+	})
+
+	t.Run("of several failures only the first is delivered", func(t *testing.T) {
+		e := newEnv(t)
+		for _, name := range []string{"first", "second"} {
+			p, err := e.StartProcess(name, []string{"sh", "-c", "exit 4"}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			<-p.Exited()
+		}
+		if exit := failure(t, e, 10*time.Second); exit.Name != "first" {
+			t.Errorf("got %s, want first", exit.Name)
+		}
+		quiet(t, e, 500*time.Millisecond)
+	})
+}
+
+func TestWaitServing(t *testing.T) {
+	dir := t.TempDir()
+	e := &Env{opts: Options{Dir: dir}, kubeconfig: filepath.Join(dir, "kubeconfig"), byName: map[string]*Process{}, started: true}
+	t.Cleanup(e.Stop)
+	port, err := FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://127.0.0.1:" + strconv.Itoa(port) + "/healthz"
+
+	t.Run("a companion that exits before it serves fails the wait at once with its own error", func(t *testing.T) {
+		p, err := e.StartProcess("fleet-sim", []string{"sh", "-c", `sleep 0.2; echo 'Invalid configuration: opening trace: open /nowhere.csv: no such file or directory'; exit 2`}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		began := time.Now()
+		err = WaitServing(context.Background(), p, url, time.Minute)
+		var exit *ExitError
+		if !errors.As(err, &exit) || exit.Name != "fleet-sim" || !strings.Contains(err.Error(), "exit status 2") || !strings.Contains(err.Error(), "opening trace: open /nowhere.csv") {
+			t.Fatalf("err = %v, want the simulator's exit with its log", err)
+		}
+		if took := time.Since(began); took > 10*time.Second {
+			t.Errorf("failed after %s, want at once (the timeout is a minute)", took)
+		}
+	})
+
+	t.Run("a companion that never serves fails the wait at the timeout with its log", func(t *testing.T) {
+		p, err := e.StartProcess("silent", []string{"sh", "-c", "echo still loading; sleep 300"}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = WaitServing(context.Background(), p, url, 500*time.Millisecond)
+		if err == nil || !strings.Contains(err.Error(), "silent") || !strings.Contains(err.Error(), "still loading") || !strings.Contains(err.Error(), "not reached within") {
+			t.Errorf("err = %v, want a timeout naming the companion and its log", err)
 		}
 	})
 }

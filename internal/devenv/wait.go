@@ -106,3 +106,20 @@ func httpGetOK(url, bearer string, caPEM []byte) func(context.Context) error {
 		return nil
 	}
 }
+
+// WaitServing waits until url (plain http on loopback) answers 200, for a companion started
+// with Env.StartProcess. When the process exits first, the error is its *ExitError: its name,
+// exit status and the last lines of its log (a simulator that cannot open its trace says so
+// there). It also fails when ctx ends or timeout passes, showing the log's tail.
+func WaitServing(ctx context.Context, p *Process, url string, timeout time.Duration) error {
+	err := waitFor(ctx, p, url, timeout, httpGetOK(url, "", nil))
+	if err == nil {
+		return nil
+	}
+	select {
+	case <-p.Exited():
+		return p.exitError(p.ExitErr())
+	default:
+		return partError(p, err)
+	}
+}

@@ -17,14 +17,24 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/modelship/modelship/internal/devenv"
+	"github.com/modelship/modelship/internal/fleet"
 	"github.com/modelship/modelship/internal/testenv"
 )
+
+// DefaultTrace is the trace the simulator replays when Options.Trace is empty, relative to the
+// repository's root: the Azure LLM inference trace 2023 (conversation), shipped in the
+// repository with its source and license (test/traces/README.md).
+const DefaultTrace = "test/traces/azure-llm-2023-conv.csv"
+
+// simulatorStartTimeout bounds the wait for the fleet simulator to serve after its start.
+const simulatorStartTimeout = time.Minute
 
 // Options configure a stack.
 type Options struct {
 	// Dir holds logs and data of every part. Required.
 	Dir string
 	// Trace is the request trace the simulator replays (TIMESTAMP,ContextTokens,GeneratedTokens).
+	// Defaults to DefaultTrace in the repository.
 	Trace string
 	// Speed compresses the trace's time (60: an hour in a minute); RateScale multiplies its rate.
 	Speed, RateScale float64
@@ -65,14 +75,22 @@ func Build(ctx context.Context, repoRoot, dir string) error {
 	return nil
 }
 
-// Start builds the binaries, starts the environment, the simulator and the controller.
+// Start builds the binaries, starts the environment, the simulator and the controller. It
+// checks the trace first (with the simulator's own loader) and waits for the simulator to
+// serve, so that a simulator that cannot run fails Start with its error and the end of its
+// log. Once it returns, Env.Failed reports any part that exits unasked.
 func Start(ctx context.Context, o Options) (*Stack, error) {
 	if o.Dir == "" {
 		return nil, fmt.Errorf("stack: Options.Dir is required")
 	}
 	root := testenv.RepoRoot()
 	if o.Trace == "" {
-		o.Trace = filepath.Join(root, "..", "shared", "traces", "azure-llm-2023-conv.csv")
+		o.Trace = filepath.Join(root, DefaultTrace)
+	}
+	// The simulator would exit at once on a bad trace: say so before minutes of building and
+	// starting a cluster.
+	if _, err := fleet.LoadTrace(o.Trace); err != nil {
+		return nil, fmt.Errorf("stack: the fleet simulator cannot replay its trace (--trace %s): %w", o.Trace, err)
 	}
 	if o.Speed == 0 {
 		o.Speed = 10
@@ -124,6 +142,10 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 		env.Stop()
 		return nil, err
 	}
+	if err := devenv.WaitServing(ctx, s.Simulator, s.SimulatorURL+"/healthz", simulatorStartTimeout); err != nil {
+		env.Stop()
+		return nil, fmt.Errorf("stack: starting the fleet simulator: %w", err)
+	}
 	if err := s.StartController(o.ControllerArgs...); err != nil {
 		env.Stop()
 		return nil, err
@@ -174,6 +196,9 @@ func (s *Stack) RestartSimulator(rateScale float64) error {
 		return fmt.Errorf("stack: restarting the simulator: %w", err)
 	}
 	s.Simulator = p
+	if err := devenv.WaitServing(context.Background(), p, s.SimulatorURL+"/healthz", simulatorStartTimeout); err != nil {
+		return fmt.Errorf("stack: restarting the simulator: %w", err)
+	}
 	return nil
 }
 

@@ -108,7 +108,21 @@ func run(m *testing.M) int {
 	}
 	prom = q
 
+	// A part that exits while no story asked for it (stories stop Prometheus, kill the
+	// controller and replace the simulator on purpose) ends the run: every later result would
+	// be about a broken stack, not about modelship.
+	done := make(chan struct{})
+	go func() {
+		select {
+		case err := <-s.Env.Failed():
+			fmt.Fprintf(os.Stderr, "e2e: FAIL: a part of the stack stopped, ending the run: %v\nlogs kept in %s\n", err, dir)
+			s.Stop()
+			os.Exit(1)
+		case <-done:
+		}
+	}()
 	code := m.Run()
+	close(done)
 
 	s.Stop()
 	release()

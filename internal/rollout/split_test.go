@@ -1,0 +1,47 @@
+package rollout
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
+)
+
+// TestTheSplitOfAnUnchangedTotalNeverGrowsTheStableColor sweeps the state of the e2e story
+// "Prometheus stopped mid-rollout" (steps 10/25/50/100, at step 2 with weights 75/25, stable
+// blue on 6 Ready pods) over what may change while the total stays 6: the cluster's room
+// (swap mode or not), the candidate's size and readiness, an inconclusive measurement or
+// none. Blue is never planned above the total and green is sized for 50% of it: 3 pods. So
+// the story's "blue 6 -> 7 with green at 4" is not the split of an unchanged 6: it is the
+// split of a total of 7 (need(7, 50%) = 4), a change the autoscaler made.
+func TestTheSplitOfAnUnchangedTotalNeverGrowsTheStableColor(t *testing.T) {
+	ms := newModelServer(withSteps(10, 25, 50, 100), withStepDuration(20*time.Second), withInterval(5*time.Second),
+		withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 6), inRollout(revB, 2, t0, 25)))
+	now := t0.Add(30 * time.Second) // past the step's end: only a passing measurement could move it
+	for total, wantGreen := range map[int32]int32{6: 3, 7: 4} {
+		for _, capacity := range []int32{0, 6, 7, 8, 9, 10, 12, 16, 20} {
+			for size := int32(0); size <= 4; size++ {
+				for ready := int32(0); ready <= size; ready++ {
+					for _, m := range []string{"none", "inconclusive"} {
+						name := fmt.Sprintf("total %d, capacity %d, green %d/%d Ready, measurement %s", total, capacity, ready, size, m)
+						opts := []obsOption{deploy(blue, revA, 6, 6), deploy(green, revB, size, ready), withCapacity(capacity)}
+						if m == "inconclusive" {
+							opts = append(opts, measurement(now, v1alpha1.VerdictInconclusive))
+						}
+						d := Next(ms, newObs(revB, total, opts...), now)
+						if d.Status.Step != 2 || d.Weights[green] != 25 {
+							t.Errorf("%s: moved to step %d, weights %v", name, d.Status.Step, d.Weights)
+						}
+						if got := d.Plans[blue].Replicas; got > total || got < need(total, 75) {
+							t.Errorf("%s: blue planned %d, want between its share %d and the total %d", name, got, need(total, 75), total)
+						}
+						if got := d.Plans[green].Replicas; got != wantGreen {
+							t.Errorf("%s: green planned %d, want %d (50%% of %d)", name, got, wantGreen, total)
+						}
+					}
+				}
+			}
+		}
+	}
+}
