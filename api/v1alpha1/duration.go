@@ -15,6 +15,9 @@ import (
 // other ModelServer. Such a Duration reads as zero and keeps its text: Err says what is wrong,
 // and writing it back gives the same text, so that nothing the user wrote is lost.
 //
+// The API's Duration fields are tagged omitzero: a zero Duration (left unset in Go) is not
+// written, so that the API server fills in the field's default instead of refusing "0s".
+//
 // +kubebuilder:validation:Type=string
 // +kubebuilder:validation:MaxLength=64
 type Duration struct {

@@ -171,7 +171,7 @@ type RolloutSpec struct {
 	// +kubebuilder:default="2m"
 	// +kubebuilder:validation:XValidation:rule="self.matches('^(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')",message="spec.rollout.stepDuration must be a positive duration such as 2m or 90s (units h, m, s, ms)"
 	// +optional
-	StepDuration Duration `json:"stepDuration,omitempty"`
+	StepDuration Duration `json:"stepDuration,omitempty,omitzero"`
 
 	// Warmup, when set, is a check the candidate's pods must pass (an HTTP GET answering 2xx)
 	// after they are Ready and before the candidate gets any weight. Model servers such as vLLM
@@ -190,7 +190,7 @@ type RolloutSpec struct {
 	// +kubebuilder:default="10m"
 	// +kubebuilder:validation:XValidation:rule="self.matches('^(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')",message="spec.rollout.scaleDownDelay must be a positive duration such as 2m or 90s (units h, m, s, ms)"
 	// +optional
-	ScaleDownDelay Duration `json:"scaleDownDelay,omitempty"`
+	ScaleDownDelay Duration `json:"scaleDownDelay,omitempty,omitzero"`
 
 	// FailureLimit is the number of failed measurements tolerated in a rollout; one more rolls
 	// back. 0 rolls back on the first failed measurement.
@@ -211,7 +211,7 @@ type RolloutSpec struct {
 	// +kubebuilder:default="30m"
 	// +kubebuilder:validation:XValidation:rule="self.matches('^(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')",message="spec.rollout.progressDeadline must be a positive duration such as 2m or 90s (units h, m, s, ms)"
 	// +optional
-	ProgressDeadline Duration `json:"progressDeadline,omitempty"`
+	ProgressDeadline Duration `json:"progressDeadline,omitempty,omitzero"`
 
 	// Analysis says how each step is judged.
 	// +kubebuilder:default={}
@@ -260,7 +260,7 @@ type AnalysisSpec struct {
 	// +kubebuilder:default="30s"
 	// +kubebuilder:validation:XValidation:rule="self.matches('^(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')",message="spec.rollout.analysis.interval must be a positive duration such as 2m or 90s (units h, m, s, ms)"
 	// +optional
-	Interval Duration `json:"interval,omitempty"`
+	Interval Duration `json:"interval,omitempty,omitzero"`
 
 	// MinSamples is the number of candidate requests (over the analysis window) below which a
 	// measurement is inconclusive rather than judged. Defaults to 50.
@@ -347,7 +347,7 @@ type AutoscalingSpec struct {
 	// +kubebuilder:default="15s"
 	// +kubebuilder:validation:XValidation:rule="self.matches('^(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')",message="spec.autoscaling.interval must be a positive duration such as 2m or 90s (units h, m, s, ms)"
 	// +optional
-	Interval Duration `json:"interval,omitempty"`
+	Interval Duration `json:"interval,omitempty,omitzero"`
 
 	// Tolerance is the relative distance from a target within which no scaling happens
 	// (HPA's default, 0.1), a fraction: 0 <= tolerance < 1. Defaults to 0.1.
