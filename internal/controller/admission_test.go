@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -16,8 +18,11 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+	"sigs.k8s.io/yaml"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
+	"github.com/modelship/modelship/internal/stack"
+	"github.com/modelship/modelship/internal/testenv"
 )
 
 // badSpec is one ModelServer a user might write wrong: a valid one (newModelServer) changed by
@@ -431,5 +436,142 @@ func TestRejectsInvalidUpdatesLeavingTheStoredObjectUnchanged(t *testing.T) {
 	}
 	if n < 36 {
 		t.Fatalf("only %d invalid updates tried; keep at least 36", n)
+	}
+}
+
+// Every ModelServer the repository shows users (config/samples, the README, the demo's and the
+// end-to-end stories' stack.ModelServer) is still accepted by the rules above.
+func TestAcceptsEveryModelServerTheRepositoryShows(t *testing.T) {
+	ns := newNamespace(t)
+	ctx := context.Background()
+	type example struct {
+		from string
+		obj  *unstructured.Unstructured
+	}
+	var examples []example
+	addYAML := func(from, doc string) {
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
+			t.Fatalf("%s: %v", from, err)
+		}
+		if u.GetKind() == "ModelServer" {
+			examples = append(examples, example{from, u})
+		}
+	}
+	samples, err := filepath.Glob(filepath.Join(testenv.RepoRoot(), "config", "samples", "*.yaml"))
+	if err != nil || len(samples) == 0 {
+		t.Fatalf("no samples in config/samples: %v", err)
+	}
+	for _, f := range samples {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, doc := range strings.Split(string(b), "\n---") {
+			addYAML(fmt.Sprintf("%s#%d", filepath.Base(f), i), doc)
+		}
+	}
+	readme, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, block := range strings.Split(string(readme), "```yaml\n")[1:] {
+		addYAML(fmt.Sprintf("README.md yaml block %d", i+1), strings.SplitN(block, "```", 2)[0])
+	}
+	for _, ms := range []*v1alpha1.ModelServer{stack.ModelServer(ns, "demo", "vllm/vllm-openai:v0.10.2"), newModelServer(ns, "envtest")} {
+		examples = append(examples, example{"Go: " + ms.Name, toUnstructured(t, ms, nil)})
+	}
+	if len(examples) < 4 {
+		t.Fatalf("found only %d examples", len(examples))
+	}
+	for _, g := range goodSpecs() {
+		ms := newModelServer(ns, "good")
+		if g.mutate != nil {
+			g.mutate(ms)
+		}
+		examples = append(examples, example{"edge: " + g.name, toUnstructured(t, ms, g.raw)})
+	}
+	for i, ex := range examples {
+		t.Run(ex.from, func(t *testing.T) {
+			ex.obj.SetNamespace(ns)
+			ex.obj.SetName(fmt.Sprintf("example-%d", i))
+			if err := k8s.Create(ctx, ex.obj, client.DryRunAll); err != nil {
+				t.Errorf("refused: %v", err)
+			}
+		})
+	}
+	// The dry run is judged as a create would be: a bad spec is refused the same way.
+	bad := newModelServer(ns, "bad")
+	bad.Spec.Rollout.StepDuration = text("2 minutes")
+	if err := k8s.Create(ctx, toUnstructured(t, bad, nil), client.DryRunAll); !apierrors.IsInvalid(err) {
+		t.Errorf("a dry run accepted stepDuration 2 minutes: %v", err)
+	}
+}
+
+// goodSpecs are unusual but valid ModelServers the rules must not refuse.
+func goodSpecs() []badSpec {
+	gpu := func(name string, limit, request any) func(map[string]any) {
+		return func(spec map[string]any) {
+			r := map[string]any{"limits": map[string]any{name: limit}}
+			if request != nil {
+				r["requests"] = map[string]any{name: request}
+			}
+			firstContainer(spec)["resources"] = r
+		}
+	}
+	return []badSpec{
+		{name: "durations in hours and minutes, fractions and milliseconds", mutate: func(ms *v1alpha1.ModelServer) {
+			r := &ms.Spec.Rollout
+			r.StepDuration, r.ScaleDownDelay, r.ProgressDeadline, r.InconclusiveDeadline = dur("1h30m"), dur("1.5h"), dur("45m"), ptr.To(dur("90s"))
+			r.Analysis.Interval = dur("1500ms")
+		}},
+		{name: "a step as long as the analysis interval", mutate: func(ms *v1alpha1.ModelServer) {
+			ms.Spec.Rollout.StepDuration, ms.Spec.Rollout.Analysis.Interval = dur("1m"), dur("60s")
+		}},
+		{name: "eight GPUs as a number, request equal to limit", raw: gpu("nvidia.com/gpu", 8, 8)},
+		{name: "sixteen GPUs as a string, request equal to limit", raw: gpu("nvidia.com/gpu", "16", "16")},
+		{name: "a GPU request as a string and a limit as a number", raw: gpu("nvidia.com/gpu", 1, "1")},
+		{name: "an AMD GPU", raw: gpu("amd.com/gpu", "1", nil)},
+		{name: "no GPU at all, fractional CPU", raw: func(spec map[string]any) {
+			firstContainer(spec)["resources"] = map[string]any{"requests": map[string]any{"cpu": "500m", "memory": "1.5Gi"}}
+		}},
+		{name: "restartPolicy Always", mutate: func(ms *v1alpha1.ModelServer) { ms.Spec.Template.Spec.RestartPolicy = corev1.RestartPolicyAlways }},
+		{name: "template keys with spaces and trim markers", mutate: func(ms *v1alpha1.ModelServer) {
+			ms.Spec.Rollout.Analysis.Metrics = []v1alpha1.AnalysisMetric{{Name: "ok", MaxRatioToStable: qty("2"),
+				Query: `sum(rate(x{namespace="{{ .Namespace }}",pod=~"{{- .Pods -}}",c="{{.Color}}",r="{{.Revision}}",n="{{.Name}}"}[{{.Window}}]))`}}
+			ms.Spec.Rollout.Analysis.SampleQuery = `sum(increase(y{job="a"}[5m]))`
+		}},
+		{name: "the vLLM preset's own queries written out", mutate: func(ms *v1alpha1.ModelServer) {
+			ms.Spec.Rollout.Analysis.Metrics = []v1alpha1.AnalysisMetric{{Name: "ttft-p95", Max: qty("500m"), Min: qty("0"),
+				Query: `histogram_quantile(0.95, sum by (le) (rate(vllm:time_to_first_token_seconds_bucket{namespace="{{.Namespace}}",pod=~"{{.Pods}}"}[{{.Window}}])))`}}
+		}},
+		{name: "negative bounds on a metric that can be negative", mutate: func(ms *v1alpha1.ModelServer) {
+			ms.Spec.Rollout.Analysis.Metrics = []v1alpha1.AnalysisMetric{{Name: "drift", Query: "x", Min: qty("-1"), Max: qty("1")}}
+		}},
+		{name: "a ratio to stable as a whole number", raw: set("rollout.analysis.metrics", []any{map[string]any{"name": "x", "query": "x", "maxRatioToStable": 2}})},
+		{name: "autoscaling with every signal at sensible targets and the widest bounds", mutate: func(ms *v1alpha1.ModelServer) {
+			a := autoscaleOn(ms)
+			a.MinReplicas, a.MaxReplicas, a.Interval, a.Tolerance = 0, 10000, dur("200ms"), qty("0")
+			a.Metrics = []v1alpha1.AutoscalingMetric{
+				{GPUUtilization: &v1alpha1.GPUUtilizationMetric{Target: 100}},
+				{RequestsWaiting: &v1alpha1.PerReplicaMetric{TargetPerReplica: resource.MustParse("500m")}},
+				{KVCacheUsage: &v1alpha1.AverageMetric{Target: resource.MustParse("1")}},
+				{Prometheus: &v1alpha1.PrometheusMetric{Query: `sum(rate(x{namespace="{{.Namespace}}"}[1m]))`, TargetPerReplica: resource.MustParse("10")}},
+				{Resource: &v1alpha1.ResourceMetric{Name: corev1.ResourceCPU, TargetAverageUtilization: 80}},
+				{External: &v1alpha1.ExternalMetric{MetricName: "queue_depth", TargetPerReplica: resource.MustParse("20")}},
+			}
+			a.Behavior = v1alpha1.ScalingBehavior{
+				ScaleUp:   &v1alpha1.ScalingRules{StabilizationWindow: ptr.To(dur("0s")), Policies: []v1alpha1.ScalingPolicy{{Type: v1alpha1.PercentScalingPolicy, Value: 900, Period: dur("30m")}}},
+				ScaleDown: &v1alpha1.ScalingRules{StabilizationWindow: ptr.To(dur("1h")), SelectPolicy: ptr.To(v1alpha1.SelectDisabled)},
+			}
+		}},
+		{name: "a tolerance just under 1 and a KV-cache target as a number", raw: func(spec map[string]any) {
+			spec["autoscaling"] = map[string]any{"maxReplicas": 4, "tolerance": "0.99", "metrics": []any{map[string]any{"kvCacheUsage": map[string]any{"target": 1}}}}
+			delete(spec, "replicas")
+		}},
+		{name: "zero replicas", mutate: func(ms *v1alpha1.ModelServer) { ms.Spec.Replicas = ptr.To(int32(0)) }},
+		{name: "a route reference with a dotted name", mutate: func(ms *v1alpha1.ModelServer) {
+			ms.Spec.Gateway = v1alpha1.GatewaySpec{RouteRef: &v1alpha1.RouteReference{Name: "llm.shared-route"}}
+		}},
 	}
 }

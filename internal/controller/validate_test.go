@@ -181,3 +181,26 @@ func TestValidateAcceptsZeroDurationsThatMeanTheDefault(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// What admission accepts the controller accepts too: a valid spec never stalls.
+func TestValidateAcceptsTheSpecsAdmissionAccepts(t *testing.T) {
+	for _, g := range goodSpecs() {
+		t.Run(g.name, func(t *testing.T) {
+			ms := newModelServer("ns", "good")
+			if g.mutate != nil {
+				g.mutate(ms)
+			}
+			b, err := json.Marshal(toUnstructured(t, ms, g.raw).Object)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := &v1alpha1.ModelServer{}
+			if err := json.Unmarshal(b, got); err != nil {
+				t.Fatal(err)
+			}
+			if err := validate(got); err != nil {
+				t.Errorf("the controller refuses a spec admission accepts: %v", err)
+			}
+		})
+	}
+}
