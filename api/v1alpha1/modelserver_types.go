@@ -418,7 +418,7 @@ type GPUUtilizationMetric struct {
 // PerReplicaMetric targets a value per replica.
 type PerReplicaMetric struct {
 	// TargetPerReplica is the number of waiting requests one replica should carry, greater than 0.
-	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self > 0 : (isQuantity(self) && quantity(self).isGreaterThan(quantity('0')))",message="spec.autoscaling.metrics[*].requestsWaiting.targetPerReplica must be greater than 0, such as 2"
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self > 0 : quantity(self).isGreaterThan(quantity('0'))",message="spec.autoscaling.metrics[*].requestsWaiting.targetPerReplica must be greater than 0, such as 2"
 	// +required
 	TargetPerReplica resource.Quantity `json:"targetPerReplica"`
 }
@@ -426,7 +426,7 @@ type PerReplicaMetric struct {
 // AverageMetric targets an average over the pods.
 type AverageMetric struct {
 	// Target average KV-cache use, a fraction greater than 0 and at most 1 (0.8 for 80%).
-	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self == 1 : (quantity(self).isGreaterThan(quantity('0')) && !quantity(self).isGreaterThan(quantity('1')))",message="spec.autoscaling.metrics[*].kvCacheUsage.target must be a fraction greater than 0 and at most 1, such as 0.8 for 80%"
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self == 1 : !(self.startsWith('-') || self in ['0', '+0', '0.', '.0', '0.0', '0.00', '0m', '0u', '0n'] || quantity(self).isGreaterThan(quantity('1')))",message="spec.autoscaling.metrics[*].kvCacheUsage.target must be a fraction greater than 0 and at most 1, such as 0.8 for 80%"
 	// +required
 	Target resource.Quantity `json:"target"`
 }
@@ -444,7 +444,7 @@ type PrometheusMetric struct {
 	Query string `json:"query"`
 
 	// TargetPerReplica is the load one replica should carry, greater than 0.
-	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self > 0 : (isQuantity(self) && quantity(self).isGreaterThan(quantity('0')))",message="spec.autoscaling.metrics[*].prometheus.targetPerReplica must be greater than 0"
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self > 0 : quantity(self).isGreaterThan(quantity('0'))",message="spec.autoscaling.metrics[*].prometheus.targetPerReplica must be greater than 0"
 	// +required
 	TargetPerReplica resource.Quantity `json:"targetPerReplica"`
 }
@@ -476,7 +476,7 @@ type ExternalMetric struct {
 	Selector *metav1.LabelSelector `json:"selector,omitempty"`
 
 	// TargetPerReplica is the value one replica should carry, greater than 0.
-	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self > 0 : (isQuantity(self) && quantity(self).isGreaterThan(quantity('0')))",message="spec.autoscaling.metrics[*].external.targetPerReplica must be greater than 0"
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self > 0 : quantity(self).isGreaterThan(quantity('0'))",message="spec.autoscaling.metrics[*].external.targetPerReplica must be greater than 0"
 	// +required
 	TargetPerReplica resource.Quantity `json:"targetPerReplica"`
 }

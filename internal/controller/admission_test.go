@@ -259,6 +259,10 @@ func badSpecs() []badSpec {
 			want: []string{"spec.autoscaling.metrics[0].requestsWaiting.targetPerReplica: Invalid value", "spec.autoscaling.metrics[*].requestsWaiting.targetPerReplica must be greater than 0"}},
 		{name: "a negative waiting-requests target", mutate: scaleOn(v1alpha1.AutoscalingMetric{RequestsWaiting: &v1alpha1.PerReplicaMetric{TargetPerReplica: resource.MustParse("-5")}}),
 			want: []string{"spec.autoscaling.metrics[0].requestsWaiting.targetPerReplica: Invalid value", "spec.autoscaling.metrics[*].requestsWaiting.targetPerReplica must be greater than 0"}},
+		{name: "a waiting-requests target in words", raw: func(spec map[string]any) {
+			spec["autoscaling"] = map[string]any{"maxReplicas": 4, "metrics": []any{map[string]any{"requestsWaiting": map[string]any{"targetPerReplica": "five"}}}}
+			delete(spec, "replicas")
+		}, want: []string{"spec.autoscaling.metrics[0].requestsWaiting.targetPerReplica", "should match"}},
 		{name: "a zero Prometheus target", mutate: scaleOn(v1alpha1.AutoscalingMetric{Prometheus: &v1alpha1.PrometheusMetric{Query: "sum(up)", TargetPerReplica: resource.MustParse("0")}}),
 			want: []string{"spec.autoscaling.metrics[0].prometheus.targetPerReplica: Invalid value", "spec.autoscaling.metrics[*].prometheus.targetPerReplica must be greater than 0"}},
 		{name: "a negative external target", mutate: scaleOn(v1alpha1.AutoscalingMetric{External: &v1alpha1.ExternalMetric{MetricName: "queue", TargetPerReplica: resource.MustParse("-1")}}),
