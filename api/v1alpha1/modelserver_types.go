@@ -168,6 +168,7 @@ type RolloutSpec struct {
 
 	// StepDuration is how long each step is held while analysis runs. At least one analysis
 	// interval; at least the passing verdict of the step's last measurement is needed to advance.
+	// A positive duration such as 2m or 90s; defaults to 2m.
 	// +kubebuilder:default="2m"
 	// +kubebuilder:validation:XValidation:rule="self.matches('^(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')",message="spec.rollout.stepDuration must be a positive duration such as 2m or 90s (units h, m, s, ms)"
 	// +optional
@@ -187,6 +188,7 @@ type RolloutSpec struct {
 
 	// ScaleDownDelay is how long the previous stable color stays at full size after a promotion,
 	// so that a rollback within this window is instant (no model load). Then it scales to zero.
+	// A positive duration such as 10m; defaults to 10m.
 	// +kubebuilder:default="10m"
 	// +kubebuilder:validation:XValidation:rule="self.matches('^(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')",message="spec.rollout.scaleDownDelay must be a positive duration such as 2m or 90s (units h, m, s, ms)"
 	// +optional
@@ -201,13 +203,15 @@ type RolloutSpec struct {
 	FailureLimit int32 `json:"failureLimit,omitempty"`
 
 	// InconclusiveDeadline, when set, rolls back a rollout that has held on inconclusive
-	// analysis (no metrics, too few samples) for this long. Unset: hold until data returns.
+	// analysis (no metrics, too few samples) for this long, a positive duration such as 15m.
+	// Unset: hold until data returns.
 	// +kubebuilder:validation:XValidation:rule="self.matches('^(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')",message="spec.rollout.inconclusiveDeadline must be a positive duration such as 2m or 90s (units h, m, s, ms)"
 	// +optional
 	InconclusiveDeadline *Duration `json:"inconclusiveDeadline,omitempty"`
 
 	// ProgressDeadline is how long the candidate may take to become Ready and warm before the
-	// rollout is rolled back (pods that cannot schedule, crash, or never load). Defaults to 30m.
+	// rollout is rolled back (pods that cannot schedule, crash, or never load). A positive
+	// duration; defaults to 30m.
 	// +kubebuilder:default="30m"
 	// +kubebuilder:validation:XValidation:rule="self.matches('^(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')",message="spec.rollout.progressDeadline must be a positive duration such as 2m or 90s (units h, m, s, ms)"
 	// +optional
@@ -256,7 +260,7 @@ type AnalysisSpec struct {
 	// +optional
 	Preset AnalysisPreset `json:"preset,omitempty"`
 
-	// Interval between measurements within a step. Defaults to 30s.
+	// Interval between measurements within a step, a positive duration. Defaults to 30s.
 	// +kubebuilder:default="30s"
 	// +kubebuilder:validation:XValidation:rule="self.matches('^(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')",message="spec.rollout.analysis.interval must be a positive duration such as 2m or 90s (units h, m, s, ms)"
 	// +optional
@@ -343,7 +347,7 @@ type AutoscalingSpec struct {
 	// +required
 	MaxReplicas int32 `json:"maxReplicas"`
 
-	// Interval between evaluations. Defaults to 15s.
+	// Interval between evaluations, a positive duration. Defaults to 15s.
 	// +kubebuilder:default="15s"
 	// +kubebuilder:validation:XValidation:rule="self.matches('^(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')",message="spec.autoscaling.interval must be a positive duration such as 2m or 90s (units h, m, s, ms)"
 	// +optional
