@@ -46,9 +46,14 @@ func (d Duration) Err() error {
 	return fmt.Errorf("%s is not a duration such as 90s, 2m or 1h30m", d.Invalid)
 }
 
-// String returns the duration as Go writes it (2m0s), or the value that did not parse.
+// String returns the duration as Go writes it (2m0s), or the value that did not parse (the
+// text of a string, else the JSON).
 func (d Duration) String() string {
 	if d.Invalid != "" {
+		var s string
+		if err := json.Unmarshal([]byte(d.Invalid), &s); err == nil {
+			return s
+		}
 		return d.Invalid
 	}
 	return d.Duration.String()
@@ -58,6 +63,10 @@ func (d Duration) String() string {
 // as it was read.
 func (d Duration) MarshalJSON() ([]byte, error) {
 	if d.Invalid != "" {
+		if !json.Valid([]byte(d.Invalid)) {
+			// Set by hand rather than read: write it as a string.
+			return json.Marshal(d.Invalid)
+		}
 		return []byte(d.Invalid), nil
 	}
 	return json.Marshal(d.Duration.String())

@@ -41,6 +41,9 @@ func TestDurationReadsAndWritesJSON(t *testing.T) {
 			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
 				t.Errorf("Err() = %v, want it to contain %q", err, tt.wantErr)
 			}
+			if tt.wantErr != "" && d.String() == "" && tt.in != `""` {
+				t.Errorf("String() is empty for %s", tt.in)
+			}
 			out, err := json.Marshal(d)
 			if err != nil {
 				t.Fatalf("Marshal: %v", err)
@@ -49,6 +52,16 @@ func TestDurationReadsAndWritesJSON(t *testing.T) {
 				t.Errorf("Marshal = %s, want %s", out, tt.out)
 			}
 		})
+	}
+}
+
+func TestDurationSetByHandWithTextThatIsNotJSONIsWrittenAsAString(t *testing.T) {
+	out, err := json.Marshal(Duration{Invalid: "2 minutes"})
+	if err != nil || string(out) != `"2 minutes"` {
+		t.Errorf("Marshal = %s, %v", out, err)
+	}
+	if got := (Duration{Invalid: `"2 minutes"`}).String(); got != "2 minutes" {
+		t.Errorf("String() = %q, want the text without JSON quotes", got)
 	}
 }
 
