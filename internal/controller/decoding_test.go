@@ -130,6 +130,7 @@ func TestOneUndecodableModelServerDoesNotBlindTheController(t *testing.T) {
 		}
 		return nil
 	})
+	t.Logf("Stalled: %s", condition(getMS(t, old), v1alpha1.ConditionStalled).Message)
 	if _, err := getDeployment(ns, "old-blue"); !apierrors.IsNotFound(err) {
 		t.Errorf("a Deployment was applied for the invalid spec: %v", err)
 	}
