@@ -51,14 +51,26 @@ type ModelServerSpec struct {
 	// Template is the pod template of the model server, as in a Deployment: image, args, ports,
 	// resources (nvidia.com/gpu), probes, volumes with model weights, node selection for a GPU
 	// product, priority class. A change to the template makes a new revision and starts a rollout.
+	// The pods run under Deployments, so restartPolicy is Always (or left out) and there is no
+	// activeDeadlineSeconds. GPUs (nvidia.com/gpu, amd.com/gpu, gpu.intel.com/i915,
+	// gpu.intel.com/xe, habana.ai/gaudi, google.com/tpu, aws.amazon.com/neuron) are whole numbers
+	// from 0 to 16 written like 1 or "8", and a GPU request, when given, equals the limit.
+	// Admission checks the first 16 containers (a CEL cost bound); the controller checks every
+	// container and init container and reports Stalled with reason InvalidSpec.
+	// +kubebuilder:validation:XValidation:rule="has(self.spec) && has(self.spec.containers) && size(self.spec.containers) > 0",message="spec.template.spec.containers must list at least one container (the model server)",fieldPath=".spec.containers"
+	// +kubebuilder:validation:XValidation:rule="!has(self.spec) || !has(self.spec.restartPolicy) || self.spec.restartPolicy == 'Always'",message="spec.template.spec.restartPolicy must be Always or left out: the model server runs under a Deployment, which restarts its pods",fieldPath=".spec.restartPolicy"
+	// +kubebuilder:validation:XValidation:rule="!has(self.spec) || !has(self.spec.activeDeadlineSeconds)",message="spec.template.spec.activeDeadlineSeconds must be left out: a model server runs until it is replaced, and a Deployment refuses a deadline",fieldPath=".spec.activeDeadlineSeconds"
+	// +kubebuilder:validation:XValidation:rule="!has(self.spec) || !has(self.spec.containers) || [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15].all(i, i >= size(self.spec.containers) || !has(self.spec.containers[i].resources) || !has(self.spec.containers[i].resources.limits) || ['nvidia.com/gpu', 'amd.com/gpu', 'gpu.intel.com/i915', 'gpu.intel.com/xe', 'habana.ai/gaudi', 'google.com/tpu', 'aws.amazon.com/neuron'].all(g, !self.spec.containers[i].resources.limits[?g].hasValue() || self.spec.containers[i].resources.limits[g] in [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16] || self.spec.containers[i].resources.limits[g] in ['0', '1', '2', '3', '4', '5', '6', '7', '8', '9', '10', '11', '12', '13', '14', '15', '16']))",message="spec.template.spec.containers[*].resources.limits: a GPU count (nvidia.com/gpu and the like) must be a whole number from 0 to 16, such as 1 or 8: a pod cannot have part of a GPU",fieldPath=".spec.containers"
+	// +kubebuilder:validation:XValidation:rule="!has(self.spec) || !has(self.spec.containers) || [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15].all(i, i >= size(self.spec.containers) || !has(self.spec.containers[i].resources) || !has(self.spec.containers[i].resources.requests) || ['nvidia.com/gpu', 'amd.com/gpu', 'gpu.intel.com/i915', 'gpu.intel.com/xe', 'habana.ai/gaudi', 'google.com/tpu', 'aws.amazon.com/neuron'].all(g, !self.spec.containers[i].resources.requests[?g].hasValue() || (has(self.spec.containers[i].resources.limits) && self.spec.containers[i].resources.limits[?g].hasValue() && [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16].exists(n, [self.spec.containers[i].resources.requests[g], self.spec.containers[i].resources.limits[g]].all(v, v in [n] || v in [string(n)])))))",message="spec.template.spec.containers[*].resources.requests: a GPU request (nvidia.com/gpu and the like) must equal the container's GPU limit, which must be set: GPUs are neither shared nor overcommitted",fieldPath=".spec.containers"
 	// +required
 	Template corev1.PodTemplateSpec `json:"template"`
 
 	// Replicas is the number of model server pods when autoscaling is off. It is the target of
 	// the /scale subresource. With autoscaling on, modelship decides the count (starting from this
-	// one, clamped to the autoscaling bounds). Defaults to 1.
+	// one, clamped to the autoscaling bounds). Defaults to 1; at most 10000.
 	// +kubebuilder:default=1
 	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=10000
 	// +optional
 	Replicas *int32 `json:"replicas,omitempty"`
 
@@ -128,6 +140,7 @@ type RouteReference struct {
 	// Name of the HTTPRoute.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	// +required
 	Name string `json:"name"`
 
@@ -142,6 +155,7 @@ type RouteReference struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.steps) || self.steps.all(i, i >= 1 && i <= 100)",message="spec.rollout.steps must each be between 1 and 100"
 // +kubebuilder:validation:XValidation:rule="!has(self.steps) || self.steps.isSorted()",message="spec.rollout.steps must be strictly increasing"
 // +kubebuilder:validation:XValidation:rule="!has(self.steps) || size(self.steps) == 0 || self.steps[size(self.steps) - 1] == 100",message="spec.rollout.steps must end at 100"
+// +kubebuilder:validation:XValidation:rule="!has(self.stepDuration) || !has(self.analysis) || !has(self.analysis.interval) || !self.stepDuration.matches('^(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+$') || !self.analysis.interval.matches('^(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+$') || duration(self.stepDuration) >= duration(self.analysis.interval)",message="spec.rollout.stepDuration must be at least spec.rollout.analysis.interval: every step is judged on at least one measurement",fieldPath=".stepDuration"
 type RolloutSpec struct {
 	// Steps are the candidate's traffic weights, in percent, one per step. Strictly increasing,
 	// each 1..100, ending at 100.
@@ -154,9 +168,11 @@ type RolloutSpec struct {
 
 	// StepDuration is how long each step is held while analysis runs. At least one analysis
 	// interval; at least the passing verdict of the step's last measurement is needed to advance.
+	// A positive duration such as 2m or 90s; defaults to 2m.
 	// +kubebuilder:default="2m"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')",message="spec.rollout.stepDuration must be a positive duration such as 2m or 90s (units h, m, s, ms)"
 	// +optional
-	StepDuration metav1.Duration `json:"stepDuration,omitempty"`
+	StepDuration Duration `json:"stepDuration,omitempty,omitzero"`
 
 	// Warmup, when set, is a check the candidate's pods must pass (an HTTP GET answering 2xx)
 	// after they are Ready and before the candidate gets any weight. Model servers such as vLLM
@@ -172,9 +188,11 @@ type RolloutSpec struct {
 
 	// ScaleDownDelay is how long the previous stable color stays at full size after a promotion,
 	// so that a rollback within this window is instant (no model load). Then it scales to zero.
+	// A positive duration such as 10m; defaults to 10m.
 	// +kubebuilder:default="10m"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')",message="spec.rollout.scaleDownDelay must be a positive duration such as 2m or 90s (units h, m, s, ms)"
 	// +optional
-	ScaleDownDelay metav1.Duration `json:"scaleDownDelay,omitempty"`
+	ScaleDownDelay Duration `json:"scaleDownDelay,omitempty,omitzero"`
 
 	// FailureLimit is the number of failed measurements tolerated in a rollout; one more rolls
 	// back. 0 rolls back on the first failed measurement.
@@ -185,15 +203,19 @@ type RolloutSpec struct {
 	FailureLimit int32 `json:"failureLimit,omitempty"`
 
 	// InconclusiveDeadline, when set, rolls back a rollout that has held on inconclusive
-	// analysis (no metrics, too few samples) for this long. Unset: hold until data returns.
+	// analysis (no metrics, too few samples) for this long, a positive duration such as 15m.
+	// Unset: hold until data returns.
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')",message="spec.rollout.inconclusiveDeadline must be a positive duration such as 2m or 90s (units h, m, s, ms)"
 	// +optional
-	InconclusiveDeadline *metav1.Duration `json:"inconclusiveDeadline,omitempty"`
+	InconclusiveDeadline *Duration `json:"inconclusiveDeadline,omitempty"`
 
 	// ProgressDeadline is how long the candidate may take to become Ready and warm before the
-	// rollout is rolled back (pods that cannot schedule, crash, or never load). Defaults to 30m.
+	// rollout is rolled back (pods that cannot schedule, crash, or never load). A positive
+	// duration; defaults to 30m.
 	// +kubebuilder:default="30m"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')",message="spec.rollout.progressDeadline must be a positive duration such as 2m or 90s (units h, m, s, ms)"
 	// +optional
-	ProgressDeadline metav1.Duration `json:"progressDeadline,omitempty"`
+	ProgressDeadline Duration `json:"progressDeadline,omitempty,omitzero"`
 
 	// Analysis says how each step is judged.
 	// +kubebuilder:default={}
@@ -205,6 +227,7 @@ type RolloutSpec struct {
 type WarmupSpec struct {
 	// Path of the HTTP GET, e.g. /v1/models.
 	// +kubebuilder:validation:Pattern=`^/`
+	// +kubebuilder:validation:MaxLength=2048
 	// +kubebuilder:default="/v1/models"
 	// +optional
 	Path string `json:"path,omitempty"`
@@ -237,20 +260,26 @@ type AnalysisSpec struct {
 	// +optional
 	Preset AnalysisPreset `json:"preset,omitempty"`
 
-	// Interval between measurements within a step. Defaults to 30s.
+	// Interval between measurements within a step, a positive duration. Defaults to 30s.
 	// +kubebuilder:default="30s"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')",message="spec.rollout.analysis.interval must be a positive duration such as 2m or 90s (units h, m, s, ms)"
 	// +optional
-	Interval metav1.Duration `json:"interval,omitempty"`
+	Interval Duration `json:"interval,omitempty,omitzero"`
 
 	// MinSamples is the number of candidate requests (over the analysis window) below which a
 	// measurement is inconclusive rather than judged. Defaults to 50.
 	// +kubebuilder:default=50
 	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000000
 	// +optional
 	MinSamples int32 `json:"minSamples,omitempty"`
 
 	// SampleQuery is the PromQL template counting the requests a measurement is based on.
-	// Defaults to the preset's (vLLM's request_success_total increase over the window).
+	// Defaults to the preset's (vLLM's request_success_total increase over the window). It is
+	// rendered as the metrics' queries are.
+	// +kubebuilder:validation:MaxLength=4096
+	// +kubebuilder:validation:XValidation:rule="self.matches('[^[:space:]]')",message="spec.rollout.analysis.sampleQuery must not be blank"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([^{]|[{][^{]|[{]$|[{][{](-[[:space:]])?[[:space:]]*[.](Namespace|Name|Color|Revision|Pods|Window)[[:space:]]*([[:space:]]-)?[}][}])*$')",message="spec.rollout.analysis.sampleQuery may use only the template keys {{.Namespace}}, {{.Name}}, {{.Color}}, {{.Revision}}, {{.Pods}} and {{.Window}}, each as {{.Key}}"
 	// +optional
 	SampleQuery string `json:"sampleQuery,omitempty"`
 
@@ -280,10 +309,13 @@ type AnalysisMetric struct {
 	// Query is the PromQL template; it must return a single value for the rendered color.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=4096
+	// +kubebuilder:validation:XValidation:rule="self.matches('[^[:space:]]')",message="spec.rollout.analysis.metrics[*].query must not be blank"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([^{]|[{][^{]|[{]$|[{][{](-[[:space:]])?[[:space:]]*[.](Namespace|Name|Color|Revision|Pods|Window)[[:space:]]*([[:space:]]-)?[}][}])*$')",message="spec.rollout.analysis.metrics[*].query may use only the template keys {{.Namespace}}, {{.Name}}, {{.Color}}, {{.Revision}}, {{.Pods}} and {{.Window}}, each as {{.Key}}"
 	// +required
 	Query string `json:"query"`
 
-	// Max is an absolute upper bound for the candidate's value (e.g. 0.5 seconds).
+	// Max is an absolute upper bound for the candidate's value (e.g. 0.5 seconds). At least Min
+	// when both are set (checked by the controller, which reports Stalled otherwise).
 	// +optional
 	Max *resource.Quantity `json:"max,omitempty"`
 
@@ -293,6 +325,7 @@ type AnalysisMetric struct {
 
 	// MaxRatioToStable bounds the candidate's value relative to the same query on the stable
 	// color: candidate <= ratio * stable (e.g. 1.2 for "at most 20% worse").
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self > 0 : !(self.startsWith('-') || self in ['0', '+0', '0.', '.0', '0.0', '0.00', '0m', '0u', '0n'])",message="spec.rollout.analysis.metrics[*].maxRatioToStable must be greater than 0, such as 1.2 for at most 20% worse than the stable color"
 	// +optional
 	MaxRatioToStable *resource.Quantity `json:"maxRatioToStable,omitempty"`
 }
@@ -301,30 +334,34 @@ type AnalysisMetric struct {
 //
 // +kubebuilder:validation:XValidation:rule="self.minReplicas <= self.maxReplicas",message="spec.autoscaling.minReplicas must be less than or equal to spec.autoscaling.maxReplicas"
 type AutoscalingSpec struct {
-	// MinReplicas is the lower bound of the total replica count. Defaults to 1.
+	// MinReplicas is the lower bound of the total replica count. Defaults to 1; at most 10000.
 	// +kubebuilder:default=1
 	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=10000
 	// +optional
 	MinReplicas int32 `json:"minReplicas,omitempty"`
 
-	// MaxReplicas is the upper bound of the total replica count.
+	// MaxReplicas is the upper bound of the total replica count, 1 to 10000.
 	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10000
 	// +required
 	MaxReplicas int32 `json:"maxReplicas"`
 
-	// Interval between evaluations. Defaults to 15s.
+	// Interval between evaluations, a positive duration. Defaults to 15s.
 	// +kubebuilder:default="15s"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')",message="spec.autoscaling.interval must be a positive duration such as 2m or 90s (units h, m, s, ms)"
 	// +optional
-	Interval metav1.Duration `json:"interval,omitempty"`
+	Interval Duration `json:"interval,omitempty,omitzero"`
 
 	// Tolerance is the relative distance from a target within which no scaling happens
-	// (HPA's default, 0.1). Defaults to 0.1.
+	// (HPA's default, 0.1), a fraction: 0 <= tolerance < 1. Defaults to 0.1.
 	// +kubebuilder:default="0.1"
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self == 0 : (isQuantity(self) && !quantity(self).isLessThan(quantity('0')) && quantity(self).isLessThan(quantity('1')))",message="spec.autoscaling.tolerance must be a fraction from 0 up to (not including) 1, such as 0.1 for 10%"
 	// +optional
 	Tolerance *resource.Quantity `json:"tolerance,omitempty"`
 
-	// Metrics each propose a replica count; the largest proposal wins. Defaults to GPU
-	// utilization with a target of 70%.
+	// Metrics each propose a replica count; the largest proposal wins. Defaults (when left out
+	// or empty) to GPU utilization with a target of 70%.
 	// +kubebuilder:validation:MaxItems=10
 	// +listType=atomic
 	// +optional
@@ -384,27 +421,34 @@ type GPUUtilizationMetric struct {
 
 // PerReplicaMetric targets a value per replica.
 type PerReplicaMetric struct {
-	// TargetPerReplica is the value one replica should carry.
+	// TargetPerReplica is the number of waiting requests one replica should carry, greater than 0.
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self > 0 : quantity(self).isGreaterThan(quantity('0'))",message="spec.autoscaling.metrics[*].requestsWaiting.targetPerReplica must be greater than 0, such as 2"
 	// +required
 	TargetPerReplica resource.Quantity `json:"targetPerReplica"`
 }
 
 // AverageMetric targets an average over the pods.
 type AverageMetric struct {
-	// Target average value.
+	// Target average KV-cache use, a fraction greater than 0 and at most 1 (0.8 for 80%).
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self == 1 : !(self.startsWith('-') || self in ['0', '+0', '0.', '.0', '0.0', '0.00', '0m', '0u', '0n'] || quantity(self).isGreaterThan(quantity('1')))",message="spec.autoscaling.metrics[*].kvCacheUsage.target must be a fraction greater than 0 and at most 1, such as 0.8 for 80%"
 	// +required
 	Target resource.Quantity `json:"target"`
 }
 
 // PrometheusMetric is a custom PromQL scaling signal.
 type PrometheusMetric struct {
-	// Query is the PromQL template returning the total load of the ModelServer.
+	// Query is the PromQL template returning the total load of the ModelServer, rendered with the
+	// keys of analysis queries ({{.Namespace}}, {{.Name}}, {{.Color}}, {{.Revision}}, {{.Pods}},
+	// {{.Window}}).
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=4096
+	// +kubebuilder:validation:XValidation:rule="self.matches('[^[:space:]]')",message="spec.autoscaling.metrics[*].prometheus.query must not be blank"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([^{]|[{][^{]|[{]$|[{][{](-[[:space:]])?[[:space:]]*[.](Namespace|Name|Color|Revision|Pods|Window)[[:space:]]*([[:space:]]-)?[}][}])*$')",message="spec.autoscaling.metrics[*].prometheus.query may use only the template keys {{.Namespace}}, {{.Name}}, {{.Color}}, {{.Revision}}, {{.Pods}} and {{.Window}}, each as {{.Key}}"
 	// +required
 	Query string `json:"query"`
 
-	// TargetPerReplica is the load one replica should carry.
+	// TargetPerReplica is the load one replica should carry, greater than 0.
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self > 0 : quantity(self).isGreaterThan(quantity('0'))",message="spec.autoscaling.metrics[*].prometheus.targetPerReplica must be greater than 0"
 	// +required
 	TargetPerReplica resource.Quantity `json:"targetPerReplica"`
 }
@@ -416,8 +460,9 @@ type ResourceMetric struct {
 	// +required
 	Name corev1.ResourceName `json:"name"`
 
-	// TargetAverageUtilization in percent of the pods' requests.
+	// TargetAverageUtilization in percent of the pods' requests, 1 to 1000.
 	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
 	// +required
 	TargetAverageUtilization int32 `json:"targetAverageUtilization"`
 }
@@ -426,6 +471,7 @@ type ResourceMetric struct {
 type ExternalMetric struct {
 	// MetricName as the external metrics API serves it.
 	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
 	// +required
 	MetricName string `json:"metricName"`
 
@@ -433,7 +479,8 @@ type ExternalMetric struct {
 	// +optional
 	Selector *metav1.LabelSelector `json:"selector,omitempty"`
 
-	// TargetPerReplica is the value one replica should carry.
+	// TargetPerReplica is the value one replica should carry, greater than 0.
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self > 0 : quantity(self).isGreaterThan(quantity('0'))",message="spec.autoscaling.metrics[*].external.targetPerReplica must be greater than 0"
 	// +required
 	TargetPerReplica resource.Quantity `json:"targetPerReplica"`
 }
@@ -465,15 +512,19 @@ const (
 // ScalingRules are HPA's scaling rules for one direction.
 type ScalingRules struct {
 	// StabilizationWindow: the count moves only as far as every recommendation of this window
-	// allows (the highest of the window when scaling down, the lowest when scaling up).
+	// allows (the highest of the window when scaling down, the lowest when scaling up). From 0
+	// (none) to 1h, as HPA's.
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(0|(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+)$') && duration(self) >= duration('0s') && duration(self) <= duration('1h')",message="spec.autoscaling.behavior.scaleUp/scaleDown.stabilizationWindow must be a duration from 0s to 1h, such as 5m or 300s"
 	// +optional
-	StabilizationWindow *metav1.Duration `json:"stabilizationWindow,omitempty"`
+	StabilizationWindow *Duration `json:"stabilizationWindow,omitempty"`
 
 	// SelectPolicy chooses among Policies. Defaults to Max.
 	// +optional
 	SelectPolicy *ScalingPolicySelect `json:"selectPolicy,omitempty"`
 
-	// Policies are rate limits: at most Value pods or percent per Period.
+	// Policies are rate limits: at most Value pods or percent per Period. Leave them out for the
+	// defaults; an empty list is refused.
+	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=10
 	// +listType=atomic
 	// +optional
@@ -496,11 +547,13 @@ type ScalingPolicy struct {
 	// Type is the unit of Value.
 	// +required
 	Type ScalingPolicyType `json:"type"`
-	// Value is the largest change allowed in one Period.
+	// Value is the largest change allowed in one Period, 1 to 10000.
 	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10000
 	// +required
 	Value int32 `json:"value"`
-	// Period over which the change is counted.
+	// Period over which the change is counted, more than 0s and at most 30m (HPA's bounds).
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s') && duration(self) <= duration('30m')",message="spec.autoscaling.behavior.scaleUp/scaleDown.policies[*].period must be a positive duration of at most 30m, such as 15s or 1m"
 	// +required
-	Period metav1.Duration `json:"period"`
+	Period Duration `json:"period"`
 }

@@ -62,7 +62,7 @@ func withTolerance(q string) specOpt {
 	return func(s *v1alpha1.AutoscalingSpec) { t := resource.MustParse(q); s.Tolerance = &t }
 }
 
-func dur(d time.Duration) *metav1.Duration { return &metav1.Duration{Duration: d} }
+func dur(d time.Duration) *v1alpha1.Duration { return &v1alpha1.Duration{Duration: d} }
 
 func withScaleDown(window time.Duration, sel v1alpha1.ScalingPolicySelect, ps ...v1alpha1.ScalingPolicy) specOpt {
 	return func(s *v1alpha1.AutoscalingSpec) {
@@ -83,11 +83,11 @@ func withScaleUp(window time.Duration, sel v1alpha1.ScalingPolicySelect, ps ...v
 }
 
 func pods(n int32, period time.Duration) v1alpha1.ScalingPolicy {
-	return v1alpha1.ScalingPolicy{Type: v1alpha1.PodsScalingPolicy, Value: n, Period: metav1.Duration{Duration: period}}
+	return v1alpha1.ScalingPolicy{Type: v1alpha1.PodsScalingPolicy, Value: n, Period: v1alpha1.Duration{Duration: period}}
 }
 
 func percent(n int32, period time.Duration) v1alpha1.ScalingPolicy {
-	return v1alpha1.ScalingPolicy{Type: v1alpha1.PercentScalingPolicy, Value: n, Period: metav1.Duration{Duration: period}}
+	return v1alpha1.ScalingPolicy{Type: v1alpha1.PercentScalingPolicy, Value: n, Period: v1alpha1.Duration{Duration: period}}
 }
 
 func obs(metric string, v float64, n int32) Observation {

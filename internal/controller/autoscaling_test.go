@@ -47,7 +47,7 @@ func withAutoscaling(minReplicas, maxReplicas, gpuTarget int32, opts ...func(*v1
 	return func(ms *v1alpha1.ModelServer) {
 		a := &v1alpha1.AutoscalingSpec{
 			MinReplicas: minReplicas, MaxReplicas: maxReplicas,
-			Interval: metav1.Duration{Duration: scaleInterval},
+			Interval: v1alpha1.Duration{Duration: scaleInterval},
 			Metrics:  []v1alpha1.AutoscalingMetric{{GPUUtilization: &v1alpha1.GPUUtilizationMetric{Target: gpuTarget}}},
 		}
 		for _, o := range opts {
@@ -60,7 +60,7 @@ func withAutoscaling(minReplicas, maxReplicas, gpuTarget int32, opts ...func(*v1
 // scaleDownWindow sets the scale-down stabilization window.
 func scaleDownWindow(d time.Duration) func(*v1alpha1.AutoscalingSpec) {
 	return func(a *v1alpha1.AutoscalingSpec) {
-		a.Behavior.ScaleDown = &v1alpha1.ScalingRules{StabilizationWindow: &metav1.Duration{Duration: d}}
+		a.Behavior.ScaleDown = &v1alpha1.ScalingRules{StabilizationWindow: &v1alpha1.Duration{Duration: d}}
 	}
 }
 

@@ -62,7 +62,7 @@ func TestScalesOnTheResourceAndExternalMetricsAPIs(t *testing.T) {
 	ns := newNamespace(t)
 	ctx := context.Background()
 	ms := newModelServer(ns, "kube", withReplicas(2), withCPURequest("1"), func(ms *v1alpha1.ModelServer) {
-		ms.Spec.Autoscaling = &v1alpha1.AutoscalingSpec{MinReplicas: 1, MaxReplicas: 8, Interval: metav1.Duration{Duration: 200 * time.Millisecond},
+		ms.Spec.Autoscaling = &v1alpha1.AutoscalingSpec{MinReplicas: 1, MaxReplicas: 8, Interval: v1alpha1.Duration{Duration: 200 * time.Millisecond},
 			Metrics: []v1alpha1.AutoscalingMetric{
 				{Resource: &v1alpha1.ResourceMetric{Name: corev1.ResourceCPU, TargetAverageUtilization: 50}},
 				{External: &v1alpha1.ExternalMetric{MetricName: "queue_depth", TargetPerReplica: resource.MustParse("10")}},

@@ -198,8 +198,12 @@ func (r *ModelServerReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	return ctrl.Result{RequeueAfter: requeue}, nil
 }
 
-// validate checks what admission cannot: the analysis templates.
+// validate checks what admission cannot fully check (the analysis templates, and what CEL's cost
+// budget leaves out) and what an object stored before a rule existed may hold (see validateFields).
 func validate(ms *v1alpha1.ModelServer) error {
+	if errs := validateFields(ms); len(errs) > 0 {
+		return errs.ToAggregate()
+	}
 	if err := analysis.Validate(ms.Spec.Rollout.Analysis); err != nil {
 		return fmt.Errorf("spec.rollout.analysis.%w", err)
 	}

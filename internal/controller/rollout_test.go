@@ -46,10 +46,10 @@ const (
 func fastRollout(ms *v1alpha1.ModelServer) {
 	r := &ms.Spec.Rollout
 	r.Steps = []int32{20, 50, 100}
-	r.StepDuration = metav1.Duration{Duration: 2 * time.Second}
-	r.Analysis.Interval = metav1.Duration{Duration: time.Second}
+	r.StepDuration = v1alpha1.Duration{Duration: 2 * time.Second}
+	r.Analysis.Interval = v1alpha1.Duration{Duration: time.Second}
 	r.Analysis.MinSamples = 10
-	r.ScaleDownDelay = metav1.Duration{Duration: 3 * time.Second}
+	r.ScaleDownDelay = v1alpha1.Duration{Duration: 3 * time.Second}
 }
 
 // latencies are one color's p95 latencies in seconds, as the vLLM preset queries them.

@@ -33,10 +33,10 @@ func withSteps(s ...int32) msOption {
 	return func(ms *v1alpha1.ModelServer) { ms.Spec.Rollout.Steps = s }
 }
 func withStepDuration(d time.Duration) msOption {
-	return func(ms *v1alpha1.ModelServer) { ms.Spec.Rollout.StepDuration = metav1.Duration{Duration: d} }
+	return func(ms *v1alpha1.ModelServer) { ms.Spec.Rollout.StepDuration = v1alpha1.Duration{Duration: d} }
 }
 func withInterval(d time.Duration) msOption {
-	return func(ms *v1alpha1.ModelServer) { ms.Spec.Rollout.Analysis.Interval = metav1.Duration{Duration: d} }
+	return func(ms *v1alpha1.ModelServer) { ms.Spec.Rollout.Analysis.Interval = v1alpha1.Duration{Duration: d} }
 }
 func withFailureLimit(n int32) msOption {
 	return func(ms *v1alpha1.ModelServer) { ms.Spec.Rollout.FailureLimit = n }
@@ -46,7 +46,7 @@ func withAutoPromote(b bool) msOption {
 }
 func withInconclusiveDeadline(d time.Duration) msOption {
 	return func(ms *v1alpha1.ModelServer) {
-		ms.Spec.Rollout.InconclusiveDeadline = &metav1.Duration{Duration: d}
+		ms.Spec.Rollout.InconclusiveDeadline = &v1alpha1.Duration{Duration: d}
 	}
 }
 func withPaused(p bool) msOption { return func(ms *v1alpha1.ModelServer) { ms.Spec.Paused = p } }

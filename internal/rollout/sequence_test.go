@@ -69,10 +69,10 @@ func runRandom(seed uint64, passes int, log *passLog) (outcomes, error) {
 		withAutoPromote(rng.IntN(3) != 0),
 	)
 	if rng.IntN(2) == 0 {
-		ms.Spec.Rollout.InconclusiveDeadline = &metav1.Duration{Duration: time.Duration(2+rng.IntN(10)) * time.Minute}
+		ms.Spec.Rollout.InconclusiveDeadline = &v1alpha1.Duration{Duration: time.Duration(2+rng.IntN(10)) * time.Minute}
 	}
 	if rng.IntN(4) == 0 {
-		ms.Spec.Rollout.ProgressDeadline = metav1.Duration{Duration: 5 * time.Minute}
+		ms.Spec.Rollout.ProgressDeadline = v1alpha1.Duration{Duration: 5 * time.Minute}
 	}
 	pol := policyOf(ms)
 	qualities := []quality{good, good, good, bad, noData, broken, coldPods}

@@ -18,7 +18,7 @@ import (
 // warm-up, autoscaled on GPU utilization and queue length. Durations are short so that a
 // rollout is watchable in minutes.
 func ModelServer(ns, name, image string) *v1alpha1.ModelServer {
-	d := func(s time.Duration) metav1.Duration { return metav1.Duration{Duration: s} }
+	d := func(s time.Duration) v1alpha1.Duration { return v1alpha1.Duration{Duration: s} }
 	return &v1alpha1.ModelServer{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: v1alpha1.ModelServerSpec{

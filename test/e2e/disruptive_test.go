@@ -61,8 +61,8 @@ func storySurgeAndTrough(t *testing.T) {
 		a := ms.Spec.Autoscaling
 		a.MinReplicas, a.MaxReplicas = minR, maxR
 		a.Behavior = v1alpha1.ScalingBehavior{
-			ScaleUp:   &v1alpha1.ScalingRules{Policies: []v1alpha1.ScalingPolicy{{Type: v1alpha1.PodsScalingPolicy, Value: policyPods, Period: metav1.Duration{Duration: policyPeriod}}}},
-			ScaleDown: &v1alpha1.ScalingRules{StabilizationWindow: &metav1.Duration{Duration: downWindow}},
+			ScaleUp:   &v1alpha1.ScalingRules{Policies: []v1alpha1.ScalingPolicy{{Type: v1alpha1.PodsScalingPolicy, Value: policyPods, Period: v1alpha1.Duration{Duration: policyPeriod}}}},
+			ScaleDown: &v1alpha1.ScalingRules{StabilizationWindow: &v1alpha1.Duration{Duration: downWindow}},
 		}
 	})
 	given(t, "a %s, scaling up by at most %d pods per %s and down after a %s stabilization window", describe(ms), policyPods, policyPeriod, downWindow)

@@ -62,7 +62,7 @@ func fixedReplicas(n int32) msOption {
 func steps(d time.Duration, weights ...int32) msOption {
 	return func(ms *v1alpha1.ModelServer) {
 		ms.Spec.Rollout.Steps = weights
-		ms.Spec.Rollout.StepDuration = metav1.Duration{Duration: d}
+		ms.Spec.Rollout.StepDuration = v1alpha1.Duration{Duration: d}
 	}
 }
 

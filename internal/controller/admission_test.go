@@ -1,0 +1,581 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+	"sigs.k8s.io/yaml"
+
+	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
+	"github.com/modelship/modelship/internal/stack"
+	"github.com/modelship/modelship/internal/testenv"
+)
+
+// badSpec is one ModelServer a user might write wrong: a valid one (newModelServer) changed by
+// mutate (typed) and then raw (on the JSON, for what the Go types cannot say), refused with an
+// error that contains every string of want (the field and what is allowed).
+type badSpec struct {
+	name   string
+	mutate func(*v1alpha1.ModelServer)
+	raw    func(spec map[string]any)
+	want   []string
+	// createOnly: the mistake cannot be made by an update (the name is immutable).
+	createOnly bool
+}
+
+// text is a Duration holding text that is not a duration, as a user would write it; it is sent
+// to the API server as written.
+func text(s string) v1alpha1.Duration {
+	b, _ := json.Marshal(s)
+	return v1alpha1.Duration{Invalid: string(b)}
+}
+
+func dur(s string) v1alpha1.Duration {
+	var d v1alpha1.Duration
+	if err := json.Unmarshal([]byte(`"`+s+`"`), &d); err != nil || d.Err() != nil {
+		panic(fmt.Sprintf("dur(%q): %v %v", s, err, d.Err()))
+	}
+	return d
+}
+
+func qty(s string) *resource.Quantity { return ptr.To(resource.MustParse(s)) }
+
+// autoscaleOn turns autoscaling on (1..4 replicas) and returns it for the case to change.
+func autoscaleOn(ms *v1alpha1.ModelServer) *v1alpha1.AutoscalingSpec {
+	ms.Spec.Replicas = nil
+	ms.Spec.Autoscaling = &v1alpha1.AutoscalingSpec{MinReplicas: 1, MaxReplicas: 4}
+	return ms.Spec.Autoscaling
+}
+
+func withGPU(limit, request string) func(*v1alpha1.ModelServer) {
+	return func(ms *v1alpha1.ModelServer) {
+		r := &ms.Spec.Template.Spec.Containers[0].Resources
+		r.Limits, r.Requests = corev1.ResourceList{}, nil
+		if limit != "" {
+			r.Limits["nvidia.com/gpu"] = resource.MustParse(limit)
+		}
+		if request != "" {
+			r.Requests = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse(request)}
+		}
+	}
+}
+
+// set writes value at a dotted path of the spec's JSON (creating maps on the way).
+func set(path string, value any) func(map[string]any) {
+	return func(spec map[string]any) {
+		keys := strings.Split(path, ".")
+		m := spec
+		for _, k := range keys[:len(keys)-1] {
+			next, ok := m[k].(map[string]any)
+			if !ok {
+				next = map[string]any{}
+				m[k] = next
+			}
+			m = next
+		}
+		m[keys[len(keys)-1]] = value
+	}
+}
+
+// firstContainer returns the JSON of the template's first container.
+func firstContainer(spec map[string]any) map[string]any {
+	return spec["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)
+}
+
+// badSpecs is the corpus: what users get wrong, from durations in words to GPU fractions.
+func badSpecs() []badSpec {
+	analysisMetric := func(m v1alpha1.AnalysisMetric) func(*v1alpha1.ModelServer) {
+		return func(ms *v1alpha1.ModelServer) { ms.Spec.Rollout.Analysis.Metrics = []v1alpha1.AnalysisMetric{m} }
+	}
+	scaleOn := func(m v1alpha1.AutoscalingMetric) func(*v1alpha1.ModelServer) {
+		return func(ms *v1alpha1.ModelServer) { autoscaleOn(ms).Metrics = []v1alpha1.AutoscalingMetric{m} }
+	}
+	const positiveDuration = "must be a positive duration such as 2m or 90s"
+	return []badSpec{
+		// Durations.
+		{name: "a step duration in words", mutate: func(ms *v1alpha1.ModelServer) { ms.Spec.Rollout.StepDuration = text("2 minutes") },
+			want: []string{"spec.rollout.stepDuration must be a positive duration such as 2m or 90s"}},
+		{name: "a step duration without a unit", mutate: func(ms *v1alpha1.ModelServer) { ms.Spec.Rollout.StepDuration = text("120") },
+			want: []string{"spec.rollout.stepDuration " + positiveDuration}},
+		{name: "a step duration of zero", mutate: func(ms *v1alpha1.ModelServer) { ms.Spec.Rollout.StepDuration = text("0s") },
+			want: []string{"spec.rollout.stepDuration " + positiveDuration}},
+		{name: "a negative step duration", mutate: func(ms *v1alpha1.ModelServer) { ms.Spec.Rollout.StepDuration = text("-1m") },
+			want: []string{"spec.rollout.stepDuration " + positiveDuration}},
+		{name: "an empty step duration", mutate: func(ms *v1alpha1.ModelServer) { ms.Spec.Rollout.StepDuration = text("") },
+			want: []string{"spec.rollout.stepDuration " + positiveDuration}},
+		{name: "a step duration as a number of seconds", raw: set("rollout.stepDuration", 120),
+			want: []string{"spec.rollout.stepDuration", "must be of type string"}},
+		{name: "a step duration in days", mutate: func(ms *v1alpha1.ModelServer) { ms.Spec.Rollout.StepDuration = text("1d") },
+			want: []string{"spec.rollout.stepDuration " + positiveDuration}},
+		{name: "a scale-down delay in words", mutate: func(ms *v1alpha1.ModelServer) { ms.Spec.Rollout.ScaleDownDelay = text("10 min") },
+			want: []string{"spec.rollout.scaleDownDelay " + positiveDuration}},
+		{name: "a scale-down delay of a bare zero", mutate: func(ms *v1alpha1.ModelServer) { ms.Spec.Rollout.ScaleDownDelay = text("0") },
+			want: []string{"spec.rollout.scaleDownDelay " + positiveDuration}},
+		{name: "a negative progress deadline", mutate: func(ms *v1alpha1.ModelServer) { ms.Spec.Rollout.ProgressDeadline = text("-30m") },
+			want: []string{"spec.rollout.progressDeadline " + positiveDuration}},
+		{name: "a zero inconclusive deadline", mutate: func(ms *v1alpha1.ModelServer) { ms.Spec.Rollout.InconclusiveDeadline = ptr.To(text("0s")) },
+			want: []string{"spec.rollout.inconclusiveDeadline " + positiveDuration}},
+		{name: "an analysis interval with a space", mutate: func(ms *v1alpha1.ModelServer) { ms.Spec.Rollout.Analysis.Interval = text("30 s") },
+			want: []string{"spec.rollout.analysis.interval " + positiveDuration}},
+		{name: "an analysis interval of zero", mutate: func(ms *v1alpha1.ModelServer) { ms.Spec.Rollout.Analysis.Interval = text("0s") },
+			want: []string{"spec.rollout.analysis.interval " + positiveDuration}},
+		{name: "a step shorter than the analysis interval", mutate: func(ms *v1alpha1.ModelServer) {
+			ms.Spec.Rollout.StepDuration, ms.Spec.Rollout.Analysis.Interval = dur("30s"), dur("1m")
+		}, want: []string{"spec.rollout.stepDuration must be at least spec.rollout.analysis.interval"}},
+		{name: "an autoscaling interval written 15sec", mutate: func(ms *v1alpha1.ModelServer) { autoscaleOn(ms).Interval = text("15sec") },
+			want: []string{"spec.autoscaling.interval " + positiveDuration}},
+		{name: "a negative autoscaling interval", mutate: func(ms *v1alpha1.ModelServer) { autoscaleOn(ms).Interval = text("-15s") },
+			want: []string{"spec.autoscaling.interval " + positiveDuration}},
+		{name: "a stabilization window in words", mutate: func(ms *v1alpha1.ModelServer) {
+			autoscaleOn(ms).Behavior.ScaleDown = &v1alpha1.ScalingRules{StabilizationWindow: ptr.To(text("5 minutes"))}
+		}, want: []string{"spec.autoscaling.behavior.scaleDown.stabilizationWindow", "must be a duration from 0s to 1h"}},
+		{name: "a negative stabilization window", mutate: func(ms *v1alpha1.ModelServer) {
+			autoscaleOn(ms).Behavior.ScaleUp = &v1alpha1.ScalingRules{StabilizationWindow: ptr.To(text("-1m"))}
+		}, want: []string{"spec.autoscaling.behavior.scaleUp.stabilizationWindow", "from 0s to 1h"}},
+		{name: "a stabilization window longer than HPA allows", mutate: func(ms *v1alpha1.ModelServer) {
+			autoscaleOn(ms).Behavior.ScaleDown = &v1alpha1.ScalingRules{StabilizationWindow: ptr.To(dur("2h"))}
+		}, want: []string{"spec.autoscaling.behavior.scaleDown.stabilizationWindow", "from 0s to 1h"}},
+		{name: "a zero scaling policy period", mutate: func(ms *v1alpha1.ModelServer) {
+			autoscaleOn(ms).Behavior.ScaleUp = &v1alpha1.ScalingRules{Policies: []v1alpha1.ScalingPolicy{{Type: v1alpha1.PodsScalingPolicy, Value: 4, Period: text("0s")}}}
+		}, want: []string{"spec.autoscaling.behavior.scaleUp.policies[0].period", "positive duration of at most 30m"}},
+		{name: "a scaling policy period of an hour", mutate: func(ms *v1alpha1.ModelServer) {
+			autoscaleOn(ms).Behavior.ScaleUp = &v1alpha1.ScalingRules{Policies: []v1alpha1.ScalingPolicy{{Type: v1alpha1.PodsScalingPolicy, Value: 4, Period: dur("1h")}}}
+		}, want: []string{"spec.autoscaling.behavior.scaleUp.policies[0].period", "at most 30m"}},
+
+		// GPUs and the pod template.
+		{name: "half a GPU", mutate: withGPU("0.5", ""),
+			want: []string{"spec.template.spec.containers", "GPU count (nvidia.com/gpu and the like) must be a whole number from 0 to 16"}},
+		{name: "a GPU in millis", mutate: withGPU("500m", ""),
+			want: []string{"spec.template.spec.containers", "must be a whole number"}},
+		{name: "a GPU count as a fractional number", raw: func(spec map[string]any) {
+			firstContainer(spec)["resources"] = map[string]any{"limits": map[string]any{"nvidia.com/gpu": 1.5}}
+		}, want: []string{"spec.template.spec.containers[0].resources.limits.nvidia.com/gpu", "must be of type integer,string"}},
+		{name: "more GPUs than any node has", mutate: withGPU("32", ""),
+			want: []string{"spec.template.spec.containers", "from 0 to 16"}},
+		{name: "a GPU request different from the limit", mutate: withGPU("2", "1"),
+			want: []string{"spec.template.spec.containers", "a GPU request (nvidia.com/gpu and the like) must equal the container's GPU limit"}},
+		{name: "a GPU request without a limit", mutate: withGPU("", "1"),
+			want: []string{"spec.template.spec.containers", "must equal the container's GPU limit, which must be set"}},
+		{name: "a fractional AMD GPU in a sidecar", mutate: func(ms *v1alpha1.ModelServer) {
+			ms.Spec.Template.Spec.Containers = append(ms.Spec.Template.Spec.Containers, corev1.Container{Name: "helper", Image: "busybox",
+				Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{"amd.com/gpu": resource.MustParse("1.5")}}})
+		}, want: []string{"spec.template.spec.containers", "must be a whole number"}},
+		{name: "a restart policy of Never", mutate: func(ms *v1alpha1.ModelServer) { ms.Spec.Template.Spec.RestartPolicy = corev1.RestartPolicyNever },
+			want: []string{"spec.template.spec.restartPolicy must be Always or left out"}},
+		{name: "a restart policy of OnFailure", mutate: func(ms *v1alpha1.ModelServer) { ms.Spec.Template.Spec.RestartPolicy = corev1.RestartPolicyOnFailure },
+			want: []string{"spec.template.spec.restartPolicy must be Always or left out"}},
+		{name: "an active deadline on the pods", mutate: func(ms *v1alpha1.ModelServer) { ms.Spec.Template.Spec.ActiveDeadlineSeconds = ptr.To(int64(3600)) },
+			want: []string{"spec.template.spec.activeDeadlineSeconds must be left out"}},
+		{name: "an empty container list", raw: set("template.spec.containers", []any{}),
+			want: []string{"spec.template.spec.containers must list at least one container"}},
+		{name: "a template without containers", mutate: func(ms *v1alpha1.ModelServer) { ms.Spec.Template.Spec.Containers = nil },
+			want: []string{"spec.template.spec.containers"}},
+
+		// Replica counts.
+		{name: "a million replicas", mutate: func(ms *v1alpha1.ModelServer) { ms.Spec.Replicas = ptr.To(int32(1000000)) },
+			want: []string{"spec.replicas", "less than or equal to 10000"}},
+		{name: "negative replicas", mutate: func(ms *v1alpha1.ModelServer) { ms.Spec.Replicas = ptr.To(int32(-1)) },
+			want: []string{"spec.replicas", "greater than or equal to 0"}},
+		{name: "a max replica count beyond any cluster", mutate: func(ms *v1alpha1.ModelServer) { autoscaleOn(ms).MaxReplicas = 100000 },
+			want: []string{"spec.autoscaling.maxReplicas", "less than or equal to 10000"}},
+		{name: "a max replica count of zero", raw: func(spec map[string]any) {
+			spec["autoscaling"] = map[string]any{"maxReplicas": 0}
+			delete(spec, "replicas")
+		}, want: []string{"spec.autoscaling.maxReplicas", "greater than or equal to 1"}},
+		{name: "a min replica count beyond any cluster", mutate: func(ms *v1alpha1.ModelServer) { a := autoscaleOn(ms); a.MinReplicas, a.MaxReplicas = 50000, 60000 },
+			want: []string{"spec.autoscaling.minReplicas", "less than or equal to 10000"}},
+		{name: "minReplicas above maxReplicas", mutate: func(ms *v1alpha1.ModelServer) { a := autoscaleOn(ms); a.MinReplicas, a.MaxReplicas = 5, 2 },
+			want: []string{"spec.autoscaling.minReplicas must be less than or equal to spec.autoscaling.maxReplicas"}},
+
+		// Lists the controller needs non-empty, and the steps.
+		{name: "no steps", raw: set("rollout.steps", []any{}),
+			want: []string{"spec.rollout.steps", "at least 1 items"}},
+		{name: "steps that go down", mutate: func(ms *v1alpha1.ModelServer) { ms.Spec.Rollout.Steps = []int32{50, 25, 100} },
+			want: []string{"spec.rollout.steps must be strictly increasing"}},
+		{name: "steps that do not end at 100", mutate: func(ms *v1alpha1.ModelServer) { ms.Spec.Rollout.Steps = []int32{10, 50} },
+			want: []string{"spec.rollout.steps must end at 100"}},
+		{name: "a step of 0", mutate: func(ms *v1alpha1.ModelServer) { ms.Spec.Rollout.Steps = []int32{0, 100} },
+			want: []string{"spec.rollout.steps must each be between 1 and 100"}},
+		{name: "steps in percent above 100", mutate: func(ms *v1alpha1.ModelServer) { ms.Spec.Rollout.Steps = []int32{50, 150} },
+			want: []string{"spec.rollout.steps must each be between 1 and 100"}},
+		{name: "a repeated step", mutate: func(ms *v1alpha1.ModelServer) { ms.Spec.Rollout.Steps = []int32{50, 50, 100} },
+			want: []string{"spec.rollout.steps"}},
+		{name: "an empty list of scaling policies", raw: func(spec map[string]any) {
+			spec["autoscaling"] = map[string]any{"maxReplicas": 4, "behavior": map[string]any{"scaleUp": map[string]any{"selectPolicy": "Max", "policies": []any{}}}}
+			delete(spec, "replicas")
+		}, want: []string{"spec.autoscaling.behavior.scaleUp.policies", "at least 1 items"}},
+		{name: "a gateway with neither parentRefs nor routeRef", mutate: func(ms *v1alpha1.ModelServer) { ms.Spec.Gateway = v1alpha1.GatewaySpec{} },
+			want: []string{"exactly one of spec.gateway.parentRefs"}},
+		{name: "a gateway with an empty parentRefs list", raw: func(spec map[string]any) {
+			spec["gateway"] = map[string]any{"parentRefs": []any{}}
+		}, want: []string{"exactly one of spec.gateway.parentRefs"}},
+		{name: "a gateway with both parentRefs and routeRef", mutate: func(ms *v1alpha1.ModelServer) { ms.Spec.Gateway.RouteRef = &v1alpha1.RouteReference{Name: "r"} },
+			want: []string{"exactly one of spec.gateway.parentRefs"}},
+		{name: "hostnames with a route reference", mutate: func(ms *v1alpha1.ModelServer) {
+			ms.Spec.Gateway = v1alpha1.GatewaySpec{RouteRef: &v1alpha1.RouteReference{Name: "r"}, Hostnames: []gatewayv1.Hostname{"a.example.com"}}
+		}, want: []string{"spec.gateway.hostnames and spec.gateway.matches"}},
+		{name: "a route reference that is not a Kubernetes name", mutate: func(ms *v1alpha1.ModelServer) {
+			ms.Spec.Gateway = v1alpha1.GatewaySpec{RouteRef: &v1alpha1.RouteReference{Name: "Shared_Route"}}
+		}, want: []string{"spec.gateway.routeRef.name"}},
+
+		// PromQL templates.
+		{name: "a query with a lower-case template key", mutate: analysisMetric(v1alpha1.AnalysisMetric{Name: "x", Query: `up{namespace="{{.namespace}}"}`, Max: qty("1")}),
+			want: []string{"spec.rollout.analysis.metrics[0].query", "may use only the template keys {{.Namespace}}, {{.Name}}, {{.Color}}, {{.Revision}}, {{.Pods}} and {{.Window}}"}},
+		{name: "a query with a misspelt template key", mutate: analysisMetric(v1alpha1.AnalysisMetric{Name: "x", Query: `up{pod=~"{{.Pod}}"}`, Max: qty("1")}),
+			want: []string{"spec.rollout.analysis.metrics[0].query: Invalid value", "spec.rollout.analysis.metrics[*].query may use only the template keys"}},
+		{name: "a query with a template key without its dot", mutate: analysisMetric(v1alpha1.AnalysisMetric{Name: "x", Query: `up{pod=~"{{Pods}}"}`, Max: qty("1")}),
+			want: []string{"spec.rollout.analysis.metrics[0].query: Invalid value", "spec.rollout.analysis.metrics[*].query may use only the template keys"}},
+		{name: "a query with an unclosed template action", mutate: analysisMetric(v1alpha1.AnalysisMetric{Name: "x", Query: `up{namespace="{{.Namespace"}`, Max: qty("1")}),
+			want: []string{"spec.rollout.analysis.metrics[0].query: Invalid value", "spec.rollout.analysis.metrics[*].query may use only the template keys"}},
+		{name: "a blank query", mutate: analysisMetric(v1alpha1.AnalysisMetric{Name: "x", Query: "   ", Max: qty("1")}),
+			want: []string{"spec.rollout.analysis.metrics[0].query: Invalid value", "spec.rollout.analysis.metrics[*].query must not be blank"}},
+		{name: "a sample query with a key the renderer does not know", mutate: func(ms *v1alpha1.ModelServer) {
+			ms.Spec.Rollout.Analysis.SampleQuery = `sum(increase(vllm:request_success_total[{{.Interval}}]))`
+		}, want: []string{"spec.rollout.analysis.sampleQuery may use only the template keys"}},
+		{name: "an autoscaling query with a key the renderer does not know", mutate: scaleOn(v1alpha1.AutoscalingMetric{Prometheus: &v1alpha1.PrometheusMetric{
+			Query: `sum(rate(x{deployment="{{.Deployment}}"}[1m]))`, TargetPerReplica: resource.MustParse("10")}}),
+			want: []string{"spec.autoscaling.metrics[0].prometheus.query: Invalid value", "spec.autoscaling.metrics[*].prometheus.query may use only the template keys"}},
+
+		// Targets, bounds and tolerances.
+		{name: "a negative tolerance", mutate: func(ms *v1alpha1.ModelServer) { autoscaleOn(ms).Tolerance = qty("-0.1") },
+			want: []string{"spec.autoscaling.tolerance must be a fraction from 0 up to (not including) 1"}},
+		{name: "a tolerance written as a percentage", mutate: func(ms *v1alpha1.ModelServer) { autoscaleOn(ms).Tolerance = qty("10") },
+			want: []string{"spec.autoscaling.tolerance must be a fraction"}},
+		{name: "a zero waiting-requests target", mutate: scaleOn(v1alpha1.AutoscalingMetric{RequestsWaiting: &v1alpha1.PerReplicaMetric{TargetPerReplica: resource.MustParse("0")}}),
+			want: []string{"spec.autoscaling.metrics[0].requestsWaiting.targetPerReplica: Invalid value", "spec.autoscaling.metrics[*].requestsWaiting.targetPerReplica must be greater than 0"}},
+		{name: "a negative waiting-requests target", mutate: scaleOn(v1alpha1.AutoscalingMetric{RequestsWaiting: &v1alpha1.PerReplicaMetric{TargetPerReplica: resource.MustParse("-5")}}),
+			want: []string{"spec.autoscaling.metrics[0].requestsWaiting.targetPerReplica: Invalid value", "spec.autoscaling.metrics[*].requestsWaiting.targetPerReplica must be greater than 0"}},
+		{name: "a waiting-requests target in words", raw: func(spec map[string]any) {
+			spec["autoscaling"] = map[string]any{"maxReplicas": 4, "metrics": []any{map[string]any{"requestsWaiting": map[string]any{"targetPerReplica": "five"}}}}
+			delete(spec, "replicas")
+		}, want: []string{"spec.autoscaling.metrics[0].requestsWaiting.targetPerReplica", "should match"}},
+		{name: "a zero Prometheus target", mutate: scaleOn(v1alpha1.AutoscalingMetric{Prometheus: &v1alpha1.PrometheusMetric{Query: "sum(up)", TargetPerReplica: resource.MustParse("0")}}),
+			want: []string{"spec.autoscaling.metrics[0].prometheus.targetPerReplica: Invalid value", "spec.autoscaling.metrics[*].prometheus.targetPerReplica must be greater than 0"}},
+		{name: "a negative external target", mutate: scaleOn(v1alpha1.AutoscalingMetric{External: &v1alpha1.ExternalMetric{MetricName: "queue", TargetPerReplica: resource.MustParse("-1")}}),
+			want: []string{"spec.autoscaling.metrics[0].external.targetPerReplica: Invalid value", "spec.autoscaling.metrics[*].external.targetPerReplica must be greater than 0"}},
+		{name: "a KV-cache target in percent", mutate: scaleOn(v1alpha1.AutoscalingMetric{KVCacheUsage: &v1alpha1.AverageMetric{Target: resource.MustParse("80")}}),
+			want: []string{"spec.autoscaling.metrics[0].kvCacheUsage.target: Invalid value", "spec.autoscaling.metrics[*].kvCacheUsage.target must be a fraction greater than 0 and at most 1"}},
+		{name: "a zero KV-cache target", mutate: scaleOn(v1alpha1.AutoscalingMetric{KVCacheUsage: &v1alpha1.AverageMetric{Target: resource.MustParse("0")}}),
+			want: []string{"spec.autoscaling.metrics[0].kvCacheUsage.target: Invalid value", "spec.autoscaling.metrics[*].kvCacheUsage.target must be a fraction"}},
+		{name: "a GPU utilization target of zero", raw: func(spec map[string]any) {
+			spec["autoscaling"] = map[string]any{"maxReplicas": 4, "metrics": []any{map[string]any{"gpuUtilization": map[string]any{"target": 0}}}}
+			delete(spec, "replicas")
+		}, want: []string{"spec.autoscaling.metrics[0].gpuUtilization.target", "greater than or equal to 1"}},
+		{name: "a GPU utilization target above 100", mutate: scaleOn(v1alpha1.AutoscalingMetric{GPUUtilization: &v1alpha1.GPUUtilizationMetric{Target: 150}}),
+			want: []string{"spec.autoscaling.metrics[0].gpuUtilization.target", "less than or equal to 100"}},
+		{name: "a zero CPU utilization target", raw: func(spec map[string]any) {
+			spec["autoscaling"] = map[string]any{"maxReplicas": 4, "metrics": []any{map[string]any{"resource": map[string]any{"name": "cpu", "targetAverageUtilization": 0}}}}
+			delete(spec, "replicas")
+		}, want: []string{"spec.autoscaling.metrics[0].resource.targetAverageUtilization", "greater than or equal to 1"}},
+		{name: "a resource metric on GPUs", raw: func(spec map[string]any) {
+			spec["autoscaling"] = map[string]any{"maxReplicas": 4, "metrics": []any{map[string]any{"resource": map[string]any{"name": "nvidia.com/gpu", "targetAverageUtilization": 70}}}}
+			delete(spec, "replicas")
+		}, want: []string{"spec.autoscaling.metrics[0].resource.name", `supported values: "cpu", "memory"`}},
+		{name: "an autoscaling metric with no signal", raw: func(spec map[string]any) {
+			spec["autoscaling"] = map[string]any{"maxReplicas": 4, "metrics": []any{map[string]any{}}}
+			delete(spec, "replicas")
+		}, want: []string{"exactly one of gpuUtilization, requestsWaiting"}},
+		{name: "an autoscaling metric with two signals", mutate: scaleOn(v1alpha1.AutoscalingMetric{
+			GPUUtilization: &v1alpha1.GPUUtilizationMetric{Target: 70}, KVCacheUsage: &v1alpha1.AverageMetric{Target: resource.MustParse("0.8")}}),
+			want: []string{"exactly one of gpuUtilization, requestsWaiting"}},
+		{name: "a zero scaling policy value", raw: func(spec map[string]any) {
+			spec["autoscaling"] = map[string]any{"maxReplicas": 4, "behavior": map[string]any{"scaleUp": map[string]any{"policies": []any{map[string]any{"type": "Pods", "value": 0, "period": "15s"}}}}}
+			delete(spec, "replicas")
+		}, want: []string{"spec.autoscaling.behavior.scaleUp.policies[0].value", "greater than or equal to 1"}},
+		{name: "a select policy that is not Max, Min or Disabled", raw: func(spec map[string]any) {
+			spec["autoscaling"] = map[string]any{"maxReplicas": 4, "behavior": map[string]any{"scaleDown": map[string]any{"selectPolicy": "Maximum"}}}
+			delete(spec, "replicas")
+		}, want: []string{"spec.autoscaling.behavior.scaleDown.selectPolicy", `supported values: "Max", "Min", "Disabled"`}},
+		{name: "a zero ratio to stable", mutate: analysisMetric(v1alpha1.AnalysisMetric{Name: "x", Query: "up", MaxRatioToStable: qty("0")}),
+			want: []string{"spec.rollout.analysis.metrics[0].maxRatioToStable: Invalid value", "spec.rollout.analysis.metrics[*].maxRatioToStable must be greater than 0"}},
+		{name: "a negative ratio to stable", mutate: analysisMetric(v1alpha1.AnalysisMetric{Name: "x", Query: "up", MaxRatioToStable: qty("-1.2")}),
+			want: []string{"spec.rollout.analysis.metrics[0].maxRatioToStable: Invalid value", "spec.rollout.analysis.metrics[*].maxRatioToStable must be greater than 0"}},
+		{name: "an analysis metric without a bound", mutate: analysisMetric(v1alpha1.AnalysisMetric{Name: "ttft", Query: "x"}),
+			want: []string{"an analysis metric needs at least one of max, min or maxRatioToStable"}},
+		{name: "an analysis metric name with capitals", mutate: analysisMetric(v1alpha1.AnalysisMetric{Name: "TTFT", Query: "x", Max: qty("1")}),
+			want: []string{"spec.rollout.analysis.metrics[0].name"}},
+		{name: "an unknown analysis preset", mutate: func(ms *v1alpha1.ModelServer) { ms.Spec.Rollout.Analysis.Preset = "sglang-fast" },
+			want: []string{"spec.rollout.analysis.preset", `supported values: "vllm", "none"`}},
+		{name: "a negative failure limit", mutate: func(ms *v1alpha1.ModelServer) { ms.Spec.Rollout.FailureLimit = -1 },
+			want: []string{"spec.rollout.failureLimit", "greater than or equal to 0"}},
+		{name: "a negative sample minimum", mutate: func(ms *v1alpha1.ModelServer) { ms.Spec.Rollout.Analysis.MinSamples = -5 },
+			want: []string{"spec.rollout.analysis.minSamples", "greater than or equal to 0"}},
+
+		// Ports, warm-up, names.
+		{name: "a port of zero", raw: set("port", 0),
+			want: []string{"spec.port", "greater than or equal to 1"}},
+		{name: "a port out of range", mutate: func(ms *v1alpha1.ModelServer) { ms.Spec.Port = 70000 },
+			want: []string{"spec.port", "less than or equal to 65535"}},
+		{name: "a warm-up path without a leading slash", mutate: func(ms *v1alpha1.ModelServer) { ms.Spec.Rollout.Warmup = &v1alpha1.WarmupSpec{Path: "v1/models"} },
+			want: []string{"spec.rollout.warmup.path"}},
+		{name: "a warm-up port of zero", raw: set("rollout.warmup", map[string]any{"path": "/v1/models", "port": 0}),
+			want: []string{"spec.rollout.warmup.port", "greater than or equal to 1"}},
+		{name: "a name too long for the pods' names", mutate: func(ms *v1alpha1.ModelServer) {
+			ms.Name = "meta-llama-3-1-70b-instruct-fp8-h100-production"
+		}, want: []string{"metadata.name must be at most 40 characters"}, createOnly: true},
+	}
+}
+
+// toUnstructured writes ms as the API server would receive it, then lets raw change its spec.
+func toUnstructured(t *testing.T, ms *v1alpha1.ModelServer, raw func(map[string]any)) *unstructured.Unstructured {
+	t.Helper()
+	ms.APIVersion, ms.Kind = v1alpha1.GroupVersion.String(), "ModelServer"
+	b, err := json.Marshal(ms)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON(b); err != nil {
+		t.Fatal(err)
+	}
+	if raw != nil {
+		raw(u.Object["spec"].(map[string]any))
+	}
+	return u
+}
+
+func TestRejectsInvalidSpecsAtAdmissionNamingTheField(t *testing.T) {
+	ns := newNamespace(t)
+	cases := badSpecs()
+	if len(cases) < 40 {
+		t.Fatalf("the corpus has %d bad specs; keep at least 40", len(cases))
+	}
+	for i, tt := range cases {
+		t.Run(tt.name, func(t *testing.T) {
+			ms := newModelServer(ns, fmt.Sprintf("bad-%d", i))
+			if tt.mutate != nil {
+				tt.mutate(ms)
+			}
+			err := k8s.Create(context.Background(), toUnstructured(t, ms, tt.raw))
+			if err == nil {
+				t.Fatalf("accepted; want an error naming %q", tt.want)
+			}
+			if !apierrors.IsInvalid(err) {
+				t.Fatalf("refused, but not as invalid: %v", err)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+// An invalid update is refused naming the field and leaves the stored object as it was, while
+// the controller keeps reconciling it (and writing its status).
+func TestRejectsInvalidUpdatesLeavingTheStoredObjectUnchanged(t *testing.T) {
+	ns := newNamespace(t)
+	ctx := context.Background()
+	ms := newModelServer(ns, "stored")
+	if err := k8s.Create(ctx, ms); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, tt := range badSpecs() {
+		if tt.createOnly {
+			continue
+		}
+		n++
+		t.Run(tt.name, func(t *testing.T) {
+			var before map[string]any
+			var generation int64
+			var err error
+			// A full update (PUT) of the stored object with the mistake made; retried when the
+			// controller's status write got in between (a conflict is not a refusal).
+			for range 20 {
+				typed := &v1alpha1.ModelServer{}
+				stored := &unstructured.Unstructured{}
+				stored.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("ModelServer"))
+				if err := k8s.Get(ctx, client.ObjectKeyFromObject(ms), stored); err != nil {
+					t.Fatal(err)
+				}
+				if err := runtime.DefaultUnstructuredConverter.FromUnstructured(stored.Object, typed); err != nil {
+					t.Fatal(err)
+				}
+				before, generation = stored.Object["spec"].(map[string]any), stored.GetGeneration()
+				if tt.mutate != nil {
+					tt.mutate(typed)
+				}
+				after := toUnstructured(t, typed, tt.raw)
+				after.SetResourceVersion(stored.GetResourceVersion())
+				if err = k8s.Update(ctx, after); !apierrors.IsConflict(err) {
+					break
+				}
+			}
+			if err == nil {
+				t.Fatalf("update accepted; want an error naming %q", tt.want)
+			}
+			if !apierrors.IsInvalid(err) {
+				t.Fatalf("refused, but not as invalid: %v", err)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+			now := &unstructured.Unstructured{}
+			now.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("ModelServer"))
+			if err := k8s.Get(ctx, client.ObjectKeyFromObject(ms), now); err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(now.Object["spec"], any(before)) || now.GetGeneration() != generation {
+				t.Fatalf("the stored spec changed (generation %d -> %d):\nbefore %v\nafter  %v", generation, now.GetGeneration(), before, now.Object["spec"])
+			}
+		})
+	}
+	if n < 36 {
+		t.Fatalf("only %d invalid updates tried; keep at least 36", n)
+	}
+}
+
+// Every ModelServer the repository shows users (config/samples, the README, the demo's and the
+// end-to-end stories' stack.ModelServer) is still accepted by the rules above.
+func TestAcceptsEveryModelServerTheRepositoryShows(t *testing.T) {
+	ns := newNamespace(t)
+	ctx := context.Background()
+	type example struct {
+		from string
+		obj  *unstructured.Unstructured
+	}
+	var examples []example
+	addYAML := func(from, doc string) {
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
+			t.Fatalf("%s: %v", from, err)
+		}
+		if u.GetKind() == "ModelServer" {
+			examples = append(examples, example{from, u})
+		}
+	}
+	samples, err := filepath.Glob(filepath.Join(testenv.RepoRoot(), "config", "samples", "*.yaml"))
+	if err != nil || len(samples) == 0 {
+		t.Fatalf("no samples in config/samples: %v", err)
+	}
+	for _, f := range samples {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, doc := range strings.Split(string(b), "\n---") {
+			addYAML(fmt.Sprintf("%s#%d", filepath.Base(f), i), doc)
+		}
+	}
+	readme, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, block := range strings.Split(string(readme), "```yaml\n")[1:] {
+		addYAML(fmt.Sprintf("README.md yaml block %d", i+1), strings.SplitN(block, "```", 2)[0])
+	}
+	for _, ms := range []*v1alpha1.ModelServer{stack.ModelServer(ns, "demo", "vllm/vllm-openai:v0.10.2"), newModelServer(ns, "envtest")} {
+		examples = append(examples, example{"Go: " + ms.Name, toUnstructured(t, ms, nil)})
+	}
+	if len(examples) < 4 {
+		t.Fatalf("found only %d examples", len(examples))
+	}
+	for _, g := range goodSpecs() {
+		ms := newModelServer(ns, "good")
+		if g.mutate != nil {
+			g.mutate(ms)
+		}
+		examples = append(examples, example{"edge: " + g.name, toUnstructured(t, ms, g.raw)})
+	}
+	for i, ex := range examples {
+		t.Run(ex.from, func(t *testing.T) {
+			ex.obj.SetNamespace(ns)
+			ex.obj.SetName(fmt.Sprintf("example-%d", i))
+			if err := k8s.Create(ctx, ex.obj, client.DryRunAll); err != nil {
+				t.Errorf("refused: %v", err)
+			}
+		})
+	}
+	// The dry run is judged as a create would be: a bad spec is refused the same way.
+	bad := newModelServer(ns, "bad")
+	bad.Spec.Rollout.StepDuration = text("2 minutes")
+	if err := k8s.Create(ctx, toUnstructured(t, bad, nil), client.DryRunAll); !apierrors.IsInvalid(err) {
+		t.Errorf("a dry run accepted stepDuration 2 minutes: %v", err)
+	}
+}
+
+// goodSpecs are unusual but valid ModelServers the rules must not refuse.
+func goodSpecs() []badSpec {
+	gpu := func(name string, limit, request any) func(map[string]any) {
+		return func(spec map[string]any) {
+			r := map[string]any{"limits": map[string]any{name: limit}}
+			if request != nil {
+				r["requests"] = map[string]any{name: request}
+			}
+			firstContainer(spec)["resources"] = r
+		}
+	}
+	return []badSpec{
+		{name: "durations in hours and minutes, fractions and milliseconds", mutate: func(ms *v1alpha1.ModelServer) {
+			r := &ms.Spec.Rollout
+			r.StepDuration, r.ScaleDownDelay, r.ProgressDeadline, r.InconclusiveDeadline = dur("1h30m"), dur("1.5h"), dur("45m"), ptr.To(dur("90s"))
+			r.Analysis.Interval = dur("1500ms")
+		}},
+		{name: "a step as long as the analysis interval", mutate: func(ms *v1alpha1.ModelServer) {
+			ms.Spec.Rollout.StepDuration, ms.Spec.Rollout.Analysis.Interval = dur("1m"), dur("60s")
+		}},
+		{name: "eight GPUs as a number, request equal to limit", raw: gpu("nvidia.com/gpu", 8, 8)},
+		{name: "sixteen GPUs as a string, request equal to limit", raw: gpu("nvidia.com/gpu", "16", "16")},
+		{name: "a GPU request as a string and a limit as a number", raw: gpu("nvidia.com/gpu", 1, "1")},
+		{name: "an AMD GPU", raw: gpu("amd.com/gpu", "1", nil)},
+		{name: "no GPU at all, fractional CPU", raw: func(spec map[string]any) {
+			firstContainer(spec)["resources"] = map[string]any{"requests": map[string]any{"cpu": "500m", "memory": "1.5Gi"}}
+		}},
+		{name: "restartPolicy Always", mutate: func(ms *v1alpha1.ModelServer) { ms.Spec.Template.Spec.RestartPolicy = corev1.RestartPolicyAlways }},
+		{name: "template keys with spaces and trim markers", mutate: func(ms *v1alpha1.ModelServer) {
+			ms.Spec.Rollout.Analysis.Metrics = []v1alpha1.AnalysisMetric{{Name: "ok", MaxRatioToStable: qty("2"),
+				Query: `sum(rate(x{namespace="{{ .Namespace }}",pod=~"{{- .Pods -}}",c="{{.Color}}",r="{{.Revision}}",n="{{.Name}}"}[{{.Window}}]))`}}
+			ms.Spec.Rollout.Analysis.SampleQuery = `sum(increase(y{job="a"}[5m]))`
+		}},
+		{name: "the vLLM preset's own queries written out", mutate: func(ms *v1alpha1.ModelServer) {
+			ms.Spec.Rollout.Analysis.Metrics = []v1alpha1.AnalysisMetric{{Name: "ttft-p95", Max: qty("500m"), Min: qty("0"),
+				Query: `histogram_quantile(0.95, sum by (le) (rate(vllm:time_to_first_token_seconds_bucket{namespace="{{.Namespace}}",pod=~"{{.Pods}}"}[{{.Window}}])))`}}
+		}},
+		{name: "negative bounds on a metric that can be negative", mutate: func(ms *v1alpha1.ModelServer) {
+			ms.Spec.Rollout.Analysis.Metrics = []v1alpha1.AnalysisMetric{{Name: "drift", Query: "x", Min: qty("-1"), Max: qty("1")}}
+		}},
+		{name: "a ratio to stable as a whole number", raw: set("rollout.analysis.metrics", []any{map[string]any{"name": "x", "query": "x", "maxRatioToStable": 2}})},
+		{name: "autoscaling with every signal at sensible targets and the widest bounds", mutate: func(ms *v1alpha1.ModelServer) {
+			a := autoscaleOn(ms)
+			a.MinReplicas, a.MaxReplicas, a.Interval, a.Tolerance = 0, 10000, dur("200ms"), qty("0")
+			a.Metrics = []v1alpha1.AutoscalingMetric{
+				{GPUUtilization: &v1alpha1.GPUUtilizationMetric{Target: 100}},
+				{RequestsWaiting: &v1alpha1.PerReplicaMetric{TargetPerReplica: resource.MustParse("500m")}},
+				{KVCacheUsage: &v1alpha1.AverageMetric{Target: resource.MustParse("1")}},
+				{Prometheus: &v1alpha1.PrometheusMetric{Query: `sum(rate(x{namespace="{{.Namespace}}"}[1m]))`, TargetPerReplica: resource.MustParse("10")}},
+				{Resource: &v1alpha1.ResourceMetric{Name: corev1.ResourceCPU, TargetAverageUtilization: 80}},
+				{External: &v1alpha1.ExternalMetric{MetricName: "queue_depth", TargetPerReplica: resource.MustParse("20")}},
+			}
+			a.Behavior = v1alpha1.ScalingBehavior{
+				ScaleUp:   &v1alpha1.ScalingRules{StabilizationWindow: ptr.To(dur("0s")), Policies: []v1alpha1.ScalingPolicy{{Type: v1alpha1.PercentScalingPolicy, Value: 900, Period: dur("30m")}}},
+				ScaleDown: &v1alpha1.ScalingRules{StabilizationWindow: ptr.To(dur("1h")), SelectPolicy: ptr.To(v1alpha1.SelectDisabled)},
+			}
+		}},
+		{name: "a tolerance just under 1 and a KV-cache target as a number", raw: func(spec map[string]any) {
+			spec["autoscaling"] = map[string]any{"maxReplicas": 4, "tolerance": "0.99", "metrics": []any{map[string]any{"kvCacheUsage": map[string]any{"target": 1}}}}
+			delete(spec, "replicas")
+		}},
+		{name: "zero replicas", mutate: func(ms *v1alpha1.ModelServer) { ms.Spec.Replicas = ptr.To(int32(0)) }},
+		{name: "a route reference with a dotted name", mutate: func(ms *v1alpha1.ModelServer) {
+			ms.Spec.Gateway = v1alpha1.GatewaySpec{RouteRef: &v1alpha1.RouteReference{Name: "llm.shared-route"}}
+		}},
+	}
+}

@@ -1,0 +1,192 @@
+package controller
+
+import (
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
+)
+
+// Bounds that admission enforces too (see the CEL rules in api/v1alpha1); the controller checks
+// them again for objects stored before those rules existed or that admission cannot fully check
+// (CEL's cost budget: containers past the 16th, quantities written in unusual forms).
+const (
+	maxReplicaCount        = 10000
+	maxStabilizationWindow = time.Hour
+	maxPolicyPeriod        = 30 * time.Minute
+)
+
+// validateFields reports every field of the spec that admission should have refused, each
+// error naming the field: malformed, zero or negative durations, replica counts beyond any
+// cluster, pod settings a Deployment refuses, GPU counts that cannot be scheduled, and
+// targets, bounds and tolerances that no value could meet.
+func validateFields(ms *v1alpha1.ModelServer) field.ErrorList {
+	var errs field.ErrorList
+	spec := field.NewPath("spec")
+	errs = append(errs, validateTemplate(&ms.Spec.Template, spec.Child("template"))...)
+	if r := ms.Spec.Replicas; r != nil && (*r < 0 || *r > maxReplicaCount) {
+		errs = append(errs, field.Invalid(spec.Child("replicas"), *r, "must be from 0 to 10000"))
+	}
+
+	ro, rp := ms.Spec.Rollout, spec.Child("rollout")
+	errs = append(errs, positive(rp.Child("stepDuration"), ro.StepDuration, true)...)
+	errs = append(errs, positive(rp.Child("scaleDownDelay"), ro.ScaleDownDelay, true)...)
+	errs = append(errs, positive(rp.Child("progressDeadline"), ro.ProgressDeadline, true)...)
+	if ro.InconclusiveDeadline != nil {
+		errs = append(errs, positive(rp.Child("inconclusiveDeadline"), *ro.InconclusiveDeadline, false)...)
+	}
+	ap := rp.Child("analysis")
+	errs = append(errs, positive(ap.Child("interval"), ro.Analysis.Interval, true)...)
+	if s, i := ro.StepDuration.Duration, ro.Analysis.Interval.Duration; s > 0 && i > 0 && s < i {
+		errs = append(errs, field.Invalid(rp.Child("stepDuration"), ro.StepDuration.String(),
+			"must be at least spec.rollout.analysis.interval ("+ro.Analysis.Interval.String()+"): every step is judged on at least one measurement"))
+	}
+	for i, m := range ro.Analysis.Metrics {
+		mp := ap.Child("metrics").Index(i)
+		if q := m.MaxRatioToStable; q != nil && q.Sign() <= 0 {
+			errs = append(errs, field.Invalid(mp.Child("maxRatioToStable"), q.String(), "must be greater than 0, such as 1.2 for at most 20% worse than the stable color"))
+		}
+		if m.Min != nil && m.Max != nil && m.Min.Cmp(*m.Max) > 0 {
+			errs = append(errs, field.Invalid(mp.Child("min"), m.Min.String(), "must not be greater than max ("+m.Max.String()+"): no value could pass"))
+		}
+	}
+
+	if a := ms.Spec.Autoscaling; a != nil {
+		errs = append(errs, validateAutoscaling(a, spec.Child("autoscaling"))...)
+	}
+	return errs
+}
+
+func validateAutoscaling(a *v1alpha1.AutoscalingSpec, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if a.MinReplicas < 0 || a.MinReplicas > maxReplicaCount {
+		errs = append(errs, field.Invalid(p.Child("minReplicas"), a.MinReplicas, "must be from 0 to 10000"))
+	}
+	if a.MaxReplicas < 1 || a.MaxReplicas > maxReplicaCount {
+		errs = append(errs, field.Invalid(p.Child("maxReplicas"), a.MaxReplicas, "must be from 1 to 10000"))
+	}
+	errs = append(errs, positive(p.Child("interval"), a.Interval, true)...)
+	if t := a.Tolerance; t != nil && (t.Sign() < 0 || t.Cmp(resource.MustParse("1")) >= 0) {
+		errs = append(errs, field.Invalid(p.Child("tolerance"), t.String(), "must be a fraction from 0 up to (not including) 1, such as 0.1 for 10%"))
+	}
+	for i, m := range a.Metrics {
+		mp := p.Child("metrics").Index(i)
+		switch {
+		case m.RequestsWaiting != nil:
+			errs = append(errs, positiveQuantity(mp.Child("requestsWaiting", "targetPerReplica"), m.RequestsWaiting.TargetPerReplica)...)
+		case m.Prometheus != nil:
+			errs = append(errs, positiveQuantity(mp.Child("prometheus", "targetPerReplica"), m.Prometheus.TargetPerReplica)...)
+		case m.External != nil:
+			errs = append(errs, positiveQuantity(mp.Child("external", "targetPerReplica"), m.External.TargetPerReplica)...)
+		case m.KVCacheUsage != nil:
+			if t := m.KVCacheUsage.Target; t.Sign() <= 0 || t.Cmp(resource.MustParse("1")) > 0 {
+				errs = append(errs, field.Invalid(mp.Child("kvCacheUsage", "target"), t.String(), "must be a fraction greater than 0 and at most 1, such as 0.8 for 80%"))
+			}
+		}
+	}
+	for _, d := range []struct {
+		name  string
+		rules *v1alpha1.ScalingRules
+	}{{"scaleUp", a.Behavior.ScaleUp}, {"scaleDown", a.Behavior.ScaleDown}} {
+		r := d.rules
+		if r == nil {
+			continue
+		}
+		rp := p.Child("behavior", d.name)
+		if w := r.StabilizationWindow; w != nil {
+			switch {
+			case w.Err() != nil:
+				errs = append(errs, field.Invalid(rp.Child("stabilizationWindow"), w.String(), w.Err().Error()))
+			case w.Duration < 0 || w.Duration > maxStabilizationWindow:
+				errs = append(errs, field.Invalid(rp.Child("stabilizationWindow"), w.String(), "must be a duration from 0s to 1h, such as 5m or 300s"))
+			}
+		}
+		for i, pol := range r.Policies {
+			pp := rp.Child("policies").Index(i)
+			errs = append(errs, positive(pp.Child("period"), pol.Period, false)...)
+			if pol.Period.Duration > maxPolicyPeriod {
+				errs = append(errs, field.Invalid(pp.Child("period"), pol.Period.String(), "must be at most 30m"))
+			}
+		}
+	}
+	return errs
+}
+
+// positive reports a Duration that did not parse, or that is zero or negative. A zero left by
+// an object written before defaulting (the field absent) is accepted when zeroIsUnset.
+func positive(p *field.Path, d v1alpha1.Duration, zeroIsUnset bool) field.ErrorList {
+	if err := d.Err(); err != nil {
+		return field.ErrorList{field.Invalid(p, d.String(), err.Error())}
+	}
+	if d.Duration < 0 || (d.Duration == 0 && !zeroIsUnset) {
+		return field.ErrorList{field.Invalid(p, d.String(), "must be a positive duration such as 2m or 90s")}
+	}
+	return nil
+}
+
+func positiveQuantity(p *field.Path, q resource.Quantity) field.ErrorList {
+	if q.Sign() <= 0 {
+		return field.ErrorList{field.Invalid(p, q.String(), "must be greater than 0")}
+	}
+	return nil
+}
+
+// validateTemplate reports pod settings a Deployment refuses or a model server cannot run
+// under, and GPU counts (extended resources) that cannot be scheduled.
+func validateTemplate(t *corev1.PodTemplateSpec, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	sp := p.Child("spec")
+	if len(t.Spec.Containers) == 0 {
+		errs = append(errs, field.Required(sp.Child("containers"), "must list at least one container (the model server)"))
+	}
+	if rp := t.Spec.RestartPolicy; rp != "" && rp != corev1.RestartPolicyAlways {
+		errs = append(errs, field.NotSupported(sp.Child("restartPolicy"), rp, []corev1.RestartPolicy{corev1.RestartPolicyAlways}))
+	}
+	if t.Spec.ActiveDeadlineSeconds != nil {
+		errs = append(errs, field.Forbidden(sp.Child("activeDeadlineSeconds"), "must be left out: a model server runs until it is replaced"))
+	}
+	for i := range t.Spec.InitContainers {
+		errs = append(errs, validateExtendedResources(t.Spec.InitContainers[i].Resources, sp.Child("initContainers").Index(i).Child("resources"))...)
+	}
+	for i := range t.Spec.Containers {
+		errs = append(errs, validateExtendedResources(t.Spec.Containers[i].Resources, sp.Child("containers").Index(i).Child("resources"))...)
+	}
+	return errs
+}
+
+// validateExtendedResources applies Kubernetes' rules for extended resources (nvidia.com/gpu and
+// any other name with a domain outside kubernetes.io), which cannot be shared or overcommitted:
+// whole non-negative numbers, and a request only with an equal limit.
+func validateExtendedResources(r corev1.ResourceRequirements, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for _, name := range slices.Sorted(maps.Keys(r.Limits)) {
+		q := r.Limits[name]
+		if !extendedResource(name) {
+			continue
+		}
+		if q.Sign() < 0 || q.MilliValue()%1000 != 0 {
+			errs = append(errs, field.Invalid(p.Child("limits").Key(string(name)), q.String(), "must be a whole number such as 1 or 8: a pod cannot have part of a GPU"))
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(r.Requests)) {
+		q := r.Requests[name]
+		if !extendedResource(name) {
+			continue
+		}
+		if l, ok := r.Limits[name]; !ok || l.Cmp(q) != 0 {
+			errs = append(errs, field.Invalid(p.Child("requests").Key(string(name)), q.String(), "must equal the container's limit of "+string(name)+", which must be set: GPUs are neither shared nor overcommitted"))
+		}
+	}
+	return errs
+}
+
+func extendedResource(name corev1.ResourceName) bool {
+	s := string(name)
+	return strings.Contains(s, "/") && !strings.Contains(s, "kubernetes.io/") && !strings.HasPrefix(s, corev1.DefaultResourceRequestsPrefix)
+}

@@ -1,0 +1,206 @@
+package controller
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
+
+	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
+)
+
+// The controller's own checks, for objects that admission did not refuse (stored before a rule
+// existed, or beyond what CEL's cost budget lets admission check). Pure: no API server.
+func TestValidateReportsTheFieldAdmissionShouldHaveRefused(t *testing.T) {
+	q := func(s string) *resource.Quantity { return ptr.To(resource.MustParse(s)) }
+	dur := func(text string) v1alpha1.Duration {
+		var d v1alpha1.Duration
+		if err := json.Unmarshal([]byte(text), &d); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	autoscaled := func(ms *v1alpha1.ModelServer) *v1alpha1.AutoscalingSpec {
+		ms.Spec.Autoscaling = &v1alpha1.AutoscalingSpec{MinReplicas: 1, MaxReplicas: 4}
+		return ms.Spec.Autoscaling
+	}
+	gpus := func(ms *v1alpha1.ModelServer, limit, request string) {
+		r := &ms.Spec.Template.Spec.Containers[0].Resources
+		r.Limits, r.Requests = corev1.ResourceList{}, corev1.ResourceList{}
+		if limit != "" {
+			r.Limits["nvidia.com/gpu"] = resource.MustParse(limit)
+		}
+		if request != "" {
+			r.Requests["nvidia.com/gpu"] = resource.MustParse(request)
+		}
+	}
+	tests := []struct {
+		name   string
+		mutate func(*v1alpha1.ModelServer)
+		want   []string // substrings of the error; none: valid
+	}{
+		{name: "a valid spec passes", mutate: func(*v1alpha1.ModelServer) {}},
+		{name: "a valid spec with every duration set passes", mutate: func(ms *v1alpha1.ModelServer) {
+			r := &ms.Spec.Rollout
+			r.StepDuration, r.ScaleDownDelay, r.ProgressDeadline = dur(`"2m"`), dur(`"10m"`), dur(`"30m"`)
+			r.InconclusiveDeadline, r.Analysis.Interval = ptr.To(dur(`"15m"`)), dur(`"30s"`)
+			a := autoscaled(ms)
+			a.Interval, a.Tolerance = dur(`"15s"`), q("0")
+			a.Behavior.ScaleDown = &v1alpha1.ScalingRules{StabilizationWindow: ptr.To(dur(`"0s"`)), Policies: []v1alpha1.ScalingPolicy{{Type: v1alpha1.PodsScalingPolicy, Value: 1, Period: dur(`"30m"`)}}}
+		}},
+		{name: "a step duration in words names the field and the text", mutate: func(ms *v1alpha1.ModelServer) {
+			ms.Spec.Rollout.StepDuration = dur(`"2 minutes"`)
+		}, want: []string{"spec.rollout.stepDuration", `"2 minutes" is not a duration`}},
+		{name: "a negative scale-down delay is refused", mutate: func(ms *v1alpha1.ModelServer) {
+			ms.Spec.Rollout.ScaleDownDelay = dur(`"-5m"`)
+		}, want: []string{"spec.rollout.scaleDownDelay", "must be a positive duration"}},
+		{name: "a zero inconclusive deadline is refused (unset is the way to say none)", mutate: func(ms *v1alpha1.ModelServer) {
+			ms.Spec.Rollout.InconclusiveDeadline = ptr.To(dur(`"0s"`))
+		}, want: []string{"spec.rollout.inconclusiveDeadline", "positive"}},
+		{name: "a progress deadline written as a number is refused", mutate: func(ms *v1alpha1.ModelServer) {
+			ms.Spec.Rollout.ProgressDeadline = dur(`1800`)
+		}, want: []string{"spec.rollout.progressDeadline", "write a string"}},
+		{name: "a step shorter than the analysis interval is refused", mutate: func(ms *v1alpha1.ModelServer) {
+			ms.Spec.Rollout.StepDuration, ms.Spec.Rollout.Analysis.Interval = dur(`"30s"`), dur(`"1m"`)
+		}, want: []string{"spec.rollout.stepDuration", "at least spec.rollout.analysis.interval"}},
+		{name: "a malformed analysis interval is refused", mutate: func(ms *v1alpha1.ModelServer) {
+			ms.Spec.Rollout.Analysis.Interval = dur(`"30 s"`)
+		}, want: []string{"spec.rollout.analysis.interval"}},
+		{name: "a zero ratio to stable is refused", mutate: func(ms *v1alpha1.ModelServer) {
+			ms.Spec.Rollout.Analysis.Metrics = []v1alpha1.AnalysisMetric{{Name: "x", Query: "x", MaxRatioToStable: q("0e3")}}
+		}, want: []string{"spec.rollout.analysis.metrics[0].maxRatioToStable", "greater than 0"}},
+		{name: "a min above max is refused", mutate: func(ms *v1alpha1.ModelServer) {
+			ms.Spec.Rollout.Analysis.Metrics = []v1alpha1.AnalysisMetric{{Name: "x", Query: "x", Min: q("0.99"), Max: q("0.5")}}
+		}, want: []string{"spec.rollout.analysis.metrics[0].min", "must not be greater than max"}},
+		{name: "replicas far beyond any cluster are refused", mutate: func(ms *v1alpha1.ModelServer) {
+			ms.Spec.Replicas = ptr.To(int32(1000000))
+		}, want: []string{"spec.replicas", "from 0 to 10000"}},
+		{name: "a max replica count beyond any cluster is refused", mutate: func(ms *v1alpha1.ModelServer) {
+			autoscaled(ms).MaxReplicas = 50000
+		}, want: []string{"spec.autoscaling.maxReplicas"}},
+		{name: "a malformed autoscaling interval is refused", mutate: func(ms *v1alpha1.ModelServer) {
+			autoscaled(ms).Interval = dur(`"15"`)
+		}, want: []string{"spec.autoscaling.interval", `"15" is not a duration`}},
+		{name: "a tolerance written as a percentage is refused", mutate: func(ms *v1alpha1.ModelServer) {
+			autoscaled(ms).Tolerance = q("10")
+		}, want: []string{"spec.autoscaling.tolerance", "fraction"}},
+		{name: "a negative tolerance is refused", mutate: func(ms *v1alpha1.ModelServer) {
+			autoscaled(ms).Tolerance = q("-0.1")
+		}, want: []string{"spec.autoscaling.tolerance"}},
+		{name: "a zero target per replica is refused", mutate: func(ms *v1alpha1.ModelServer) {
+			autoscaled(ms).Metrics = []v1alpha1.AutoscalingMetric{{RequestsWaiting: &v1alpha1.PerReplicaMetric{TargetPerReplica: resource.MustParse("0")}}}
+		}, want: []string{"spec.autoscaling.metrics[0].requestsWaiting.targetPerReplica", "greater than 0"}},
+		{name: "a negative Prometheus target is refused", mutate: func(ms *v1alpha1.ModelServer) {
+			autoscaled(ms).Metrics = []v1alpha1.AutoscalingMetric{{Prometheus: &v1alpha1.PrometheusMetric{Query: "x", TargetPerReplica: resource.MustParse("-3")}}}
+		}, want: []string{"spec.autoscaling.metrics[0].prometheus.targetPerReplica"}},
+		{name: "a KV-cache target in percent is refused", mutate: func(ms *v1alpha1.ModelServer) {
+			autoscaled(ms).Metrics = []v1alpha1.AutoscalingMetric{{KVCacheUsage: &v1alpha1.AverageMetric{Target: resource.MustParse("80")}}}
+		}, want: []string{"spec.autoscaling.metrics[0].kvCacheUsage.target", "fraction"}},
+		{name: "a stabilization window in words is refused", mutate: func(ms *v1alpha1.ModelServer) {
+			autoscaled(ms).Behavior.ScaleDown = &v1alpha1.ScalingRules{StabilizationWindow: ptr.To(dur(`"five minutes"`))}
+		}, want: []string{"spec.autoscaling.behavior.scaleDown.stabilizationWindow", "five minutes"}},
+		{name: "a stabilization window over an hour is refused", mutate: func(ms *v1alpha1.ModelServer) {
+			autoscaled(ms).Behavior.ScaleUp = &v1alpha1.ScalingRules{StabilizationWindow: ptr.To(dur(`"2h"`))}
+		}, want: []string{"spec.autoscaling.behavior.scaleUp.stabilizationWindow", "from 0s to 1h"}},
+		{name: "a zero policy period is refused", mutate: func(ms *v1alpha1.ModelServer) {
+			autoscaled(ms).Behavior.ScaleUp = &v1alpha1.ScalingRules{Policies: []v1alpha1.ScalingPolicy{{Type: v1alpha1.PodsScalingPolicy, Value: 2, Period: dur(`"0s"`)}}}
+		}, want: []string{"spec.autoscaling.behavior.scaleUp.policies[0].period", "positive"}},
+		{name: "a restart policy of Never is refused", mutate: func(ms *v1alpha1.ModelServer) {
+			ms.Spec.Template.Spec.RestartPolicy = corev1.RestartPolicyNever
+		}, want: []string{"spec.template.spec.restartPolicy", "Always"}},
+		{name: "an active deadline is refused", mutate: func(ms *v1alpha1.ModelServer) {
+			ms.Spec.Template.Spec.ActiveDeadlineSeconds = ptr.To(int64(3600))
+		}, want: []string{"spec.template.spec.activeDeadlineSeconds"}},
+		{name: "an empty container list is refused", mutate: func(ms *v1alpha1.ModelServer) {
+			ms.Spec.Template.Spec.Containers = []corev1.Container{}
+		}, want: []string{"spec.template.spec.containers"}},
+		{name: "half a GPU is refused", mutate: func(ms *v1alpha1.ModelServer) { gpus(ms, "500m", "") },
+			want: []string{"spec.template.spec.containers[0].resources.limits[nvidia.com/gpu]", "whole number"}},
+		{name: "a GPU request different from the limit is refused", mutate: func(ms *v1alpha1.ModelServer) { gpus(ms, "2", "1") },
+			want: []string{"spec.template.spec.containers[0].resources.requests[nvidia.com/gpu]", "must equal the container's limit"}},
+		{name: "a GPU request without a limit is refused", mutate: func(ms *v1alpha1.ModelServer) { gpus(ms, "", "1") },
+			want: []string{"spec.template.spec.containers[0].resources.requests[nvidia.com/gpu]"}},
+		{name: "a GPU request equal to the limit passes, written differently", mutate: func(ms *v1alpha1.ModelServer) { gpus(ms, "1", "1000m") }},
+		{name: "a fractional extended resource in the 17th container is found (admission checks 16)", mutate: func(ms *v1alpha1.ModelServer) {
+			for i := range 16 {
+				ms.Spec.Template.Spec.Containers = append(ms.Spec.Template.Spec.Containers, corev1.Container{Name: "side" + string(rune('a'+i)), Image: "busybox"})
+			}
+			ms.Spec.Template.Spec.Containers[16].Resources.Limits = corev1.ResourceList{"example.com/fpga": resource.MustParse("1.5")}
+		}, want: []string{"spec.template.spec.containers[16].resources.limits[example.com/fpga]"}},
+		{name: "a fractional GPU in an init container is refused", mutate: func(ms *v1alpha1.ModelServer) {
+			ms.Spec.Template.Spec.InitContainers = []corev1.Container{{Name: "fetch", Image: "busybox", Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("0.5")}}}}
+		}, want: []string{"spec.template.spec.initContainers[0].resources.limits[nvidia.com/gpu]"}},
+		{name: "fractional CPU and memory stay allowed", mutate: func(ms *v1alpha1.ModelServer) {
+			ms.Spec.Template.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("1.5Gi")}
+		}},
+		{name: "an unknown analysis template key is refused", mutate: func(ms *v1alpha1.ModelServer) {
+			ms.Spec.Rollout.Analysis.SampleQuery = `sum(x{ns="{{.namespace}}"})`
+		}, want: []string{"spec.rollout.analysis.sampleQuery"}},
+		{name: "several mistakes are all reported", mutate: func(ms *v1alpha1.ModelServer) {
+			ms.Spec.Rollout.StepDuration = dur(`"2 minutes"`)
+			ms.Spec.Template.Spec.RestartPolicy = corev1.RestartPolicyOnFailure
+		}, want: []string{"spec.rollout.stepDuration", "spec.template.spec.restartPolicy"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ms := newModelServer("ns", "llama")
+			tt.mutate(ms)
+			err := validate(ms)
+			if len(tt.want) == 0 {
+				if err != nil {
+					t.Fatalf("refused a valid spec: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("accepted; want an error naming %q", tt.want)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+// Defaults filled by an older API server (or absent in an object written before defaulting) are
+// zero and mean "use the default": the controller does not refuse them.
+func TestValidateAcceptsZeroDurationsThatMeanTheDefault(t *testing.T) {
+	ms := newModelServer("ns", "llama")
+	ms.Spec.Rollout.StepDuration, ms.Spec.Rollout.Analysis.Interval = v1alpha1.Duration{}, v1alpha1.Duration{}
+	if err := validate(ms); err != nil {
+		t.Fatal(err)
+	}
+	ms.Spec.Rollout.StepDuration = v1alpha1.Duration{Duration: time.Minute}
+	if err := validate(ms); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// What admission accepts the controller accepts too: a valid spec never stalls.
+func TestValidateAcceptsTheSpecsAdmissionAccepts(t *testing.T) {
+	for _, g := range goodSpecs() {
+		t.Run(g.name, func(t *testing.T) {
+			ms := newModelServer("ns", "good")
+			if g.mutate != nil {
+				g.mutate(ms)
+			}
+			b, err := json.Marshal(toUnstructured(t, ms, g.raw).Object)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := &v1alpha1.ModelServer{}
+			if err := json.Unmarshal(b, got); err != nil {
+				t.Fatal(err)
+			}
+			if err := validate(got); err != nil {
+				t.Errorf("the controller refuses a spec admission accepts: %v", err)
+			}
+		})
+	}
+}
