@@ -52,6 +52,15 @@ const (
 	ReasonConflictingAutoscale = "ConflictingAutoscaler"
 	ReasonApplyFailed          = "ApplyFailed"
 	ReasonReconciled           = "Reconciled"
+	// ReasonAnalysisInconclusive (Stalled True, Reconciling False) says that a rollout has held
+	// on inconclusive analysis past the stall deadline; the message says why and hints at the cause.
+	ReasonAnalysisInconclusive = "AnalysisInconclusive"
+	// ReasonCandidateUnready (Reconciling, Progressing) says that the candidate lost Ready,
+	// warm pods it needs for its step's weight; its weight is capped to what the rest carry.
+	ReasonCandidateUnready = "CandidateUnready"
+	// ReasonRouteNotAccepted (Progressing False) says that the rollout holds because a Gateway
+	// did not accept the HTTPRoute: it neither advances nor promotes until it is accepted.
+	ReasonRouteNotAccepted = "RouteNotAccepted"
 )
 
 // Labels and annotations on the objects modelship makes.
