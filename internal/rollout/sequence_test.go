@@ -158,7 +158,14 @@ func checkContract(st v1alpha1.ModelServerStatus) error {
 		}
 		return nil
 	}
-	for _, want := range health.Conditions(st.Phase, 0) {
+	want := health.Conditions(st.Phase, 0)
+	if c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionStalled); st.Phase == v1alpha1.PhaseProgressing && c != nil && c.Reason == v1alpha1.ReasonAnalysisInconclusive {
+		if st.InconclusiveSince == nil {
+			return fmt.Errorf("stalled on inconclusive analysis without inconclusiveSince")
+		}
+		want = health.StalledProgressing(0)
+	}
+	for _, want := range want {
 		got := meta.FindStatusCondition(st.Conditions, want.Type)
 		if got == nil || got.Status != want.Status {
 			return fmt.Errorf("phase %s: %s is %v, the health contract says %s", st.Phase, want.Type, got, want.Status)
@@ -184,8 +191,12 @@ func checkPass(ms *v1alpha1.ModelServer, pol policy, prev *v1alpha1.ModelServerS
 		return fmt.Errorf("status weights %+v do not mirror %v", st.Weights, d.Weights)
 	}
 	cw := candidateWeightOf(st)
-	if st.Weights.Candidate != 0 && (st.Candidate == nil || stepIndex(steps, cw) < 0 || cw == 100) {
-		return fmt.Errorf("candidate weight %d is not a held step of %v", st.Weights.Candidate, steps)
+	stepW := stepWeightOf(st, steps)
+	if st.Weights.Candidate != 0 && (st.Candidate == nil || cw >= 100 || st.Phase != v1alpha1.PhaseRolledBack && cw > stepW) {
+		return fmt.Errorf("candidate weight %d is above its held step %d of %v", st.Weights.Candidate, stepW, steps)
+	}
+	if err := checkCarried(st, prev, obs, stepW); err != nil {
+		return err
 	}
 	// The candidate never serves a revision the spec no longer asks for.
 	if cw > 0 && st.Candidate.Revision != obs.Revision {
@@ -202,8 +213,11 @@ func checkPass(ms *v1alpha1.ModelServer, pol policy, prev *v1alpha1.ModelServerS
 		return fmt.Errorf("stable plan %+v, want %s×%d", p, st.Stable.Revision, obs.DesiredReplicas)
 	}
 	if obs.Capacity > 0 {
-		share := need(obs.DesiredReplicas, 100-cw)
-		if cw == 0 && obs.DesiredReplicas == 0 {
+		// The stable color is planned for its share at the step's weight (the candidate's
+		// weight may be capped lower by its Ready pods).
+		planned := max(cw, stepW)
+		share := need(obs.DesiredReplicas, 100-planned)
+		if planned == 0 && obs.DesiredReplicas == 0 {
 			share = 0
 		}
 		if p.Replicas > obs.DesiredReplicas || p.Replicas < min(share, obs.DesiredReplicas) {
@@ -212,6 +226,13 @@ func checkPass(ms *v1alpha1.ModelServer, pol policy, prev *v1alpha1.ModelServerS
 		if c := st.Candidate; c != nil && st.Phase != v1alpha1.PhaseRolledBack {
 			if cp, ok := d.Plans[c.Color]; ok && p.Replicas < obs.DesiredReplicas && p.Replicas+cp.Replicas > obs.Capacity && p.Replicas != share {
 				return fmt.Errorf("swap mode: stable shrank to %d, not to its share %d, yet %d+%d exceed the capacity %d", p.Replicas, share, p.Replicas, cp.Replicas, obs.Capacity)
+			}
+		}
+		// After a rollback or an abort the candidate keeps pods only for the weight it still
+		// carries, or where there is room beside the stable color's total.
+		if c := st.Candidate; c != nil && st.Phase == v1alpha1.PhaseRolledBack {
+			if cp, ok := d.Plans[c.Color]; ok && cp.Replicas > 0 && cp.Replicas > max(obs.Capacity-obs.DesiredReplicas, 0) && (cw == 0 || cp.Replicas > need(obs.DesiredReplicas, cw)) {
+				return fmt.Errorf("swap mode: rolled-back candidate keeps %d pods with weight %d beside a stable total %d in capacity %d", cp.Replicas, cw, obs.DesiredReplicas, obs.Capacity)
 			}
 		}
 	}
@@ -223,21 +244,22 @@ func checkPass(ms *v1alpha1.ModelServer, pol policy, prev *v1alpha1.ModelServerS
 	}
 
 	prevCW := candidateWeightOf(*prev)
+	prevStepW := stepWeightOf(*prev, steps)
 	promoted := prev.Candidate != nil && prev.Stable != nil && st.Stable.Revision == prev.Candidate.Revision && st.Stable.Color == prev.Candidate.Color && st.Stable.Revision != prev.Stable.Revision
 	sameRollout := prev.Candidate != nil && st.Candidate != nil && prev.Candidate.Revision == st.Candidate.Revision &&
 		prev.Candidate.Color == st.Candidate.Color && prev.Phase != v1alpha1.PhaseRolledBack && st.Phase != v1alpha1.PhaseRolledBack
 
-	// Within one rollout the candidate's weight only grows, one step at a time, and only onto
-	// Ready, warm pods.
-	if sameRollout && cw != prevCW {
-		if cw < prevCW {
-			return fmt.Errorf("candidate weight fell %d -> %d within a rollout", prevCW, cw)
+	// Within one rollout the step only grows, one at a time, and only onto Ready, warm pods
+	// (the weight falls below the step's only when the candidate's Ready pods do not carry it).
+	if sameRollout && st.Step != prev.Step {
+		if st.Step != prev.Step+1 {
+			return fmt.Errorf("step jumped %d -> %d over steps %v", prev.Step, st.Step, steps)
 		}
-		if want := steps[stepIndex(steps, prevCW)+1]; prevCW == 0 && cw != steps[0] || prevCW != 0 && cw != want {
-			return fmt.Errorf("candidate weight jumped %d -> %d over steps %v", prevCW, cw, steps)
-		}
-		if err := readyForWeight(obs, st.Candidate.Color, st.Candidate.Revision, cw); err != nil {
+		if err := readyForWeight(obs, st.Candidate.Color, st.Candidate.Revision, stepW); err != nil {
 			return err
+		}
+		if obs.RouteAccepted == metav1.ConditionFalse {
+			return fmt.Errorf("advanced to step %d while the route is not accepted", st.Step)
 		}
 		o.advances++
 	}
@@ -248,8 +270,8 @@ func checkPass(ms *v1alpha1.ModelServer, pol policy, prev *v1alpha1.ModelServerS
 			if len(steps) > 1 {
 				last = steps[len(steps)-2]
 			}
-			if prevCW != last {
-				return fmt.Errorf("promoted from weight %d, not from the last held step %d, without PromoteFull", prevCW, last)
+			if prevStepW != last {
+				return fmt.Errorf("promoted from step weight %d, not from the last held step %d, without PromoteFull", prevStepW, last)
 			}
 		}
 		if obs.Capacity == 0 {
@@ -262,13 +284,16 @@ func checkPass(ms *v1alpha1.ModelServer, pol policy, prev *v1alpha1.ModelServerS
 		if failedInRollout > int(pol.failureLimit) {
 			return fmt.Errorf("promoted after %d failed measurements, limit %d", failedInRollout, pol.failureLimit)
 		}
+		if obs.RouteAccepted == metav1.ConditionFalse {
+			return fmt.Errorf("promoted while the route is not accepted")
+		}
 		if (st.ScaleDownAt == nil && obs.Capacity == 0) || st.Weights.Stable != 100 {
 			return fmt.Errorf("promotion left ScaleDownAt %v weights %+v", st.ScaleDownAt, st.Weights)
 		}
 	}
 	// Leaving a held step without a request needs the step's time and a passing measurement
 	// taken in it (this holds for entering AwaitingPromotion too).
-	leftStep := sameRollout && cw > prevCW || promoted || st.Phase == v1alpha1.PhaseAwaitingPromotion && prev.Phase == v1alpha1.PhaseProgressing
+	leftStep := sameRollout && st.Step > prev.Step || promoted || st.Phase == v1alpha1.PhaseAwaitingPromotion && prev.Phase == v1alpha1.PhaseProgressing
 	if leftStep && prev.Step >= 1 && prev.Phase == v1alpha1.PhaseProgressing && obs.Operation != OpPromote && obs.Operation != OpPromoteFull {
 		if held := now.Sub(prev.StepStartedAt.Time); held < pol.stepDuration {
 			return fmt.Errorf("left step %d after %s, before its duration %s", prev.Step, held, pol.stepDuration)
@@ -283,8 +308,8 @@ func checkPass(ms *v1alpha1.ModelServer, pol policy, prev *v1alpha1.ModelServerS
 	}
 	// A rollback leaves everything on a stable color that runs the stable revision.
 	if st.Phase == v1alpha1.PhaseRolledBack {
-		if d.Weights[st.Stable.Color] != 100 || st.Weights.Stable != 100 {
-			return fmt.Errorf("rolled back with weights %v", d.Weights)
+		if cw > 0 && cw > drainCap(st, prev) {
+			return fmt.Errorf("rolled back with weights %v: the candidate's weight grew from %d", d.Weights, prevCW)
 		}
 		if st.Candidate == nil || st.RolledBackRevision != st.Candidate.Revision || st.RolledBackRevision != obs.Revision {
 			return fmt.Errorf("rolled back with candidate %+v rolledBackRevision %q spec %s", st.Candidate, st.RolledBackRevision, obs.Revision)
@@ -313,7 +338,7 @@ func checkPass(ms *v1alpha1.ModelServer, pol policy, prev *v1alpha1.ModelServerS
 		return fmt.Errorf("rolled back %s which was not the candidate being rolled out", st.RolledBackRevision)
 	}
 	// Paused freezes the step and weights.
-	if ms.Spec.Paused && prev.Phase == v1alpha1.PhasePaused && st.Phase == v1alpha1.PhasePaused && sameRollout && (st.Step != prev.Step || cw != prevCW) {
+	if ms.Spec.Paused && prev.Phase == v1alpha1.PhasePaused && st.Phase == v1alpha1.PhasePaused && sameRollout && (st.Step != prev.Step || cw > prevStepW) {
 		return fmt.Errorf("paused rollout moved: step %d -> %d, weight %d -> %d", prev.Step, st.Step, prevCW, cw)
 	}
 	if ms.Spec.Paused && st.Candidate != nil && st.Phase != v1alpha1.PhaseRolledBack && st.Phase != v1alpha1.PhasePaused {
@@ -346,6 +371,59 @@ func checkPass(ms *v1alpha1.ModelServer, pol policy, prev *v1alpha1.ModelServerS
 	}
 	if st.Phase == v1alpha1.PhaseProgressing && d.RequeueAfter == 0 {
 		return fmt.Errorf("a progressing rollout with nothing timed")
+	}
+	return nil
+}
+
+// stepWeightOf is the weight of a live rollout's held step (0 before the first step, after a
+// rollback and without a rollout).
+func stepWeightOf(st v1alpha1.ModelServerStatus, steps []int32) int32 {
+	if st.Candidate == nil || st.Step < 1 || st.Phase == v1alpha1.PhaseRolledBack || int(st.Step) > len(steps) {
+		return 0
+	}
+	return steps[st.Step-1]
+}
+
+// drainCap is the most a rolled-back candidate may hold: its weight in the previous pass (for
+// the same candidate), never more.
+func drainCap(st v1alpha1.ModelServerStatus, prev *v1alpha1.ModelServerStatus) int32 {
+	c, p := st.Candidate, prev.Candidate
+	if c == nil || p == nil || c.Color != p.Color || c.Revision != p.Revision {
+		return 0
+	}
+	return prev.Weights.Candidate
+}
+
+// checkCarried: no color holds more weight than its Ready pods carry, except the stable color
+// when the candidate already holds all it may (its step's weight, or what it held before a
+// rollback) or all its own Ready pods carry: then stable is preferred.
+func checkCarried(st v1alpha1.ModelServerStatus, prev *v1alpha1.ModelServerStatus, obs Observation, stepW int32) error {
+	c := st.Candidate
+	if c == nil {
+		return nil
+	}
+	total := obs.DesiredReplicas
+	readyOn := func(color v1alpha1.Color, rev string) int32 {
+		if co, ok := obs.Colors[color]; ok && co.Exists && co.Revision == rev {
+			return co.ReadyReplicas
+		}
+		return 0
+	}
+	cw := candidateWeightOf(st)
+	candCarry := carries(total, readyOn(c.Color, c.Revision))
+	if cw > candCarry {
+		return fmt.Errorf("candidate holds %d%% but its %d Ready pods carry %d%% of %d", cw, readyOn(c.Color, c.Revision), candCarry, total)
+	}
+	limit := stepW
+	if st.Phase == v1alpha1.PhaseRolledBack {
+		limit = drainCap(st, prev)
+	}
+	stableCarry := carries(total, readyOn(st.Stable.Color, st.Stable.Revision))
+	if 100-cw > stableCarry && cw < min(limit, candCarry) {
+		return fmt.Errorf("stable holds %d%% beyond the %d%% its Ready pods carry while the candidate (limit %d%%, carries %d%%) holds only %d%%", 100-cw, stableCarry, limit, candCarry, cw)
+	}
+	if st.Phase != v1alpha1.PhaseRolledBack && stepW > 0 && cw < min(stepW, candCarry) {
+		return fmt.Errorf("candidate holds %d%%, less than its step %d%% and its carry %d%%", cw, stepW, candCarry)
 	}
 	return nil
 }
