@@ -20,6 +20,11 @@ import (
 // rule fails instead of passing vacuously.
 type outcomes struct {
 	promotions, rollbacks, aborts, supersedes, advances, inconclusiveHolds, pauses, keptOps, awaiting int
+	// capped: passes where the candidate held less than its step because of its Ready pods;
+	// drains: passes where a rolled-back candidate still held weight; unreadyRollbacks:
+	// rollbacks at the progress deadline of a candidate below its step; routeHolds: passes held
+	// by a rejected route; stalls: passes Stalled on inconclusive analysis.
+	capped, drains, unreadyRollbacks, routeHolds, stalls int
 }
 
 func TestSequencesKeepInvariants(t *testing.T) {
@@ -43,12 +48,19 @@ func TestSequencesKeepInvariants(t *testing.T) {
 		total.pauses += o.pauses
 		total.keptOps += o.keptOps
 		total.awaiting += o.awaiting
+		total.capped += o.capped
+		total.drains += o.drains
+		total.unreadyRollbacks += o.unreadyRollbacks
+		total.routeHolds += o.routeHolds
+		total.stalls += o.stalls
 	}
 	t.Logf("outcomes over %d seeds: %+v", seeds, total)
 	for name, n := range map[string]int{
 		"promotions": total.promotions, "rollbacks": total.rollbacks, "aborts": total.aborts, "supersedes": total.supersedes,
 		"advances": total.advances, "inconclusive holds": total.inconclusiveHolds, "pauses": total.pauses,
 		"kept operations": total.keptOps, "awaiting promotion": total.awaiting,
+		"capped weights": total.capped, "drains after rollback": total.drains, "rollbacks of an unready candidate": total.unreadyRollbacks,
+		"route holds": total.routeHolds, "inconclusive stalls": total.stalls,
 	} {
 		if n < seeds/20 {
 			t.Errorf("only %d %s over %d seeds: the random runs do not exercise this rule", n, name, seeds)
@@ -71,11 +83,11 @@ func runRandom(seed uint64, passes int, log *passLog) (outcomes, error) {
 	if rng.IntN(2) == 0 {
 		ms.Spec.Rollout.InconclusiveDeadline = &metav1.Duration{Duration: time.Duration(2+rng.IntN(10)) * time.Minute}
 	}
-	if rng.IntN(4) == 0 {
-		ms.Spec.Rollout.ProgressDeadline = metav1.Duration{Duration: 5 * time.Minute}
+	if rng.IntN(2) == 0 {
+		ms.Spec.Rollout.ProgressDeadline = metav1.Duration{Duration: time.Duration(2+rng.IntN(4)) * time.Minute}
 	}
 	pol := policyOf(ms)
-	qualities := []quality{good, good, good, bad, noData, broken, coldPods}
+	qualities := []quality{good, good, good, bad, noData, broken, coldPods, silent}
 	s := newSim(ms, int32(1+rng.IntN(6)), good)
 	if seed%3 == 0 {
 		s.capacity = int32(3 + rng.IntN(8)) // GPUs for 3..10 pods: often too few for both colors
@@ -98,6 +110,10 @@ func runRandom(seed uint64, passes int, log *passLog) (outcomes, error) {
 			if c := ms.Status.Candidate; c != nil && c.Revision == s.specRev {
 				s.op = []Operation{OpPromote, OpPromote, OpPromoteFull, OpAbort}[rng.IntN(4)]
 			}
+		case r < 18:
+			s.route = []metav1.ConditionStatus{"", metav1.ConditionTrue, metav1.ConditionFalse, metav1.ConditionUnknown}[rng.IntN(4)]
+		case r < 21:
+			s.loseCandidatePods(rng.IntN(2) == 0)
 		}
 		obs := s.observe()
 		if MeasureDue(ms, s.now) {
@@ -354,6 +370,50 @@ func checkPass(ms *v1alpha1.ModelServer, pol policy, prev *v1alpha1.ModelServerS
 	if st.InconclusiveSince != nil && prev.InconclusiveSince == nil {
 		o.inconclusiveHolds++
 	}
+	if stepW > 0 && cw < stepW {
+		o.capped++
+		if st.Candidate.UnreadySince == nil {
+			return fmt.Errorf("candidate capped at %d%% below its step %d%% without unreadySince", cw, stepW)
+		}
+	}
+	if c := st.Candidate; c != nil && c.UnreadySince != nil && (stepW == 0 || cw >= stepW) {
+		return fmt.Errorf("unreadySince %v on a candidate that carries its step (%d%% of %d%%)", c.UnreadySince, cw, stepW)
+	}
+	if st.Phase == v1alpha1.PhaseRolledBack && cw > 0 {
+		o.drains++
+	}
+	// A candidate below its step is rolled back at the progress deadline from the moment it
+	// went below, never later (unless paused), and never earlier for that reason.
+	if pc := prev.Candidate; pc != nil && pc.UnreadySince != nil && prev.Phase == v1alpha1.PhaseProgressing && !ms.Spec.Paused && pc.Revision == obs.Revision {
+		due := !now.Before(pc.UnreadySince.Add(pol.progressDeadline))
+		rolledBack := st.Phase == v1alpha1.PhaseRolledBack && prev.Phase != v1alpha1.PhaseRolledBack
+		if due && st.Candidate != nil && st.Candidate.UnreadySince != nil && !rolledBack {
+			return fmt.Errorf("candidate below its step since %s is still in the rollout at %s, past the progress deadline %s", pc.UnreadySince.Time, now, pol.progressDeadline)
+		}
+		if rolledBack && strings.Contains(st.History[0].Reason, "for its") {
+			if !due {
+				return fmt.Errorf("rolled back before the progress deadline: %s", st.History[0].Reason)
+			}
+			o.unreadyRollbacks++
+		}
+	}
+	// A rejected route holds the rollout and says so.
+	if obs.RouteAccepted == metav1.ConditionFalse && st.Phase == v1alpha1.PhaseProgressing && st.Candidate != nil && prev.Candidate != nil && prev.Candidate.Revision == st.Candidate.Revision && prev.Step < len32(steps) && (prev.Phase == v1alpha1.PhaseProgressing) {
+		if c := cond(st, v1alpha1.ConditionProgressing); c != nil && c.Reason == v1alpha1.ReasonRouteNotAccepted {
+			o.routeHolds++
+		}
+	}
+	if c := cond(st, v1alpha1.ConditionStalled); c != nil && c.Status == metav1.ConditionTrue && c.Reason == v1alpha1.ReasonAnalysisInconclusive {
+		o.stalls++
+		if st.InconclusiveSince == nil || now.Sub(st.InconclusiveSince.Time) < DefaultInconclusiveStall {
+			return fmt.Errorf("stalled on inconclusive analysis before %s (since %v)", DefaultInconclusiveStall, st.InconclusiveSince)
+		}
+		if !strings.Contains(c.Message, "inconclusive for") || !strings.Contains(c.Message, "(") {
+			return fmt.Errorf("stall message does not say why: %q", c.Message)
+		}
+	} else if st.Phase == v1alpha1.PhaseProgressing && st.Step >= 1 && st.InconclusiveSince != nil && now.Sub(st.InconclusiveSince.Time) >= DefaultInconclusiveStall {
+		return fmt.Errorf("inconclusive since %s, past %s, but not Stalled", st.InconclusiveSince.Time, DefaultInconclusiveStall)
+	}
 	if st.Phase == v1alpha1.PhasePaused && prev.Phase != v1alpha1.PhasePaused {
 		o.pauses++
 	}
@@ -455,6 +515,8 @@ func checkInconclusive(prev *v1alpha1.ModelServerStatus, d, d0 Decision) error {
 	}
 	return nil
 }
+
+func len32[T any](s []T) int32 { return int32(len(s)) }
 
 func condStatus(st v1alpha1.ModelServerStatus, typ string) metav1.ConditionStatus {
 	if c := cond(st, typ); c != nil {
