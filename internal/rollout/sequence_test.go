@@ -550,3 +550,71 @@ func (l *passLog) String() string {
 	}
 	return strings.Join(lines, "\n")
 }
+
+// A candidate that loses all its pods at step 2, with no passing measurement in that step
+// (its measurements are inconclusive: nothing reaches it), gives its weight to stable at once
+// and is rolled back, reason ProgressDeadlineExceeded, at the progress deadline counted from
+// the pass that saw the loss.
+func TestCandidateLosingItsPodsAtStep2IsRolledBackAtTheProgressDeadline(t *testing.T) {
+	deadline := 5 * time.Minute
+	ms := newModelServer(withSteps(10, 50, 100), withStepDuration(2*time.Minute), withInterval(30*time.Second))
+	ms.Spec.Rollout.ProgressDeadline = metav1.Duration{Duration: deadline}
+	s := newSim(ms, 4, good)
+	var log passLog
+	var lostAt time.Time
+	for i := range 200 {
+		if i == 10 {
+			s.newRevision(good)
+		}
+		obs := s.observe()
+		if MeasureDue(ms, s.now) {
+			verdict := v1alpha1.VerdictPass
+			if !lostAt.IsZero() {
+				verdict = inc
+			}
+			obs.Measurement = &Measurement{At: s.now, Results: results(s.now, verdict)}
+		}
+		d := Next(ms, obs, s.now)
+		log.add(loggedPass{i, s.now, s.start, false, obs, d})
+		st := d.Status
+		lose := false
+		switch {
+		case lostAt.IsZero() && st.Step == 2 && st.Phase == v1alpha1.PhaseProgressing && d.Weights[green] == 50:
+			lose = true
+		case !lostAt.IsZero() && st.Phase == v1alpha1.PhaseRolledBack:
+			if s.now.Before(lostAt.Add(deadline)) {
+				t.Fatalf("rolled back at %s, before the deadline %s from the loss at %s\n%s", s.now, deadline, lostAt, log.String())
+			}
+			if s.now.Sub(lostAt.Add(deadline)) > 20*time.Second {
+				t.Fatalf("rolled back at %s, more than a pass after the deadline %s\n%s", s.now, lostAt.Add(deadline), log.String())
+			}
+			r := st.History[0]
+			if r.Outcome != v1alpha1.OutcomeRolledBack || !strings.Contains(r.Reason, v1alpha1.ReasonProgressDeadline) {
+				t.Fatalf("history[0] = %+v, want RolledBack for %s", r, v1alpha1.ReasonProgressDeadline)
+			}
+			if d.Weights[blue] != 100 {
+				t.Fatalf("rolled back with weights %v", d.Weights)
+			}
+			t.Logf("FIGURE candidate lost at %s, rolled back %s later (deadline %s)", lostAt.Sub(s.start), s.now.Sub(lostAt), deadline)
+			return
+		case !lostAt.IsZero():
+			if d.Weights[green] != 0 {
+				t.Fatalf("pass %d: candidate with no Ready pod holds %d%%\n%s", i, d.Weights[green], log.String())
+			}
+			if u := st.Candidate.UnreadySince; u == nil || !u.Time.Equal(lostAt) {
+				t.Fatalf("pass %d: unreadySince %v, want %s (the pass that saw the loss)", i, u, lostAt)
+			}
+			if st.Step != 2 || st.Phase != v1alpha1.PhaseProgressing {
+				t.Fatalf("pass %d: step %d phase %s, want step 2 held", i, st.Step, st.Phase)
+			}
+		}
+		s.apply(d)
+		if lose {
+			s.loseCandidatePods(true) // crash loop: the pods do not come back
+			lostAt = s.now.Add(20 * time.Second)
+		}
+		s.evolveSteady()
+		s.now = s.now.Add(20 * time.Second)
+	}
+	t.Fatalf("never rolled back\n%s", log.String())
+}
