@@ -195,3 +195,15 @@ func routeRejected(reason string) obsOption {
 		o.RouteMessage = "parent gw did not accept the HTTPRoute: " + reason + ": listener mismatch"
 	}
 }
+
+// stale: the color's Deployment status lags its spec (just scaled): no counts this pass.
+func stale(c v1alpha1.Color) obsOption {
+	return func(o *Observation) {
+		co := o.Colors[c]
+		co.Stale, co.ReadyReplicas, co.AvailableReplicas, co.UpdatedReplicas = true, 0, 0, 0
+		o.Colors[c] = co
+	}
+}
+func candidateReady(n int32) statusOption {
+	return func(st *v1alpha1.ModelServerStatus) { st.Candidate.ReadyReplicas = n }
+}

@@ -300,7 +300,7 @@ func (m *machine) drainWeight() int32 {
 		return 0
 	}
 	s := m.st.Stable
-	overflow := 100 - carries(m.total, m.readyOf(s.Color, s.Revision))
+	overflow := 100 - carries(m.total, m.servingReady(s.Color, s.Revision))
 	return max(0, min(m.ms.Status.Weights.Candidate, m.carryOf(c), overflow))
 }
 
@@ -309,7 +309,7 @@ func (m *machine) drainWeight() int32 {
 // pods, so Ready pods, warm or still warming, are what it carries (pods added for the next
 // step are Ready before they are warm).
 func (m *machine) carryOf(c *v1alpha1.ColorStatus) int32 {
-	return carries(m.total, c.ReadyReplicas)
+	return carries(m.total, m.servingReady(c.Color, c.Revision))
 }
 
 // servedWeight is the candidate's route weight this pass: a live candidate's step weight
@@ -729,8 +729,35 @@ func (m *machine) readyOf(color v1alpha1.Color, rev string) int32 {
 	if !ok {
 		return 0
 	}
+	if o.Stale {
+		return m.lastReady(color, rev)
+	}
 	old := max(o.Replicas-o.UpdatedReplicas, 0)
 	return min(max(o.ReadyReplicas-old, 0), o.UpdatedReplicas)
+}
+
+// lastReady is the Ready count the last pass recorded for a color running rev (0 if none).
+func (m *machine) lastReady(color v1alpha1.Color, rev string) int32 {
+	for _, c := range []*v1alpha1.ColorStatus{m.ms.Status.Stable, m.ms.Status.Candidate} {
+		if c != nil && c.Color == color && c.Revision == rev {
+			return c.ReadyReplicas
+		}
+	}
+	return 0
+}
+
+// servingReady is how many Ready pods a color's Service spreads its traffic over, for the
+// weight cap: all the Deployment's Ready pods (unlike readyOf, pods still being replaced serve
+// too), or the last pass's count while the Deployment's status is stale.
+func (m *machine) servingReady(color v1alpha1.Color, rev string) int32 {
+	o, ok := m.colorObs(color, rev)
+	switch {
+	case !ok:
+		return 0
+	case o.Stale:
+		return m.lastReady(color, rev)
+	}
+	return o.ReadyReplicas
 }
 
 func (m *machine) availableOf(color v1alpha1.Color, rev string) int32 {

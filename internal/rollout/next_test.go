@@ -705,6 +705,20 @@ func TestNext(t *testing.T) {
 			},
 		},
 		{
+			name: "a Deployment whose status lags its spec (just scaled) keeps the last Ready count: no weight dip, no unready mark",
+			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 2, t0.Add(-30*time.Second), 50), candidateReady(2))),
+			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 4, 0), stale(green)),
+			now:  t0,
+			want: want{
+				phase: v1alpha1.PhaseProgressing, weights: w(50, 50), noEvent: []string{EventCandidateUnready},
+				check: func(t *testing.T, d Decision) {
+					if c := d.Status.Candidate; c.UnreadySince != nil || c.ReadyReplicas != 2 {
+						t.Errorf("candidate %+v, want 2 Ready kept and no unreadySince", c)
+					}
+				},
+			},
+		},
+		{
 			name: "a stable color that lost pods does not push more than its step onto the candidate",
 			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 1, t0.Add(-30*time.Second), 10))),
 			obs:  newObs(revB, 4, deploy(blue, revA, 4, 1), deploy(green, revB, 4, 4)),

@@ -113,7 +113,7 @@ func runRandom(seed uint64, passes int, log *passLog) (outcomes, error) {
 		case r < 18:
 			s.route = []metav1.ConditionStatus{"", metav1.ConditionTrue, metav1.ConditionFalse, metav1.ConditionUnknown}[rng.IntN(4)]
 		case r < 21:
-			s.loseCandidatePods(rng.IntN(2) == 0)
+			s.loseCandidatePods(rng.IntN(3) != 0)
 		}
 		obs := s.observe()
 		if MeasureDue(ms, s.now) {

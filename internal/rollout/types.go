@@ -29,6 +29,10 @@ type ColorObservation struct {
 	UpdatedReplicas   int32
 	// Warm is true when every Ready pod of this color passed the warm-up check (or none is asked).
 	Warm bool
+	// Stale is true when the Deployment's status is older than its spec (status.observedGeneration
+	// behind metadata.generation, as just after a scale): the counts above are then zero, which
+	// is no news rather than "no pods", so Next keeps the Ready count of its last pass.
+	Stale bool
 }
 
 // Operation is a human's request, read from the operation annotations and already matched to
