@@ -186,11 +186,15 @@ type RolloutSpec struct {
 
 	// InconclusiveDeadline, when set, rolls back a rollout that has held on inconclusive
 	// analysis (no metrics, too few samples) for this long. Unset: hold until data returns.
+	// Either way, after 10 minutes of inconclusive analysis the ModelServer reports Stalled
+	// (reason AnalysisInconclusive, with the metric's message) while it holds.
 	// +optional
 	InconclusiveDeadline *metav1.Duration `json:"inconclusiveDeadline,omitempty"`
 
 	// ProgressDeadline is how long the candidate may take to become Ready and warm before the
-	// rollout is rolled back (pods that cannot schedule, crash, or never load). Defaults to 30m.
+	// rollout is rolled back (pods that cannot schedule, crash, or never load), and how long a
+	// candidate that lost Ready pods its step needs may stay below (counted from the loss,
+	// status.candidate.unreadySince). Defaults to 30m.
 	// +kubebuilder:default="30m"
 	// +optional
 	ProgressDeadline metav1.Duration `json:"progressDeadline,omitempty"`
