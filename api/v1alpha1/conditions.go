@@ -62,6 +62,10 @@ const (
 	// ReasonRouteNotAccepted (Progressing False) says that the rollout holds because a Gateway
 	// did not accept the HTTPRoute: it neither advances nor promotes until it is accepted.
 	ReasonRouteNotAccepted = "RouteNotAccepted"
+	// ReasonSuperseding (Reconciling, Progressing) says that a candidate superseded by a spec
+	// change still serves what the stable color cannot carry yet; the new revision starts once
+	// the stable color carries all traffic.
+	ReasonSuperseding = "Superseding"
 )
 
 // Labels and annotations on the objects modelship makes.

@@ -24,6 +24,8 @@ type facts struct {
 	heldMessage string
 	// routeHeld explains a rollout held by a route that a Gateway did not accept.
 	routeHeld string
+	// superseding explains a superseded candidate that still drains.
+	superseding string
 	// stall explains a rollout stalled on inconclusive analysis ("" when it is not).
 	stall string
 	// unreadyDeadline is when a candidate below its step's need is rolled back (zero: not below).
@@ -70,6 +72,8 @@ func candidateRevision(st *v1alpha1.ModelServerStatus) string {
 func progressReason(st *v1alpha1.ModelServerStatus, f facts) (reason, message string) {
 	c := st.Candidate
 	switch {
+	case f.superseding != "":
+		return v1alpha1.ReasonSuperseding, f.superseding
 	case f.routeHeld != "":
 		return v1alpha1.ReasonRouteNotAccepted, f.routeHeld
 	case c.UnreadySince != nil:

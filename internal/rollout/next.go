@@ -88,6 +88,8 @@ const (
 //     exactly that, so that the stable color grows back in step as it shrinks. In swap mode
 //     an aborted candidate keeps its pods for inspection only where there is room beside the
 //     stable color's total; its GPUs are freed at once when the stable color needs them.
+//     A candidate superseded by a spec change drains the same way (phase Progressing, reason
+//     Superseding; measurements are ignored) before the new revision takes its color.
 //   - A route that a Gateway rejected (Observation.RouteAccepted False) holds the rollout: no
 //     step, no promotion, not even by request (the request is kept); deadlines and aborts
 //     still act. Unknown (no Gateway answered) does not hold.
@@ -154,6 +156,8 @@ type machine struct {
 	drain int32
 	// routeHeld explains why a non-accepted route holds the rollout ("" when it does not).
 	routeHeld string
+	// superseding explains a superseded candidate still draining (see drainSuperseded).
+	superseding string
 }
 
 func (m *machine) run() {
@@ -165,6 +169,9 @@ func (m *machine) run() {
 	spec := m.obs.Revision
 	switch {
 	case spec == st.Stable.Revision:
+		if m.drainSuperseded() {
+			return
+		}
 		m.steady()
 	case m.neverServed():
 		m.replaceStable()
@@ -173,10 +180,43 @@ func (m *machine) run() {
 		m.holdRolledBack()
 	default:
 		if st.Candidate == nil || st.Candidate.Revision != spec {
+			if m.drainSuperseded() {
+				return
+			}
 			m.startRollout()
 		}
 		m.progress()
 	}
+}
+
+// drainSuperseded keeps a candidate that a spec change superseded serving the part of its
+// weight that the stable color's Ready pods cannot carry yet (in swap mode the stable color was
+// shrunk to its share), sized for just that, while the stable color grows back to its total.
+// It returns false, and the superseding revision starts, once the stable color carries all
+// traffic (at once when it was never shrunk).
+func (m *machine) drainSuperseded() bool {
+	st := m.st
+	c := st.Candidate
+	if c == nil || !m.inProgress() || c.Revision == m.obs.Revision {
+		return false
+	}
+	c.ReadyReplicas = m.readyOf(c.Color, c.Revision)
+	if m.drain = m.drainWeight(); m.drain == 0 {
+		return false
+	}
+	c.UnreadySince = nil
+	st.InconclusiveSince = nil // the superseded rollout's analysis is over
+	c.Replicas = need(m.total, m.drain)
+	m.plans[c.Color] = ColorPlan{Revision: c.Revision, Replicas: c.Replicas}
+	m.planStable()
+	st.Phase = v1alpha1.PhaseProgressing
+	m.superseding = fmt.Sprintf("rollout of %s superseded by %s: %s keeps %d%% until %s's Ready pods carry all traffic", c.Revision, m.obs.Revision, c.Revision, m.drain, st.Stable.Color)
+	if !hasReason(m.ms.Status, v1alpha1.ConditionReconciling, v1alpha1.ReasonSuperseding) {
+		m.event(corev1.EventTypeNormal, EventSuperseded, "%s", m.superseding)
+	}
+	m.keepOp = m.obs.Operation == OpPromote || m.obs.Operation == OpPromoteFull
+	m.wakeAt(m.now.Add(WarmupPollInterval))
+	return true
 }
 
 // neverServed is true while the first revision has not become available and has no Ready pod
@@ -821,7 +861,7 @@ func (m *machine) decision() Decision {
 	st.Weights = v1alpha1.Weights{Stable: 100 - cw, Candidate: cw}
 	weights := map[v1alpha1.Color]int32{st.Stable.Color: 100 - cw, st.Stable.Color.Other(): cw}
 
-	if st.Phase == v1alpha1.PhaseProgressing && st.Step >= 1 {
+	if st.Phase == v1alpha1.PhaseProgressing && st.Step >= 1 && m.superseding == "" {
 		if t, ok := nextMeasureAt(st, m.pol); ok {
 			m.wakeAt(maxTime(t, m.now.Add(time.Second)))
 		} else if st.Candidate != nil && st.Candidate.SizedSince == nil {
@@ -840,6 +880,7 @@ func (m *machine) decision() Decision {
 		heldReason:      m.heldReason,
 		heldMessage:     m.heldMessage,
 		routeHeld:       m.routeHeld,
+		superseding:     m.superseding,
 		stall:           m.inconclusiveStall(),
 	}
 	if c := st.Candidate; c != nil && c.UnreadySince != nil {

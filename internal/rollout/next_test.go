@@ -805,6 +805,52 @@ func TestNext(t *testing.T) {
 				plans: map[v1alpha1.Color]ColorPlan{blue: {Revision: revA, Replicas: 12}, green: {Revision: revB, Replicas: 4}},
 			},
 		},
+		{
+			name: "a superseded candidate in swap mode keeps what the shrunk stable color cannot carry yet, and the new revision waits",
+			ms: newModelServer(withSteps(25, 50, 100), withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 12),
+				inRollout(revB, 2, t0.Add(-time.Minute), 50))),
+			obs: newObs(revC, 12, deploy(blue, revA, 6, 6), deploy(green, revB, 10, 10), withCapacity(16)),
+			now: t0,
+			want: want{
+				phase: v1alpha1.PhaseProgressing, weights: w(50, 50), events: []string{EventSuperseded}, noEvent: []string{EventRolloutStarted}, requeue: dur(WarmupPollInterval),
+				plans: map[v1alpha1.Color]ColorPlan{blue: {Revision: revA, Replicas: 12}, green: {Revision: revB, Replicas: 6}},
+				conds: map[string]string{"Reconciling": "True/Superseding", "Stalled": "False/Reconciled"},
+				check: func(t *testing.T, d Decision) {
+					if c := d.Status.Candidate; c.Revision != revB {
+						t.Errorf("candidate %s, want %s still draining", c.Revision, revB)
+					}
+				},
+			},
+		},
+		{
+			name: "a superseded candidate gives way to the new revision once the stable color carries all traffic",
+			ms: newModelServer(withSteps(25, 50, 100), withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 12),
+				inRollout(revB, 2, t0.Add(-time.Minute), 50), weights(75, 25), condition("Reconciling", "True", v1alpha1.ReasonSuperseding))),
+			obs: newObs(revC, 12, deploy(blue, revA, 12, 12), deploy(green, revB, 3, 3), withCapacity(16)),
+			now: t0,
+			want: want{
+				phase: v1alpha1.PhaseProgressing, step: i32(0), weights: w(100, 0), events: []string{EventSuperseded, EventRolloutStarted},
+				check: func(t *testing.T, d Decision) {
+					if c := d.Status.Candidate; c.Revision != revC || d.Plans[green].Revision != revC {
+						t.Errorf("candidate %+v plans %v, want %s started on green", c, d.Plans, revC)
+					}
+					if r := d.Status.History[0]; r.Revision != revB || r.Outcome != v1alpha1.OutcomeSuperseded {
+						t.Errorf("history[0] = %+v, want %s Superseded", r, revB)
+					}
+				},
+			},
+		},
+		{
+			name: "a spec returned to the stable revision in swap mode drains the candidate in step too",
+			ms: newModelServer(withSteps(25, 50, 100), withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 12),
+				inRollout(revB, 2, t0.Add(-time.Minute), 50))),
+			obs: newObs(revA, 12, deploy(blue, revA, 9, 9), deploy(green, revB, 10, 10), withCapacity(16)),
+			now: t0,
+			want: want{
+				phase: v1alpha1.PhaseProgressing, weights: w(75, 25),
+				plans: map[v1alpha1.Color]ColorPlan{blue: {Revision: revA, Replicas: 12}, green: {Revision: revB, Replicas: 3}},
+			},
+		},
 		// Route acceptance.
 		{
 			name: "a route that a Gateway did not accept holds the step even after a passing measurement, and says why",

@@ -25,6 +25,8 @@ type outcomes struct {
 	// rollbacks at the progress deadline of a candidate below its step; routeHolds: passes held
 	// by a rejected route; stalls: passes Stalled on inconclusive analysis.
 	capped, drains, unreadyRollbacks, routeHolds, stalls int
+	// supersedeDrains: passes where a superseded candidate still held weight.
+	supersedeDrains int
 }
 
 func TestSequencesKeepInvariants(t *testing.T) {
@@ -53,6 +55,7 @@ func TestSequencesKeepInvariants(t *testing.T) {
 		total.unreadyRollbacks += o.unreadyRollbacks
 		total.routeHolds += o.routeHolds
 		total.stalls += o.stalls
+		total.supersedeDrains += o.supersedeDrains
 	}
 	t.Logf("outcomes over %d seeds: %+v", seeds, total)
 	for name, n := range map[string]int{
@@ -60,7 +63,7 @@ func TestSequencesKeepInvariants(t *testing.T) {
 		"advances": total.advances, "inconclusive holds": total.inconclusiveHolds, "pauses": total.pauses,
 		"kept operations": total.keptOps, "awaiting promotion": total.awaiting,
 		"capped weights": total.capped, "drains after rollback": total.drains, "rollbacks of an unready candidate": total.unreadyRollbacks,
-		"route holds": total.routeHolds, "inconclusive stalls": total.stalls,
+		"route holds": total.routeHolds, "inconclusive stalls": total.stalls, "superseded candidates draining": total.supersedeDrains,
 	} {
 		if n < seeds/20 {
 			t.Errorf("only %d %s over %d seeds: the random runs do not exercise this rule", n, name, seeds)
@@ -84,7 +87,7 @@ func runRandom(seed uint64, passes int, log *passLog) (outcomes, error) {
 		ms.Spec.Rollout.InconclusiveDeadline = &metav1.Duration{Duration: time.Duration(2+rng.IntN(10)) * time.Minute}
 	}
 	if rng.IntN(2) == 0 {
-		ms.Spec.Rollout.ProgressDeadline = metav1.Duration{Duration: time.Duration(2+rng.IntN(4)) * time.Minute}
+		ms.Spec.Rollout.ProgressDeadline = metav1.Duration{Duration: time.Duration(1+rng.IntN(4)) * time.Minute}
 	}
 	pol := policyOf(ms)
 	qualities := []quality{good, good, good, bad, noData, broken, coldPods, silent}
@@ -112,7 +115,7 @@ func runRandom(seed uint64, passes int, log *passLog) (outcomes, error) {
 			}
 		case r < 18:
 			s.route = []metav1.ConditionStatus{"", metav1.ConditionTrue, metav1.ConditionFalse, metav1.ConditionUnknown}[rng.IntN(4)]
-		case r < 21:
+		case r < 22:
 			s.loseCandidatePods(rng.IntN(3) != 0)
 		}
 		obs := s.observe()
@@ -214,9 +217,20 @@ func checkPass(ms *v1alpha1.ModelServer, pol policy, prev *v1alpha1.ModelServerS
 	if err := checkCarried(st, prev, obs, stepW); err != nil {
 		return err
 	}
-	// The candidate never serves a revision the spec no longer asks for.
+	// The candidate never serves a revision the spec no longer asks for, except a superseded
+	// one draining: then only what it held before and the stable color cannot carry yet.
 	if cw > 0 && st.Candidate.Revision != obs.Revision {
-		return fmt.Errorf("candidate %s holds %d%% but the spec asks for %s", st.Candidate.Revision, cw, obs.Revision)
+		stableReady := int32(0)
+		if co, ok := obs.Colors[st.Stable.Color]; ok && co.Revision == st.Stable.Revision {
+			stableReady = co.ReadyReplicas
+		}
+		if cw > drainCap(st, prev) || cw > 100-carries(obs.DesiredReplicas, stableReady) || st.Phase != v1alpha1.PhaseProgressing {
+			return fmt.Errorf("candidate %s holds %d%% but the spec asks for %s (phase %s, held %d%%, stable %d Ready)", st.Candidate.Revision, cw, obs.Revision, st.Phase, drainCap(st, prev), stableReady)
+		}
+		if c := cond(st, v1alpha1.ConditionReconciling); c == nil || c.Reason != v1alpha1.ReasonSuperseding {
+			return fmt.Errorf("superseded candidate draining without reason Superseding: %+v", c)
+		}
+		o.supersedeDrains++
 	}
 	// The stable color is asked for the whole total, on its revision; in swap mode (the
 	// cluster cannot hold both colors) it may shrink, but never below its traffic share, and
@@ -357,7 +371,7 @@ func checkPass(ms *v1alpha1.ModelServer, pol policy, prev *v1alpha1.ModelServerS
 	if ms.Spec.Paused && prev.Phase == v1alpha1.PhasePaused && st.Phase == v1alpha1.PhasePaused && sameRollout && (st.Step != prev.Step || cw > prevStepW) {
 		return fmt.Errorf("paused rollout moved: step %d -> %d, weight %d -> %d", prev.Step, st.Step, prevCW, cw)
 	}
-	if ms.Spec.Paused && st.Candidate != nil && st.Phase != v1alpha1.PhaseRolledBack && st.Phase != v1alpha1.PhasePaused {
+	if ms.Spec.Paused && st.Candidate != nil && st.Candidate.Revision == obs.Revision && st.Phase != v1alpha1.PhaseRolledBack && st.Phase != v1alpha1.PhasePaused {
 		return fmt.Errorf("spec paused but phase %s", st.Phase)
 	}
 	// Ready means the spec's revision has all traffic.
@@ -370,13 +384,13 @@ func checkPass(ms *v1alpha1.ModelServer, pol policy, prev *v1alpha1.ModelServerS
 	if st.InconclusiveSince != nil && prev.InconclusiveSince == nil {
 		o.inconclusiveHolds++
 	}
-	if stepW > 0 && cw < stepW {
+	if stepW > 0 && cw < stepW && st.Candidate.Revision == obs.Revision {
 		o.capped++
 		if st.Candidate.UnreadySince == nil {
 			return fmt.Errorf("candidate capped at %d%% below its step %d%% without unreadySince", cw, stepW)
 		}
 	}
-	if c := st.Candidate; c != nil && c.UnreadySince != nil && (stepW == 0 || cw >= stepW) {
+	if c := st.Candidate; c != nil && c.UnreadySince != nil && (stepW == 0 || cw >= stepW || c.Revision != obs.Revision) {
 		return fmt.Errorf("unreadySince %v on a candidate that carries its step (%d%% of %d%%)", c.UnreadySince, cw, stepW)
 	}
 	if st.Phase == v1alpha1.PhaseRolledBack && cw > 0 {
@@ -475,14 +489,15 @@ func checkCarried(st v1alpha1.ModelServerStatus, prev *v1alpha1.ModelServerStatu
 		return fmt.Errorf("candidate holds %d%% but its %d Ready pods carry %d%% of %d", cw, readyOn(c.Color, c.Revision), candCarry, total)
 	}
 	limit := stepW
-	if st.Phase == v1alpha1.PhaseRolledBack {
+	draining := st.Phase == v1alpha1.PhaseRolledBack || c.Revision != obs.Revision
+	if draining {
 		limit = drainCap(st, prev)
 	}
 	stableCarry := carries(total, readyOn(st.Stable.Color, st.Stable.Revision))
 	if 100-cw > stableCarry && cw < min(limit, candCarry) {
 		return fmt.Errorf("stable holds %d%% beyond the %d%% its Ready pods carry while the candidate (limit %d%%, carries %d%%) holds only %d%%", 100-cw, stableCarry, limit, candCarry, cw)
 	}
-	if st.Phase != v1alpha1.PhaseRolledBack && stepW > 0 && cw < min(stepW, candCarry) {
+	if !draining && stepW > 0 && cw < min(stepW, candCarry) {
 		return fmt.Errorf("candidate holds %d%%, less than its step %d%% and its carry %d%%", cw, stepW, candCarry)
 	}
 	return nil

@@ -111,11 +111,12 @@ func (c *swapCluster) apply(d Decision) {
 	}
 }
 
-func TestSwapModeRollbackAndAbortMoveWeightBackInStepWithTheStableColor(t *testing.T) {
-	for _, abort := range []bool{false, true} {
-		name := "a rollback"
-		if abort {
-			name = "an abort"
+func TestSwapModeRollbackAbortAndSupersedeMoveWeightBackInStepWithTheStableColor(t *testing.T) {
+	for _, name := range []string{"a rollback", "an abort", "a superseding edit"} {
+		abort, supersede := name == "an abort", name == "a superseding edit"
+		spec := revB
+		if supersede {
+			spec = revC
 		}
 		t.Run(name+" gives weight back as fast as the stable color's Ready pods carry it", func(t *testing.T) {
 			const total, capacity = 12, 16
@@ -129,17 +130,21 @@ func TestSwapModeRollbackAndAbortMoveWeightBackInStepWithTheStableColor(t *testi
 			prevW := int32(50)
 			passes := 0
 			for i := range 40 {
-				obs := c.observe(revB, total)
+				obs := c.observe(spec, total)
 				if i == 0 {
-					if abort {
+					switch {
+					case abort:
 						obs.Operation = OpAbort
-					} else {
+					case !supersede:
 						obs.Measurement = &Measurement{At: now, Results: results(now, fail)}
 					}
 				}
 				d := Next(ms, obs, now)
-				if d.Status.Phase != v1alpha1.PhaseRolledBack {
-					t.Fatalf("pass %d: phase %s, want RolledBack", i, d.Status.Phase)
+				if want := v1alpha1.PhaseRolledBack; !supersede && d.Status.Phase != want || supersede && d.Status.Phase != v1alpha1.PhaseProgressing {
+					t.Fatalf("pass %d: phase %s", i, d.Status.Phase)
+				}
+				if supersede && d.Status.Candidate.Revision == revC && c.ready[blue] < total && d.Weights[green] == 0 && prevW > 0 {
+					t.Fatalf("pass %d: %s started before the stable color carried all traffic (%d/%d Ready)", i, revC, c.ready[blue], total)
 				}
 				cw := d.Weights[green]
 				if cw > prevW {
@@ -160,7 +165,7 @@ func TestSwapModeRollbackAndAbortMoveWeightBackInStepWithTheStableColor(t *testi
 				ms.Status = d.Status
 				c.apply(d)
 				now = now.Add(10 * time.Second)
-				if cw == 0 && c.ready[blue] == total {
+				if cw == 0 && c.ready[blue] == total && (!supersede || d.Status.Candidate.Revision == revC) {
 					passes = i + 1
 					break
 				}
@@ -172,7 +177,11 @@ func TestSwapModeRollbackAndAbortMoveWeightBackInStepWithTheStableColor(t *testi
 			if abort {
 				want = capacity - total // kept for inspection where there is room, until the scale-down delay
 			}
-			if c.replicas[green] != want {
+			if supersede {
+				if c.rev[green] != revC {
+					t.Errorf("green runs %s, want the superseding %s", c.rev[green], revC)
+				}
+			} else if c.replicas[green] != want {
 				t.Errorf("candidate left with %d replicas, want %d", c.replicas[green], want)
 			}
 			t.Logf("FIGURE swap-mode %s: all traffic back on a full stable color after %d passes (stable 6 -> %d Ready, never carrying more than its pods)", name, passes, total)
