@@ -928,7 +928,8 @@ func (m *machine) inconclusiveStall() string {
 	if m.pol.inconclusiveDeadline > 0 {
 		then = fmt.Sprintf("spec.rollout.inconclusiveDeadline rolls it back at %s", st.InconclusiveSince.Add(m.pol.inconclusiveDeadline).UTC().Format(time.RFC3339))
 	}
-	return fmt.Sprintf("analysis of %s inconclusive for %s at step %d: %s (%s); %s", st.Candidate.Revision, held.Round(time.Second), st.Step, msg, inconclusiveHint(msg), then)
+	// The message names the instant, not the time held, so that it does not change every pass.
+	return fmt.Sprintf("analysis of %s inconclusive since %s (over %s) at step %d: %s (%s); %s", st.Candidate.Revision, st.InconclusiveSince.UTC().Format(time.RFC3339), DefaultInconclusiveStall, st.Step, msg, inconclusiveHint(msg), then)
 }
 
 // inconclusiveHint guesses the cause of an inconclusive result from its message.

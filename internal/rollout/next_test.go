@@ -936,7 +936,7 @@ func TestNext(t *testing.T) {
 				conds: map[string]string{"Stalled": "True/AnalysisInconclusive", "Reconciling": "False/AnalysisInconclusive", "Progressing": "False/AnalysisInconclusive", "Ready": "False/RolloutInProgress"},
 				check: func(t *testing.T, d Decision) {
 					msg := cond(d.Status, "Stalled").Message
-					for _, part := range []string{"inconclusive for 10m0s", "too few samples: 3 < 50", "too little traffic", "neither promote nor roll back"} {
+					for _, part := range []string{"inconclusive since 2026-03-01T11:50:00Z (over 10m0s)", "too few samples: 3 < 50", "too little traffic", "neither promote nor roll back"} {
 						if !strings.Contains(msg, part) {
 							t.Errorf("Stalled message %q does not say %q", msg, part)
 						}

@@ -422,7 +422,7 @@ func checkPass(ms *v1alpha1.ModelServer, pol policy, prev *v1alpha1.ModelServerS
 		if st.InconclusiveSince == nil || now.Sub(st.InconclusiveSince.Time) < DefaultInconclusiveStall {
 			return fmt.Errorf("stalled on inconclusive analysis before %s (since %v)", DefaultInconclusiveStall, st.InconclusiveSince)
 		}
-		if !strings.Contains(c.Message, "inconclusive for") || !strings.Contains(c.Message, "(") {
+		if !strings.Contains(c.Message, "inconclusive since") || !strings.Contains(c.Message, "(") {
 			return fmt.Errorf("stall message does not say why: %q", c.Message)
 		}
 	} else if st.Phase == v1alpha1.PhaseProgressing && st.Step >= 1 && st.InconclusiveSince != nil && now.Sub(st.InconclusiveSince.Time) >= DefaultInconclusiveStall {
