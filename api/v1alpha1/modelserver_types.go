@@ -186,10 +186,18 @@ type RolloutSpec struct {
 
 	// InconclusiveDeadline, when set, rolls back a rollout that has held on inconclusive
 	// analysis (no metrics, too few samples) for this long. Unset: hold until data returns.
-	// Either way, after 10 minutes of inconclusive analysis the ModelServer reports Stalled
-	// (reason AnalysisInconclusive, with the metric's message) while it holds.
+	// Either way, after InconclusiveStall the ModelServer reports Stalled (reason
+	// AnalysisInconclusive, with the metric's message) while it holds.
 	// +optional
 	InconclusiveDeadline *metav1.Duration `json:"inconclusiveDeadline,omitempty"`
+
+	// InconclusiveStall is how long a rollout may hold on inconclusive analysis before the
+	// ModelServer reports Stalled (reason AnalysisInconclusive, with the metric's message and a
+	// hint at the cause). It only reports: nothing is promoted or rolled back by it (see
+	// InconclusiveDeadline for that). Defaults to 10m.
+	// +kubebuilder:default="10m"
+	// +optional
+	InconclusiveStall metav1.Duration `json:"inconclusiveStall,omitempty"`
 
 	// ProgressDeadline is how long the candidate may take to become Ready and warm before the
 	// rollout is rolled back (pods that cannot schedule, crash, or never load), and how long a

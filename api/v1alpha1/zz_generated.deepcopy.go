@@ -586,6 +586,7 @@ func (in *RolloutSpec) DeepCopyInto(out *RolloutSpec) {
 		*out = new(v1.Duration)
 		**out = **in
 	}
+	out.InconclusiveStall = in.InconclusiveStall
 	out.ProgressDeadline = in.ProgressDeadline
 	in.Analysis.DeepCopyInto(&out.Analysis)
 }

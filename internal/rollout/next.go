@@ -93,7 +93,8 @@ const (
 //   - A route that a Gateway rejected (Observation.RouteAccepted False) holds the rollout: no
 //     step, no promotion, not even by request (the request is kept); deadlines and aborts
 //     still act. Unknown (no Gateway answered) does not hold.
-//   - Analysis inconclusive for DefaultInconclusiveStall keeps phase Progressing but reports
+//   - Analysis inconclusive for spec.rollout.inconclusiveStall (DefaultInconclusiveStall)
+//     keeps phase Progressing but reports
 //     Stalled True (reason AnalysisInconclusive) and Reconciling False, with the metric's
 //     message and a hint; nothing is promoted or rolled back by it. Only
 //     spec.rollout.inconclusiveDeadline, the user's opt-in, rolls back.
@@ -478,7 +479,7 @@ func (m *machine) progress() {
 		m.wakeAt(m.now.Add(WarmupPollInterval))
 	}
 	if st.Step >= 1 && st.InconclusiveSince != nil && !awaiting {
-		if at := st.InconclusiveSince.Add(DefaultInconclusiveStall); m.now.Before(at) {
+		if at := st.InconclusiveSince.Add(m.pol.inconclusiveStall); m.now.Before(at) {
 			m.wakeAt(at)
 		}
 	}
@@ -912,7 +913,7 @@ func (m *machine) decision() Decision {
 }
 
 // inconclusiveStall explains a live rollout that has held on inconclusive analysis for
-// DefaultInconclusiveStall ("" otherwise): the metric's message, a hint at the cause, and what
+// spec.rollout.inconclusiveStall ("" otherwise): the metric's message, a hint at the cause, and what
 // will happen.
 func (m *machine) inconclusiveStall() string {
 	st := m.st
@@ -920,7 +921,7 @@ func (m *machine) inconclusiveStall() string {
 		return ""
 	}
 	held := m.now.Sub(st.InconclusiveSince.Time)
-	if held < DefaultInconclusiveStall {
+	if held < m.pol.inconclusiveStall {
 		return ""
 	}
 	msg := firstMessage(st.Analysis, v1alpha1.VerdictInconclusive)
@@ -929,7 +930,7 @@ func (m *machine) inconclusiveStall() string {
 		then = fmt.Sprintf("spec.rollout.inconclusiveDeadline rolls it back at %s", st.InconclusiveSince.Add(m.pol.inconclusiveDeadline).UTC().Format(time.RFC3339))
 	}
 	// The message names the instant, not the time held, so that it does not change every pass.
-	return fmt.Sprintf("analysis of %s inconclusive since %s (over %s) at step %d: %s (%s); %s", st.Candidate.Revision, st.InconclusiveSince.UTC().Format(time.RFC3339), DefaultInconclusiveStall, st.Step, msg, inconclusiveHint(msg), then)
+	return fmt.Sprintf("analysis of %s inconclusive since %s (over %s) at step %d: %s (%s); %s", st.Candidate.Revision, st.InconclusiveSince.UTC().Format(time.RFC3339), m.pol.inconclusiveStall, st.Step, msg, inconclusiveHint(msg), then)
 }
 
 // inconclusiveHint guesses the cause of an inconclusive result from its message.

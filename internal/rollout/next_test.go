@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
 )
@@ -950,6 +951,16 @@ func TestNext(t *testing.T) {
 			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 2, 2), measurement(t0, inc)),
 			now:  t0,
 			want: want{phase: v1alpha1.PhaseProgressing, requeue: dur(3 * time.Second), conds: map[string]string{"Stalled": "False/Reconciled", "Reconciling": "True/Inconclusive"}},
+		},
+		{
+			name: "a configured inconclusiveStall reports Stalled after it rather than the default",
+			ms: newModelServer(steps, func(ms *v1alpha1.ModelServer) {
+				ms.Spec.Rollout.InconclusiveStall = metav1.Duration{Duration: 3 * time.Minute}
+			},
+				withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 1, t0.Add(-time.Hour), 10), inconclusiveSince(t0.Add(-3*time.Minute)))),
+			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 2, 2), measurement(t0, inc)),
+			now:  t0,
+			want: want{phase: v1alpha1.PhaseProgressing, conds: map[string]string{"Stalled": "True/AnalysisInconclusive", "Reconciling": "False/AnalysisInconclusive"}},
 		},
 		{
 			name: "a stalled rollout with an inconclusiveDeadline says when that deadline rolls it back",

@@ -20,8 +20,8 @@ const (
 	// WarmupPollInterval is how often a pass looks again while the candidate warms up or is
 	// being sized for its next weight: the warm-up check is an HTTP probe, not a watched object.
 	WarmupPollInterval = 5 * time.Second
-	// DefaultInconclusiveStall is how long a rollout may hold on inconclusive analysis before
-	// it is reported Stalled (reason AnalysisInconclusive). It neither promotes nor rolls back
+	// DefaultInconclusiveStall is spec.rollout.inconclusiveStall's default: how long a rollout
+	// may hold on inconclusive analysis before it is reported Stalled (reason AnalysisInconclusive). It neither promotes nor rolls back
 	// by itself: spec.rollout.inconclusiveDeadline is the user's opt-in to a rollback.
 	DefaultInconclusiveStall = 10 * time.Minute
 	// historyLimit is the number of RevisionRecords kept (the API's MaxItems).
@@ -39,6 +39,7 @@ type policy struct {
 	scaleDownDelay       time.Duration
 	progressDeadline     time.Duration
 	inconclusiveDeadline time.Duration // 0: none
+	inconclusiveStall    time.Duration
 	autoPromote          bool
 	failureLimit         int32
 }
@@ -46,13 +47,14 @@ type policy struct {
 func policyOf(ms *v1alpha1.ModelServer) policy {
 	r := ms.Spec.Rollout
 	p := policy{
-		steps:            validSteps(r.Steps),
-		stepDuration:     orDefault(r.StepDuration.Duration, DefaultStepDuration),
-		interval:         orDefault(r.Analysis.Interval.Duration, DefaultAnalysisInterval),
-		scaleDownDelay:   orDefault(r.ScaleDownDelay.Duration, DefaultScaleDownDelay),
-		progressDeadline: orDefault(r.ProgressDeadline.Duration, DefaultProgressDeadline),
-		autoPromote:      r.AutoPromote == nil || *r.AutoPromote,
-		failureLimit:     max(r.FailureLimit, 0),
+		steps:             validSteps(r.Steps),
+		stepDuration:      orDefault(r.StepDuration.Duration, DefaultStepDuration),
+		interval:          orDefault(r.Analysis.Interval.Duration, DefaultAnalysisInterval),
+		scaleDownDelay:    orDefault(r.ScaleDownDelay.Duration, DefaultScaleDownDelay),
+		progressDeadline:  orDefault(r.ProgressDeadline.Duration, DefaultProgressDeadline),
+		inconclusiveStall: orDefault(r.InconclusiveStall.Duration, DefaultInconclusiveStall),
+		autoPromote:       r.AutoPromote == nil || *r.AutoPromote,
+		failureLimit:      max(r.FailureLimit, 0),
 	}
 	if r.InconclusiveDeadline != nil && r.InconclusiveDeadline.Duration > 0 {
 		p.inconclusiveDeadline = r.InconclusiveDeadline.Duration

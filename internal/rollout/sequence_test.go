@@ -89,6 +89,9 @@ func runRandom(seed uint64, passes int, log *passLog) (outcomes, error) {
 	if rng.IntN(2) == 0 {
 		ms.Spec.Rollout.ProgressDeadline = metav1.Duration{Duration: time.Duration(1+rng.IntN(4)) * time.Minute}
 	}
+	if rng.IntN(3) == 0 {
+		ms.Spec.Rollout.InconclusiveStall = metav1.Duration{Duration: time.Duration(3+rng.IntN(4)) * time.Minute}
+	}
 	pol := policyOf(ms)
 	qualities := []quality{good, good, good, bad, noData, broken, coldPods, silent}
 	s := newSim(ms, int32(1+rng.IntN(6)), good)
@@ -419,14 +422,14 @@ func checkPass(ms *v1alpha1.ModelServer, pol policy, prev *v1alpha1.ModelServerS
 	}
 	if c := cond(st, v1alpha1.ConditionStalled); c != nil && c.Status == metav1.ConditionTrue && c.Reason == v1alpha1.ReasonAnalysisInconclusive {
 		o.stalls++
-		if st.InconclusiveSince == nil || now.Sub(st.InconclusiveSince.Time) < DefaultInconclusiveStall {
-			return fmt.Errorf("stalled on inconclusive analysis before %s (since %v)", DefaultInconclusiveStall, st.InconclusiveSince)
+		if st.InconclusiveSince == nil || now.Sub(st.InconclusiveSince.Time) < pol.inconclusiveStall {
+			return fmt.Errorf("stalled on inconclusive analysis before %s (since %v)", pol.inconclusiveStall, st.InconclusiveSince)
 		}
 		if !strings.Contains(c.Message, "inconclusive since") || !strings.Contains(c.Message, "(") {
 			return fmt.Errorf("stall message does not say why: %q", c.Message)
 		}
-	} else if st.Phase == v1alpha1.PhaseProgressing && st.Step >= 1 && st.InconclusiveSince != nil && now.Sub(st.InconclusiveSince.Time) >= DefaultInconclusiveStall {
-		return fmt.Errorf("inconclusive since %s, past %s, but not Stalled", st.InconclusiveSince.Time, DefaultInconclusiveStall)
+	} else if st.Phase == v1alpha1.PhaseProgressing && st.Step >= 1 && st.InconclusiveSince != nil && now.Sub(st.InconclusiveSince.Time) >= pol.inconclusiveStall {
+		return fmt.Errorf("inconclusive since %s, past %s, but not Stalled", st.InconclusiveSince.Time, pol.inconclusiveStall)
 	}
 	if st.Phase == v1alpha1.PhasePaused && prev.Phase != v1alpha1.PhasePaused {
 		o.pauses++
