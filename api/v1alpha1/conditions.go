@@ -8,7 +8,9 @@ const (
 	// ConditionReconciling is True while work is in progress (a rollout, replicas coming up).
 	ConditionReconciling = "Reconciling"
 	// ConditionStalled is True when retrying will not help (the revision was rolled back, the
-	// template cannot run) until the spec changes.
+	// template cannot run) until the spec changes, or when a rollout has held on inconclusive
+	// analysis for spec.rollout.inconclusiveStall (reason AnalysisInconclusive; it clears when a
+	// verdict returns).
 	ConditionStalled = "Stalled"
 	// ConditionProgressing is True while a rollout moves forward; False when it is held.
 	ConditionProgressing = "Progressing"
@@ -52,6 +54,19 @@ const (
 	ReasonConflictingAutoscale = "ConflictingAutoscaler"
 	ReasonApplyFailed          = "ApplyFailed"
 	ReasonReconciled           = "Reconciled"
+	// ReasonAnalysisInconclusive (Stalled True, Reconciling False) says that a rollout has held
+	// on inconclusive analysis past the stall deadline; the message says why and hints at the cause.
+	ReasonAnalysisInconclusive = "AnalysisInconclusive"
+	// ReasonCandidateUnready (Reconciling, Progressing) says that the candidate lost Ready,
+	// warm pods it needs for its step's weight; its weight is capped to what the rest carry.
+	ReasonCandidateUnready = "CandidateUnready"
+	// ReasonRouteNotAccepted (Progressing False) says that the rollout holds because a Gateway
+	// did not accept the HTTPRoute: it neither advances nor promotes until it is accepted.
+	ReasonRouteNotAccepted = "RouteNotAccepted"
+	// ReasonSuperseding (Reconciling, Progressing) says that a candidate superseded by a spec
+	// change still serves what the stable color cannot carry yet; the new revision starts once
+	// the stable color carries all traffic.
+	ReasonSuperseding = "Superseding"
 )
 
 // Labels and annotations on the objects modelship makes.

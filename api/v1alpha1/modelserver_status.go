@@ -192,6 +192,12 @@ type ColorStatus struct {
 	// compared with it.
 	// +optional
 	SizedSince *metav1.Time `json:"sizedSince,omitempty"`
+	// UnreadySince is when the candidate, holding a step's weight, last went below the Ready,
+	// warm pods that weight needs. Its weight is capped meanwhile to what its Ready pods carry,
+	// and once UnreadySince is older than spec.rollout.progressDeadline the rollout is rolled
+	// back (reason ProgressDeadlineExceeded). Unset while the candidate carries its step.
+	// +optional
+	UnreadySince *metav1.Time `json:"unreadySince,omitempty"`
 }
 
 // Weights is the traffic split in percent; the two add up to 100.

@@ -204,14 +204,25 @@ type RolloutSpec struct {
 
 	// InconclusiveDeadline, when set, rolls back a rollout that has held on inconclusive
 	// analysis (no metrics, too few samples) for this long, a positive duration such as 15m.
-	// Unset: hold until data returns.
+	// Unset: hold until data returns. Either way, after InconclusiveStall the ModelServer
+	// reports Stalled (reason AnalysisInconclusive, with the metric's message) while it holds.
 	// +kubebuilder:validation:XValidation:rule="self.matches('^(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')",message="spec.rollout.inconclusiveDeadline must be a positive duration such as 2m or 90s (units h, m, s, ms)"
 	// +optional
 	InconclusiveDeadline *Duration `json:"inconclusiveDeadline,omitempty"`
 
+	// InconclusiveStall is how long a rollout may hold on inconclusive analysis before the
+	// ModelServer reports Stalled (reason AnalysisInconclusive, with the metric's message and a
+	// hint at the cause). It only reports: nothing is promoted or rolled back by it (see
+	// InconclusiveDeadline for that). A positive duration; defaults to 10m.
+	// +kubebuilder:default="10m"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')",message="spec.rollout.inconclusiveStall must be a positive duration such as 2m or 90s (units h, m, s, ms)"
+	// +optional
+	InconclusiveStall Duration `json:"inconclusiveStall,omitempty,omitzero"`
+
 	// ProgressDeadline is how long the candidate may take to become Ready and warm before the
-	// rollout is rolled back (pods that cannot schedule, crash, or never load). A positive
-	// duration; defaults to 30m.
+	// rollout is rolled back (pods that cannot schedule, crash, or never load), and how long a
+	// candidate that lost Ready pods its step needs may stay below (counted from the loss,
+	// status.candidate.unreadySince). A positive duration; defaults to 30m.
 	// +kubebuilder:default="30m"
 	// +kubebuilder:validation:XValidation:rule="self.matches('^(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')",message="spec.rollout.progressDeadline must be a positive duration such as 2m or 90s (units h, m, s, ms)"
 	// +optional

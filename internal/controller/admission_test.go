@@ -129,6 +129,8 @@ func badSpecs() []badSpec {
 			want: []string{"spec.rollout.progressDeadline " + positiveDuration}},
 		{name: "a zero inconclusive deadline", mutate: func(ms *v1alpha1.ModelServer) { ms.Spec.Rollout.InconclusiveDeadline = ptr.To(text("0s")) },
 			want: []string{"spec.rollout.inconclusiveDeadline " + positiveDuration}},
+		{name: "an inconclusive stall of a negative duration", mutate: func(ms *v1alpha1.ModelServer) { ms.Spec.Rollout.InconclusiveStall = text("-10m") },
+			want: []string{"spec.rollout.inconclusiveStall " + positiveDuration}},
 		{name: "an analysis interval with a space", mutate: func(ms *v1alpha1.ModelServer) { ms.Spec.Rollout.Analysis.Interval = text("30 s") },
 			want: []string{"spec.rollout.analysis.interval " + positiveDuration}},
 		{name: "an analysis interval of zero", mutate: func(ms *v1alpha1.ModelServer) { ms.Spec.Rollout.Analysis.Interval = text("0s") },

@@ -245,6 +245,8 @@ func (r *ModelServerReconciler) observe(ctx context.Context, ms *v1alpha1.ModelS
 		}
 		if d.Status.ObservedGeneration >= d.Generation {
 			co.ReadyReplicas, co.AvailableReplicas, co.UpdatedReplicas = d.Status.ReadyReplicas, d.Status.AvailableReplicas, d.Status.UpdatedReplicas
+		} else {
+			co.Stale = true
 		}
 		obs.Colors[c] = co
 	}
@@ -262,6 +264,9 @@ func (r *ModelServerReconciler) observe(ctx context.Context, ms *v1alpha1.ModelS
 		return o, err
 	}
 	o.route = route
+	// A route a Gateway rejected holds the rollout; Unknown (no Gateway answered) does not.
+	accepted := routing.AcceptedCondition(route, ms.Generation)
+	obs.RouteAccepted, obs.RouteMessage = accepted.Status, accepted.Message
 	obs.Operation = operation(ms)
 	if rollout.MeasureDue(ms, now) {
 		m, err := r.measure(ctx, ms, now)

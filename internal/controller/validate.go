@@ -38,6 +38,7 @@ func validateFields(ms *v1alpha1.ModelServer) field.ErrorList {
 	errs = append(errs, positive(rp.Child("stepDuration"), ro.StepDuration, true)...)
 	errs = append(errs, positive(rp.Child("scaleDownDelay"), ro.ScaleDownDelay, true)...)
 	errs = append(errs, positive(rp.Child("progressDeadline"), ro.ProgressDeadline, true)...)
+	errs = append(errs, positive(rp.Child("inconclusiveStall"), ro.InconclusiveStall, true)...)
 	if ro.InconclusiveDeadline != nil {
 		errs = append(errs, positive(rp.Child("inconclusiveDeadline"), *ro.InconclusiveDeadline, false)...)
 	}

@@ -9,7 +9,9 @@
 //	Pending            False              True  (DeploymentsNotReady)    False              InProgress  Progressing  waits
 //	Progressing        False              True  (RolloutInProgress,      False              InProgress  Progressing  waits
 //	                                             WarmingUp, Analyzing,
-//	                                             Inconclusive)
+//	                                             Inconclusive, CandidateUnready,
+//	                                             RouteNotAccepted)
+//	Progressing, stalled  False           False (AnalysisInconclusive)   True (AnalysisInconclusive)  Failed  Degraded  exit 1
 //	Paused             False              False (Paused)                 False              InProgress  Suspended    exit 3
 //	AwaitingPromotion  False              False (AwaitingPromotion)      False              InProgress  Suspended    exit 3
 //	Healthy            True  (Available)  False (Reconciled)             False              Current     Healthy      exit 0
@@ -26,7 +28,9 @@
 //     shifting). A rollout held for a person (Paused, AwaitingPromotion) is not Reconciling but
 //     not Ready either, so kstatus reads it InProgress through Ready=False.
 //   - Stalled is True only when retrying will not help until the spec changes (RolledBack,
-//     InvalidSpec). Reconciling and Stalled are never both True: kstatus takes whichever comes
+//     InvalidSpec), or when a rollout has held on inconclusive analysis for longer than the
+//     stall deadline (AnalysisInconclusive, phase still Progressing): it cannot move without
+//     metrics or a person, and says why. It clears by itself when a verdict returns. Reconciling and Stalled are never both True: kstatus takes whichever comes
 //     first in the list.
 //   - status.observedGeneration is written on every pass; while it is below metadata.generation
 //     every reader treats the status as stale (kstatus InProgress, Argo CD Progressing, wait waits).
@@ -98,6 +102,20 @@ func Conditions(phase v1alpha1.Phase, generation int64) []metav1.Condition {
 		}
 	}
 	return nil
+}
+
+// StalledProgressing returns the Ready, Reconciling and Stalled conditions of a rollout in phase
+// Progressing that has held on inconclusive analysis past the stall deadline (the "Progressing,
+// stalled" row of the package doc's table), with generation as their observedGeneration.
+func StalledProgressing(generation int64) []metav1.Condition {
+	c := func(t string, s metav1.ConditionStatus, msg string) metav1.Condition {
+		return metav1.Condition{Type: t, Status: s, Reason: v1alpha1.ReasonAnalysisInconclusive, Message: msg, ObservedGeneration: generation}
+	}
+	return []metav1.Condition{
+		c(v1alpha1.ConditionReady, metav1.ConditionFalse, "the candidate does not serve all traffic yet"),
+		c(v1alpha1.ConditionReconciling, metav1.ConditionFalse, "analysis has been inconclusive for too long"),
+		c(v1alpha1.ConditionStalled, metav1.ConditionTrue, "analysis has been inconclusive for too long"),
+	}
 }
 
 // Result is what `kubectl modelship wait` makes of a ModelServer.

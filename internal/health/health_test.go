@@ -86,6 +86,10 @@ func withStalled(reason string) msOption {
 	}
 }
 
+func withConditions(c []metav1.Condition) msOption {
+	return func(ms *v1alpha1.ModelServer) { ms.Status.Conditions = c }
+}
+
 func withoutStatus() msOption {
 	return func(ms *v1alpha1.ModelServer) { ms.Status = v1alpha1.ModelServerStatus{} }
 }
@@ -116,6 +120,9 @@ func fixtures() []fixture {
 		{name: "a rolled back status of an older generation is not final",
 			ms:    newModelServer(v1alpha1.PhaseRolledBack, withGeneration(4, 3)),
 			kstat: status.InProgressStatus, argo: "Progressing"},
+		{name: "a rollout stalled on inconclusive analysis has failed for every reader, though its phase is Progressing",
+			ms:    newModelServer(v1alpha1.PhaseProgressing, withConditions(StalledProgressing(3))),
+			kstat: status.FailedStatus, argo: "Degraded", done: true, code: CodeFailed},
 		{name: "a first revision whose spec cannot run has failed",
 			ms:    newModelServer(v1alpha1.PhasePending, withStalled(v1alpha1.ReasonInvalidSpec)),
 			kstat: status.FailedStatus, argo: "Degraded", done: true, code: CodeFailed},

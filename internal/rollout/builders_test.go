@@ -172,3 +172,38 @@ func hasEvent(d Decision, reason string) bool {
 	}
 	return false
 }
+
+func unreadySince(t time.Time) statusOption {
+	return func(st *v1alpha1.ModelServerStatus) { st.Candidate.UnreadySince = mt(t) }
+}
+func weights(stable, candidate int32) statusOption {
+	return func(st *v1alpha1.ModelServerStatus) {
+		st.Weights = v1alpha1.Weights{Stable: stable, Candidate: candidate}
+	}
+}
+func condition(typ, status, reason string) statusOption {
+	return func(st *v1alpha1.ModelServerStatus) {
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: typ, Status: metav1.ConditionStatus(status), Reason: reason})
+	}
+}
+func routeStatus(s metav1.ConditionStatus) obsOption {
+	return func(o *Observation) { o.RouteAccepted = s }
+}
+func routeRejected(reason string) obsOption {
+	return func(o *Observation) {
+		o.RouteAccepted = metav1.ConditionFalse
+		o.RouteMessage = "parent gw did not accept the HTTPRoute: " + reason + ": listener mismatch"
+	}
+}
+
+// stale: the color's Deployment status lags its spec (just scaled): no counts this pass.
+func stale(c v1alpha1.Color) obsOption {
+	return func(o *Observation) {
+		co := o.Colors[c]
+		co.Stale, co.ReadyReplicas, co.AvailableReplicas, co.UpdatedReplicas = true, 0, 0, 0
+		o.Colors[c] = co
+	}
+}
+func candidateReady(n int32) statusOption {
+	return func(st *v1alpha1.ModelServerStatus) { st.Candidate.ReadyReplicas = n }
+}

@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"fmt"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,6 +22,14 @@ type facts struct {
 	// heldReason and heldMessage explain phase RolledBack (ReasonRolledBack or ReasonAborted).
 	heldReason  string
 	heldMessage string
+	// routeHeld explains a rollout held by a route that a Gateway did not accept.
+	routeHeld string
+	// superseding explains a superseded candidate that still drains.
+	superseding string
+	// stall explains a rollout stalled on inconclusive analysis ("" when it is not).
+	stall string
+	// unreadyDeadline is when a candidate below its step's need is rolled back (zero: not below).
+	unreadyDeadline time.Time
 }
 
 func setCondition(st *v1alpha1.ModelServerStatus, f facts, typ string, ok bool, reason, message string) {
@@ -60,9 +69,16 @@ func candidateRevision(st *v1alpha1.ModelServerStatus) string {
 
 // progressReason is the reason of a live, moving rollout: warming, analysing, or holding on
 // inconclusive analysis.
-func progressReason(st *v1alpha1.ModelServerStatus) (reason, message string) {
+func progressReason(st *v1alpha1.ModelServerStatus, f facts) (reason, message string) {
 	c := st.Candidate
 	switch {
+	case f.superseding != "":
+		return v1alpha1.ReasonSuperseding, f.superseding
+	case f.routeHeld != "":
+		return v1alpha1.ReasonRouteNotAccepted, f.routeHeld
+	case c.UnreadySince != nil:
+		return v1alpha1.ReasonCandidateUnready, fmt.Sprintf("candidate %s on %s has %d Ready, below its step %d's need since %s: weight capped at %d%%; rolled back at %s unless they return",
+			c.Revision, c.Color, c.ReadyReplicas, st.Step, c.UnreadySince.UTC().Format("15:04:05"), st.Weights.Candidate, f.unreadyDeadline.UTC().Format("15:04:05"))
 	case st.Step == 0:
 		return v1alpha1.ReasonWarmingUp, fmt.Sprintf("candidate %s on %s warming up: %d/%d Ready, warm: %t", c.Revision, c.Color, c.ReadyReplicas, c.Replicas, c.Warm)
 	case st.InconclusiveSince != nil:
@@ -94,16 +110,18 @@ func setReadyCondition(st *v1alpha1.ModelServerStatus, f facts) {
 }
 
 // setReconcilingCondition: True while work is in progress: the first revision coming up, a
-// rollout moving, pods coming up. False on a deliberate hold (paused, awaiting promotion) and
-// after a rollback (Stalled says why).
+// rollout moving, pods coming up. False on a deliberate hold (paused, awaiting promotion),
+// after a rollback and on a rollout stalled on inconclusive analysis (Stalled says why).
 func setReconcilingCondition(st *v1alpha1.ModelServerStatus, f facts) {
 	if reason, msg, held := rolloutHold(st, f); held {
 		setCondition(st, f, v1alpha1.ConditionReconciling, false, reason, msg)
 		return
 	}
 	switch {
+	case st.Phase == v1alpha1.PhaseProgressing && st.Candidate != nil && f.stall != "":
+		setCondition(st, f, v1alpha1.ConditionReconciling, false, v1alpha1.ReasonAnalysisInconclusive, f.stall)
 	case st.Phase == v1alpha1.PhaseProgressing && st.Candidate != nil:
-		reason, msg := progressReason(st)
+		reason, msg := progressReason(st, f)
 		setCondition(st, f, v1alpha1.ConditionReconciling, true, reason, msg)
 	case f.stableAvailable < f.total:
 		setCondition(st, f, v1alpha1.ConditionReconciling, true, v1alpha1.ReasonDeploymentsNotReady, fmt.Sprintf("%s: %s", st.Stable.Color, availability(f)))
@@ -112,11 +130,17 @@ func setReconcilingCondition(st *v1alpha1.ModelServerStatus, f facts) {
 	}
 }
 
-// setStalledCondition: True only in phase RolledBack (retrying will not help until the spec
-// changes). The controller sets it for an invalid spec on its own.
+// setStalledCondition: True in phase RolledBack (retrying will not help until the spec
+// changes) and on a rollout that has held on inconclusive analysis for
+// DefaultInconclusiveStall (reason AnalysisInconclusive: it cannot move without data or a
+// person). The controller sets it for an invalid spec on its own.
 func setStalledCondition(st *v1alpha1.ModelServerStatus, f facts) {
 	if st.Phase == v1alpha1.PhaseRolledBack {
 		setCondition(st, f, v1alpha1.ConditionStalled, true, heldReason(f), f.heldMessage)
+		return
+	}
+	if f.stall != "" {
+		setCondition(st, f, v1alpha1.ConditionStalled, true, v1alpha1.ReasonAnalysisInconclusive, f.stall)
 		return
 	}
 	setCondition(st, f, v1alpha1.ConditionStalled, false, v1alpha1.ReasonReconciled, "")
@@ -130,8 +154,12 @@ func setProgressingCondition(st *v1alpha1.ModelServerStatus, f facts) {
 		return
 	}
 	switch {
+	case st.Phase == v1alpha1.PhaseProgressing && st.Candidate != nil && f.stall != "":
+		setCondition(st, f, v1alpha1.ConditionProgressing, false, v1alpha1.ReasonAnalysisInconclusive, f.stall)
+	case st.Phase == v1alpha1.PhaseProgressing && st.Candidate != nil && f.routeHeld != "":
+		setCondition(st, f, v1alpha1.ConditionProgressing, false, v1alpha1.ReasonRouteNotAccepted, f.routeHeld)
 	case st.Phase == v1alpha1.PhaseProgressing && st.Candidate != nil:
-		reason, msg := progressReason(st)
+		reason, msg := progressReason(st, f)
 		setCondition(st, f, v1alpha1.ConditionProgressing, true, reason, msg)
 	case st.Phase == v1alpha1.PhasePending:
 		setCondition(st, f, v1alpha1.ConditionProgressing, true, v1alpha1.ReasonDeploymentsNotReady, fmt.Sprintf("first revision %s coming up: %s", f.specRevision, availability(f)))

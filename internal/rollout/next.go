@@ -40,6 +40,14 @@ const (
 	// EventStableReplaced: the spec changed before the first revision ever served, so the new
 	// revision replaced it directly (there was nothing to protect with a progressive rollout).
 	EventStableReplaced = "StableReplaced"
+	// EventCandidateUnready: the candidate went below the Ready, warm pods its step's weight
+	// needs; its weight is capped to what the rest carry.
+	EventCandidateUnready = "CandidateUnready"
+	// EventRouteNotAccepted: the rollout holds because a Gateway did not accept the HTTPRoute.
+	EventRouteNotAccepted = "RouteNotAccepted"
+	// EventAnalysisStalled: the rollout has held on inconclusive analysis past
+	// DefaultInconclusiveStall; it is reported Stalled.
+	EventAnalysisStalled = "AnalysisStalled"
 )
 
 // Next is one pass of the blue/green state machine. It does not modify ms: it starts from a
@@ -66,6 +74,30 @@ const (
 //     they wait too. An operation on a rollout that has ended is ignored (an event says so).
 //   - A failed analysis that exceeds the failure limit in the same pass as a Promote wins:
 //     rollback before promotion.
+//   - Weights never exceed what a color's Ready pods carry (see carries: the largest w with
+//     need(total, w) <= Ready): a live candidate gets min(its step's weight, what its Ready
+//     pods carry), the stable color the rest. The candidate never gets more than its
+//     step, even when the stable color lost pods: an unproven revision does not absorb the
+//     stable color's overflow, so when neither color can carry its share, stable is preferred.
+//     A candidate below its step's need gets ColorStatus.UnreadySince and is rolled back
+//     (ProgressDeadlineExceeded) once that is older than the progress deadline (not while
+//     paused: a paused rollout is rolled back on resume if the deadline passed meanwhile).
+//   - A rolled-back or aborted candidate gives its weight back only as fast as the stable
+//     color's Ready pods can carry it (in swap mode the stable color was shrunk to its share):
+//     it keeps min(its last weight, what it carries, what stable cannot carry yet), sized for
+//     exactly that, so that the stable color grows back in step as it shrinks. In swap mode
+//     an aborted candidate keeps its pods for inspection only where there is room beside the
+//     stable color's total; its GPUs are freed at once when the stable color needs them.
+//     A candidate superseded by a spec change drains the same way (phase Progressing, reason
+//     Superseding; measurements are ignored) before the new revision takes its color.
+//   - A route that a Gateway rejected (Observation.RouteAccepted False) holds the rollout: no
+//     step, no promotion, not even by request (the request is kept); deadlines and aborts
+//     still act. Unknown (no Gateway answered) does not hold.
+//   - Analysis inconclusive for spec.rollout.inconclusiveStall (DefaultInconclusiveStall)
+//     keeps phase Progressing but reports
+//     Stalled True (reason AnalysisInconclusive) and Reconciling False, with the metric's
+//     message and a hint; nothing is promoted or rolled back by it. Only
+//     spec.rollout.inconclusiveDeadline, the user's opt-in, rolls back.
 func Next(ms *v1alpha1.ModelServer, obs Observation, now time.Time) Decision {
 	m := &machine{
 		ms:        ms,
@@ -121,6 +153,12 @@ type machine struct {
 	heldReason   string
 	heldMessage  string
 	candidateHas bool // the candidate color is part of the rollout this pass (plans/weights)
+	// drain is the weight a rolled-back or aborted candidate keeps this pass (see drainWeight).
+	drain int32
+	// routeHeld explains why a non-accepted route holds the rollout ("" when it does not).
+	routeHeld string
+	// superseding explains a superseded candidate still draining (see drainSuperseded).
+	superseding string
 }
 
 func (m *machine) run() {
@@ -132,6 +170,9 @@ func (m *machine) run() {
 	spec := m.obs.Revision
 	switch {
 	case spec == st.Stable.Revision:
+		if m.drainSuperseded() {
+			return
+		}
 		m.steady()
 	case m.neverServed():
 		m.replaceStable()
@@ -140,10 +181,43 @@ func (m *machine) run() {
 		m.holdRolledBack()
 	default:
 		if st.Candidate == nil || st.Candidate.Revision != spec {
+			if m.drainSuperseded() {
+				return
+			}
 			m.startRollout()
 		}
 		m.progress()
 	}
+}
+
+// drainSuperseded keeps a candidate that a spec change superseded serving the part of its
+// weight that the stable color's Ready pods cannot carry yet (in swap mode the stable color was
+// shrunk to its share), sized for just that, while the stable color grows back to its total.
+// It returns false, and the superseding revision starts, once the stable color carries all
+// traffic (at once when it was never shrunk).
+func (m *machine) drainSuperseded() bool {
+	st := m.st
+	c := st.Candidate
+	if c == nil || !m.inProgress() || c.Revision == m.obs.Revision {
+		return false
+	}
+	c.ReadyReplicas = m.readyOf(c.Color, c.Revision)
+	if m.drain = m.drainWeight(); m.drain == 0 {
+		return false
+	}
+	c.UnreadySince = nil
+	st.InconclusiveSince = nil // the superseded rollout's analysis is over
+	c.Replicas = need(m.total, m.drain)
+	m.plans[c.Color] = ColorPlan{Revision: c.Revision, Replicas: c.Replicas}
+	m.planStable()
+	st.Phase = v1alpha1.PhaseProgressing
+	m.superseding = fmt.Sprintf("rollout of %s superseded by %s: %s keeps %d%% until %s's Ready pods carry all traffic", c.Revision, m.obs.Revision, c.Revision, m.drain, st.Stable.Color)
+	if !hasReason(m.ms.Status, v1alpha1.ConditionReconciling, v1alpha1.ReasonSuperseding) {
+		m.event(corev1.EventTypeNormal, EventSuperseded, "%s", m.superseding)
+	}
+	m.keepOp = m.obs.Operation == OpPromote || m.obs.Operation == OpPromoteFull
+	m.wakeAt(m.now.Add(WarmupPollInterval))
+	return true
 }
 
 // neverServed is true while the first revision has not become available and has no Ready pod
@@ -226,8 +300,24 @@ func (m *machine) holdRolledBack() {
 	m.planStable()
 	plan := m.planIdle(st.Stable.Color.Other())
 	if c := st.Candidate; c != nil {
-		c.Replicas = plan
 		c.ReadyReplicas = m.readyOf(c.Color, c.Revision)
+		c.Warm = m.warmOf(c.Color, c.Revision)
+		c.UnreadySince = nil
+		c.SizedSince = nil
+		if m.obs.Capacity > 0 && plan > 0 {
+			// Swap mode: an aborted candidate keeps pods for inspection only where there is
+			// room beside the stable color's total; the stable color needs the rest now.
+			plan = min(plan, max(m.obs.Capacity-m.total, 0))
+		}
+		m.drain = m.drainWeight()
+		if m.drain > 0 {
+			plan = max(plan, need(m.total, m.drain))
+			m.wakeAt(m.now.Add(WarmupPollInterval))
+		}
+		if o, ok := m.colorObs(c.Color, c.Revision); ok {
+			m.plans[c.Color] = ColorPlan{Revision: o.Revision, Replicas: plan}
+		}
+		c.Replicas = plan
 	}
 	m.heldReason, m.heldMessage = v1alpha1.ReasonRolledBack, "revision "+st.RolledBackRevision+" was rolled back"
 	for _, h := range st.History {
@@ -240,6 +330,78 @@ func (m *machine) holdRolledBack() {
 		}
 	}
 	st.Phase = v1alpha1.PhaseRolledBack
+}
+
+// drainWeight is the weight a rolled-back or aborted candidate keeps this pass: the part of
+// its last weight that the stable color's Ready pods cannot carry yet and its own Ready pods
+// can. It only shrinks, and is 0 once the stable color carries everything.
+func (m *machine) drainWeight() int32 {
+	c, prev := m.st.Candidate, m.ms.Status.Candidate
+	if c == nil || prev == nil || prev.Color != c.Color || prev.Revision != c.Revision {
+		return 0
+	}
+	s := m.st.Stable
+	overflow := 100 - carries(m.total, m.servingReady(s.Color, s.Revision))
+	return max(0, min(m.ms.Status.Weights.Candidate, m.carryOf(c), overflow))
+}
+
+// carryOf is what the candidate's Ready pods carry (see carries). Warm-up gates only a
+// weight increase: once a color serves, its Service spreads the traffic over all its Ready
+// pods, so Ready pods, warm or still warming, are what it carries (pods added for the next
+// step are Ready before they are warm).
+func (m *machine) carryOf(c *v1alpha1.ColorStatus) int32 {
+	return carries(m.total, m.servingReady(c.Color, c.Revision))
+}
+
+// servedWeight is the candidate's route weight this pass: a live candidate's step weight
+// capped to what its Ready pods carry, or a rolled-back candidate's drain.
+func (m *machine) servedWeight() int32 {
+	if m.candidateHas && m.st.Candidate != nil {
+		return min(m.candidateWeight(), m.carryOf(m.st.Candidate))
+	}
+	return m.drain
+}
+
+// trackUnready keeps ColorStatus.UnreadySince: set when the candidate went below what its
+// step's weight needs, cleared when it carries it again.
+func (m *machine) trackUnready() {
+	c := m.st.Candidate
+	w := m.candidateWeight()
+	if w == 0 || m.carryOf(c) >= w {
+		c.UnreadySince = nil
+		return
+	}
+	if c.UnreadySince == nil {
+		c.UnreadySince = m.timeP(m.now)
+		m.event(corev1.EventTypeWarning, EventCandidateUnready, "candidate %s has %d Ready pods, %d needed for its %d%% step: weight capped at %d%%; rolled back after %s unless they return",
+			c.Revision, c.ReadyReplicas, need(m.total, w), w, m.carryOf(c), m.pol.progressDeadline)
+	}
+}
+
+// routeHolds reports whether a route that a Gateway did not accept holds the rollout, and
+// then records why (a pass with an accepted or unanswered route does not hold).
+func (m *machine) routeHolds() bool {
+	if m.obs.RouteAccepted != metav1.ConditionFalse {
+		return false
+	}
+	if m.routeHeld == "" {
+		m.routeHeld = fmt.Sprintf("rollout of %s holds at step %d: the HTTPRoute is not accepted: %s", m.st.Candidate.Revision, m.st.Step, m.obs.RouteMessage)
+		if m.ms.Status.Phase != v1alpha1.PhaseProgressing || !hasReason(m.ms.Status, v1alpha1.ConditionProgressing, v1alpha1.ReasonRouteNotAccepted) {
+			m.event(corev1.EventTypeWarning, EventRouteNotAccepted, "%s", m.routeHeld)
+		}
+	}
+	m.wakeAt(m.now.Add(m.pol.interval))
+	return true
+}
+
+// hasReason reports whether a condition of st has the reason.
+func hasReason(st v1alpha1.ModelServerStatus, typ, reason string) bool {
+	for _, c := range st.Conditions {
+		if c.Type == typ {
+			return c.Reason == reason
+		}
+	}
+	return false
 }
 
 // startRollout makes the spec's revision the candidate, on the color that is not stable.
@@ -271,6 +433,7 @@ func (m *machine) progress() {
 	m.candidateHas = true
 	c.ReadyReplicas = m.readyOf(c.Color, c.Revision)
 	c.Warm = m.warmOf(c.Color, c.Revision)
+	m.trackUnready()
 	next := steps[st.Step] // the weight the candidate gets next; 100 means promotion
 	m.planCandidate(next)
 
@@ -305,10 +468,29 @@ func (m *machine) progress() {
 		}
 		m.wakeAt(at)
 	}
+	if u := c.UnreadySince; u != nil {
+		at := u.Add(m.pol.progressDeadline)
+		if !m.now.Before(at) {
+			w := m.candidateWeight()
+			m.rollback(v1alpha1.OutcomeRolledBack, fmt.Sprintf("%s: candidate %s had %d/%d Ready replicas for its %d%% step since %s (%s)", v1alpha1.ReasonProgressDeadline, c.Revision, c.ReadyReplicas, need(m.total, w), w, u.UTC().Format(time.RFC3339), m.pol.progressDeadline))
+			return
+		}
+		m.wakeAt(at)
+		m.wakeAt(m.now.Add(WarmupPollInterval))
+	}
+	if st.Step >= 1 && st.InconclusiveSince != nil && !awaiting {
+		if at := st.InconclusiveSince.Add(m.pol.inconclusiveStall); m.now.Before(at) {
+			m.wakeAt(at)
+		}
+	}
 
 	switch m.obs.Operation {
 	case OpPromoteFull:
 		m.planCandidate(100)
+		if m.routeHolds() {
+			m.keepOp = true
+			return
+		}
 		if m.readyFor(100) {
 			m.promote("promoted by request (PromoteFull)")
 		} else {
@@ -327,7 +509,7 @@ func (m *machine) progress() {
 	}
 
 	if awaiting {
-		if m.pol.autoPromote && m.readyFor(next) {
+		if m.pol.autoPromote && m.readyFor(next) && !m.routeHolds() {
 			m.promote("promoted: autoPromote enabled while awaiting promotion")
 			return
 		}
@@ -415,8 +597,13 @@ func (m *machine) judge(meas Measurement) bool {
 }
 
 // advance gives the candidate the weight of the next step, or promotes it when that is 100.
+// A route that a Gateway did not accept holds it (a request is then kept).
 func (m *machine) advance(next int32, why string) {
 	st := m.st
+	if m.routeHolds() {
+		m.keepOp = m.obs.Operation == OpPromote || m.obs.Operation == OpPromoteFull
+		return
+	}
 	if next >= 100 {
 		if !m.pol.autoPromote && m.obs.Operation != OpPromote && m.obs.Operation != OpPromoteFull {
 			if m.prevPhase != v1alpha1.PhaseAwaitingPromotion {
@@ -583,8 +770,35 @@ func (m *machine) readyOf(color v1alpha1.Color, rev string) int32 {
 	if !ok {
 		return 0
 	}
+	if o.Stale {
+		return m.lastReady(color, rev)
+	}
 	old := max(o.Replicas-o.UpdatedReplicas, 0)
 	return min(max(o.ReadyReplicas-old, 0), o.UpdatedReplicas)
+}
+
+// lastReady is the Ready count the last pass recorded for a color running rev (0 if none).
+func (m *machine) lastReady(color v1alpha1.Color, rev string) int32 {
+	for _, c := range []*v1alpha1.ColorStatus{m.ms.Status.Stable, m.ms.Status.Candidate} {
+		if c != nil && c.Color == color && c.Revision == rev {
+			return c.ReadyReplicas
+		}
+	}
+	return 0
+}
+
+// servingReady is how many Ready pods a color's Service spreads its traffic over, for the
+// weight cap: all the Deployment's Ready pods (unlike readyOf, pods still being replaced serve
+// too), or the last pass's count while the Deployment's status is stale.
+func (m *machine) servingReady(color v1alpha1.Color, rev string) int32 {
+	o, ok := m.colorObs(color, rev)
+	switch {
+	case !ok:
+		return 0
+	case o.Stale:
+		return m.lastReady(color, rev)
+	}
+	return o.ReadyReplicas
 }
 
 func (m *machine) availableOf(color v1alpha1.Color, rev string) int32 {
@@ -644,11 +858,11 @@ func (m *machine) timeP(t time.Time) *metav1.Time {
 // decision finishes the pass: weights, conditions, requeue.
 func (m *machine) decision() Decision {
 	st := m.st
-	cw := m.candidateWeight()
+	cw := m.servedWeight()
 	st.Weights = v1alpha1.Weights{Stable: 100 - cw, Candidate: cw}
 	weights := map[v1alpha1.Color]int32{st.Stable.Color: 100 - cw, st.Stable.Color.Other(): cw}
 
-	if st.Phase == v1alpha1.PhaseProgressing && st.Step >= 1 {
+	if st.Phase == v1alpha1.PhaseProgressing && st.Step >= 1 && m.superseding == "" {
 		if t, ok := nextMeasureAt(st, m.pol); ok {
 			m.wakeAt(maxTime(t, m.now.Add(time.Second)))
 		} else if st.Candidate != nil && st.Candidate.SizedSince == nil {
@@ -666,6 +880,15 @@ func (m *machine) decision() Decision {
 		wasServing:      m.wasServing(),
 		heldReason:      m.heldReason,
 		heldMessage:     m.heldMessage,
+		routeHeld:       m.routeHeld,
+		superseding:     m.superseding,
+		stall:           m.inconclusiveStall(),
+	}
+	if c := st.Candidate; c != nil && c.UnreadySince != nil {
+		f.unreadyDeadline = c.UnreadySince.Add(m.pol.progressDeadline)
+	}
+	if f.stall != "" && !hasReason(m.ms.Status, v1alpha1.ConditionStalled, v1alpha1.ReasonAnalysisInconclusive) {
+		m.event(corev1.EventTypeWarning, EventAnalysisStalled, "%s", f.stall)
 	}
 	setReadyCondition(st, f)
 	setReconcilingCondition(st, f)
@@ -686,6 +909,46 @@ func (m *machine) decision() Decision {
 		Events:        m.events,
 		RequeueAfter:  requeue,
 		KeepOperation: m.keepOp,
+	}
+}
+
+// inconclusiveStall explains a live rollout that has held on inconclusive analysis for
+// spec.rollout.inconclusiveStall ("" otherwise): the metric's message, a hint at the cause, and what
+// will happen.
+func (m *machine) inconclusiveStall() string {
+	st := m.st
+	if st.Phase != v1alpha1.PhaseProgressing || st.Step < 1 || st.InconclusiveSince == nil {
+		return ""
+	}
+	held := m.now.Sub(st.InconclusiveSince.Time)
+	if held < m.pol.inconclusiveStall {
+		return ""
+	}
+	msg := firstMessage(st.Analysis, v1alpha1.VerdictInconclusive)
+	then := "it will neither promote nor roll back by itself: fix the metrics, promote, or abort (spec.rollout.inconclusiveDeadline rolls back after a deadline)"
+	if m.pol.inconclusiveDeadline > 0 {
+		then = fmt.Sprintf("spec.rollout.inconclusiveDeadline rolls it back at %s", st.InconclusiveSince.Add(m.pol.inconclusiveDeadline).UTC().Format(time.RFC3339))
+	}
+	// The message names the instant, not the time held, so that it does not change every pass.
+	return fmt.Sprintf("analysis of %s inconclusive since %s (over %s) at step %d: %s (%s); %s", st.Candidate.Revision, st.InconclusiveSince.UTC().Format(time.RFC3339), m.pol.inconclusiveStall, st.Step, msg, inconclusiveHint(msg), then)
+}
+
+// inconclusiveHint guesses the cause of an inconclusive result from its message.
+func inconclusiveHint(msg string) string {
+	l := strings.ToLower(msg)
+	switch {
+	case strings.Contains(l, "too few samples"):
+		return "the candidate receives too little traffic at this weight for analysis.minSamples"
+	case strings.Contains(l, "no data"), strings.Contains(l, "no samples"), strings.Contains(l, "empty"), strings.Contains(l, "nan"):
+		return "no samples in the window: the scrape interval may exceed the window, or the pods are not scraped"
+	case strings.Contains(l, "stable"):
+		return "the stable color has no value to compare with"
+	case strings.Contains(l, "unreachable"), strings.Contains(l, "connection"), strings.Contains(l, "timeout"), strings.Contains(l, "deadline"):
+		return "Prometheus did not answer: check the analysis' Prometheus address"
+	case strings.Contains(l, "no measurement"):
+		return "no measurement was taken"
+	default:
+		return "the metrics gave no verdict"
 	}
 }
 

@@ -637,6 +637,361 @@ func TestNext(t *testing.T) {
 				},
 			},
 		},
+		// Weights capped by what Ready pods carry.
+		{
+			name: "a candidate that loses pods keeps only the weight its Ready pods carry and records since when",
+			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 2, t0.Add(-30*time.Second), 50))),
+			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 4, 1)),
+			now:  t0,
+			want: want{
+				phase: v1alpha1.PhaseProgressing, step: i32(2), weights: w(75, 25), events: []string{EventCandidateUnready}, requeue: dur(WarmupPollInterval),
+				conds: map[string]string{"Reconciling": "True/CandidateUnready", "Progressing": "True/CandidateUnready", "Stalled": "False/Reconciled"},
+				check: func(t *testing.T, d Decision) {
+					if u := d.Status.Candidate.UnreadySince; u == nil || !u.Time.Equal(t0) {
+						t.Errorf("unreadySince = %v, want now", u)
+					}
+					if d.Status.Weights != (v1alpha1.Weights{Stable: 75, Candidate: 25}) {
+						t.Errorf("status weights %+v, want the capped 75/25", d.Status.Weights)
+					}
+				},
+			},
+		},
+		{
+			name: "a candidate that loses all its pods at step 2 with no passing measurement sends all traffic to stable at once",
+			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 2, t0.Add(-5*time.Minute), 50), measured(t0.Add(-10*time.Second), inc))),
+			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 4, 0)),
+			now:  t0,
+			want: want{phase: v1alpha1.PhaseProgressing, step: i32(2), weights: w(100, 0), events: []string{EventCandidateUnready}},
+		},
+		{
+			name: "a candidate below its step is not rolled back before the progress deadline from the loss, and keeps looking",
+			ms: newModelServer(steps, withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 2, t0.Add(-time.Hour), 50),
+				unreadySince(t0.Add(-DefaultProgressDeadline+time.Second)))),
+			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 4, 0)),
+			now:  t0,
+			want: want{phase: v1alpha1.PhaseProgressing, weights: w(100, 0), requeue: dur(time.Second), noEvent: []string{EventCandidateUnready, EventRolledBack}},
+		},
+		{
+			name: "a candidate below its step for the progress deadline since the loss is rolled back with reason ProgressDeadlineExceeded",
+			ms: newModelServer(steps, withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 2, t0.Add(-time.Hour), 50),
+				unreadySince(t0.Add(-DefaultProgressDeadline)))),
+			obs: newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 4, 0)),
+			now: t0,
+			want: want{
+				phase: v1alpha1.PhaseRolledBack, weights: w(100, 0), events: []string{EventRolledBack},
+				check: func(t *testing.T, d Decision) {
+					if r := d.Status.History[0]; r.Outcome != v1alpha1.OutcomeRolledBack || !strings.Contains(r.Reason, v1alpha1.ReasonProgressDeadline) || !strings.Contains(r.Reason, "0/2 Ready") {
+						t.Errorf("history[0] = %+v, want RolledBack with %s and 0/2 Ready", r, v1alpha1.ReasonProgressDeadline)
+					}
+					if d.Status.Candidate.UnreadySince != nil {
+						t.Errorf("unreadySince kept after the rollback: %v", d.Status.Candidate.UnreadySince)
+					}
+				},
+			},
+		},
+		{
+			name: "a candidate whose pods return gets its step's weight back and clears unreadySince",
+			ms: newModelServer(steps, withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 2, t0.Add(-5*time.Minute), 50),
+				unreadySince(t0.Add(-time.Minute)))),
+			obs: newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 4, 2)),
+			now: t0,
+			want: want{
+				phase: v1alpha1.PhaseProgressing, weights: w(50, 50), conds: map[string]string{"Reconciling": "True/Analyzing"},
+				check: func(t *testing.T, d Decision) {
+					if d.Status.Candidate.UnreadySince != nil {
+						t.Errorf("unreadySince = %v, want cleared", d.Status.Candidate.UnreadySince)
+					}
+				},
+			},
+		},
+		{
+			name: "a Deployment whose status lags its spec (just scaled) keeps the last Ready count: no weight dip, no unready mark",
+			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 2, t0.Add(-30*time.Second), 50), candidateReady(2))),
+			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 4, 0), stale(green)),
+			now:  t0,
+			want: want{
+				phase: v1alpha1.PhaseProgressing, weights: w(50, 50), noEvent: []string{EventCandidateUnready},
+				check: func(t *testing.T, d Decision) {
+					if c := d.Status.Candidate; c.UnreadySince != nil || c.ReadyReplicas != 2 {
+						t.Errorf("candidate %+v, want 2 Ready kept and no unreadySince", c)
+					}
+				},
+			},
+		},
+		{
+			name: "a stable color that lost pods does not push more than its step onto the candidate",
+			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 1, t0.Add(-30*time.Second), 10))),
+			obs:  newObs(revB, 4, deploy(blue, revA, 4, 1), deploy(green, revB, 4, 4)),
+			now:  t0,
+			want: want{phase: v1alpha1.PhaseProgressing, step: i32(1), weights: w(90, 10)},
+		},
+		{
+			name: "when neither color carries its share, stable is preferred and the candidate keeps only what it carries",
+			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 2, t0.Add(-30*time.Second), 50))),
+			obs:  newObs(revB, 4, deploy(blue, revA, 4, 1), deploy(green, revB, 4, 1)),
+			now:  t0,
+			want: want{phase: v1alpha1.PhaseProgressing, weights: w(75, 25)},
+		},
+		{
+			name: "a paused candidate that loses pods has its weight capped but is not rolled back while paused",
+			ms: newModelServer(steps, withPaused(true), withStatus(phase(v1alpha1.PhasePaused), stableOn(blue, revA, 4), inRollout(revB, 2, t0.Add(-time.Hour), 50),
+				unreadySince(t0.Add(-2*DefaultProgressDeadline)))),
+			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 4, 0)),
+			now:  t0,
+			want: want{phase: v1alpha1.PhasePaused, step: i32(2), weights: w(100, 0)},
+		},
+		// Swap mode: weight back to stable in step with its Ready pods.
+		{
+			name: "a rollback in swap mode leaves on the candidate the weight the shrunk stable color cannot carry yet",
+			ms: newModelServer(withSteps(25, 50, 100), withFailureLimit(0), withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 12),
+				inRollout(revB, 2, t0.Add(-time.Minute), 50))),
+			obs: newObs(revB, 12, deploy(blue, revA, 6, 6), deploy(green, revB, 10, 10), withCapacity(16), measurement(t0, fail)),
+			now: t0,
+			want: want{
+				phase: v1alpha1.PhaseRolledBack, weights: w(50, 50), events: []string{EventRolledBack}, requeue: dur(WarmupPollInterval),
+				plans: map[v1alpha1.Color]ColorPlan{blue: {Revision: revA, Replicas: 12}, green: {Revision: revB, Replicas: 6}},
+				conds: map[string]string{"Stalled": "True/RolledBack", "Ready": "False/RolledBack"},
+			},
+		},
+		{
+			name: "a rolled-back candidate shrinks in step as the stable color's Ready pods grow back",
+			ms: newModelServer(withSteps(25, 50, 100), withStatus(stableOn(blue, revA, 12), rolledBack(revB, v1alpha1.OutcomeRolledBack, "error-ratio"),
+				weights(50, 50))),
+			obs: newObs(revB, 12, deploy(blue, revA, 12, 9), deploy(green, revB, 6, 6), withCapacity(16)),
+			now: t0.Add(time.Minute),
+			want: want{
+				phase: v1alpha1.PhaseRolledBack, weights: w(75, 25),
+				plans: map[v1alpha1.Color]ColorPlan{blue: {Revision: revA, Replicas: 12}, green: {Revision: revB, Replicas: 3}},
+			},
+		},
+		{
+			name: "a rolled-back candidate never gets back weight it gave up",
+			ms: newModelServer(withSteps(25, 50, 100), withStatus(stableOn(blue, revA, 12), rolledBack(revB, v1alpha1.OutcomeRolledBack, "error-ratio"),
+				weights(75, 25))),
+			obs:  newObs(revB, 12, deploy(blue, revA, 12, 3), deploy(green, revB, 12, 12), withCapacity(16)),
+			now:  t0.Add(time.Minute),
+			want: want{phase: v1alpha1.PhaseRolledBack, weights: w(75, 25)},
+		},
+		{
+			name: "a rolled-back candidate gives up all weight and its pods once the stable color carries everything",
+			ms: newModelServer(withSteps(25, 50, 100), withStatus(stableOn(blue, revA, 12), rolledBack(revB, v1alpha1.OutcomeRolledBack, "error-ratio"),
+				weights(75, 25))),
+			obs: newObs(revB, 12, deploy(blue, revA, 12, 12), deploy(green, revB, 3, 3), withCapacity(16)),
+			now: t0.Add(time.Minute),
+			want: want{
+				phase: v1alpha1.PhaseRolledBack, weights: w(100, 0), requeue: dur(0),
+				plans: map[v1alpha1.Color]ColorPlan{blue: {Revision: revA, Replicas: 12}, green: {Revision: revB, Replicas: 0}},
+			},
+		},
+		{
+			name: "an abort in swap mode frees the candidate's GPUs at once, keeping pods only for its remaining weight or where there is room",
+			ms: newModelServer(withSteps(25, 50, 100), withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 12),
+				inRollout(revB, 2, t0.Add(-time.Minute), 50))),
+			obs: newObs(revB, 12, deploy(blue, revA, 6, 6), deploy(green, revB, 10, 10), withCapacity(16), op(OpAbort)),
+			now: t0,
+			want: want{
+				phase: v1alpha1.PhaseRolledBack, weights: w(50, 50), events: []string{EventAborted},
+				plans: map[v1alpha1.Color]ColorPlan{blue: {Revision: revA, Replicas: 12}, green: {Revision: revB, Replicas: 6}},
+			},
+		},
+		{
+			name: "an aborted candidate in swap mode keeps for inspection only the pods that fit beside the stable total",
+			ms: newModelServer(withSteps(25, 50, 100), withStatus(stableOn(blue, revA, 12), rolledBack(revB, v1alpha1.OutcomeAborted, "aborted"),
+				weights(100, 0), scaleDownAt(t0.Add(time.Hour)))),
+			obs: newObs(revB, 12, deploy(blue, revA, 12, 12), deploy(green, revB, 6, 6), withCapacity(16)),
+			now: t0,
+			want: want{
+				phase: v1alpha1.PhaseRolledBack, weights: w(100, 0),
+				plans: map[v1alpha1.Color]ColorPlan{blue: {Revision: revA, Replicas: 12}, green: {Revision: revB, Replicas: 4}},
+			},
+		},
+		{
+			name: "a superseded candidate in swap mode keeps what the shrunk stable color cannot carry yet, and the new revision waits",
+			ms: newModelServer(withSteps(25, 50, 100), withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 12),
+				inRollout(revB, 2, t0.Add(-time.Minute), 50))),
+			obs: newObs(revC, 12, deploy(blue, revA, 6, 6), deploy(green, revB, 10, 10), withCapacity(16)),
+			now: t0,
+			want: want{
+				phase: v1alpha1.PhaseProgressing, weights: w(50, 50), events: []string{EventSuperseded}, noEvent: []string{EventRolloutStarted}, requeue: dur(WarmupPollInterval),
+				plans: map[v1alpha1.Color]ColorPlan{blue: {Revision: revA, Replicas: 12}, green: {Revision: revB, Replicas: 6}},
+				conds: map[string]string{"Reconciling": "True/Superseding", "Stalled": "False/Reconciled"},
+				check: func(t *testing.T, d Decision) {
+					if c := d.Status.Candidate; c.Revision != revB {
+						t.Errorf("candidate %s, want %s still draining", c.Revision, revB)
+					}
+				},
+			},
+		},
+		{
+			name: "a superseded candidate gives way to the new revision once the stable color carries all traffic",
+			ms: newModelServer(withSteps(25, 50, 100), withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 12),
+				inRollout(revB, 2, t0.Add(-time.Minute), 50), weights(75, 25), condition("Reconciling", "True", v1alpha1.ReasonSuperseding))),
+			obs: newObs(revC, 12, deploy(blue, revA, 12, 12), deploy(green, revB, 3, 3), withCapacity(16)),
+			now: t0,
+			want: want{
+				phase: v1alpha1.PhaseProgressing, step: i32(0), weights: w(100, 0), events: []string{EventSuperseded, EventRolloutStarted},
+				check: func(t *testing.T, d Decision) {
+					if c := d.Status.Candidate; c.Revision != revC || d.Plans[green].Revision != revC {
+						t.Errorf("candidate %+v plans %v, want %s started on green", c, d.Plans, revC)
+					}
+					if r := d.Status.History[0]; r.Revision != revB || r.Outcome != v1alpha1.OutcomeSuperseded {
+						t.Errorf("history[0] = %+v, want %s Superseded", r, revB)
+					}
+				},
+			},
+		},
+		{
+			name: "a spec returned to the stable revision in swap mode drains the candidate in step too",
+			ms: newModelServer(withSteps(25, 50, 100), withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 12),
+				inRollout(revB, 2, t0.Add(-time.Minute), 50))),
+			obs: newObs(revA, 12, deploy(blue, revA, 9, 9), deploy(green, revB, 10, 10), withCapacity(16)),
+			now: t0,
+			want: want{
+				phase: v1alpha1.PhaseProgressing, weights: w(75, 25),
+				plans: map[v1alpha1.Color]ColorPlan{blue: {Revision: revA, Replicas: 12}, green: {Revision: revB, Replicas: 3}},
+			},
+		},
+		// Route acceptance.
+		{
+			name: "a route that a Gateway did not accept holds the step even after a passing measurement, and says why",
+			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 1, t0.Add(-2*time.Minute), 10), measured(t0.Add(-30*time.Second), pass))),
+			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 2, 2), measurement(t0, pass), routeRejected("NotAllowedByListeners")),
+			now:  t0,
+			want: want{
+				phase: v1alpha1.PhaseProgressing, step: i32(1), weights: w(90, 10), events: []string{EventRouteNotAccepted}, noEvent: []string{EventStepAdvanced},
+				conds: map[string]string{"Progressing": "False/RouteNotAccepted", "Reconciling": "True/RouteNotAccepted", "Stalled": "False/Reconciled"},
+				check: func(t *testing.T, d Decision) {
+					if msg := cond(d.Status, "Progressing").Message; !strings.Contains(msg, "NotAllowedByListeners") || !strings.Contains(msg, "not accepted") {
+						t.Errorf("Progressing message %q, want the route's reason", msg)
+					}
+				},
+			},
+		},
+		{
+			name: "a warm candidate does not get its first step while the route is not accepted",
+			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 0, t0.Add(-time.Minute), 0))),
+			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 1, 1), routeRejected("NoMatchingParent")),
+			now:  t0,
+			want: want{phase: v1alpha1.PhaseProgressing, step: i32(0), weights: w(100, 0), conds: map[string]string{"Progressing": "False/RouteNotAccepted"}},
+		},
+		{
+			name: "the last held step does not promote while the route is not accepted",
+			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 2, t0.Add(-2*time.Minute), 50), measured(t0.Add(-30*time.Second), pass))),
+			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 4, 4), measurement(t0, pass), routeRejected("x")),
+			now:  t0,
+			want: want{phase: v1alpha1.PhaseProgressing, step: i32(2), weights: w(50, 50), noEvent: []string{EventPromoted}},
+		},
+		{
+			name: "a PromoteFull request is kept, not carried out, while the route is not accepted",
+			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 1, t0.Add(-time.Second), 10))),
+			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 4, 4), op(OpPromoteFull), routeRejected("x")),
+			now:  t0,
+			want: want{phase: v1alpha1.PhaseProgressing, step: i32(1), keepOp: true, noEvent: []string{EventPromoted}},
+		},
+		{
+			name: "a Promote request is kept, not carried out, while the route is not accepted",
+			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 1, t0.Add(-time.Second), 10))),
+			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 4, 4), op(OpPromote), routeRejected("x")),
+			now:  t0,
+			want: want{phase: v1alpha1.PhaseProgressing, step: i32(1), keepOp: true, noEvent: []string{EventStepAdvanced}},
+		},
+		{
+			name: "an Abort request acts while the route is not accepted",
+			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 1, t0.Add(-time.Second), 10))),
+			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 2, 2), op(OpAbort), routeRejected("x")),
+			now:  t0,
+			want: want{phase: v1alpha1.PhaseRolledBack, weights: w(100, 0), events: []string{EventAborted}},
+		},
+		{
+			name: "a route no Gateway has answered yet (Unknown) does not hold the rollout",
+			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 1, t0.Add(-2*time.Minute), 10), measured(t0.Add(-30*time.Second), pass))),
+			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 2, 2), measurement(t0, pass), routeStatus("Unknown")),
+			now:  t0,
+			want: want{step: i32(2), weights: w(50, 50), events: []string{EventStepAdvanced}},
+		},
+		{
+			name: "a route accepted again lets the held step advance",
+			ms: newModelServer(steps, withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 1, t0.Add(-2*time.Minute), 10), measured(t0.Add(-30*time.Second), pass),
+				condition("Progressing", "False", v1alpha1.ReasonRouteNotAccepted))),
+			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 2, 2), measurement(t0, pass), routeStatus("True")),
+			now:  t0,
+			want: want{step: i32(2), weights: w(50, 50), events: []string{EventStepAdvanced}, noEvent: []string{EventRouteNotAccepted}},
+		},
+		{
+			name: "a route still not accepted repeats no event",
+			ms: newModelServer(steps, withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 1, t0.Add(-2*time.Minute), 10), measured(t0.Add(-30*time.Second), pass),
+				condition("Progressing", "False", v1alpha1.ReasonRouteNotAccepted))),
+			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 2, 2), measurement(t0, pass), routeRejected("x")),
+			now:  t0,
+			want: want{step: i32(1), conds: map[string]string{"Progressing": "False/RouteNotAccepted"}, noEvent: []string{EventRouteNotAccepted}},
+		},
+		// Inconclusive for too long.
+		{
+			name: "analysis inconclusive past the stall deadline reports Stalled with the metric's message and a hint, and neither promotes nor rolls back",
+			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 1, t0.Add(-time.Hour), 10), inconclusiveSince(t0.Add(-DefaultInconclusiveStall)))),
+			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 2, 2), measurement(t0, inc)),
+			now:  t0,
+			want: want{
+				phase: v1alpha1.PhaseProgressing, step: i32(1), weights: w(90, 10), events: []string{EventAnalysisStalled}, noEvent: []string{EventRolledBack},
+				conds: map[string]string{"Stalled": "True/AnalysisInconclusive", "Reconciling": "False/AnalysisInconclusive", "Progressing": "False/AnalysisInconclusive", "Ready": "False/RolloutInProgress"},
+				check: func(t *testing.T, d Decision) {
+					msg := cond(d.Status, "Stalled").Message
+					for _, part := range []string{"inconclusive since 2026-03-01T11:50:00Z (over 10m0s)", "too few samples: 3 < 50", "too little traffic", "neither promote nor roll back"} {
+						if !strings.Contains(msg, part) {
+							t.Errorf("Stalled message %q does not say %q", msg, part)
+						}
+					}
+				},
+			},
+		},
+		{
+			name: "analysis inconclusive just short of the stall deadline is not Stalled and looks again at the deadline",
+			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 1, t0.Add(-time.Hour), 10), inconclusiveSince(t0.Add(-DefaultInconclusiveStall+3*time.Second)))),
+			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 2, 2), measurement(t0, inc)),
+			now:  t0,
+			want: want{phase: v1alpha1.PhaseProgressing, requeue: dur(3 * time.Second), conds: map[string]string{"Stalled": "False/Reconciled", "Reconciling": "True/Inconclusive"}},
+		},
+		{
+			name: "a configured inconclusiveStall reports Stalled after it rather than the default",
+			ms: newModelServer(steps, func(ms *v1alpha1.ModelServer) {
+				ms.Spec.Rollout.InconclusiveStall = v1alpha1.Duration{Duration: 3 * time.Minute}
+			},
+				withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 1, t0.Add(-time.Hour), 10), inconclusiveSince(t0.Add(-3*time.Minute)))),
+			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 2, 2), measurement(t0, inc)),
+			now:  t0,
+			want: want{phase: v1alpha1.PhaseProgressing, conds: map[string]string{"Stalled": "True/AnalysisInconclusive", "Reconciling": "False/AnalysisInconclusive"}},
+		},
+		{
+			name: "a stalled rollout with an inconclusiveDeadline says when that deadline rolls it back",
+			ms: newModelServer(steps, withInconclusiveDeadline(30*time.Minute), withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 1, t0.Add(-time.Hour), 10),
+				inconclusiveSince(t0.Add(-12*time.Minute)), measured(t0.Add(-10*time.Second), inc))),
+			obs: newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 2, 2)),
+			now: t0,
+			want: want{
+				phase: v1alpha1.PhaseProgressing, conds: map[string]string{"Stalled": "True/AnalysisInconclusive"},
+				check: func(t *testing.T, d Decision) {
+					if msg := cond(d.Status, "Stalled").Message; !strings.Contains(msg, "inconclusiveDeadline rolls it back at 2026-03-01T12:18:00Z") {
+						t.Errorf("Stalled message %q, want the rollback instant", msg)
+					}
+				},
+			},
+		},
+		{
+			name: "a stall on inconclusive analysis clears when a verdict returns",
+			ms: newModelServer(steps, withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 1, t0.Add(-time.Minute), 10), inconclusiveSince(t0.Add(-time.Hour)),
+				condition("Stalled", "True", v1alpha1.ReasonAnalysisInconclusive))),
+			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 2, 2), measurement(t0, pass)),
+			now:  t0,
+			want: want{phase: v1alpha1.PhaseProgressing, conds: map[string]string{"Stalled": "False/Reconciled", "Reconciling": "True/Analyzing"}, noEvent: []string{EventAnalysisStalled}},
+		},
+		{
+			name: "a stalled rollout repeats no event",
+			ms: newModelServer(steps, withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 1, t0.Add(-time.Hour), 10), inconclusiveSince(t0.Add(-time.Hour)),
+				measured(t0.Add(-10*time.Second), inc), condition("Stalled", "True", v1alpha1.ReasonAnalysisInconclusive))),
+			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 2, 2)),
+			now:  t0,
+			want: want{conds: map[string]string{"Stalled": "True/AnalysisInconclusive"}, noEvent: []string{EventAnalysisStalled}},
+		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

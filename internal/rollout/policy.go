@@ -20,6 +20,10 @@ const (
 	// WarmupPollInterval is how often a pass looks again while the candidate warms up or is
 	// being sized for its next weight: the warm-up check is an HTTP probe, not a watched object.
 	WarmupPollInterval = 5 * time.Second
+	// DefaultInconclusiveStall is spec.rollout.inconclusiveStall's default: how long a rollout
+	// may hold on inconclusive analysis before it is reported Stalled (reason AnalysisInconclusive). It neither promotes nor rolls back
+	// by itself: spec.rollout.inconclusiveDeadline is the user's opt-in to a rollback.
+	DefaultInconclusiveStall = 10 * time.Minute
 	// historyLimit is the number of RevisionRecords kept (the API's MaxItems).
 	historyLimit = 10
 )
@@ -35,6 +39,7 @@ type policy struct {
 	scaleDownDelay       time.Duration
 	progressDeadline     time.Duration
 	inconclusiveDeadline time.Duration // 0: none
+	inconclusiveStall    time.Duration
 	autoPromote          bool
 	failureLimit         int32
 }
@@ -42,13 +47,14 @@ type policy struct {
 func policyOf(ms *v1alpha1.ModelServer) policy {
 	r := ms.Spec.Rollout
 	p := policy{
-		steps:            validSteps(r.Steps),
-		stepDuration:     orDefault(r.StepDuration.Duration, DefaultStepDuration),
-		interval:         orDefault(r.Analysis.Interval.Duration, DefaultAnalysisInterval),
-		scaleDownDelay:   orDefault(r.ScaleDownDelay.Duration, DefaultScaleDownDelay),
-		progressDeadline: orDefault(r.ProgressDeadline.Duration, DefaultProgressDeadline),
-		autoPromote:      r.AutoPromote == nil || *r.AutoPromote,
-		failureLimit:     max(r.FailureLimit, 0),
+		steps:             validSteps(r.Steps),
+		stepDuration:      orDefault(r.StepDuration.Duration, DefaultStepDuration),
+		interval:          orDefault(r.Analysis.Interval.Duration, DefaultAnalysisInterval),
+		scaleDownDelay:    orDefault(r.ScaleDownDelay.Duration, DefaultScaleDownDelay),
+		progressDeadline:  orDefault(r.ProgressDeadline.Duration, DefaultProgressDeadline),
+		inconclusiveStall: orDefault(r.InconclusiveStall.Duration, DefaultInconclusiveStall),
+		autoPromote:       r.AutoPromote == nil || *r.AutoPromote,
+		failureLimit:      max(r.FailureLimit, 0),
 	}
 	if r.InconclusiveDeadline != nil && r.InconclusiveDeadline.Duration > 0 {
 		p.inconclusiveDeadline = r.InconclusiveDeadline.Duration
@@ -88,4 +94,18 @@ func orDefault(d, def time.Duration) time.Duration {
 func need(total, weight int32) int32 {
 	n := (int64(max(total, 0))*int64(weight) + 99) / 100
 	return int32(max(n, 1))
+}
+
+// carries is the largest weight, in percent, that ready pods of one color carry at the planned
+// per-pod load (total pods for 100%): the largest w with need(total, w) <= ready, that is
+// floor(100*ready/total), at most 100. No Ready pod carries 0; with a total of 0 one Ready pod
+// carries everything (need is at least 1).
+func carries(total, ready int32) int32 {
+	switch {
+	case ready <= 0:
+		return 0
+	case total <= 0:
+		return 100
+	}
+	return int32(min(100, int64(ready)*100/int64(total)))
 }

@@ -20,6 +20,13 @@ import (
 // rule fails instead of passing vacuously.
 type outcomes struct {
 	promotions, rollbacks, aborts, supersedes, advances, inconclusiveHolds, pauses, keptOps, awaiting int
+	// capped: passes where the candidate held less than its step because of its Ready pods;
+	// drains: passes where a rolled-back candidate still held weight; unreadyRollbacks:
+	// rollbacks at the progress deadline of a candidate below its step; routeHolds: passes held
+	// by a rejected route; stalls: passes Stalled on inconclusive analysis.
+	capped, drains, unreadyRollbacks, routeHolds, stalls int
+	// supersedeDrains: passes where a superseded candidate still held weight.
+	supersedeDrains int
 }
 
 func TestSequencesKeepInvariants(t *testing.T) {
@@ -43,12 +50,20 @@ func TestSequencesKeepInvariants(t *testing.T) {
 		total.pauses += o.pauses
 		total.keptOps += o.keptOps
 		total.awaiting += o.awaiting
+		total.capped += o.capped
+		total.drains += o.drains
+		total.unreadyRollbacks += o.unreadyRollbacks
+		total.routeHolds += o.routeHolds
+		total.stalls += o.stalls
+		total.supersedeDrains += o.supersedeDrains
 	}
 	t.Logf("outcomes over %d seeds: %+v", seeds, total)
 	for name, n := range map[string]int{
 		"promotions": total.promotions, "rollbacks": total.rollbacks, "aborts": total.aborts, "supersedes": total.supersedes,
 		"advances": total.advances, "inconclusive holds": total.inconclusiveHolds, "pauses": total.pauses,
 		"kept operations": total.keptOps, "awaiting promotion": total.awaiting,
+		"capped weights": total.capped, "drains after rollback": total.drains, "rollbacks of an unready candidate": total.unreadyRollbacks,
+		"route holds": total.routeHolds, "inconclusive stalls": total.stalls, "superseded candidates draining": total.supersedeDrains,
 	} {
 		if n < seeds/20 {
 			t.Errorf("only %d %s over %d seeds: the random runs do not exercise this rule", n, name, seeds)
@@ -71,11 +86,14 @@ func runRandom(seed uint64, passes int, log *passLog) (outcomes, error) {
 	if rng.IntN(2) == 0 {
 		ms.Spec.Rollout.InconclusiveDeadline = &v1alpha1.Duration{Duration: time.Duration(2+rng.IntN(10)) * time.Minute}
 	}
-	if rng.IntN(4) == 0 {
-		ms.Spec.Rollout.ProgressDeadline = v1alpha1.Duration{Duration: 5 * time.Minute}
+	if rng.IntN(2) == 0 {
+		ms.Spec.Rollout.ProgressDeadline = v1alpha1.Duration{Duration: time.Duration(1+rng.IntN(4)) * time.Minute}
+	}
+	if rng.IntN(3) == 0 {
+		ms.Spec.Rollout.InconclusiveStall = v1alpha1.Duration{Duration: time.Duration(3+rng.IntN(4)) * time.Minute}
 	}
 	pol := policyOf(ms)
-	qualities := []quality{good, good, good, bad, noData, broken, coldPods}
+	qualities := []quality{good, good, good, bad, noData, broken, coldPods, silent}
 	s := newSim(ms, int32(1+rng.IntN(6)), good)
 	if seed%3 == 0 {
 		s.capacity = int32(3 + rng.IntN(8)) // GPUs for 3..10 pods: often too few for both colors
@@ -98,6 +116,10 @@ func runRandom(seed uint64, passes int, log *passLog) (outcomes, error) {
 			if c := ms.Status.Candidate; c != nil && c.Revision == s.specRev {
 				s.op = []Operation{OpPromote, OpPromote, OpPromoteFull, OpAbort}[rng.IntN(4)]
 			}
+		case r < 18:
+			s.route = []metav1.ConditionStatus{"", metav1.ConditionTrue, metav1.ConditionFalse, metav1.ConditionUnknown}[rng.IntN(4)]
+		case r < 22:
+			s.loseCandidatePods(rng.IntN(3) != 0)
 		}
 		obs := s.observe()
 		if MeasureDue(ms, s.now) {
@@ -158,7 +180,14 @@ func checkContract(st v1alpha1.ModelServerStatus) error {
 		}
 		return nil
 	}
-	for _, want := range health.Conditions(st.Phase, 0) {
+	want := health.Conditions(st.Phase, 0)
+	if c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionStalled); st.Phase == v1alpha1.PhaseProgressing && c != nil && c.Reason == v1alpha1.ReasonAnalysisInconclusive {
+		if st.InconclusiveSince == nil {
+			return fmt.Errorf("stalled on inconclusive analysis without inconclusiveSince")
+		}
+		want = health.StalledProgressing(0)
+	}
+	for _, want := range want {
 		got := meta.FindStatusCondition(st.Conditions, want.Type)
 		if got == nil || got.Status != want.Status {
 			return fmt.Errorf("phase %s: %s is %v, the health contract says %s", st.Phase, want.Type, got, want.Status)
@@ -184,12 +213,27 @@ func checkPass(ms *v1alpha1.ModelServer, pol policy, prev *v1alpha1.ModelServerS
 		return fmt.Errorf("status weights %+v do not mirror %v", st.Weights, d.Weights)
 	}
 	cw := candidateWeightOf(st)
-	if st.Weights.Candidate != 0 && (st.Candidate == nil || stepIndex(steps, cw) < 0 || cw == 100) {
-		return fmt.Errorf("candidate weight %d is not a held step of %v", st.Weights.Candidate, steps)
+	stepW := stepWeightOf(st, steps)
+	if st.Weights.Candidate != 0 && (st.Candidate == nil || cw >= 100 || st.Phase != v1alpha1.PhaseRolledBack && cw > stepW) {
+		return fmt.Errorf("candidate weight %d is above its held step %d of %v", st.Weights.Candidate, stepW, steps)
 	}
-	// The candidate never serves a revision the spec no longer asks for.
+	if err := checkCarried(st, prev, obs, stepW); err != nil {
+		return err
+	}
+	// The candidate never serves a revision the spec no longer asks for, except a superseded
+	// one draining: then only what it held before and the stable color cannot carry yet.
 	if cw > 0 && st.Candidate.Revision != obs.Revision {
-		return fmt.Errorf("candidate %s holds %d%% but the spec asks for %s", st.Candidate.Revision, cw, obs.Revision)
+		stableReady := int32(0)
+		if co, ok := obs.Colors[st.Stable.Color]; ok && co.Revision == st.Stable.Revision {
+			stableReady = co.ReadyReplicas
+		}
+		if cw > drainCap(st, prev) || cw > 100-carries(obs.DesiredReplicas, stableReady) || st.Phase != v1alpha1.PhaseProgressing {
+			return fmt.Errorf("candidate %s holds %d%% but the spec asks for %s (phase %s, held %d%%, stable %d Ready)", st.Candidate.Revision, cw, obs.Revision, st.Phase, drainCap(st, prev), stableReady)
+		}
+		if c := cond(st, v1alpha1.ConditionReconciling); c == nil || c.Reason != v1alpha1.ReasonSuperseding {
+			return fmt.Errorf("superseded candidate draining without reason Superseding: %+v", c)
+		}
+		o.supersedeDrains++
 	}
 	// The stable color is asked for the whole total, on its revision; in swap mode (the
 	// cluster cannot hold both colors) it may shrink, but never below its traffic share, and
@@ -202,8 +246,11 @@ func checkPass(ms *v1alpha1.ModelServer, pol policy, prev *v1alpha1.ModelServerS
 		return fmt.Errorf("stable plan %+v, want %s×%d", p, st.Stable.Revision, obs.DesiredReplicas)
 	}
 	if obs.Capacity > 0 {
-		share := need(obs.DesiredReplicas, 100-cw)
-		if cw == 0 && obs.DesiredReplicas == 0 {
+		// The stable color is planned for its share at the step's weight (the candidate's
+		// weight may be capped lower by its Ready pods).
+		planned := max(cw, stepW)
+		share := need(obs.DesiredReplicas, 100-planned)
+		if planned == 0 && obs.DesiredReplicas == 0 {
 			share = 0
 		}
 		if p.Replicas > obs.DesiredReplicas || p.Replicas < min(share, obs.DesiredReplicas) {
@@ -212,6 +259,13 @@ func checkPass(ms *v1alpha1.ModelServer, pol policy, prev *v1alpha1.ModelServerS
 		if c := st.Candidate; c != nil && st.Phase != v1alpha1.PhaseRolledBack {
 			if cp, ok := d.Plans[c.Color]; ok && p.Replicas < obs.DesiredReplicas && p.Replicas+cp.Replicas > obs.Capacity && p.Replicas != share {
 				return fmt.Errorf("swap mode: stable shrank to %d, not to its share %d, yet %d+%d exceed the capacity %d", p.Replicas, share, p.Replicas, cp.Replicas, obs.Capacity)
+			}
+		}
+		// After a rollback or an abort the candidate keeps pods only for the weight it still
+		// carries, or where there is room beside the stable color's total.
+		if c := st.Candidate; c != nil && st.Phase == v1alpha1.PhaseRolledBack {
+			if cp, ok := d.Plans[c.Color]; ok && cp.Replicas > 0 && cp.Replicas > max(obs.Capacity-obs.DesiredReplicas, 0) && (cw == 0 || cp.Replicas > need(obs.DesiredReplicas, cw)) {
+				return fmt.Errorf("swap mode: rolled-back candidate keeps %d pods with weight %d beside a stable total %d in capacity %d", cp.Replicas, cw, obs.DesiredReplicas, obs.Capacity)
 			}
 		}
 	}
@@ -223,21 +277,22 @@ func checkPass(ms *v1alpha1.ModelServer, pol policy, prev *v1alpha1.ModelServerS
 	}
 
 	prevCW := candidateWeightOf(*prev)
+	prevStepW := stepWeightOf(*prev, steps)
 	promoted := prev.Candidate != nil && prev.Stable != nil && st.Stable.Revision == prev.Candidate.Revision && st.Stable.Color == prev.Candidate.Color && st.Stable.Revision != prev.Stable.Revision
 	sameRollout := prev.Candidate != nil && st.Candidate != nil && prev.Candidate.Revision == st.Candidate.Revision &&
 		prev.Candidate.Color == st.Candidate.Color && prev.Phase != v1alpha1.PhaseRolledBack && st.Phase != v1alpha1.PhaseRolledBack
 
-	// Within one rollout the candidate's weight only grows, one step at a time, and only onto
-	// Ready, warm pods.
-	if sameRollout && cw != prevCW {
-		if cw < prevCW {
-			return fmt.Errorf("candidate weight fell %d -> %d within a rollout", prevCW, cw)
+	// Within one rollout the step only grows, one at a time, and only onto Ready, warm pods
+	// (the weight falls below the step's only when the candidate's Ready pods do not carry it).
+	if sameRollout && st.Step != prev.Step {
+		if st.Step != prev.Step+1 {
+			return fmt.Errorf("step jumped %d -> %d over steps %v", prev.Step, st.Step, steps)
 		}
-		if want := steps[stepIndex(steps, prevCW)+1]; prevCW == 0 && cw != steps[0] || prevCW != 0 && cw != want {
-			return fmt.Errorf("candidate weight jumped %d -> %d over steps %v", prevCW, cw, steps)
-		}
-		if err := readyForWeight(obs, st.Candidate.Color, st.Candidate.Revision, cw); err != nil {
+		if err := readyForWeight(obs, st.Candidate.Color, st.Candidate.Revision, stepW); err != nil {
 			return err
+		}
+		if obs.RouteAccepted == metav1.ConditionFalse {
+			return fmt.Errorf("advanced to step %d while the route is not accepted", st.Step)
 		}
 		o.advances++
 	}
@@ -248,8 +303,8 @@ func checkPass(ms *v1alpha1.ModelServer, pol policy, prev *v1alpha1.ModelServerS
 			if len(steps) > 1 {
 				last = steps[len(steps)-2]
 			}
-			if prevCW != last {
-				return fmt.Errorf("promoted from weight %d, not from the last held step %d, without PromoteFull", prevCW, last)
+			if prevStepW != last {
+				return fmt.Errorf("promoted from step weight %d, not from the last held step %d, without PromoteFull", prevStepW, last)
 			}
 		}
 		if obs.Capacity == 0 {
@@ -262,13 +317,16 @@ func checkPass(ms *v1alpha1.ModelServer, pol policy, prev *v1alpha1.ModelServerS
 		if failedInRollout > int(pol.failureLimit) {
 			return fmt.Errorf("promoted after %d failed measurements, limit %d", failedInRollout, pol.failureLimit)
 		}
+		if obs.RouteAccepted == metav1.ConditionFalse {
+			return fmt.Errorf("promoted while the route is not accepted")
+		}
 		if (st.ScaleDownAt == nil && obs.Capacity == 0) || st.Weights.Stable != 100 {
 			return fmt.Errorf("promotion left ScaleDownAt %v weights %+v", st.ScaleDownAt, st.Weights)
 		}
 	}
 	// Leaving a held step without a request needs the step's time and a passing measurement
 	// taken in it (this holds for entering AwaitingPromotion too).
-	leftStep := sameRollout && cw > prevCW || promoted || st.Phase == v1alpha1.PhaseAwaitingPromotion && prev.Phase == v1alpha1.PhaseProgressing
+	leftStep := sameRollout && st.Step > prev.Step || promoted || st.Phase == v1alpha1.PhaseAwaitingPromotion && prev.Phase == v1alpha1.PhaseProgressing
 	if leftStep && prev.Step >= 1 && prev.Phase == v1alpha1.PhaseProgressing && obs.Operation != OpPromote && obs.Operation != OpPromoteFull {
 		if held := now.Sub(prev.StepStartedAt.Time); held < pol.stepDuration {
 			return fmt.Errorf("left step %d after %s, before its duration %s", prev.Step, held, pol.stepDuration)
@@ -283,8 +341,8 @@ func checkPass(ms *v1alpha1.ModelServer, pol policy, prev *v1alpha1.ModelServerS
 	}
 	// A rollback leaves everything on a stable color that runs the stable revision.
 	if st.Phase == v1alpha1.PhaseRolledBack {
-		if d.Weights[st.Stable.Color] != 100 || st.Weights.Stable != 100 {
-			return fmt.Errorf("rolled back with weights %v", d.Weights)
+		if cw > 0 && cw > drainCap(st, prev) {
+			return fmt.Errorf("rolled back with weights %v: the candidate's weight grew from %d", d.Weights, prevCW)
 		}
 		if st.Candidate == nil || st.RolledBackRevision != st.Candidate.Revision || st.RolledBackRevision != obs.Revision {
 			return fmt.Errorf("rolled back with candidate %+v rolledBackRevision %q spec %s", st.Candidate, st.RolledBackRevision, obs.Revision)
@@ -313,10 +371,10 @@ func checkPass(ms *v1alpha1.ModelServer, pol policy, prev *v1alpha1.ModelServerS
 		return fmt.Errorf("rolled back %s which was not the candidate being rolled out", st.RolledBackRevision)
 	}
 	// Paused freezes the step and weights.
-	if ms.Spec.Paused && prev.Phase == v1alpha1.PhasePaused && st.Phase == v1alpha1.PhasePaused && sameRollout && (st.Step != prev.Step || cw != prevCW) {
+	if ms.Spec.Paused && prev.Phase == v1alpha1.PhasePaused && st.Phase == v1alpha1.PhasePaused && sameRollout && (st.Step != prev.Step || cw > prevStepW) {
 		return fmt.Errorf("paused rollout moved: step %d -> %d, weight %d -> %d", prev.Step, st.Step, prevCW, cw)
 	}
-	if ms.Spec.Paused && st.Candidate != nil && st.Phase != v1alpha1.PhaseRolledBack && st.Phase != v1alpha1.PhasePaused {
+	if ms.Spec.Paused && st.Candidate != nil && st.Candidate.Revision == obs.Revision && st.Phase != v1alpha1.PhaseRolledBack && st.Phase != v1alpha1.PhasePaused {
 		return fmt.Errorf("spec paused but phase %s", st.Phase)
 	}
 	// Ready means the spec's revision has all traffic.
@@ -328,6 +386,50 @@ func checkPass(ms *v1alpha1.ModelServer, pol policy, prev *v1alpha1.ModelServerS
 	}
 	if st.InconclusiveSince != nil && prev.InconclusiveSince == nil {
 		o.inconclusiveHolds++
+	}
+	if stepW > 0 && cw < stepW && st.Candidate.Revision == obs.Revision {
+		o.capped++
+		if st.Candidate.UnreadySince == nil {
+			return fmt.Errorf("candidate capped at %d%% below its step %d%% without unreadySince", cw, stepW)
+		}
+	}
+	if c := st.Candidate; c != nil && c.UnreadySince != nil && (stepW == 0 || cw >= stepW || c.Revision != obs.Revision) {
+		return fmt.Errorf("unreadySince %v on a candidate that carries its step (%d%% of %d%%)", c.UnreadySince, cw, stepW)
+	}
+	if st.Phase == v1alpha1.PhaseRolledBack && cw > 0 {
+		o.drains++
+	}
+	// A candidate below its step is rolled back at the progress deadline from the moment it
+	// went below, never later (unless paused), and never earlier for that reason.
+	if pc := prev.Candidate; pc != nil && pc.UnreadySince != nil && prev.Phase == v1alpha1.PhaseProgressing && !ms.Spec.Paused && pc.Revision == obs.Revision {
+		due := !now.Before(pc.UnreadySince.Add(pol.progressDeadline))
+		rolledBack := st.Phase == v1alpha1.PhaseRolledBack && prev.Phase != v1alpha1.PhaseRolledBack
+		if due && st.Candidate != nil && st.Candidate.UnreadySince != nil && !rolledBack {
+			return fmt.Errorf("candidate below its step since %s is still in the rollout at %s, past the progress deadline %s", pc.UnreadySince.Time, now, pol.progressDeadline)
+		}
+		if rolledBack && strings.Contains(st.History[0].Reason, "for its") {
+			if !due {
+				return fmt.Errorf("rolled back before the progress deadline: %s", st.History[0].Reason)
+			}
+			o.unreadyRollbacks++
+		}
+	}
+	// A rejected route holds the rollout and says so.
+	if obs.RouteAccepted == metav1.ConditionFalse && st.Phase == v1alpha1.PhaseProgressing && st.Candidate != nil && prev.Candidate != nil && prev.Candidate.Revision == st.Candidate.Revision && prev.Step < len32(steps) && (prev.Phase == v1alpha1.PhaseProgressing) {
+		if c := cond(st, v1alpha1.ConditionProgressing); c != nil && c.Reason == v1alpha1.ReasonRouteNotAccepted {
+			o.routeHolds++
+		}
+	}
+	if c := cond(st, v1alpha1.ConditionStalled); c != nil && c.Status == metav1.ConditionTrue && c.Reason == v1alpha1.ReasonAnalysisInconclusive {
+		o.stalls++
+		if st.InconclusiveSince == nil || now.Sub(st.InconclusiveSince.Time) < pol.inconclusiveStall {
+			return fmt.Errorf("stalled on inconclusive analysis before %s (since %v)", pol.inconclusiveStall, st.InconclusiveSince)
+		}
+		if !strings.Contains(c.Message, "inconclusive since") || !strings.Contains(c.Message, "(") {
+			return fmt.Errorf("stall message does not say why: %q", c.Message)
+		}
+	} else if st.Phase == v1alpha1.PhaseProgressing && st.Step >= 1 && st.InconclusiveSince != nil && now.Sub(st.InconclusiveSince.Time) >= pol.inconclusiveStall {
+		return fmt.Errorf("inconclusive since %s, past %s, but not Stalled", st.InconclusiveSince.Time, pol.inconclusiveStall)
 	}
 	if st.Phase == v1alpha1.PhasePaused && prev.Phase != v1alpha1.PhasePaused {
 		o.pauses++
@@ -346,6 +448,60 @@ func checkPass(ms *v1alpha1.ModelServer, pol policy, prev *v1alpha1.ModelServerS
 	}
 	if st.Phase == v1alpha1.PhaseProgressing && d.RequeueAfter == 0 {
 		return fmt.Errorf("a progressing rollout with nothing timed")
+	}
+	return nil
+}
+
+// stepWeightOf is the weight of a live rollout's held step (0 before the first step, after a
+// rollback and without a rollout).
+func stepWeightOf(st v1alpha1.ModelServerStatus, steps []int32) int32 {
+	if st.Candidate == nil || st.Step < 1 || st.Phase == v1alpha1.PhaseRolledBack || int(st.Step) > len(steps) {
+		return 0
+	}
+	return steps[st.Step-1]
+}
+
+// drainCap is the most a rolled-back candidate may hold: its weight in the previous pass (for
+// the same candidate), never more.
+func drainCap(st v1alpha1.ModelServerStatus, prev *v1alpha1.ModelServerStatus) int32 {
+	c, p := st.Candidate, prev.Candidate
+	if c == nil || p == nil || c.Color != p.Color || c.Revision != p.Revision {
+		return 0
+	}
+	return prev.Weights.Candidate
+}
+
+// checkCarried: no color holds more weight than its Ready pods carry, except the stable color
+// when the candidate already holds all it may (its step's weight, or what it held before a
+// rollback) or all its own Ready pods carry: then stable is preferred.
+func checkCarried(st v1alpha1.ModelServerStatus, prev *v1alpha1.ModelServerStatus, obs Observation, stepW int32) error {
+	c := st.Candidate
+	if c == nil {
+		return nil
+	}
+	total := obs.DesiredReplicas
+	readyOn := func(color v1alpha1.Color, rev string) int32 {
+		if co, ok := obs.Colors[color]; ok && co.Exists && co.Revision == rev {
+			return co.ReadyReplicas
+		}
+		return 0
+	}
+	cw := candidateWeightOf(st)
+	candCarry := carries(total, readyOn(c.Color, c.Revision))
+	if cw > candCarry {
+		return fmt.Errorf("candidate holds %d%% but its %d Ready pods carry %d%% of %d", cw, readyOn(c.Color, c.Revision), candCarry, total)
+	}
+	limit := stepW
+	draining := st.Phase == v1alpha1.PhaseRolledBack || c.Revision != obs.Revision
+	if draining {
+		limit = drainCap(st, prev)
+	}
+	stableCarry := carries(total, readyOn(st.Stable.Color, st.Stable.Revision))
+	if 100-cw > stableCarry && cw < min(limit, candCarry) {
+		return fmt.Errorf("stable holds %d%% beyond the %d%% its Ready pods carry while the candidate (limit %d%%, carries %d%%) holds only %d%%", 100-cw, stableCarry, limit, candCarry, cw)
+	}
+	if !draining && stepW > 0 && cw < min(stepW, candCarry) {
+		return fmt.Errorf("candidate holds %d%%, less than its step %d%% and its carry %d%%", cw, stepW, candCarry)
 	}
 	return nil
 }
@@ -378,6 +534,8 @@ func checkInconclusive(prev *v1alpha1.ModelServerStatus, d, d0 Decision) error {
 	return nil
 }
 
+func len32[T any](s []T) int32 { return int32(len(s)) }
+
 func condStatus(st v1alpha1.ModelServerStatus, typ string) metav1.ConditionStatus {
 	if c := cond(st, typ); c != nil {
 		return c.Status
@@ -409,4 +567,72 @@ func (l *passLog) String() string {
 		lines = append(lines, formatPass(p.pass, p.now, p.start, p.paused, p.obs, p.d))
 	}
 	return strings.Join(lines, "\n")
+}
+
+// A candidate that loses all its pods at step 2, with no passing measurement in that step
+// (its measurements are inconclusive: nothing reaches it), gives its weight to stable at once
+// and is rolled back, reason ProgressDeadlineExceeded, at the progress deadline counted from
+// the pass that saw the loss.
+func TestCandidateLosingItsPodsAtStep2IsRolledBackAtTheProgressDeadline(t *testing.T) {
+	deadline := 5 * time.Minute
+	ms := newModelServer(withSteps(10, 50, 100), withStepDuration(2*time.Minute), withInterval(30*time.Second))
+	ms.Spec.Rollout.ProgressDeadline = v1alpha1.Duration{Duration: deadline}
+	s := newSim(ms, 4, good)
+	var log passLog
+	var lostAt time.Time
+	for i := range 200 {
+		if i == 10 {
+			s.newRevision(good)
+		}
+		obs := s.observe()
+		if MeasureDue(ms, s.now) {
+			verdict := v1alpha1.VerdictPass
+			if !lostAt.IsZero() {
+				verdict = inc
+			}
+			obs.Measurement = &Measurement{At: s.now, Results: results(s.now, verdict)}
+		}
+		d := Next(ms, obs, s.now)
+		log.add(loggedPass{i, s.now, s.start, false, obs, d})
+		st := d.Status
+		lose := false
+		switch {
+		case lostAt.IsZero() && st.Step == 2 && st.Phase == v1alpha1.PhaseProgressing && d.Weights[green] == 50:
+			lose = true
+		case !lostAt.IsZero() && st.Phase == v1alpha1.PhaseRolledBack:
+			if s.now.Before(lostAt.Add(deadline)) {
+				t.Fatalf("rolled back at %s, before the deadline %s from the loss at %s\n%s", s.now, deadline, lostAt, log.String())
+			}
+			if s.now.Sub(lostAt.Add(deadline)) > 20*time.Second {
+				t.Fatalf("rolled back at %s, more than a pass after the deadline %s\n%s", s.now, lostAt.Add(deadline), log.String())
+			}
+			r := st.History[0]
+			if r.Outcome != v1alpha1.OutcomeRolledBack || !strings.Contains(r.Reason, v1alpha1.ReasonProgressDeadline) {
+				t.Fatalf("history[0] = %+v, want RolledBack for %s", r, v1alpha1.ReasonProgressDeadline)
+			}
+			if d.Weights[blue] != 100 {
+				t.Fatalf("rolled back with weights %v", d.Weights)
+			}
+			t.Logf("FIGURE candidate lost at %s, rolled back %s later (deadline %s)", lostAt.Sub(s.start), s.now.Sub(lostAt), deadline)
+			return
+		case !lostAt.IsZero():
+			if d.Weights[green] != 0 {
+				t.Fatalf("pass %d: candidate with no Ready pod holds %d%%\n%s", i, d.Weights[green], log.String())
+			}
+			if u := st.Candidate.UnreadySince; u == nil || !u.Time.Equal(lostAt) {
+				t.Fatalf("pass %d: unreadySince %v, want %s (the pass that saw the loss)", i, u, lostAt)
+			}
+			if st.Step != 2 || st.Phase != v1alpha1.PhaseProgressing {
+				t.Fatalf("pass %d: step %d phase %s, want step 2 held", i, st.Step, st.Phase)
+			}
+		}
+		s.apply(d)
+		if lose {
+			s.loseCandidatePods(true) // crash loop: the pods do not come back
+			lostAt = s.now.Add(20 * time.Second)
+		}
+		s.evolveSteady()
+		s.now = s.now.Add(20 * time.Second)
+	}
+	t.Fatalf("never rolled back\n%s", log.String())
 }

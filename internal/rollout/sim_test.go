@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
 )
 
@@ -24,10 +26,11 @@ const (
 	noData                  // mostly inconclusive
 	broken                  // never Ready
 	coldPods                // Ready but never warm
+	silent                  // always inconclusive (no samples in the window)
 )
 
 func (q quality) String() string {
-	return [...]string{"good", "bad", "noData", "broken", "coldPods"}[q]
+	return [...]string{"good", "bad", "noData", "broken", "coldPods", "silent"}[q]
 }
 
 type simDeployment struct {
@@ -49,6 +52,8 @@ type sim struct {
 	nextRev int
 	// capacity is the pods the cluster holds for both colors (0: unlimited; swap mode below).
 	capacity int32
+	// route is the HTTPRoute's acceptance by its Gateways ("" : no Gateway answered).
+	route metav1.ConditionStatus
 }
 
 func newSim(ms *v1alpha1.ModelServer, total int32, q quality) *sim {
@@ -65,7 +70,10 @@ func (s *sim) newRevision(q quality) {
 }
 
 func (s *sim) observe() Observation {
-	o := Observation{Revision: s.specRev, Image: "vllm:" + s.specRev, DesiredReplicas: s.total, Colors: map[v1alpha1.Color]ColorObservation{}, Operation: s.op, Capacity: s.capacity}
+	o := Observation{Revision: s.specRev, Image: "vllm:" + s.specRev, DesiredReplicas: s.total, Colors: map[v1alpha1.Color]ColorObservation{}, Operation: s.op, Capacity: s.capacity, RouteAccepted: s.route}
+	if s.route == metav1.ConditionFalse {
+		o.RouteMessage = "parent gw did not accept the HTTPRoute: NotAllowedByListeners: no listener allows this route"
+	}
 	for c, d := range s.deps {
 		o.Colors[c] = ColorObservation{Exists: true, Revision: d.rev, Image: "vllm:" + d.rev, Replicas: d.replicas,
 			ReadyReplicas: d.ready, AvailableReplicas: d.ready, UpdatedReplicas: d.replicas, Warm: d.warm}
@@ -78,6 +86,9 @@ func (s *sim) measure(rng *rand.Rand) *Measurement {
 	cand := s.ms.Status.Candidate
 	q := s.quality[cand.Revision]
 	n := rng.IntN(3) // 0 metrics: the controller signals "no metric configured" with no results
+	if q == silent {
+		return &Measurement{At: s.now, Results: results(s.now, inc)}
+	}
 	var vs []v1alpha1.Verdict
 	for range n {
 		r := rng.Float64()
@@ -132,7 +143,11 @@ func (s *sim) apply(d Decision) {
 
 // evolve lets pods come up (or crash) for elapsed time.
 func (s *sim) evolve(rng *rand.Rand) {
-	for _, d := range s.deps {
+	for _, c := range []v1alpha1.Color{blue, green} { // in order: a seed replays the same run
+		d := s.deps[c]
+		if d == nil {
+			continue
+		}
 		q := s.quality[d.rev]
 		if q == broken {
 			d.ready = 0
@@ -150,6 +165,24 @@ func (s *sim) evolve(rng *rand.Rand) {
 			d.warm = true
 		}
 	}
+}
+
+// loseCandidatePods takes every Ready pod of the live candidate's color away (OOM, crash
+// loop, node loss): they come back only through evolve.
+func (s *sim) loseCandidatePods(crashLoop bool) bool {
+	c := s.ms.Status.Candidate
+	if c == nil {
+		return false
+	}
+	d := s.deps[c.Color]
+	if d == nil || d.rev != c.Revision || d.ready == 0 {
+		return false
+	}
+	d.ready, d.warm = 0, false
+	if crashLoop {
+		s.quality[c.Revision] = broken
+	}
+	return true
 }
 
 // evolveSteady lets every Deployment come up by one pod per pass, warm once complete.

@@ -78,3 +78,113 @@ func TestSwapModeWhenBothColorsDoNotFit(t *testing.T) {
 		})
 	}
 }
+
+// swapCluster is a cluster with GPUs for capacity pods: a planned pod starts only when a GPU
+// is free, and a Deployment scaled down frees its GPUs at once.
+type swapCluster struct {
+	capacity int32
+	ready    map[v1alpha1.Color]int32
+	replicas map[v1alpha1.Color]int32
+	rev      map[v1alpha1.Color]string
+}
+
+func (c *swapCluster) observe(spec string, total int32) Observation {
+	o := newObs(spec, total, withCapacity(c.capacity))
+	for col, rev := range c.rev {
+		o.Colors[col] = ColorObservation{Exists: true, Revision: rev, Image: "img:" + rev, Replicas: c.replicas[col], ReadyReplicas: c.ready[col], AvailableReplicas: c.ready[col], UpdatedReplicas: c.replicas[col], Warm: c.ready[col] > 0}
+	}
+	return o
+}
+
+// apply scales the Deployments to their plans; then one pending pod per color starts if a GPU
+// is free (scheduling and model loading take a pass).
+func (c *swapCluster) apply(d Decision) {
+	for col, p := range d.Plans {
+		c.rev[col], c.replicas[col] = p.Revision, p.Replicas
+		c.ready[col] = min(c.ready[col], p.Replicas)
+	}
+	for _, col := range []v1alpha1.Color{blue, green} {
+		used := c.ready[blue] + c.ready[green]
+		if c.ready[col] < c.replicas[col] && used < c.capacity {
+			c.ready[col]++
+		}
+	}
+}
+
+func TestSwapModeRollbackAbortAndSupersedeMoveWeightBackInStepWithTheStableColor(t *testing.T) {
+	for _, name := range []string{"a rollback", "an abort", "a superseding edit"} {
+		abort, supersede := name == "an abort", name == "a superseding edit"
+		spec := revB
+		if supersede {
+			spec = revC
+		}
+		t.Run(name+" gives weight back as fast as the stable color's Ready pods carry it", func(t *testing.T) {
+			const total, capacity = 12, 16
+			ms := newModelServer(withSteps(25, 50, 100), withStepDuration(time.Minute), withInterval(30*time.Second), withFailureLimit(0),
+				withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 6), inRollout(revB, 2, t0.Add(-time.Minute), 50)))
+			c := &swapCluster{capacity: capacity,
+				ready:    map[v1alpha1.Color]int32{blue: 6, green: 10},
+				replicas: map[v1alpha1.Color]int32{blue: 6, green: 10},
+				rev:      map[v1alpha1.Color]string{blue: revA, green: revB}}
+			now := t0
+			prevW := int32(50)
+			passes := 0
+			for i := range 40 {
+				obs := c.observe(spec, total)
+				if i == 0 {
+					switch {
+					case abort:
+						obs.Operation = OpAbort
+					case !supersede:
+						obs.Measurement = &Measurement{At: now, Results: results(now, fail)}
+					}
+				}
+				d := Next(ms, obs, now)
+				if want := v1alpha1.PhaseRolledBack; !supersede && d.Status.Phase != want || supersede && d.Status.Phase != v1alpha1.PhaseProgressing {
+					t.Fatalf("pass %d: phase %s", i, d.Status.Phase)
+				}
+				if supersede && d.Status.Candidate.Revision == revC && c.ready[blue] < total && d.Weights[green] == 0 && prevW > 0 {
+					t.Fatalf("pass %d: %s started before the stable color carried all traffic (%d/%d Ready)", i, revC, c.ready[blue], total)
+				}
+				cw := d.Weights[green]
+				if cw > prevW {
+					t.Fatalf("pass %d: candidate weight grew %d -> %d after the rollback", i, prevW, cw)
+				}
+				// Stable never holds more than its Ready pods carry while the candidate can take it.
+				if sc := carries(total, c.ready[blue]); 100-cw > sc && cw < min(prevW, carries(total, c.ready[green])) {
+					t.Fatalf("pass %d: stable holds %d%% with %d Ready (carry %d%%) while the candidate could keep %d%%", i, 100-cw, c.ready[blue], sc, prevW)
+				}
+				// The candidate's GPUs: no more pods than its weight needs or the room beside stable.
+				if p := d.Plans[green].Replicas; p > max(need(total, cw), capacity-total) && cw > 0 || cw == 0 && p > capacity-total {
+					t.Fatalf("pass %d: candidate planned %d pods for %d%% in swap mode", i, p, cw)
+				}
+				if p := d.Plans[blue]; p.Replicas != total || p.Revision != revA {
+					t.Fatalf("pass %d: stable plan %+v, want %s×%d", i, p, revA, total)
+				}
+				prevW = cw
+				ms.Status = d.Status
+				c.apply(d)
+				now = now.Add(10 * time.Second)
+				if cw == 0 && c.ready[blue] == total && (!supersede || d.Status.Candidate.Revision == revC) {
+					passes = i + 1
+					break
+				}
+			}
+			if passes == 0 {
+				t.Fatalf("stable never took all traffic back: weights %+v, blue %d/%d Ready", ms.Status.Weights, c.ready[blue], total)
+			}
+			want := int32(0)
+			if abort {
+				want = capacity - total // kept for inspection where there is room, until the scale-down delay
+			}
+			if supersede {
+				if c.rev[green] != revC {
+					t.Errorf("green runs %s, want the superseding %s", c.rev[green], revC)
+				}
+			} else if c.replicas[green] != want {
+				t.Errorf("candidate left with %d replicas, want %d", c.replicas[green], want)
+			}
+			t.Logf("FIGURE swap-mode %s: all traffic back on a full stable color after %d passes (stable 6 -> %d Ready, never carrying more than its pods)", name, passes, total)
+		})
+	}
+}

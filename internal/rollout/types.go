@@ -7,6 +7,8 @@ package rollout
 import (
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
 )
 
@@ -27,6 +29,10 @@ type ColorObservation struct {
 	UpdatedReplicas   int32
 	// Warm is true when every Ready pod of this color passed the warm-up check (or none is asked).
 	Warm bool
+	// Stale is true when the Deployment's status is older than its spec (status.observedGeneration
+	// behind metadata.generation, as just after a scale): the counts above are then zero, which
+	// is no news rather than "no pods", so Next keeps the Ready count of its last pass.
+	Stale bool
 }
 
 // Operation is a human's request, read from the operation annotations and already matched to
@@ -72,6 +78,14 @@ type Observation struct {
 	Measurement *Measurement
 	// Operation requested by a human for the current candidate.
 	Operation Operation
+	// RouteAccepted is the HTTPRoute's acceptance by its Gateways (the RouteAccepted
+	// condition's status). False holds a live rollout: it neither advances nor promotes, not
+	// even by request, until the route is accepted again; rollbacks and aborts still act.
+	// Unknown or empty (no Gateway has answered: many gateways and test setups never write
+	// route status) does not hold.
+	RouteAccepted metav1.ConditionStatus
+	// RouteMessage says why the route was not accepted, for the status message.
+	RouteMessage string
 }
 
 // ColorPlan is what one color's Deployment should be.
