@@ -243,8 +243,10 @@ type AnalysisSpec struct {
 	Interval metav1.Duration `json:"interval,omitempty"`
 
 	// MinSamples is the number of candidate requests (over the analysis window) below which a
-	// measurement is inconclusive rather than judged. Defaults to 50.
-	// +kubebuilder:default=50
+	// measurement is inconclusive rather than judged. Defaults to 20: histogram metrics (the
+	// presets' latencies) are judged with a test that accounts for the sample counts, so a
+	// low count makes a measurement inconclusive rather than failed.
+	// +kubebuilder:default=20
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	MinSamples int32 `json:"minSamples,omitempty"`
@@ -295,6 +297,35 @@ type AnalysisMetric struct {
 	// color: candidate <= ratio * stable (e.g. 1.2 for "at most 20% worse").
 	// +optional
 	MaxRatioToStable *resource.Quantity `json:"maxRatioToStable,omitempty"`
+
+	// Histogram, when set, says the metric is a quantile of a Prometheus histogram and gives
+	// its bucket counts; the metric is then judged from those counts and Query is not run (it
+	// stays the metric's scalar form, for dashboards and people). MaxRatioToStable becomes a
+	// statistical test that accounts for the number of requests of each color: a measurement
+	// fails only when the candidate is, with 99% confidence, slower than ratio x stable, and
+	// is inconclusive while the counts cannot tell. Max and Min bound the quantile as
+	// interpolated from the buckets (as histogram_quantile does).
+	// +optional
+	Histogram *AnalysisHistogram `json:"histogram,omitempty"`
+}
+
+// AnalysisHistogram is a latency histogram a metric is read from.
+type AnalysisHistogram struct {
+	// BucketQuery is the PromQL template of the histogram's cumulative bucket counts over the
+	// analysis window, one series per "le" label, including le="+Inf"; the same variables as
+	// Query. For example:
+	// sum by (le) (increase(vllm:e2e_request_latency_seconds_bucket{namespace="{{.Namespace}}",pod=~"{{.Pods}}"}[{{.Window}}]))
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=4096
+	// +required
+	BucketQuery string `json:"bucketQuery"`
+
+	// Percentile is the quantile judged, in percent (95 for the p95). Defaults to 95.
+	// +kubebuilder:default=95
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=99
+	// +optional
+	Percentile int32 `json:"percentile,omitempty"`
 }
 
 // AutoscalingSpec makes modelship own the replica count across both colors.
