@@ -395,6 +395,13 @@ func TestRunRejectsBadTemplatesBeforeQuerying(t *testing.T) {
 			want: `metrics[broken].query: parsing query template`,
 		},
 		{
+			name: "a histogram's bucket query with an unknown key",
+			spec: v1alpha1.AnalysisSpec{Preset: v1alpha1.AnalysisPresetNone, Metrics: []v1alpha1.AnalysisMetric{
+				{Name: "lat", Query: `x{pod=~"{{.Pods}}"}`, MaxRatioToStable: q("1.2"), Histogram: &v1alpha1.AnalysisHistogram{BucketQuery: `x_bucket{d="{{.Deployment}}"}`}},
+			}},
+			want: `metrics[lat].histogram.bucketQuery: rendering query template`,
+		},
+		{
 			name: "a bad sample query",
 			spec: v1alpha1.AnalysisSpec{Preset: v1alpha1.AnalysisPresetVLLM, MinSamples: 50, SampleQuery: `sum(x{{.Nope}})`},
 			want: `sampleQuery`,

@@ -334,6 +334,14 @@ func TestRejectsInvalidSpecsAtAdmissionNamingTheField(t *testing.T) {
 		{"an analysis metric without a bound", func(ms *v1alpha1.ModelServer) {
 			ms.Spec.Rollout.Analysis.Metrics = []v1alpha1.AnalysisMetric{{Name: "ttft", Query: "x"}}
 		}, "an analysis metric needs at least one of max, min or maxRatioToStable"},
+		{"a histogram percentile of 100", func(ms *v1alpha1.ModelServer) {
+			ms.Spec.Rollout.Analysis.Metrics = []v1alpha1.AnalysisMetric{{Name: "ttft", Query: "x", MaxRatioToStable: q("1.2"),
+				Histogram: &v1alpha1.AnalysisHistogram{BucketQuery: "b", Percentile: 100}}}
+		}, "spec.rollout.analysis.metrics[0].histogram.percentile"},
+		{"a histogram without a bucket query", func(ms *v1alpha1.ModelServer) {
+			ms.Spec.Rollout.Analysis.Metrics = []v1alpha1.AnalysisMetric{{Name: "ttft", Query: "x", MaxRatioToStable: q("1.2"),
+				Histogram: &v1alpha1.AnalysisHistogram{}}}
+		}, "spec.rollout.analysis.metrics[0].histogram.bucketQuery"},
 		{"an unknown analysis preset", func(ms *v1alpha1.ModelServer) { ms.Spec.Rollout.Analysis.Preset = "sglang-fast" }, "spec.rollout.analysis.preset"},
 		{"an analysis metric name with capitals", func(ms *v1alpha1.ModelServer) {
 			ms.Spec.Rollout.Analysis.Metrics = []v1alpha1.AnalysisMetric{{Name: "TTFT", Query: "x", Max: q("1")}}
@@ -378,7 +386,7 @@ func TestDefaultsAreFilledAtAdmission(t *testing.T) {
 	r := got.Spec.Rollout
 	if fmt.Sprint(r.Steps) != "[10 25 50 100]" || r.StepDuration.Duration != 2*time.Minute || r.ScaleDownDelay.Duration != 10*time.Minute ||
 		!ptr.Deref(r.AutoPromote, false) || r.FailureLimit != 1 || r.Analysis.Preset != v1alpha1.AnalysisPresetVLLM ||
-		r.Analysis.MinSamples != 50 || r.Analysis.Interval.Duration != 30*time.Second || got.Spec.Port != 8000 || ptr.Deref(got.Spec.Replicas, 0) != 1 {
+		r.Analysis.MinSamples != 20 || r.Analysis.Interval.Duration != 30*time.Second || got.Spec.Port != 8000 || ptr.Deref(got.Spec.Replicas, 0) != 1 {
 		t.Errorf("defaults not filled: replicas %v port %d rollout %+v", got.Spec.Replicas, got.Spec.Port, r)
 	}
 }
