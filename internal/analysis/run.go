@@ -48,6 +48,9 @@ func (t Target) vars(c ColorTarget, window string) metrics.Vars {
 // Run takes one measurement: it renders each of the spec's effective metrics
 // (metrics.EffectiveMetrics) for the candidate, and for the stable color when the metric has a
 // relative bound, runs the sample query once for the candidate, and judges each metric at at.
+// A metric with a Histogram runs its bucket query instead of its query, for both colors, and is
+// judged by JudgeHistogram; the sample query then also runs for the stable color (the test's
+// effective sample size), and for the candidate even when MinSamples is 0.
 // window is the measurement interval; queries use metrics.AnalysisWindow(window) (at least 1m).
 //
 // A template that does not render is an error (a spec error: report it, retrying will not

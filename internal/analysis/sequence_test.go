@@ -273,6 +273,12 @@ func TestSequenceLowTrafficRollouts(t *testing.T) {
 		t.Errorf("%d of %d 1.5x-slower candidates rolled back, want at least 95%%", slow.rolledBack, runs)
 	}
 
+	for _, factor := range []float64{1.25, 1.3} {
+		s := runRollouts(t, runs, factor, spec)
+		t.Logf("FIGURE: %gx-slower rollouts at 20-100 requests/window, histogram test, minSamples 20: %d/%d (%.1f%%) rolled back, %d promoted",
+			factor, s.rolledBack, runs, 100*float64(s.rolledBack)/runs, runs-s.rolledBack-s.stalled)
+	}
+
 	bare := runRollouts(t, runs, 1, bareRatioSpec(20))
 	t.Logf("FIGURE: A/A rollouts at 20-100 requests/window, bare ratio judge (p95 <= 1.2x stable), minSamples 20: %d/%d (%.1f%%) rolled back, %d failed measurements of %d",
 		bare.rolledBack, runs, 100*float64(bare.rolledBack)/runs, bare.failures, bare.measurements)
