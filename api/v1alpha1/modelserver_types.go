@@ -278,8 +278,10 @@ type AnalysisSpec struct {
 	Interval Duration `json:"interval,omitempty,omitzero"`
 
 	// MinSamples is the number of candidate requests (over the analysis window) below which a
-	// measurement is inconclusive rather than judged. Defaults to 50.
-	// +kubebuilder:default=50
+	// measurement is inconclusive rather than judged. Defaults to 20: histogram metrics (the
+	// presets' latencies) are judged with a test that accounts for the sample counts, so a
+	// low count makes a measurement inconclusive rather than failed.
+	// +kubebuilder:default=20
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=1000000
 	// +optional
@@ -339,6 +341,37 @@ type AnalysisMetric struct {
 	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self > 0 : !(self.startsWith('-') || self in ['0', '+0', '0.', '.0', '0.0', '0.00', '0m', '0u', '0n'])",message="spec.rollout.analysis.metrics[*].maxRatioToStable must be greater than 0, such as 1.2 for at most 20% worse than the stable color"
 	// +optional
 	MaxRatioToStable *resource.Quantity `json:"maxRatioToStable,omitempty"`
+
+	// Histogram, when set, says the metric is a quantile of a Prometheus histogram and gives
+	// its bucket counts; the metric is then judged from those counts and Query is not run (it
+	// stays the metric's scalar form, for dashboards and people). MaxRatioToStable becomes a
+	// statistical test that accounts for the number of requests of each color: a measurement
+	// fails only when the candidate is, with 99% confidence, slower than ratio x stable, and
+	// is inconclusive while the counts cannot tell. Max and Min bound the quantile as
+	// interpolated from the buckets (as histogram_quantile does).
+	// +optional
+	Histogram *AnalysisHistogram `json:"histogram,omitempty"`
+}
+
+// AnalysisHistogram is a latency histogram a metric is read from.
+type AnalysisHistogram struct {
+	// BucketQuery is the PromQL template of the histogram's cumulative bucket counts over the
+	// analysis window, one series per "le" label, including le="+Inf"; the same variables as
+	// Query. For example:
+	// sum by (le) (increase(vllm:e2e_request_latency_seconds_bucket{namespace="{{.Namespace}}",pod=~"{{.Pods}}"}[{{.Window}}]))
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=4096
+	// +kubebuilder:validation:XValidation:rule="self.matches('[^[:space:]]')",message="spec.rollout.analysis.metrics[*].histogram.bucketQuery must not be blank"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([^{]|[{][^{]|[{]$|[{][{](-[[:space:]])?[[:space:]]*[.](Namespace|Name|Color|Revision|Pods|Window)[[:space:]]*([[:space:]]-)?[}][}])*$')",message="spec.rollout.analysis.metrics[*].histogram.bucketQuery may use only the template keys {{.Namespace}}, {{.Name}}, {{.Color}}, {{.Revision}}, {{.Pods}} and {{.Window}}, each as {{.Key}}"
+	// +required
+	BucketQuery string `json:"bucketQuery"`
+
+	// Percentile is the quantile judged, in percent (95 for the p95). Defaults to 95.
+	// +kubebuilder:default=95
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=99
+	// +optional
+	Percentile int32 `json:"percentile,omitempty"`
 }
 
 // AutoscalingSpec makes modelship own the replica count across both colors.

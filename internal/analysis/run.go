@@ -48,6 +48,9 @@ func (t Target) vars(c ColorTarget, window string) metrics.Vars {
 // Run takes one measurement: it renders each of the spec's effective metrics
 // (metrics.EffectiveMetrics) for the candidate, and for the stable color when the metric has a
 // relative bound, runs the sample query once for the candidate, and judges each metric at at.
+// A metric with a Histogram runs its bucket query instead of its query, for both colors, and is
+// judged by JudgeHistogram; the sample query then also runs for the stable color (the test's
+// effective sample size), and for the candidate even when MinSamples is 0.
 // window is the measurement interval; queries use metrics.AnalysisWindow(window) (at least 1m).
 //
 // A template that does not render is an error (a spec error: report it, retrying will not
@@ -78,7 +81,28 @@ func Run(ctx context.Context, q metrics.Querier, spec v1alpha1.AnalysisSpec, t T
 	}
 	type plan struct{ cand, stable int }
 	plans := make([]plan, len(ms))
+	hists, err := planHistograms(ms, t, candVars, stableVars)
+	if err != nil {
+		return nil, err
+	}
+	stableSampleIdx := none
+	if len(hists.metrics) > 0 && sampleTmpl != "" && t.Stable.Pods != "" {
+		// The histogram test caps each color's observations at its request count.
+		query, err := metrics.Render(sampleTmpl, stableVars)
+		if err != nil {
+			return nil, fmt.Errorf("sampleQuery: %w", err)
+		}
+		stableSampleIdx = add(query)
+		if sampleIdx == none {
+			if sampleIdx, err = renderAdd(sampleTmpl, candVars, add); err != nil {
+				return nil, err
+			}
+		}
+	}
 	for i, m := range ms {
+		if m.Histogram != nil {
+			continue
+		}
 		query, err := metrics.Render(m.Query, candVars)
 		if err != nil {
 			return nil, fmt.Errorf("metrics[%s].query: %w", m.Name, err)
@@ -93,6 +117,7 @@ func Run(ctx context.Context, q metrics.Querier, spec v1alpha1.AnalysisSpec, t T
 		}
 	}
 
+	vectors := hists.start(ctx, q, at)
 	got := scalars(ctx, q, queries, at)
 	sample := func(i int, missing string) metrics.Sample {
 		if i == none {
@@ -101,8 +126,13 @@ func Run(ctx context.Context, q metrics.Querier, spec v1alpha1.AnalysisSpec, t T
 		return got[i]
 	}
 	samples := sample(sampleIdx, "no sample query")
+	hists.judge(<-vectors, samples, sample(stableSampleIdx, "no sample query"), minSamples, at)
 	results := make([]v1alpha1.MetricResult, len(ms))
 	for i, m := range ms {
+		if r, ok := hists.results[m.Name]; ok {
+			results[i] = r
+			continue
+		}
 		results[i] = Judge(m, got[plans[i].cand], sample(plans[i].stable, "no stable color to compare with"), samples, minSamples, at)
 	}
 	sort.Slice(results, func(i, j int) bool { return results[i].Name < results[j].Name })
@@ -126,13 +156,18 @@ func scalars(ctx context.Context, q metrics.Querier, queries []string, at time.T
 }
 
 // Validate checks that every query template of spec (the preset's, the metrics' and the sample
-// query) renders, so that the controller can reject a bad spec with a clear error
+// query, and each histogram's bucket query) renders, so that the controller can reject a bad spec with a clear error
 // (naming the metric) before a rollout starts.
 func Validate(spec v1alpha1.AnalysisSpec) error {
 	ms, sampleTmpl := metrics.EffectiveMetrics(spec)
 	for _, m := range ms {
 		if err := metrics.Validate(m.Query); err != nil {
 			return fmt.Errorf("metrics[%s].query: %w", m.Name, err)
+		}
+		if m.Histogram != nil {
+			if err := metrics.Validate(m.Histogram.BucketQuery); err != nil {
+				return fmt.Errorf("metrics[%s].histogram.bucketQuery: %w", m.Name, err)
+			}
 		}
 	}
 	if sampleTmpl != "" {

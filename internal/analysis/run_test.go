@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -25,6 +26,8 @@ type fakeQuerier struct {
 type rule struct {
 	contains []string
 	sample   metrics.Sample
+	// series answers a Vector query (a bucket query); nil is no series, or the sample's error.
+	series []metrics.Series
 }
 
 func (f *fakeQuerier) Scalar(_ context.Context, query string, at time.Time) metrics.Sample {
@@ -40,8 +43,33 @@ func (f *fakeQuerier) Scalar(_ context.Context, query string, at time.Time) metr
 	return metrics.Sample{Status: metrics.NoData, Message: "no data"}
 }
 
-func (f *fakeQuerier) Vector(context.Context, string, time.Time) ([]metrics.Series, error) {
-	return nil, errors.New("analysis does not read vectors")
+func (f *fakeQuerier) Vector(_ context.Context, query string, at time.Time) ([]metrics.Series, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.queries = append(f.queries, query)
+	f.times = append(f.times, at)
+	for _, r := range f.rules {
+		if containsAll(query, r.contains) {
+			if r.sample.Status == metrics.Error {
+				return nil, errors.New(r.sample.Message)
+			}
+			return r.series, nil
+		}
+	}
+	return nil, nil
+}
+
+// histAt is a bucket query's answer whose p95 is v: n observations spread over [0, v/0.95].
+func histAt(v, n float64) []metrics.Series {
+	return []metrics.Series{
+		{Labels: map[string]string{"le": strconv.FormatFloat(v/0.95, 'g', -1, 64)}, Value: n},
+		{Labels: map[string]string{"le": "+Inf"}, Value: n},
+	}
+}
+
+// latency is a rule for a latency metric: its p95 is v, as a scalar and from 500 observations.
+func latency(v float64, contains ...string) rule {
+	return rule{contains: contains, sample: ok(v), series: histAt(v, 500)}
 }
 
 func (f *fakeQuerier) recorded() []string {
@@ -75,14 +103,15 @@ var target = Target{
 // healthyVLLM answers every vLLM preset query with values that pass.
 func healthyVLLM() *fakeQuerier {
 	return &fakeQuerier{rules: []rule{
-		{[]string{"request_success_total", "abort"}, ok(0.01)},
-		{[]string{"sum(increase(vllm:request_success_total", candidatePods}, ok(500)},
-		{[]string{"time_to_first_token", candidatePods}, ok(0.3)},
-		{[]string{"time_to_first_token", stablePods}, ok(0.35)},
-		{[]string{"inter_token_latency", candidatePods}, ok(0.02)},
-		{[]string{"inter_token_latency", stablePods}, ok(0.02)},
-		{[]string{"e2e_request_latency", candidatePods}, ok(4)},
-		{[]string{"e2e_request_latency", stablePods}, ok(4.5)},
+		{contains: []string{"request_success_total", "abort"}, sample: ok(0.01)},
+		{contains: []string{"sum(increase(vllm:request_success_total", candidatePods}, sample: ok(500)},
+		{contains: []string{"sum(increase(vllm:request_success_total", stablePods}, sample: ok(4500)},
+		latency(0.3, "time_to_first_token", candidatePods),
+		latency(0.35, "time_to_first_token", stablePods),
+		latency(0.02, "inter_token_latency", candidatePods),
+		latency(0.02, "inter_token_latency", stablePods),
+		latency(4, "e2e_request_latency", candidatePods),
+		latency(4.5, "e2e_request_latency", stablePods),
 	}}
 }
 
@@ -113,9 +142,10 @@ func TestRunRendersCandidateAndStableQueries(t *testing.T) {
 		}
 		return n
 	}
-	// 1 sample query + 4 candidate queries + 3 stable queries (the relative latencies).
-	if len(queries) != 8 {
-		t.Fatalf("%d queries, want 8:\n%s", len(queries), strings.Join(queries, "\n"))
+	// 2 sample queries (candidate, and stable for the histogram test's sample sizes) + 4
+	// candidate queries + 3 stable queries (the relative latencies, as bucket queries).
+	if len(queries) != 9 {
+		t.Fatalf("%d queries, want 9:\n%s", len(queries), strings.Join(queries, "\n"))
 	}
 	for _, latency := range []string{"time_to_first_token", "inter_token_latency", "e2e_request_latency"} {
 		if n := count(latency, `namespace="ml",pod=~"`+candidatePods+`"`); n != 1 {
@@ -131,8 +161,13 @@ func TestRunRendersCandidateAndStableQueries(t *testing.T) {
 	if n := count("sum(increase(vllm:request_success_total", candidatePods); n != 2 {
 		t.Errorf("%d candidate request counts (sample query and error ratio), want 2", n)
 	}
-	if n := count("sum(increase(vllm:request_success_total", stablePods); n != 0 {
-		t.Errorf("samples counted on stable %d times, want only the candidate's", n)
+	if n := count("sum(increase(vllm:request_success_total", stablePods); n != 1 {
+		t.Errorf("samples counted on stable %d times, want 1", n)
+	}
+	for _, latency := range []string{"time_to_first_token", "inter_token_latency", "e2e_request_latency"} {
+		if n := count(latency, "sum by (le) (increase("); n != 2 {
+			t.Errorf("%s: %d bucket queries, want 2 (the latencies are judged from their histograms)", latency, n)
+		}
 	}
 	for _, q := range queries {
 		if !strings.Contains(q, "[2m]") {
@@ -167,7 +202,7 @@ func TestRunJudgesEachMetric(t *testing.T) {
 		{
 			name: "fails a candidate whose time to first token is far above stable's",
 			setup: func(f *fakeQuerier) {
-				f.rules = append([]rule{{[]string{"time_to_first_token", candidatePods}, ok(0.82)}}, f.rules...)
+				f.rules = append([]rule{latency(0.82, "time_to_first_token", candidatePods)}, f.rules...)
 			},
 			want: map[string]v1alpha1.Verdict{
 				"e2e-p95": v1alpha1.VerdictPass, "error-ratio": v1alpha1.VerdictPass,
@@ -175,7 +210,7 @@ func TestRunJudgesEachMetric(t *testing.T) {
 			},
 			check: func(t *testing.T, rs []v1alpha1.MetricResult) {
 				r := rs[slices.IndexFunc(rs, func(r v1alpha1.MetricResult) bool { return r.Name == "ttft-p95" })]
-				if r.Message != "ttft-p95 0.82 > 0.42 (1.2x stable 0.35)" {
+				if r.Message != "ttft-p95 0.82 > 0.42 (1.2x stable 0.35): slower than 1.2x stable with 99% confidence (z 13.35; samples: candidate 500, stable 500)" {
 					t.Errorf("message = %q", r.Message)
 				}
 			},
@@ -183,7 +218,7 @@ func TestRunJudgesEachMetric(t *testing.T) {
 		{
 			name: "is inconclusive everywhere with too few candidate requests",
 			setup: func(f *fakeQuerier) {
-				f.rules = append([]rule{{[]string{"sum(increase(vllm:request_success_total{namespace=\"ml\",pod=~\"" + candidatePods + "\"}[2m]))"}, ok(12)}}, f.rules...)
+				f.rules = append([]rule{{contains: []string{"sum(increase(vllm:request_success_total{namespace=\"ml\",pod=~\"" + candidatePods + "\"}[2m]))"}, sample: ok(12)}}, f.rules...)
 			},
 			want: map[string]v1alpha1.Verdict{
 				"e2e-p95": v1alpha1.VerdictInconclusive, "error-ratio": v1alpha1.VerdictInconclusive,
@@ -200,7 +235,7 @@ func TestRunJudgesEachMetric(t *testing.T) {
 		{
 			name: "turns Prometheus errors into inconclusive results, not errors",
 			setup: func(f *fakeQuerier) {
-				f.rules = []rule{{nil, failed("prometheus unreachable: connection refused")}}
+				f.rules = []rule{{sample: failed("prometheus unreachable: connection refused")}}
 			},
 			want: map[string]v1alpha1.Verdict{
 				"e2e-p95": v1alpha1.VerdictInconclusive, "error-ratio": v1alpha1.VerdictInconclusive,
@@ -210,7 +245,7 @@ func TestRunJudgesEachMetric(t *testing.T) {
 		{
 			name: "is inconclusive on a relative metric whose stable color has no data",
 			setup: func(f *fakeQuerier) {
-				f.rules = append([]rule{{[]string{"e2e_request_latency", stablePods}, noData("no data")}}, f.rules...)
+				f.rules = append([]rule{{contains: []string{"e2e_request_latency", stablePods}, sample: noData("no data")}}, f.rules...)
 			},
 			want: map[string]v1alpha1.Verdict{
 				"e2e-p95": v1alpha1.VerdictInconclusive, "error-ratio": v1alpha1.VerdictPass,
@@ -294,8 +329,8 @@ func TestRunSampleGate(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			f := &fakeQuerier{rules: []rule{
-				{[]string{"sum(reqs{"}, ok(3)},
-				{[]string{"max(q{"}, ok(2)},
+				{contains: []string{"sum(reqs{"}, sample: ok(3)},
+				{contains: []string{"max(q{"}, sample: ok(2)},
 			}}
 			rs, err := Run(context.Background(), f, tc.spec, target, time.Minute, now)
 			if err != nil {
@@ -358,6 +393,13 @@ func TestRunRejectsBadTemplatesBeforeQuerying(t *testing.T) {
 				{Name: "broken", Query: `x{pod=~"{{.Pods"}`, Max: q("1")},
 			}},
 			want: `metrics[broken].query: parsing query template`,
+		},
+		{
+			name: "a histogram's bucket query with an unknown key",
+			spec: v1alpha1.AnalysisSpec{Preset: v1alpha1.AnalysisPresetNone, Metrics: []v1alpha1.AnalysisMetric{
+				{Name: "lat", Query: `x{pod=~"{{.Pods}}"}`, MaxRatioToStable: q("1.2"), Histogram: &v1alpha1.AnalysisHistogram{BucketQuery: `x_bucket{d="{{.Deployment}}"}`}},
+			}},
+			want: `metrics[lat].histogram.bucketQuery: rendering query template`,
 		},
 		{
 			name: "a bad sample query",

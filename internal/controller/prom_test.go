@@ -18,6 +18,8 @@ type promAnswer struct {
 	value  float64
 	noData bool
 	down   bool
+	// buckets, when set, answer a bucket query: one series per le label, with its count.
+	buckets map[string]float64
 }
 
 // podSeries is one pod's value in the answer to a query grouped over all namespaces.
@@ -103,6 +105,12 @@ func (p *testPrometheus) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write([]byte(`{"status":"error","errorType":"unavailable","error":"test Prometheus is down"}`))
 	case a.noData:
 		_, _ = w.Write([]byte(`{"status":"success","data":{"resultType":"vector","result":[]}}`))
+	case a.buckets != nil:
+		result := []any{}
+		for le, count := range a.buckets {
+			result = append(result, map[string]any{"metric": map[string]string{"le": le}, "value": []any{float64(time.Now().Unix()), strconv.FormatFloat(count, 'g', -1, 64)}})
+		}
+		_ = json.NewEncoder(w).Encode(map[string]any{"status": "success", "data": map[string]any{"resultType": "vector", "result": result}})
 	default:
 		body := map[string]any{"status": "success", "data": map[string]any{"resultType": "vector", "result": []any{
 			map[string]any{"metric": map[string]string{}, "value": []any{float64(time.Now().Unix()), strconv.FormatFloat(a.value, 'g', -1, 64)}},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -62,7 +63,8 @@ var (
 )
 
 // vllmAnswers answers the vLLM preset's queries about the pods of ModelServer name: each
-// color's p95 latencies, no aborted request and 500 finished requests per window. A query
+// color's p95 latencies (as scalars, and as 500 observations' buckets for the bucket queries
+// the preset judges latencies from), no aborted request and 500 finished requests per window. A query
 // about neither color's pods has no data.
 func vllmAnswers(name string, byColor map[v1alpha1.Color]latencies) func(string) promAnswer {
 	return func(q string) promAnswer {
@@ -75,17 +77,25 @@ func vllmAnswers(name string, byColor map[v1alpha1.Color]latencies) func(string)
 		default:
 			return promAnswer{noData: true}
 		}
+		answer := func(p95 float64) promAnswer {
+			if !strings.Contains(q, "sum by (le)") {
+				return promAnswer{value: p95}
+			}
+			// A bucket query: 500 requests spread evenly up to p95/0.95, so that the p95 read
+			// from the buckets is p95.
+			return promAnswer{buckets: map[string]float64{strconv.FormatFloat(p95/0.95, 'g', -1, 64): 500, "+Inf": 500}}
+		}
 		switch {
 		case strings.Contains(q, `finished_reason="abort"`):
 			return promAnswer{value: 0}
 		case strings.Contains(q, "request_success_total"):
 			return promAnswer{value: 500}
 		case strings.Contains(q, "time_to_first_token"):
-			return promAnswer{value: l.ttft}
+			return answer(l.ttft)
 		case strings.Contains(q, "inter_token_latency"):
-			return promAnswer{value: l.itl}
+			return answer(l.itl)
 		case strings.Contains(q, "e2e_request_latency"):
-			return promAnswer{value: l.e2e}
+			return answer(l.e2e)
 		}
 		return promAnswer{noData: true}
 	}

@@ -27,6 +27,17 @@ const (
 	// VLLME2EP95 is the p95 end-to-end request latency, in seconds.
 	VLLME2EP95 = `histogram_quantile(0.95, sum by (le) (rate(vllm:e2e_request_latency_seconds_bucket{` + podSelector + `}[{{.Window}}])))`
 
+	// VLLMTTFTBuckets is the time-to-first-token histogram's bucket counts over the window, the
+	// source of ttft-p95's statistical judgement (v1alpha1.AnalysisHistogram).
+	VLLMTTFTBuckets = `sum by (le) (increase(vllm:time_to_first_token_seconds_bucket{` + podSelector + `}[{{.Window}}]))`
+
+	// VLLMITLBuckets is the inter-token latency histogram's bucket counts over the window (new
+	// name, or the old one for pods that serve only it, as VLLMITLP95).
+	VLLMITLBuckets = `sum by (le) (increase(vllm:inter_token_latency_seconds_bucket{` + podSelector + `}[{{.Window}}]) or increase(vllm:time_per_output_token_seconds_bucket{` + podSelector + `}[{{.Window}}]))`
+
+	// VLLME2EBuckets is the end-to-end latency histogram's bucket counts over the window.
+	VLLME2EBuckets = `sum by (le) (increase(vllm:e2e_request_latency_seconds_bucket{` + podSelector + `}[{{.Window}}]))`
+
 	// VLLMErrorRatio is the share of finished requests that vLLM aborted
 	// (finished_reason="abort": engine errors and clients that gave up), 0..1. The numerator
 	// falls back to 0 (`or vector(0)`) so that no abort is 0, but no finished request at all
@@ -54,6 +65,19 @@ const (
 	vllmMaxErrorRatioMilli = 50
 )
 
+// LatencyP95 is a preset's latency metric read from a Prometheus histogram: query is its scalar
+// p95 (histogram_quantile, for people and dashboards), buckets the bucket counts over the window
+// (`sum by (le) (increase(x_bucket{...}[{{.Window}}]))`) it is judged from, and maxRatio its bound
+// relative to the stable color, judged with analysis' sample-size-aware test.
+func LatencyP95(name, query, buckets string, maxRatio *resource.Quantity) v1alpha1.AnalysisMetric {
+	return v1alpha1.AnalysisMetric{
+		Name:             name,
+		Query:            query,
+		MaxRatioToStable: maxRatio,
+		Histogram:        &v1alpha1.AnalysisHistogram{BucketQuery: buckets, Percentile: 95},
+	}
+}
+
 // Preset returns the metrics and the sample query of a preset, freshly allocated (the caller
 // may change them). The empty name is the API's default, vllm. AnalysisPresetNone and unknown
 // names have neither metrics nor a sample query.
@@ -68,9 +92,9 @@ func Preset(name v1alpha1.AnalysisPreset) (metrics []v1alpha1.AnalysisMetric, sa
 		}
 		maxErr := resource.NewMilliQuantity(vllmMaxErrorRatioMilli, resource.DecimalSI)
 		return []v1alpha1.AnalysisMetric{
-			{Name: MetricTTFTP95, Query: VLLMTTFTP95, MaxRatioToStable: ratio()},
-			{Name: MetricITLP95, Query: VLLMITLP95, MaxRatioToStable: ratio()},
-			{Name: MetricE2EP95, Query: VLLME2EP95, MaxRatioToStable: ratio()},
+			LatencyP95(MetricTTFTP95, VLLMTTFTP95, VLLMTTFTBuckets, ratio()),
+			LatencyP95(MetricITLP95, VLLMITLP95, VLLMITLBuckets, ratio()),
+			LatencyP95(MetricE2EP95, VLLME2EP95, VLLME2EBuckets, ratio()),
 			{Name: MetricErrorRatio, Query: VLLMErrorRatio, Max: maxErr},
 		}, VLLMSampleQuery
 	default:

@@ -1,0 +1,112 @@
+package analysis
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
+	"github.com/modelship/modelship/internal/metrics"
+)
+
+// histogramPlan is the histogram metrics of a measurement (Run's path for metrics with
+// Histogram set): their rendered bucket queries and, once judged, their results.
+type histogramPlan struct {
+	metrics []v1alpha1.AnalysisMetric
+	// cand and stable are the rendered bucket queries of each metric; stable is "" when the
+	// metric has no relative bound or there is no stable color.
+	cand, stable []string
+	results      map[string]v1alpha1.MetricResult
+}
+
+// renderAdd renders a template and adds it to Run's scalar queries.
+func renderAdd(tmpl string, v metrics.Vars, add func(string) int) (int, error) {
+	query, err := metrics.Render(tmpl, v)
+	if err != nil {
+		return 0, fmt.Errorf("sampleQuery: %w", err)
+	}
+	return add(query), nil
+}
+
+// planHistograms renders the bucket queries of the histogram metrics among ms.
+func planHistograms(ms []v1alpha1.AnalysisMetric, t Target, candVars, stableVars metrics.Vars) (*histogramPlan, error) {
+	p := &histogramPlan{results: map[string]v1alpha1.MetricResult{}}
+	for _, m := range ms {
+		if m.Histogram == nil {
+			continue
+		}
+		cand, err := metrics.Render(m.Histogram.BucketQuery, candVars)
+		if err != nil {
+			return nil, fmt.Errorf("metrics[%s].histogram.bucketQuery: %w", m.Name, err)
+		}
+		stable := ""
+		if m.MaxRatioToStable != nil && t.Stable.Pods != "" {
+			if stable, err = metrics.Render(m.Histogram.BucketQuery, stableVars); err != nil {
+				return nil, fmt.Errorf("metrics[%s].histogram.bucketQuery: %w", m.Name, err)
+			}
+		}
+		p.metrics = append(p.metrics, m)
+		p.cand, p.stable = append(p.cand, cand), append(p.stable, stable)
+	}
+	return p, nil
+}
+
+// histogramData is the histograms fetched for a plan, in its order.
+type histogramData struct{ cand, stable []HistogramSample }
+
+// start runs the plan's bucket queries in the background, a few at a time, and sends their
+// histograms once all have answered.
+func (p *histogramPlan) start(ctx context.Context, q metrics.Querier, at time.Time) <-chan histogramData {
+	out := make(chan histogramData, 1)
+	d := histogramData{cand: make([]HistogramSample, len(p.metrics)), stable: make([]HistogramSample, len(p.metrics))}
+	if len(p.metrics) == 0 {
+		out <- d
+		return out
+	}
+	go func() {
+		sem := make(chan struct{}, maxConcurrentQueries)
+		var wg sync.WaitGroup
+		fetch := func(query string, dst *HistogramSample) {
+			wg.Go(func() {
+				sem <- struct{}{}
+				defer func() { <-sem }()
+				*dst = fetchHistogram(ctx, q, query, at)
+			})
+		}
+		for i := range p.metrics {
+			fetch(p.cand[i], &d.cand[i])
+			if p.stable[i] != "" {
+				fetch(p.stable[i], &d.stable[i])
+			} else {
+				d.stable[i] = HistogramSample{Err: fmt.Errorf("no stable color to compare with")}
+			}
+		}
+		wg.Wait()
+		out <- d
+	}()
+	return out
+}
+
+// fetchHistogram runs a bucket query. A Prometheus failure or an answer without a +Inf bucket
+// is an Err; no series at all is an empty histogram (no observations).
+func fetchHistogram(ctx context.Context, q metrics.Querier, query string, at time.Time) HistogramSample {
+	series, err := q.Vector(ctx, query, at)
+	if err != nil {
+		return HistogramSample{Err: fmt.Errorf("bucket query: %w", err)}
+	}
+	h, err := metrics.ParseBuckets(series)
+	if err != nil {
+		return HistogramSample{Err: fmt.Errorf("bucket query: %w", err)}
+	}
+	return HistogramSample{Histogram: h}
+}
+
+// judge judges each histogram metric with the colors' request counts.
+func (p *histogramPlan) judge(d histogramData, candRequests, stableRequests metrics.Sample, minSamples int32, at time.Time) {
+	for i, m := range p.metrics {
+		c, s := d.cand[i], d.stable[i]
+		c.Requests, s.Requests = candRequests, stableRequests
+		p.results[m.Name] = JudgeHistogram(m, c, s, minSamples, at)
+	}
+}
