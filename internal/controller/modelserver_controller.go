@@ -319,6 +319,13 @@ func (r *ModelServerReconciler) warm(ctx context.Context, ms *v1alpha1.ModelServ
 	if err := r.List(ctx, &pods, client.InNamespace(ms.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
 		return false, fmt.Errorf("listing candidate pods: %w", err)
 	}
+	d := &appsv1.Deployment{}
+	if err := r.Get(ctx, types.NamespacedName{Namespace: ms.Namespace, Name: ms.DeploymentName(c)}, d); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	if !metav1.IsControlledBy(d, ms) {
+		return false, nil
+	}
 	w := ms.Spec.Rollout.Warmup
 	port := ms.Spec.Port
 	if w.Port != nil {
@@ -330,6 +337,15 @@ func (r *ModelServerReconciler) warm(ctx context.Context, ms *v1alpha1.ModelServ
 		if !podReady(p) {
 			continue
 		}
+		owned, err := r.podOwnedBy(ctx, p, d)
+		if err != nil {
+			return false, err
+		}
+		if !owned {
+			// Labels are not ownership: a pod anyone could create is never probed.
+			ctrl.LoggerFrom(ctx).V(1).Info("Not probing a pod that the color's Deployment does not own", "Pod", klog.KObj(p), "Deployment", klog.KObj(d))
+			continue
+		}
 		ready++
 		if err := r.Prober.Probe(ctx, p, port, w.Path); err != nil {
 			ctrl.LoggerFrom(ctx).V(1).Info("Pod not warm yet", "Pod", klog.KObj(p), "reason", err.Error())
@@ -337,6 +353,23 @@ func (r *ModelServerReconciler) warm(ctx context.Context, ms *v1alpha1.ModelServ
 		}
 	}
 	return ready > 0, nil
+}
+
+// podOwnedBy reports whether the pod is controlled by a ReplicaSet that d controls (both read
+// from the cache).
+func (r *ModelServerReconciler) podOwnedBy(ctx context.Context, p *corev1.Pod, d *appsv1.Deployment) (bool, error) {
+	ref := metav1.GetControllerOf(p)
+	if ref == nil || ref.Kind != "ReplicaSet" {
+		return false, nil
+	}
+	rs := &appsv1.ReplicaSet{}
+	if err := r.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: ref.Name}, rs); err != nil {
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return false, fmt.Errorf("getting ReplicaSet %s of pod %s: %w", ref.Name, p.Name, err)
+	}
+	return warmup.OwnedBy(p, rs, d), nil
 }
 
 func podReady(p *corev1.Pod) bool {

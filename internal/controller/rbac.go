@@ -7,6 +7,7 @@ package controller
 // +kubebuilder:rbac:groups=serving.modelship.dev,resources=modelservers,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=serving.modelship.dev,resources=modelservers/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=apps,resources=replicasets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=apps,resources=controllerrevisions,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
