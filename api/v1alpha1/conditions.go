@@ -52,6 +52,11 @@ const (
 	ReasonConflictingAutoscale = "ConflictingAutoscaler"
 	ReasonApplyFailed          = "ApplyFailed"
 	ReasonReconciled           = "Reconciled"
+	// ReasonNameConflict means: an object that modelship would make (a color's Deployment or
+	// Service, or the HTTPRoute it owns) already exists and is not controlled by this
+	// ModelServer; modelship does not take it over and touches nothing until it is renamed or
+	// removed.
+	ReasonNameConflict = "NameConflict"
 )
 
 // Labels and annotations on the objects modelship makes.
@@ -62,6 +67,10 @@ const (
 	LabelColor = "serving.modelship.dev/color"
 	// LabelRevision is the template hash a pod runs.
 	LabelRevision = "serving.modelship.dev/revision"
+	// AnnotationPort on a color's Deployment is the spec.port its template was applied with:
+	// the port its pods listen on, which that color's Service targets (the stable color keeps
+	// its port until its pods are replaced).
+	AnnotationPort = "serving.modelship.dev/port"
 	// FieldOwner is the server-side apply field manager of the controller.
 	FieldOwner = "modelship"
 )

@@ -152,9 +152,32 @@ func (r *ModelServerReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		return ctrl.Result{}, r.writeStatus(ctx, before, ms)
 	}
 
+	conflict, err := r.nameConflict(ctx, ms)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if conflict != "" {
+		// Never take over an object someone else made: server-side apply with force would.
+		msg := conflict + " exists and is not controlled by this ModelServer: rename or delete it; modelship does not take it over"
+		setCondition(ms, v1alpha1.ConditionStalled, metav1.ConditionTrue, v1alpha1.ReasonNameConflict, msg)
+		setCondition(ms, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonNameConflict, msg)
+		setCondition(ms, v1alpha1.ConditionReconciling, metav1.ConditionFalse, v1alpha1.ReasonNameConflict, msg)
+		if !meta.IsStatusConditionTrue(before.Status.Conditions, v1alpha1.ConditionStalled) {
+			log.Info("Refusing to take over an object of another owner", "object", conflict)
+			r.Recorder.Eventf(ms, nil, corev1.EventTypeWarning, v1alpha1.ReasonNameConflict, "Refuse", "%s", msg)
+		}
+		// The other object is not watched: look again now and then.
+		return ctrl.Result{RequeueAfter: nameConflictRecheck}, r.writeStatus(ctx, before, ms)
+	}
 	obs, err := r.observe(ctx, ms, now)
 	if err != nil {
 		return ctrl.Result{}, err
+	}
+	pending, handled := pendingOperation(ms)
+	if handled {
+		// This pass or an earlier one acted on it and recorded so, but removing the annotation
+		// failed: never act twice (a second promote would skip a step).
+		obs.Operation = rollout.OpNone
 	}
 	decision := rollout.Next(ms, obs.Observation, now)
 
@@ -172,13 +195,19 @@ func (r *ModelServerReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	if err := r.recordRevision(ctx, ms, obs.Revision); err != nil {
 		return ctrl.Result{}, err
 	}
-	if !decision.KeepOperation {
-		if err := r.clearOperations(ctx, ms); err != nil {
-			return ctrl.Result{}, err
-		}
-	}
-
 	ms.Status = decision.Status
+	// The operation's effect and the record that it was handled go in the same status write;
+	// its annotation is removed only after that write succeeded, so a failed write leaves the
+	// request in place for the next pass instead of losing it.
+	clear := !decision.KeepOperation && pending != nil
+	switch {
+	case pending == nil:
+		ms.Status.HandledOperation = nil
+	case clear && !handled:
+		ms.Status.HandledOperation = pending
+	case !clear:
+		ms.Status.HandledOperation = before.Status.HandledOperation
+	}
 	r.completeStatus(ms, obs, decision)
 	for _, e := range decision.Events {
 		r.Recorder.Eventf(ms, nil, e.Type, e.Reason, e.Reason, "%s", e.Message)
@@ -195,7 +224,63 @@ func (r *ModelServerReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	if err := r.writeStatus(ctx, before, ms); err != nil {
 		return ctrl.Result{}, err
 	}
+	logDecisions(log, &before.Status, &ms.Status, obs, decision, ms.Spec.Autoscaling)
+	if clear {
+		if err := r.clearOperations(ctx, before, ms); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
 	return ctrl.Result{RequeueAfter: requeue}, nil
+}
+
+// operationAnnotations are the annotations by which a person steers a rollout, in the order
+// operation() reads them.
+var operationAnnotations = []string{v1alpha1.AnnotationAbort, v1alpha1.AnnotationPromoteFull, v1alpha1.AnnotationPromote}
+
+// pendingOperation returns the first operation annotation present (nil: none) and whether
+// status already records it as handled.
+func pendingOperation(ms *v1alpha1.ModelServer) (*v1alpha1.HandledOperation, bool) {
+	a := ms.GetAnnotations()
+	for _, k := range operationAnnotations {
+		if v, ok := a[k]; ok {
+			op := &v1alpha1.HandledOperation{Annotation: k, Revision: v}
+			h := ms.Status.HandledOperation
+			return op, h != nil && *h == *op
+		}
+	}
+	return nil, false
+}
+
+// nameConflictRecheck is how often a ModelServer stalled on a name conflict looks again.
+const nameConflictRecheck = 30 * time.Second
+
+// nameConflict names ("Service ml/llama-blue") the first object that the ModelServer would
+// apply but that exists without being controlled by it; "" when there is none. The HTTPRoute
+// named by spec.gateway.routeRef is the user's by design and is not checked.
+func (r *ModelServerReconciler) nameConflict(ctx context.Context, ms *v1alpha1.ModelServer) (string, error) {
+	var objs []client.Object
+	for _, c := range routing.Colors {
+		objs = append(objs,
+			&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: ms.DeploymentName(c)}},
+			&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: ms.ServiceName(c)}})
+	}
+	if ms.Spec.Gateway.RouteRef == nil {
+		objs = append(objs, &gatewayv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Name: ms.RouteName()}})
+	}
+	for _, o := range objs {
+		key := types.NamespacedName{Namespace: ms.Namespace, Name: o.GetName()}
+		if err := r.Get(ctx, key, o); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return "", fmt.Errorf("getting %T %s: %w", o, key.Name, err)
+		}
+		if !metav1.IsControlledBy(o, ms) {
+			kind := strings.TrimPrefix(fmt.Sprintf("%T", o), "*v1.")
+			return kind + " " + key.String(), nil
+		}
+	}
+	return "", nil
 }
 
 // validate checks what admission cannot: the analysis templates.
@@ -415,11 +500,13 @@ func operation(ms *v1alpha1.ModelServer) rollout.Operation {
 	return rollout.OpNone
 }
 
-// clearOperations removes the operation annotations once a pass has acted on them.
-func (r *ModelServerReconciler) clearOperations(ctx context.Context, ms *v1alpha1.ModelServer) error {
+// clearOperations removes the operation annotations once a pass has acted on them and its
+// status is written; seen is the ModelServer as the pass found it (an annotation that named no
+// rollout then is reported as ignored).
+func (r *ModelServerReconciler) clearOperations(ctx context.Context, seen, ms *v1alpha1.ModelServer) error {
 	a := ms.GetAnnotations()
 	found := false
-	for _, k := range []string{v1alpha1.AnnotationAbort, v1alpha1.AnnotationPromoteFull, v1alpha1.AnnotationPromote} {
+	for _, k := range operationAnnotations {
 		if _, ok := a[k]; ok {
 			found = true
 		}
@@ -428,9 +515,10 @@ func (r *ModelServerReconciler) clearOperations(ctx context.Context, ms *v1alpha
 		return nil
 	}
 	patch := client.MergeFrom(ms.DeepCopy())
-	for _, k := range []string{v1alpha1.AnnotationAbort, v1alpha1.AnnotationPromoteFull, v1alpha1.AnnotationPromote} {
+	for _, k := range operationAnnotations {
 		if v, ok := a[k]; ok {
-			if op := operation(ms); op == rollout.OpNone {
+			h := seen.Status.HandledOperation
+			if op := operation(seen); op == rollout.OpNone && (h == nil || h.Annotation != k || h.Revision != v) {
 				r.Recorder.Eventf(ms, nil, corev1.EventTypeWarning, "OperationIgnored", "Ignore", "%s=%s names no rollout in progress; ignored", k, v)
 			}
 			delete(a, k)
