@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -177,5 +180,46 @@ func TestPromoteActsOnceWhenRemovingItsAnnotationFails(t *testing.T) {
 	}
 	if _, ok := got.Annotations[v1alpha1.AnnotationPromote]; ok {
 		t.Fatal("the promote annotation stayed after it was recorded as handled")
+	}
+}
+
+func TestWarmupNeverProbesAPodItsDeploymentDoesNotOwn(t *testing.T) {
+	var probes atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		probes.Add(1)
+		_, _ = w.Write([]byte(`{"data":[]}`))
+	}))
+	defer srv.Close()
+	r := manualReconciler(t, interceptor.Funcs{})
+	r.Prober = warmup.NewHTTPProber(time.Second, srv.URL+"/{namespace}/{pod}/{path}")
+	ms := newModelServer(manualNamespace, fmt.Sprintf("warm-%d", time.Now().UnixNano()%1e6))
+	ms.Spec.Rollout.Warmup = &v1alpha1.WarmupSpec{Path: "/v1/models"}
+	rev := manualRollout(t, r, ms, 0)
+
+	// A tenant's pod with the candidate's labels, Ready, owned by nothing of ours.
+	ctx := context.Background()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: manualNamespace, Name: ms.Name + "-green-tenant", Labels: map[string]string{
+			v1alpha1.LabelModelServer: ms.Name, v1alpha1.LabelColor: string(v1alpha1.Green), v1alpha1.LabelRevision: rev}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}},
+	}
+	if err := k8s.Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	pod.Status = corev1.PodStatus{PodIP: "169.254.169.254", Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}
+	if err := k8s.Status().Update(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	// The candidate's Deployment reports its pods Ready: warm-up is the only thing left.
+	markReady(t, manualNamespace, ms.DeploymentName(v1alpha1.Green))
+	for i := 0; i < 3; i++ {
+		pass(t, r, ms)
+	}
+	if n := probes.Load(); n != 0 {
+		t.Fatalf("the prober reached a pod our Deployment does not own %d times", n)
+	}
+	got := getMS(t, ms)
+	if got.Status.Step != 0 || got.Status.Candidate == nil || got.Status.Candidate.Warm {
+		t.Fatalf("the candidate counted as warm from a foreign pod: step %d candidate %+v", got.Status.Step, got.Status.Candidate)
 	}
 }
