@@ -67,6 +67,11 @@ const (
 	// change still serves what the stable color cannot carry yet; the new revision starts once
 	// the stable color carries all traffic.
 	ReasonSuperseding = "Superseding"
+	// ReasonNameConflict means: an object that modelship would make (a color's Deployment or
+	// Service, or the HTTPRoute it owns) already exists and is not controlled by this
+	// ModelServer; modelship does not take it over and touches nothing until it is renamed or
+	// removed.
+	ReasonNameConflict = "NameConflict"
 )
 
 // Labels and annotations on the objects modelship makes.
@@ -77,6 +82,10 @@ const (
 	LabelColor = "serving.modelship.dev/color"
 	// LabelRevision is the template hash a pod runs.
 	LabelRevision = "serving.modelship.dev/revision"
+	// AnnotationPort on a color's Deployment is the spec.port its template was applied with:
+	// the port its pods listen on, which that color's Service targets (the stable color keeps
+	// its port until its pods are replaced).
+	AnnotationPort = "serving.modelship.dev/port"
 	// FieldOwner is the server-side apply field manager of the controller.
 	FieldOwner = "modelship"
 )

@@ -160,12 +160,26 @@ type ModelServerStatus struct {
 	// +optional
 	History []RevisionRecord `json:"history,omitempty"`
 
+	// HandledOperation is the last operation annotation (promote, promote-full, abort) that a
+	// pass acted on, recorded in the same status write as its effect. The annotation is removed
+	// only after that write; a pass that finds an annotation recorded here removes it without
+	// acting again. Cleared once the annotation is gone.
+	// +optional
+	HandledOperation *HandledOperation `json:"handledOperation,omitempty"`
 	// Conditions follow kstatus (Ready, Reconciling, Stalled) plus Progressing, Degraded,
 	// MetricsAvailable, RouteAccepted and ScalingLimited.
 	// +listType=map
 	// +listMapKey=type
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// HandledOperation names an operation annotation and the value it had when a pass acted on it.
+type HandledOperation struct {
+	// Annotation is the annotation's key, e.g. serving.modelship.dev/abort.
+	Annotation string `json:"annotation"`
+	// Revision is the annotation's value: the candidate revision it named.
+	Revision string `json:"revision"`
 }
 
 // ColorStatus describes one color's Deployment.

@@ -75,7 +75,9 @@ type ModelServerSpec struct {
 	Replicas *int32 `json:"replicas,omitempty"`
 
 	// Port is the port the model server listens on (vLLM's default is 8000). Each color's
-	// Service exposes it under the same number and the HTTPRoute sends traffic to it.
+	// Service exposes it under the same number and the HTTPRoute sends traffic to it; each
+	// Service targets the port its own color's template was applied with, so a change reaches
+	// the stable color only when its pods are replaced.
 	// +kubebuilder:default=8000
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=65535

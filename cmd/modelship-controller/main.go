@@ -14,7 +14,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
@@ -27,6 +26,7 @@ import (
 // config is the controller's command line.
 type config struct {
 	metricsAddr, probeAddr string
+	metricsSecure          bool
 	leaderElect            bool
 	prometheus             metrics.Config
 	warmupURL              string
@@ -36,7 +36,8 @@ type config struct {
 
 func main() {
 	var c config
-	flag.StringVar(&c.metricsAddr, "metrics-bind-address", ":8080", "Address of the controller's own metrics endpoint (0 disables it).")
+	flag.StringVar(&c.metricsAddr, "metrics-bind-address", ":8443", "Address of the controller's own metrics endpoint (0 disables it).")
+	flag.BoolVar(&c.metricsSecure, "metrics-secure", true, "Serve /metrics over HTTPS to authenticated and authorized clients only (a TokenReview and a SubjectAccessReview for GET /metrics); false serves plain HTTP to anyone.")
 	flag.StringVar(&c.probeAddr, "health-probe-bind-address", ":8081", "Address of the health and readiness probes.")
 	flag.BoolVar(&c.leaderElect, "leader-elect", false, "Elect a leader so that only one replica acts.")
 	flag.StringVar(&c.prometheus.URL, "prometheus-url", "", "Prometheus HTTP API URL for analysis and autoscaling (e.g. http://prometheus.monitoring:9090).")
@@ -64,7 +65,7 @@ func run(c config) error {
 
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
 		Scheme:                 scheme,
-		Metrics:                metricsserver.Options{BindAddress: c.metricsAddr},
+		Metrics:                controller.MetricsServerOptions(c.metricsAddr, c.metricsSecure),
 		HealthProbeBindAddress: c.probeAddr,
 		LeaderElection:         c.leaderElect,
 		LeaderElectionID:       "modelship-controller.serving.modelship.dev",

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -27,7 +28,11 @@ import (
 // it: if the route cannot be written, the pass fails before touching them.
 func (r *ModelServerReconciler) apply(ctx context.Context, ms *v1alpha1.ModelServer, obs rollout.Observation, d rollout.Decision, route *gatewayv1.HTTPRoute) error {
 	for _, c := range routing.Colors {
-		if err := r.applyObject(ctx, ms, workload.Service(ms, c)); err != nil {
+		port, err := r.colorPort(ctx, ms, obs, d, c)
+		if err != nil {
+			return err
+		}
+		if err := r.applyObject(ctx, ms, workload.Service(ms, c, port)); err != nil {
 			return err
 		}
 	}
@@ -54,6 +59,24 @@ func (r *ModelServerReconciler) apply(ctx context.Context, ms *v1alpha1.ModelSer
 		}
 	}
 	return nil
+}
+
+// colorPort is the port color c's pods listen on once this decision is applied: spec.port when
+// the color gets the spec's template, otherwise the port its Deployment's template was applied
+// with, so that a spec.port change never points the stable color's Service at a port its pods
+// do not listen on.
+func (r *ModelServerReconciler) colorPort(ctx context.Context, ms *v1alpha1.ModelServer, obs rollout.Observation, d rollout.Decision, c v1alpha1.Color) (int32, error) {
+	if plan, ok := d.Plans[c]; !ok || plan.Revision == obs.Revision {
+		return ms.Spec.Port, nil
+	}
+	dep := &appsv1.Deployment{}
+	if err := r.Get(ctx, types.NamespacedName{Namespace: ms.Namespace, Name: ms.DeploymentName(c)}, dep); err != nil {
+		if apierrors.IsNotFound(err) {
+			return ms.Spec.Port, nil
+		}
+		return 0, fmt.Errorf("getting Deployment %s: %w", ms.DeploymentName(c), err)
+	}
+	return workload.DeploymentPort(dep, ms.Spec.Port), nil
 }
 
 // applyColor applies the spec template to a color that runs the spec's revision; a color that

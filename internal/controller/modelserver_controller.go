@@ -152,9 +152,32 @@ func (r *ModelServerReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		return ctrl.Result{}, r.writeStatus(ctx, before, ms)
 	}
 
+	conflict, err := r.nameConflict(ctx, ms)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if conflict != "" {
+		// Never take over an object someone else made: server-side apply with force would.
+		msg := conflict + " exists and is not controlled by this ModelServer: rename or delete it; modelship does not take it over"
+		setCondition(ms, v1alpha1.ConditionStalled, metav1.ConditionTrue, v1alpha1.ReasonNameConflict, msg)
+		setCondition(ms, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonNameConflict, msg)
+		setCondition(ms, v1alpha1.ConditionReconciling, metav1.ConditionFalse, v1alpha1.ReasonNameConflict, msg)
+		if !meta.IsStatusConditionTrue(before.Status.Conditions, v1alpha1.ConditionStalled) {
+			log.Info("Refusing to take over an object of another owner", "object", conflict)
+			r.Recorder.Eventf(ms, nil, corev1.EventTypeWarning, v1alpha1.ReasonNameConflict, "Refuse", "%s", msg)
+		}
+		// The other object is not watched: look again now and then.
+		return ctrl.Result{RequeueAfter: nameConflictRecheck}, r.writeStatus(ctx, before, ms)
+	}
 	obs, err := r.observe(ctx, ms, now)
 	if err != nil {
 		return ctrl.Result{}, err
+	}
+	pending, handled := pendingOperation(ms)
+	if handled {
+		// This pass or an earlier one acted on it and recorded so, but removing the annotation
+		// failed: never act twice (a second promote would skip a step).
+		obs.Operation = rollout.OpNone
 	}
 	decision := rollout.Next(ms, obs.Observation, now)
 
@@ -172,13 +195,19 @@ func (r *ModelServerReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	if err := r.recordRevision(ctx, ms, obs.Revision); err != nil {
 		return ctrl.Result{}, err
 	}
-	if !decision.KeepOperation {
-		if err := r.clearOperations(ctx, ms); err != nil {
-			return ctrl.Result{}, err
-		}
-	}
-
 	ms.Status = decision.Status
+	// The operation's effect and the record that it was handled go in the same status write;
+	// its annotation is removed only after that write succeeded, so a failed write leaves the
+	// request in place for the next pass instead of losing it.
+	clear := !decision.KeepOperation && pending != nil
+	switch {
+	case pending == nil:
+		ms.Status.HandledOperation = nil
+	case clear && !handled:
+		ms.Status.HandledOperation = pending
+	case !clear:
+		ms.Status.HandledOperation = before.Status.HandledOperation
+	}
 	r.completeStatus(ms, obs, decision)
 	for _, e := range decision.Events {
 		r.Recorder.Eventf(ms, nil, e.Type, e.Reason, e.Reason, "%s", e.Message)
@@ -195,7 +224,63 @@ func (r *ModelServerReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	if err := r.writeStatus(ctx, before, ms); err != nil {
 		return ctrl.Result{}, err
 	}
+	logDecisions(log, &before.Status, &ms.Status, obs, decision, ms.Spec.Autoscaling)
+	if clear {
+		if err := r.clearOperations(ctx, before, ms); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
 	return ctrl.Result{RequeueAfter: requeue}, nil
+}
+
+// operationAnnotations are the annotations by which a person steers a rollout, in the order
+// operation() reads them.
+var operationAnnotations = []string{v1alpha1.AnnotationAbort, v1alpha1.AnnotationPromoteFull, v1alpha1.AnnotationPromote}
+
+// pendingOperation returns the first operation annotation present (nil: none) and whether
+// status already records it as handled.
+func pendingOperation(ms *v1alpha1.ModelServer) (*v1alpha1.HandledOperation, bool) {
+	a := ms.GetAnnotations()
+	for _, k := range operationAnnotations {
+		if v, ok := a[k]; ok {
+			op := &v1alpha1.HandledOperation{Annotation: k, Revision: v}
+			h := ms.Status.HandledOperation
+			return op, h != nil && *h == *op
+		}
+	}
+	return nil, false
+}
+
+// nameConflictRecheck is how often a ModelServer stalled on a name conflict looks again.
+const nameConflictRecheck = 30 * time.Second
+
+// nameConflict names ("Service ml/llama-blue") the first object that the ModelServer would
+// apply but that exists without being controlled by it; "" when there is none. The HTTPRoute
+// named by spec.gateway.routeRef is the user's by design and is not checked.
+func (r *ModelServerReconciler) nameConflict(ctx context.Context, ms *v1alpha1.ModelServer) (string, error) {
+	var objs []client.Object
+	for _, c := range routing.Colors {
+		objs = append(objs,
+			&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: ms.DeploymentName(c)}},
+			&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: ms.ServiceName(c)}})
+	}
+	if ms.Spec.Gateway.RouteRef == nil {
+		objs = append(objs, &gatewayv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Name: ms.RouteName()}})
+	}
+	for _, o := range objs {
+		key := types.NamespacedName{Namespace: ms.Namespace, Name: o.GetName()}
+		if err := r.Get(ctx, key, o); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return "", fmt.Errorf("getting %T %s: %w", o, key.Name, err)
+		}
+		if !metav1.IsControlledBy(o, ms) {
+			kind := strings.TrimPrefix(fmt.Sprintf("%T", o), "*v1.")
+			return kind + " " + key.String(), nil
+		}
+	}
+	return "", nil
 }
 
 // validate checks what admission cannot fully check (the analysis templates, and what CEL's cost
@@ -328,6 +413,13 @@ func (r *ModelServerReconciler) warm(ctx context.Context, ms *v1alpha1.ModelServ
 	if err := r.List(ctx, &pods, client.InNamespace(ms.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
 		return false, fmt.Errorf("listing candidate pods: %w", err)
 	}
+	d := &appsv1.Deployment{}
+	if err := r.Get(ctx, types.NamespacedName{Namespace: ms.Namespace, Name: ms.DeploymentName(c)}, d); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	if !metav1.IsControlledBy(d, ms) {
+		return false, nil
+	}
 	w := ms.Spec.Rollout.Warmup
 	port := ms.Spec.Port
 	if w.Port != nil {
@@ -339,6 +431,15 @@ func (r *ModelServerReconciler) warm(ctx context.Context, ms *v1alpha1.ModelServ
 		if !podReady(p) {
 			continue
 		}
+		owned, err := r.podOwnedBy(ctx, p, d)
+		if err != nil {
+			return false, err
+		}
+		if !owned {
+			// Labels are not ownership: a pod anyone could create is never probed.
+			ctrl.LoggerFrom(ctx).V(1).Info("Not probing a pod that the color's Deployment does not own", "Pod", klog.KObj(p), "Deployment", klog.KObj(d))
+			continue
+		}
 		ready++
 		if err := r.Prober.Probe(ctx, p, port, w.Path); err != nil {
 			ctrl.LoggerFrom(ctx).V(1).Info("Pod not warm yet", "Pod", klog.KObj(p), "reason", err.Error())
@@ -346,6 +447,23 @@ func (r *ModelServerReconciler) warm(ctx context.Context, ms *v1alpha1.ModelServ
 		}
 	}
 	return ready > 0, nil
+}
+
+// podOwnedBy reports whether the pod is controlled by a ReplicaSet that d controls (both read
+// from the cache).
+func (r *ModelServerReconciler) podOwnedBy(ctx context.Context, p *corev1.Pod, d *appsv1.Deployment) (bool, error) {
+	ref := metav1.GetControllerOf(p)
+	if ref == nil || ref.Kind != "ReplicaSet" {
+		return false, nil
+	}
+	rs := &appsv1.ReplicaSet{}
+	if err := r.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: ref.Name}, rs); err != nil {
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return false, fmt.Errorf("getting ReplicaSet %s of pod %s: %w", ref.Name, p.Name, err)
+	}
+	return warmup.OwnedBy(p, rs, d), nil
 }
 
 func podReady(p *corev1.Pod) bool {
@@ -391,11 +509,13 @@ func operation(ms *v1alpha1.ModelServer) rollout.Operation {
 	return rollout.OpNone
 }
 
-// clearOperations removes the operation annotations once a pass has acted on them.
-func (r *ModelServerReconciler) clearOperations(ctx context.Context, ms *v1alpha1.ModelServer) error {
+// clearOperations removes the operation annotations once a pass has acted on them and its
+// status is written; seen is the ModelServer as the pass found it (an annotation that named no
+// rollout then is reported as ignored).
+func (r *ModelServerReconciler) clearOperations(ctx context.Context, seen, ms *v1alpha1.ModelServer) error {
 	a := ms.GetAnnotations()
 	found := false
-	for _, k := range []string{v1alpha1.AnnotationAbort, v1alpha1.AnnotationPromoteFull, v1alpha1.AnnotationPromote} {
+	for _, k := range operationAnnotations {
 		if _, ok := a[k]; ok {
 			found = true
 		}
@@ -404,9 +524,10 @@ func (r *ModelServerReconciler) clearOperations(ctx context.Context, ms *v1alpha
 		return nil
 	}
 	patch := client.MergeFrom(ms.DeepCopy())
-	for _, k := range []string{v1alpha1.AnnotationAbort, v1alpha1.AnnotationPromoteFull, v1alpha1.AnnotationPromote} {
+	for _, k := range operationAnnotations {
 		if v, ok := a[k]; ok {
-			if op := operation(ms); op == rollout.OpNone {
+			h := seen.Status.HandledOperation
+			if op := operation(seen); op == rollout.OpNone && (h == nil || h.Annotation != k || h.Revision != v) {
 				r.Recorder.Eventf(ms, nil, corev1.EventTypeWarning, "OperationIgnored", "Ignore", "%s=%s names no rollout in progress; ignored", k, v)
 			}
 			delete(a, k)

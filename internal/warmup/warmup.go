@@ -11,12 +11,15 @@ import (
 	"strings"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // Prober checks one pod.
 type Prober interface {
-	// Probe returns nil when the pod answers the warm-up request with a 2xx status.
+	// Probe returns nil when the pod answers the warm-up request with a 2xx status. A redirect
+	// is not followed and is not warm; a pod on the host network is refused.
 	Probe(ctx context.Context, pod *corev1.Pod, port int32, path string) error
 }
 
@@ -29,13 +32,37 @@ type HTTPProber struct {
 	URLTemplate string
 }
 
-// NewHTTPProber returns a prober with a per-request timeout.
+// NewHTTPProber returns a prober with a per-request timeout that never follows a redirect: a
+// tenant's pod could otherwise send the controller to the cloud metadata endpoint or to any
+// in-cluster service.
 func NewHTTPProber(timeout time.Duration, urlTemplate string) *HTTPProber {
-	return &HTTPProber{Client: &http.Client{Timeout: timeout}, URLTemplate: urlTemplate}
+	return &HTTPProber{Client: &http.Client{Timeout: timeout, CheckRedirect: noRedirect}, URLTemplate: urlTemplate}
+}
+
+// noRedirect stops a client at the first response: a redirect is an answer, not a warm pod.
+func noRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+
+// OwnedBy reports whether pod is controlled by rs and rs by the Deployment d: only such pods
+// are probed, so that a pod a tenant created with the right labels cannot point the controller
+// at an address of its choosing. rs is the ReplicaSet the pod's controller reference names (nil
+// when it has none or it is not found).
+func OwnedBy(pod *corev1.Pod, rs *appsv1.ReplicaSet, d *appsv1.Deployment) bool {
+	if pod == nil || rs == nil || d == nil {
+		return false
+	}
+	pc := metav1.GetControllerOf(pod)
+	if pc == nil || pc.Kind != "ReplicaSet" || pc.UID != rs.UID || pc.Name != rs.Name || rs.Namespace != pod.Namespace {
+		return false
+	}
+	rc := metav1.GetControllerOf(rs)
+	return rc != nil && rc.Kind == "Deployment" && rc.UID == d.UID && rc.Name == d.Name && d.Namespace == rs.Namespace
 }
 
 // URL is where the warm-up request for pod goes.
 func (p *HTTPProber) URL(pod *corev1.Pod, port int32, path string) (string, error) {
+	if pod.Spec.HostNetwork {
+		return "", fmt.Errorf("pod %s/%s uses the host network: its IP is the node's, not probed", pod.Namespace, pod.Name)
+	}
 	if p.URLTemplate != "" {
 		return strings.NewReplacer("{namespace}", pod.Namespace, "{pod}", pod.Name,
 			"{port}", strconv.Itoa(int(port)), "{path}", strings.TrimPrefix(path, "/")).Replace(p.URLTemplate), nil
@@ -56,11 +83,23 @@ func (p *HTTPProber) Probe(ctx context.Context, pod *corev1.Pod, port int32, pat
 	if err != nil {
 		return fmt.Errorf("warm-up request for pod %s: %w", pod.Name, err)
 	}
-	resp, err := p.Client.Do(req)
+	c := p.Client
+	if c == nil {
+		c = &http.Client{Timeout: 3 * time.Second}
+	}
+	if c.CheckRedirect == nil {
+		cc := *c
+		cc.CheckRedirect = noRedirect
+		c = &cc
+	}
+	resp, err := c.Do(req)
 	if err != nil {
 		return fmt.Errorf("warm-up of pod %s: %w", pod.Name, err)
 	}
 	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode >= 300 && resp.StatusCode <= 399 {
+		return fmt.Errorf("warm-up of pod %s: GET %s answered a redirect (%d), not followed", pod.Name, path, resp.StatusCode)
+	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return fmt.Errorf("warm-up of pod %s: GET %s answered %d", pod.Name, path, resp.StatusCode)
 	}

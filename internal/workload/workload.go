@@ -3,6 +3,7 @@ package workload
 
 import (
 	"maps"
+	"strconv"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -30,8 +31,9 @@ func Deployment(ms *v1alpha1.ModelServer, c v1alpha1.Color, rev string, replicas
 	maps.Copy(podLabels, labels)
 	tmpl.Labels = podLabels
 	return &appsv1.Deployment{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
-		ObjectMeta: metav1.ObjectMeta{Name: ms.DeploymentName(c), Namespace: ms.Namespace, Labels: labels},
+		TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
+		ObjectMeta: metav1.ObjectMeta{Name: ms.DeploymentName(c), Namespace: ms.Namespace, Labels: labels,
+			Annotations: map[string]string{v1alpha1.AnnotationPort: strconv.Itoa(int(ms.Spec.Port))}},
 		Spec: appsv1.DeploymentSpec{
 			Replicas: ptr.To(replicas),
 			Selector: &metav1.LabelSelector{MatchLabels: ms.ColorLabels(c)},
@@ -47,18 +49,33 @@ func Deployment(ms *v1alpha1.ModelServer, c v1alpha1.Color, rev string, replicas
 	}
 }
 
-// Service is the Service of one color: the route's backendRef for that color.
-func Service(ms *v1alpha1.ModelServer, c v1alpha1.Color) *corev1.Service {
+// Service is the Service of one color: the route's backendRef for that color. It exposes
+// spec.port (the port the route names) and targets targetPort, the port the color's pods
+// listen on (see DeploymentPort).
+func Service(ms *v1alpha1.ModelServer, c v1alpha1.Color, targetPort int32) *corev1.Service {
 	return &corev1.Service{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
 		ObjectMeta: metav1.ObjectMeta{Name: ms.ServiceName(c), Namespace: ms.Namespace, Labels: ms.ColorLabels(c)},
 		Spec: corev1.ServiceSpec{
 			Selector: ms.ColorLabels(c),
 			Ports: []corev1.ServicePort{{
-				Name: "http", Port: ms.Spec.Port, TargetPort: intstr.FromInt32(ms.Spec.Port), Protocol: corev1.ProtocolTCP,
+				Name: "http", Port: ms.Spec.Port, TargetPort: intstr.FromInt32(targetPort), Protocol: corev1.ProtocolTCP,
 			}},
 		},
 	}
+}
+
+// DeploymentPort is the port the pods of d listen on: the spec.port its template was applied
+// with; fallback when d is nil or does not record it (made by an earlier version).
+func DeploymentPort(d *appsv1.Deployment, fallback int32) int32 {
+	if d == nil {
+		return fallback
+	}
+	p, err := strconv.ParseInt(d.Annotations[v1alpha1.AnnotationPort], 10, 32)
+	if err != nil || p < 1 || p > 65535 {
+		return fallback
+	}
+	return int32(p)
 }
 
 // GPUsPerReplica is the number of GPUs one pod of the template asks for: the sum over its
