@@ -48,7 +48,8 @@ func (t Target) vars(c ColorTarget, window string) metrics.Vars {
 // Run takes one measurement: it renders each of the spec's effective metrics
 // (metrics.EffectiveMetrics) for the candidate, and for the stable color when the metric has a
 // relative bound, runs the sample query once for the candidate, and judges each metric at at.
-// window is the measurement interval; queries use metrics.AnalysisWindow(window) (at least 1m).
+// window is the analysis window (rollout.AnalysisWindow: at least four scrape intervals); queries
+// use metrics.AnalysisWindow(window), at least metrics.MinAnalysisWindow.
 //
 // A template that does not render is an error (a spec error: report it, retrying will not
 // help) and no query runs. Prometheus failures are not errors: they are Inconclusive results.
