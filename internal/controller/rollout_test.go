@@ -76,8 +76,8 @@ func vllmAnswers(name string, byColor map[v1alpha1.Color]latencies) func(string)
 			return promAnswer{noData: true}
 		}
 		switch {
-		case strings.Contains(q, `finished_reason="abort"`):
-			return promAnswer{value: 0}
+		case strings.Contains(q, `finished_reason=`):
+			return promAnswer{value: 0} // the error ratio
 		case strings.Contains(q, "request_success_total"):
 			return promAnswer{value: 500}
 		case strings.Contains(q, "time_to_first_token"):
