@@ -278,8 +278,7 @@ type AnalysisSpec struct {
 //
 // Queries are Go templates rendered with: .Namespace, .Name (the ModelServer), .Color,
 // .Revision, .Pods (a regular expression matching the color's pods, for pod=~), .Window (the
-// analysis window as a PromQL duration: the interval, at least four scrape intervals and at
-// least 30s). Values are escaped for PromQL strings; an unknown key is an error.
+// analysis window as a PromQL duration: the interval, at least four scrape intervals). Values are escaped for PromQL strings; an unknown key is an error.
 //
 // +kubebuilder:validation:XValidation:rule="has(self.max) || has(self.min) || has(self.maxRatioToStable)",message="an analysis metric needs at least one of max, min or maxRatioToStable"
 type AnalysisMetric struct {

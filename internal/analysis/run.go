@@ -49,7 +49,7 @@ func (t Target) vars(c ColorTarget, window string) metrics.Vars {
 // (metrics.EffectiveMetrics) for the candidate, and for the stable color when the metric has a
 // relative bound, runs the sample query once for the candidate, and judges each metric at at.
 // window is the analysis window (rollout.AnalysisWindow: at least four scrape intervals); queries
-// use metrics.AnalysisWindow(window), at least metrics.MinAnalysisWindow.
+// use it as {{.Window}}.
 //
 // A template that does not render is an error (a spec error: report it, retrying will not
 // help) and no query runs. Prometheus failures are not errors: they are Inconclusive results.

@@ -264,7 +264,7 @@ func TestRunWindow(t *testing.T) {
 	}{
 		{"queries over the 4m window of a 60s scrape interval", metrics.Window(30*time.Second, time.Minute), "[4m]"},
 		{"queries over the 1m window of a 15s scrape interval", metrics.Window(30*time.Second, 15*time.Second), "[1m]"},
-		{"raises a window below the minimum to 30s", 10 * time.Second, "[30s]"},
+		{"queries over a window of seconds as given", 10 * time.Second, "[10s]"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -15,9 +15,6 @@ import (
 // every rate in it is empty, which holds a rollout forever. Windows are therefore derived from
 // the scrape interval (see Window).
 const (
-	// MinAnalysisWindow is the shortest window analysis queries are rendered with, whatever the
-	// scrape interval: a p95 over less traffic is rarely judged on enough requests.
-	MinAnalysisWindow = 30 * time.Second
 	// ScrapesPerWindow is the number of scrape intervals an analysis window spans at least.
 	ScrapesPerWindow = 4
 	// DefaultScrapeInterval is the scrape interval assumed when none is configured:
@@ -25,15 +22,15 @@ const (
 	DefaultScrapeInterval = time.Minute
 )
 
-// Window is the analysis window for a measurement interval and a scrape interval: the
-// longest of the interval, ScrapesPerWindow scrape intervals and MinAnalysisWindow. A scrape
-// interval that is not positive is DefaultScrapeInterval. At a 60s scrape interval the window
-// is 4m; at 15s with a 30s measurement interval, 1m.
+// Window is the analysis window for a measurement interval and a scrape interval: the longer
+// of the interval and ScrapesPerWindow scrape intervals. A scrape interval that is not
+// positive is DefaultScrapeInterval. At a 60s scrape interval the window is 4m; at 15s with a
+// 30s measurement interval, 1m.
 func Window(interval, scrapeInterval time.Duration) time.Duration {
 	if scrapeInterval <= 0 {
 		scrapeInterval = DefaultScrapeInterval
 	}
-	return max(interval, ScrapesPerWindow*scrapeInterval, MinAnalysisWindow)
+	return max(interval, ScrapesPerWindow*scrapeInterval)
 }
 
 // Vars are the values a query template is rendered with. Each is escaped for use inside a
@@ -107,7 +104,7 @@ func Validate(tmpl string) error {
 		Color:     "blue",
 		Revision:  "0123456789",
 		Pods:      PodRegex("model-blue"),
-		Window:    PromDuration(MinAnalysisWindow),
+		Window:    PromDuration(ScrapesPerWindow * DefaultScrapeInterval),
 	})
 	return err
 }
@@ -155,10 +152,9 @@ func PodRegex(podNamePrefix string) string {
 	}
 }
 
-// AnalysisWindow is window as a PromQL duration for the queries' {{.Window}}, at least
-// MinAnalysisWindow (a defence: callers pass Window's result).
+// AnalysisWindow is window as a PromQL duration for the queries' {{.Window}}.
 func AnalysisWindow(window time.Duration) string {
-	return PromDuration(max(window, MinAnalysisWindow))
+	return PromDuration(window)
 }
 
 // PromDuration writes d as a PromQL duration in the largest unit that divides it exactly

@@ -210,11 +210,9 @@ func TestAnalysisWindow(t *testing.T) {
 		window time.Duration
 		want   string
 	}{
-		{"raises a 10s window to the 30s minimum", 10 * time.Second, "30s"},
-		{"raises a zero window to the 30s minimum", 0, "30s"},
-		{"keeps 1m", time.Minute, "1m"},
-		{"keeps a 90s window", 90 * time.Second, "90s"},
-		{"keeps a 4m window", 4 * time.Minute, "4m"},
+		{"writes a 4m window in minutes", 4 * time.Minute, "4m"},
+		{"writes a 90s window in seconds", 90 * time.Second, "90s"},
+		{"writes a 1h window in hours", time.Hour, "1h"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -236,7 +234,7 @@ func TestWindow(t *testing.T) {
 		{"spans four scrapes at a 30s scrape interval", 30 * time.Second, 30 * time.Second, 2 * time.Minute},
 		{"spans four scrapes at a 15s scrape interval", 30 * time.Second, 15 * time.Second, time.Minute},
 		{"keeps a measurement interval longer than four scrapes", 5 * time.Minute, 15 * time.Second, 5 * time.Minute},
-		{"is never shorter than the 30s minimum, even with a 1s scrape interval", 5 * time.Second, time.Second, 30 * time.Second},
+		{"spans four scrapes of a short scrape interval when the measurement interval is shorter", 2 * time.Second, time.Second, 4 * time.Second},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

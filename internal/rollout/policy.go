@@ -68,7 +68,7 @@ func policyOf(ms *v1alpha1.ModelServer) policy {
 
 // AnalysisWindow is the window a measurement of ms looks back over: the analysis interval, at
 // least four of spec.rollout.analysis.scrapeInterval (metrics.DefaultScrapeInterval when
-// unset; the controller fills it from its flag) and at least metrics.MinAnalysisWindow. A
+// unset; the controller fills it from its flag). A
 // measurement is due only once the candidate has run at its planned size for a whole window.
 func AnalysisWindow(ms *v1alpha1.ModelServer) time.Duration {
 	return policyOf(ms).window
