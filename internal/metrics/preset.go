@@ -69,7 +69,7 @@ var (
 
 	// VLLMErrorRatio is the share of failed requests, 0..1: the worse of the API server's 5xx
 	// ratio (http_requests_total, where exported) and the engine's, the requests vLLM finished
-	// with finished_reason "error" (engine failures, reported so from vLLM v0.11.1 on) or
+	// with finished_reason "error" (engine failures, reported so by vLLM after v0.11.0) or
 	// "abort" (engine failures before that, and clients that gave up) over all finished
 	// requests (vllm:request_success_total). See errorRatio.
 	VLLMErrorRatio = errorRatio(
