@@ -253,7 +253,7 @@ type WarmupSpec struct {
 }
 
 // AnalysisPreset names a ready-made set of analysis metrics.
-// +kubebuilder:validation:Enum=vllm;none
+// +kubebuilder:validation:Enum=vllm;sglang;none
 type AnalysisPreset string
 
 const (
@@ -261,6 +261,10 @@ const (
 	// end-to-end latency (each at most 1.2x the stable color's) and the error ratio (at most 5%)
 	// from vLLM's metrics.
 	AnalysisPresetVLLM AnalysisPreset = "vllm"
+	// AnalysisPresetSGLang judges the same four metrics from SGLang's metrics (started with
+	// --enable-metrics): p95 time to first token, inter-token latency and end-to-end latency
+	// (each at most 1.2x the stable color's) and the error ratio (at most 5%).
+	AnalysisPresetSGLang AnalysisPreset = "sglang"
 	// AnalysisPresetNone uses only the metrics listed in spec.rollout.analysis.metrics.
 	AnalysisPresetNone AnalysisPreset = "none"
 )
@@ -278,6 +282,14 @@ type AnalysisSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self.matches('^(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')",message="spec.rollout.analysis.interval must be a positive duration such as 2m or 90s (units h, m, s, ms)"
 	// +optional
 	Interval Duration `json:"interval,omitempty,omitzero"`
+
+	// ScrapeInterval is how often Prometheus scrapes the model server's pods. Analysis windows
+	// span at least four scrape intervals (and the measurement interval), so that every rate
+	// has enough samples: at a 60s scrape interval the window is 4m. Defaults to the
+	// controller's --prometheus-scrape-interval (1m, Prometheus's own default).
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+$') && duration(self) >= duration('1s') && duration(self) <= duration('10m')",message="spec.rollout.analysis.scrapeInterval must be a duration between 1s and 10m such as 30s or 1m"
+	// +optional
+	ScrapeInterval *Duration `json:"scrapeInterval,omitempty"`
 
 	// MinSamples is the number of candidate requests (over the analysis window) below which a
 	// measurement is inconclusive rather than judged. Defaults to 20: histogram metrics (the
@@ -310,8 +322,7 @@ type AnalysisSpec struct {
 //
 // Queries are Go templates rendered with: .Namespace, .Name (the ModelServer), .Color,
 // .Revision, .Pods (a regular expression matching the color's pods, for pod=~), .Window (the
-// analysis interval as a PromQL duration, at least 1m). Values are escaped for PromQL strings;
-// an unknown key is an error.
+// analysis window as a PromQL duration: the interval, at least four scrape intervals). Values are escaped for PromQL strings; an unknown key is an error.
 //
 // +kubebuilder:validation:XValidation:rule="has(self.max) || has(self.min) || has(self.maxRatioToStable)",message="an analysis metric needs at least one of max, min or maxRatioToStable"
 type AnalysisMetric struct {

@@ -64,6 +64,11 @@ func (in *AnalysisMetric) DeepCopy() *AnalysisMetric {
 func (in *AnalysisSpec) DeepCopyInto(out *AnalysisSpec) {
 	*out = *in
 	out.Interval = in.Interval
+	if in.ScrapeInterval != nil {
+		in, out := &in.ScrapeInterval, &out.ScrapeInterval
+		*out = new(Duration)
+		**out = **in
+	}
 	if in.Metrics != nil {
 		in, out := &in.Metrics, &out.Metrics
 		*out = make([]AnalysisMetric, len(*in))

@@ -32,6 +32,8 @@ type config struct {
 	warmupURL              string
 	warmupTimeout          time.Duration
 	signalInterval         time.Duration
+	scrapeInterval         time.Duration
+	queryPolicy            string
 }
 
 func main() {
@@ -47,6 +49,8 @@ func main() {
 	flag.StringVar(&c.warmupURL, "warmup-url-template", "", "Where warm-up checks go instead of http://<podIP>:<port>/<path>: {namespace}, {pod}, {port} and {path} are substituted.")
 	flag.DurationVar(&c.warmupTimeout, "warmup-timeout", 3*time.Second, "Timeout of one warm-up check.")
 	flag.DurationVar(&c.signalInterval, "autoscaling-signal-interval", 10*time.Second, "How often the built-in autoscaling signals are fetched (one query per signal for all ModelServers).")
+	flag.DurationVar(&c.scrapeInterval, "prometheus-scrape-interval", metrics.DefaultScrapeInterval, "How often Prometheus scrapes the model server pods (default of spec.rollout.analysis.scrapeInterval): analysis windows span at least four scrapes.")
+	flag.StringVar(&c.queryPolicy, "query-policy", string(metrics.QueryPolicyAny), "Which PromQL ModelServers may have the controller run with its Prometheus credentials: any; namespaced (presets, built-in signals, and custom queries whose every selector has namespace=\"{{.Namespace}}\"); presets (presets and built-in signals only).")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -73,18 +77,27 @@ func run(c config) error {
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
 	}
+	policy, err := metrics.ParseQueryPolicy(c.queryPolicy)
+	if err != nil {
+		return fmt.Errorf("--query-policy: %w", err)
+	}
+	if c.scrapeInterval <= 0 {
+		return fmt.Errorf("--prometheus-scrape-interval must be positive, got %s", c.scrapeInterval)
+	}
 	apis, err := controller.NewKubeMetricsAPIs(mgr.GetConfig())
 	if err != nil {
 		return err
 	}
 	r := &controller.ModelServerReconciler{
-		Client:      mgr.GetClient(),
-		APIReader:   mgr.GetAPIReader(),
-		Scheme:      scheme,
-		Recorder:    mgr.GetEventRecorder("modelship"),
-		Prober:      warmup.NewHTTPProber(c.warmupTimeout, c.warmupURL),
-		MetricsAPIs: apis,
-		Now:         time.Now,
+		Client:         mgr.GetClient(),
+		APIReader:      mgr.GetAPIReader(),
+		Scheme:         scheme,
+		Recorder:       mgr.GetEventRecorder("modelship"),
+		Prober:         warmup.NewHTTPProber(c.warmupTimeout, c.warmupURL),
+		MetricsAPIs:    apis,
+		ScrapeInterval: c.scrapeInterval,
+		QueryPolicy:    policy,
+		Now:            time.Now,
 	}
 	if c.prometheus.URL != "" {
 		q, err := metrics.NewPrometheus(c.prometheus)

@@ -51,7 +51,8 @@ func (t Target) vars(c ColorTarget, window string) metrics.Vars {
 // A metric with a Histogram runs its bucket query instead of its query, for both colors, and is
 // judged by JudgeHistogram; the sample query then also runs for the stable color (the test's
 // effective sample size), and for the candidate even when MinSamples is 0.
-// window is the measurement interval; queries use metrics.AnalysisWindow(window) (at least 1m).
+// window is the analysis window (rollout.AnalysisWindow: at least four scrape intervals); queries
+// use it as {{.Window}}.
 //
 // A template that does not render is an error (a spec error: report it, retrying will not
 // help) and no query runs. Prometheus failures are not errors: they are Inconclusive results.

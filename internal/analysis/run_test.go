@@ -3,6 +3,7 @@ package analysis
 import (
 	"context"
 	"errors"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -287,15 +288,41 @@ func TestRunJudgesEachMetric(t *testing.T) {
 	}
 }
 
+// rangeRE matches a range selector's duration, e.g. [4m].
+var rangeRE = regexp.MustCompile(`\[[0-9]+(ms|s|m|h)\]`)
+
 func TestRunWindow(t *testing.T) {
-	f := healthyVLLM()
-	if _, err := Run(context.Background(), f, vllmSpec(), target, 30*time.Second, now); err != nil {
-		t.Fatal(err)
+	cases := []struct {
+		name   string
+		window time.Duration
+		want   string
+	}{
+		{"queries over the 4m window of a 60s scrape interval", metrics.Window(30*time.Second, time.Minute), "[4m]"},
+		{"queries over the 1m window of a 15s scrape interval", metrics.Window(30*time.Second, 15*time.Second), "[1m]"},
+		{"queries over a window of seconds as given", 10 * time.Second, "[10s]"},
 	}
-	for _, q := range f.recorded() {
-		if !strings.Contains(q, "[1m]") || strings.Contains(q, "[30s]") {
-			t.Fatalf("a 30s interval must query over at least 1m: %s", q)
-		}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := healthyVLLM()
+			if _, err := Run(context.Background(), f, vllmSpec(), target, tc.window, now); err != nil {
+				t.Fatal(err)
+			}
+			qs := f.recorded()
+			if len(qs) == 0 {
+				t.Fatal("no query ran")
+			}
+			for _, q := range qs {
+				ranges := rangeRE.FindAllString(q, -1)
+				if len(ranges) == 0 {
+					t.Fatalf("no range in %s", q)
+				}
+				for _, r := range ranges {
+					if r != tc.want {
+						t.Fatalf("range %s, want every range %s: %s", r, tc.want, q)
+					}
+				}
+			}
+		})
 	}
 }
 

@@ -122,17 +122,24 @@ func Fetch(ctx context.Context, q metrics.Querier, sig Signals, now time.Time) (
 	return s, errors.Join(errs...)
 }
 
-// indexByPod maps series to pods, preferring exported_namespace/exported_pod over
-// namespace/pod, and averages series that land on the same pod.
+// indexByPod maps series to pods and averages series that land on the same pod. Each of the
+// pod's namespace and name is read from its exported_ label whenever a series has it, else
+// from the plain label, independently of each other: Prometheus renames only the exporter's
+// labels that collide with a target label, so dcgm-exporter scraped with a namespace target
+// label but no pod target label gives exported_namespace (the workload's) beside pod (the
+// workload's too), and namespace is then the exporter's own.
 func indexByPod(series []metrics.Series) map[PodKey]float64 {
 	sums := make(map[PodKey]float64, len(series))
 	counts := make(map[PodKey]int, len(series))
 	for _, s := range series {
 		k := PodKey{Namespace: s.Labels["namespace"], Name: s.Labels["pod"]}
-		if p := s.Labels["exported_pod"]; p != "" {
-			k = PodKey{Namespace: s.Labels["exported_namespace"], Name: p}
+		if ns := s.Labels["exported_namespace"]; ns != "" {
+			k.Namespace = ns
 		}
-		if k.Name == "" {
+		if p := s.Labels["exported_pod"]; p != "" {
+			k.Name = p
+		}
+		if k.Name == "" || k.Namespace == "" {
 			continue
 		}
 		sums[k] += s.Value

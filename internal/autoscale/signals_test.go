@@ -56,6 +56,9 @@ func TestSnapshotObserve(t *testing.T) {
 			series(70, "namespace", "gpu-operator", "pod", "dcgm-exporter-x", "exported_namespace", "ml", "exported_pod", "llama-b"),
 			// honorLabels style: pod/namespace are the workload's.
 			series(50, "namespace", "ml", "pod", "llama-c"),
+			// Scraped with a namespace target label but no pod one: only namespace collided,
+			// so the workload's namespace is exported_namespace and its pod is pod.
+			series(30, "namespace", "gpu-operator", "exported_namespace", "ml", "pod", "llama-d"),
 			// a pod of another ModelServer, a deleted pod, a GPU with no pod.
 			series(5, "namespace", "ml", "pod", "other-a"),
 			series(0, "namespace", "ml", "pod", "llama-deleted"),
@@ -103,6 +106,12 @@ func TestSnapshotObserve(t *testing.T) {
 			spec:  newSpec(1, 10, withKV("0.8")),
 			ready: ready,
 			want:  []Observation{{Metric: MetricKVCacheUsage, Status: metrics.Error}},
+		},
+		{
+			name:  "files a GPU under exported_namespace when the exporter was scraped with a namespace but no pod target label",
+			spec:  newSpec(1, 10, withGPU(70)),
+			ready: []PodKey{pod("ml", "llama-d")},
+			want:  []Observation{{Metric: MetricGPUUtilization, Status: metrics.OK, Value: 30, Pods: 1}},
 		},
 		{
 			name:  "has no data when none of the Ready pods has a series",

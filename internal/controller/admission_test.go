@@ -320,7 +320,7 @@ func badSpecs() []badSpec {
 		{name: "an analysis metric name with capitals", mutate: analysisMetric(v1alpha1.AnalysisMetric{Name: "TTFT", Query: "x", Max: qty("1")}),
 			want: []string{"spec.rollout.analysis.metrics[0].name"}},
 		{name: "an unknown analysis preset", mutate: func(ms *v1alpha1.ModelServer) { ms.Spec.Rollout.Analysis.Preset = "sglang-fast" },
-			want: []string{"spec.rollout.analysis.preset", `supported values: "vllm", "none"`}},
+			want: []string{"spec.rollout.analysis.preset", `supported values: "vllm", "sglang", "none"`}},
 		{name: "a negative failure limit", mutate: func(ms *v1alpha1.ModelServer) { ms.Spec.Rollout.FailureLimit = -1 },
 			want: []string{"spec.rollout.failureLimit", "greater than or equal to 0"}},
 		{name: "a negative sample minimum", mutate: func(ms *v1alpha1.ModelServer) { ms.Spec.Rollout.Analysis.MinSamples = -5 },

@@ -58,6 +58,13 @@ type ModelServerReconciler struct {
 	Signals *autoscale.SignalCache
 	// MetricsAPIs reads metrics.k8s.io and external.metrics.k8s.io; nil when not configured.
 	MetricsAPIs MetricsAPIs
+	// ScrapeInterval is how often Prometheus scrapes model server pods, the default of
+	// spec.rollout.analysis.scrapeInterval (--prometheus-scrape-interval); zero means
+	// metrics.DefaultScrapeInterval.
+	ScrapeInterval time.Duration
+	// QueryPolicy says which custom PromQL a ModelServer may have the controller run
+	// (--query-policy); empty is metrics.QueryPolicyAny.
+	QueryPolicy metrics.QueryPolicy
 	// Now is the clock (time.Now in production).
 	Now func() time.Time
 	// APIReader reads the ModelServer at the start of a pass straight from the API server
@@ -142,9 +149,10 @@ func (r *ModelServerReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		}
 	}
 
+	r.defaultSpec(ms)
 	now := r.Now()
 	before := ms.DeepCopy()
-	if err := validate(ms); err != nil {
+	if err := validate(ms, r.QueryPolicy); err != nil {
 		// A bad spec never disturbs what is serving: nothing is applied until it is fixed.
 		setCondition(ms, v1alpha1.ConditionStalled, metav1.ConditionTrue, v1alpha1.ReasonInvalidSpec, err.Error())
 		setCondition(ms, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonInvalidSpec, err.Error())
@@ -283,14 +291,41 @@ func (r *ModelServerReconciler) nameConflict(ctx context.Context, ms *v1alpha1.M
 	return "", nil
 }
 
+// defaultSpec fills, in memory only, what the controller's flags default: the scrape interval
+// analysis windows are derived from. It runs after any spec write of the pass, so it is never
+// written back.
+func (r *ModelServerReconciler) defaultSpec(ms *v1alpha1.ModelServer) {
+	if a := &ms.Spec.Rollout.Analysis; a.ScrapeInterval == nil && r.ScrapeInterval > 0 {
+		a.ScrapeInterval = &v1alpha1.Duration{Duration: r.ScrapeInterval}
+	}
+}
+
 // validate checks what admission cannot fully check (the analysis templates, and what CEL's cost
-// budget leaves out) and what an object stored before a rule existed may hold (see validateFields).
-func validate(ms *v1alpha1.ModelServer) error {
+// budget leaves out), what an object stored before a rule existed may hold (see
+// validateFields), and the custom queries against the controller's query policy. Each error
+// names the field.
+func validate(ms *v1alpha1.ModelServer, policy metrics.QueryPolicy) error {
 	if errs := validateFields(ms); len(errs) > 0 {
 		return errs.ToAggregate()
 	}
-	if err := analysis.Validate(ms.Spec.Rollout.Analysis); err != nil {
+	a := ms.Spec.Rollout.Analysis
+	if err := analysis.Validate(a); err != nil {
 		return fmt.Errorf("spec.rollout.analysis.%w", err)
+	}
+	for _, m := range a.Metrics {
+		if err := policy.CheckQuery(m.Query, ms.Namespace); err != nil {
+			return fmt.Errorf("spec.rollout.analysis.metrics[%s].query: %w", m.Name, err)
+		}
+		if h := m.Histogram; h != nil {
+			if err := policy.CheckQuery(h.BucketQuery, ms.Namespace); err != nil {
+				return fmt.Errorf("spec.rollout.analysis.metrics[%s].histogram.bucketQuery: %w", m.Name, err)
+			}
+		}
+	}
+	if a.SampleQuery != "" {
+		if err := policy.CheckQuery(a.SampleQuery, ms.Namespace); err != nil {
+			return fmt.Errorf("spec.rollout.analysis.sampleQuery: %w", err)
+		}
 	}
 	if ms.Spec.Autoscaling == nil {
 		return nil
@@ -298,6 +333,9 @@ func validate(ms *v1alpha1.ModelServer) error {
 	for i, m := range ms.Spec.Autoscaling.Metrics {
 		if m.Prometheus != nil {
 			if err := metrics.Validate(m.Prometheus.Query); err != nil {
+				return fmt.Errorf("spec.autoscaling.metrics[%d].prometheus.query: %w", i, err)
+			}
+			if err := policy.CheckQuery(m.Prometheus.Query, ms.Namespace); err != nil {
 				return fmt.Errorf("spec.autoscaling.metrics[%d].prometheus.query: %w", i, err)
 			}
 		}
@@ -546,7 +584,9 @@ func (r *ModelServerReconciler) measure(ctx context.Context, ms *v1alpha1.ModelS
 	if cand == nil || stable == nil {
 		return nil, nil
 	}
-	window := ms.Spec.Rollout.Analysis.Interval.Duration
+	// The window spans four scrapes at least and, as MeasureDue waits for it, starts no
+	// earlier than the candidate reached its planned size.
+	window := rollout.AnalysisWindow(ms)
 	target := analysis.Target{
 		Namespace: ms.Namespace, Name: ms.Name,
 		Candidate: analysis.ColorTarget{Color: cand.Color, Revision: cand.Revision, Pods: metrics.PodRegex(ms.DeploymentName(cand.Color))},

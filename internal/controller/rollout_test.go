@@ -86,8 +86,8 @@ func vllmAnswers(name string, byColor map[v1alpha1.Color]latencies) func(string)
 			return promAnswer{buckets: map[string]float64{strconv.FormatFloat(p95/0.95, 'g', -1, 64): 500, "+Inf": 500}}
 		}
 		switch {
-		case strings.Contains(q, `finished_reason="abort"`):
-			return promAnswer{value: 0}
+		case strings.Contains(q, `finished_reason=`):
+			return promAnswer{value: 0} // the error ratio
 		case strings.Contains(q, "request_success_total"):
 			return promAnswer{value: 500}
 		case strings.Contains(q, "time_to_first_token"):

@@ -25,6 +25,7 @@ import (
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
 	"github.com/modelship/modelship/internal/autoscale"
+	"github.com/modelship/modelship/internal/metrics"
 	"github.com/modelship/modelship/internal/testenv"
 	"github.com/modelship/modelship/internal/warmup"
 )
@@ -74,6 +75,9 @@ func TestMain(m *testing.M) {
 		r := &ModelServerReconciler{
 			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: scheme, Recorder: mgr.GetEventRecorder("modelship"),
 			Prometheus: prom, Prober: warmup.NewHTTPProber(time.Second, ""), Now: time.Now,
+			// Analysis windows of four 100ms scrapes: the analysis interval (1s in the rollout
+			// stories) decides. Custom queries must be scoped to their namespace.
+			ScrapeInterval: 100 * time.Millisecond, QueryPolicy: metrics.QueryPolicyNamespaced,
 			Signals:     autoscale.NewSignalCache(prom, autoscale.DefaultSignals(), signalInterval),
 			MetricsAPIs: kubeMetrics,
 		}

@@ -44,6 +44,13 @@ func validateFields(ms *v1alpha1.ModelServer) field.ErrorList {
 	}
 	ap := rp.Child("analysis")
 	errs = append(errs, positive(ap.Child("interval"), ro.Analysis.Interval, true)...)
+	if si := ro.Analysis.ScrapeInterval; si != nil {
+		if e := positive(ap.Child("scrapeInterval"), *si, false); len(e) > 0 {
+			errs = append(errs, e...)
+		} else if si.Duration < time.Second || si.Duration > 10*time.Minute {
+			errs = append(errs, field.Invalid(ap.Child("scrapeInterval"), si.String(), "must be between 1s and 10m"))
+		}
+	}
 	if s, i := ro.StepDuration.Duration, ro.Analysis.Interval.Duration; s > 0 && i > 0 && s < i {
 		errs = append(errs, field.Invalid(rp.Child("stepDuration"), ro.StepDuration.String(),
 			"must be at least spec.rollout.analysis.interval ("+ro.Analysis.Interval.String()+"): every step is judged on at least one measurement"))

@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
+	"github.com/modelship/modelship/internal/metrics"
 )
 
 // The controller's own checks, for objects that admission did not refuse (stored before a rule
@@ -149,7 +150,7 @@ func TestValidateReportsTheFieldAdmissionShouldHaveRefused(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ms := newModelServer("ns", "llama")
 			tt.mutate(ms)
-			err := validate(ms)
+			err := validate(ms, metrics.QueryPolicyAny)
 			if len(tt.want) == 0 {
 				if err != nil {
 					t.Fatalf("refused a valid spec: %v", err)
@@ -173,11 +174,11 @@ func TestValidateReportsTheFieldAdmissionShouldHaveRefused(t *testing.T) {
 func TestValidateAcceptsZeroDurationsThatMeanTheDefault(t *testing.T) {
 	ms := newModelServer("ns", "llama")
 	ms.Spec.Rollout.StepDuration, ms.Spec.Rollout.Analysis.Interval = v1alpha1.Duration{}, v1alpha1.Duration{}
-	if err := validate(ms); err != nil {
+	if err := validate(ms, metrics.QueryPolicyAny); err != nil {
 		t.Fatal(err)
 	}
 	ms.Spec.Rollout.StepDuration = v1alpha1.Duration{Duration: time.Minute}
-	if err := validate(ms); err != nil {
+	if err := validate(ms, metrics.QueryPolicyAny); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -198,7 +199,7 @@ func TestValidateAcceptsTheSpecsAdmissionAccepts(t *testing.T) {
 			if err := json.Unmarshal(b, got); err != nil {
 				t.Fatal(err)
 			}
-			if err := validate(got); err != nil {
+			if err := validate(got, metrics.QueryPolicyAny); err != nil {
 				t.Errorf("the controller refuses a spec admission accepts: %v", err)
 			}
 		})

@@ -1,6 +1,8 @@
 package metrics
 
 import (
+	"strings"
+
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
@@ -11,46 +13,134 @@ import (
 // scraped pod's namespace and pod.
 const podSelector = `namespace="{{.Namespace}}",pod=~"{{.Pods}}"`
 
-// The vLLM preset (v1alpha1.AnalysisPresetVLLM), from the metrics vLLM serves on /metrics.
-// Latencies are p95s over the window from vLLM's histograms; a color that served no request in
-// the window has all-zero bucket rates, for which histogram_quantile returns NaN: NoData, never 0.
+// HTTP status counters of the model server's own API server, where it has them: vLLM's
+// OpenAI server exports http_requests_total (prometheus-fastapi-instrumentator, labels handler,
+// method and status; status is grouped as "2xx", "4xx", "5xx" by default, or the code itself
+// when grouping is off, so "5.." matches both). They count the requests refused before the
+// engine (a 500 from the API server, a crashed tokenizer) that the engine's counters never see.
 const (
+	httpErrors = `sum(increase(http_requests_total{` + podSelector + `,status=~"5.."}[{{.Window}}]))`
+	httpTotal  = `sum(increase(http_requests_total{` + podSelector + `}[{{.Window}}]))`
+)
+
+// errorRatio is the worse of two error ratios, each of its own population: the HTTP status
+// counters' (5xx over all requests) and the engine's (errors over finished requests). Each
+// ratio's numerator falls back to 0 (`or vector(0)`) so that no error is 0, but a source with no
+// request at all (absent or zero denominator) gives nothing or NaN, which max ignores beside
+// the other source; neither having a request is NoData. label_replace tells the two sources
+// apart so that `or` keeps both. Taking the worse rather than the sum does not count twice a
+// request that failed in the engine and was answered with a 500.
+func errorRatio(engineErrors, engineTotal string) string {
+	return `max(label_replace((` + httpErrors + ` or vector(0)) / ` + httpTotal + `, "source", "http", "", "")` +
+		` or label_replace((` + engineErrors + ` or vector(0)) / ` + engineTotal + `, "source", "engine", "", ""))`
+}
+
+// sampleCount is the larger of the requests the HTTP counters and the engine counted over the
+// window: a candidate refusing every request before its engine still has samples.
+func sampleCount(engineTotal string) string {
+	return `max(label_replace(` + httpTotal + `, "source", "http", "", "") or label_replace(` + engineTotal + `, "source", "engine", "", ""))`
+}
+
+// buckets is the bucket counts over the window of the first histogram of the list a pod
+// serves (later names are older names of the same histogram: `or` keeps the left side where
+// both exist, since increase drops the metric name and their label sets are then equal).
+func buckets(histograms ...string) string {
+	incs := make([]string, len(histograms))
+	for i, h := range histograms {
+		incs[i] = `increase(` + h + `_bucket{` + podSelector + `}[{{.Window}}])`
+	}
+	return `sum by (le) (` + strings.Join(incs, " or ") + `)`
+}
+
+// p95 is the p95 over the window of the histograms named (their _bucket series), the first
+// that a pod serves: `or` keeps the left side where both exist (rate drops the metric name, so
+// their label sets are equal), which lets a query read a metric's new name and its old one.
+// A color that served no request in the window has all-zero bucket rates, for which
+// histogram_quantile returns NaN: NoData, never 0.
+func p95(histograms ...string) string {
+	rates := make([]string, len(histograms))
+	for i, h := range histograms {
+		rates[i] = `rate(` + h + `_bucket{` + podSelector + `}[{{.Window}}])`
+	}
+	return `histogram_quantile(0.95, sum by (le) (` + strings.Join(rates, " or ") + `))`
+}
+
+// The vLLM preset (v1alpha1.AnalysisPresetVLLM), from the metrics vLLM serves on /metrics.
+var (
 	// VLLMTTFTP95 is the p95 time to first token, in seconds.
-	VLLMTTFTP95 = `histogram_quantile(0.95, sum by (le) (rate(vllm:time_to_first_token_seconds_bucket{` + podSelector + `}[{{.Window}}])))`
+	VLLMTTFTP95 = p95("vllm:time_to_first_token_seconds")
 
 	// VLLMITLP95 is the p95 inter-token latency, in seconds. vLLM renamed
 	// vllm:time_per_output_token_seconds to vllm:inter_token_latency_seconds; the query reads the
-	// new name and, for pods that serve only the old one, the old name (`or` keeps the left side
-	// where both exist: rate drops the metric name, so their label sets are equal).
-	VLLMITLP95 = `histogram_quantile(0.95, sum by (le) (rate(vllm:inter_token_latency_seconds_bucket{` + podSelector + `}[{{.Window}}]) or rate(vllm:time_per_output_token_seconds_bucket{` + podSelector + `}[{{.Window}}])))`
+	// new name and, for pods that serve only the old one, the old name.
+	VLLMITLP95 = p95("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds")
 
 	// VLLME2EP95 is the p95 end-to-end request latency, in seconds.
-	VLLME2EP95 = `histogram_quantile(0.95, sum by (le) (rate(vllm:e2e_request_latency_seconds_bucket{` + podSelector + `}[{{.Window}}])))`
+	VLLME2EP95 = p95("vllm:e2e_request_latency_seconds")
 
 	// VLLMTTFTBuckets is the time-to-first-token histogram's bucket counts over the window, the
 	// source of ttft-p95's statistical judgement (v1alpha1.AnalysisHistogram).
-	VLLMTTFTBuckets = `sum by (le) (increase(vllm:time_to_first_token_seconds_bucket{` + podSelector + `}[{{.Window}}]))`
+	VLLMTTFTBuckets = buckets("vllm:time_to_first_token_seconds")
 
 	// VLLMITLBuckets is the inter-token latency histogram's bucket counts over the window (new
 	// name, or the old one for pods that serve only it, as VLLMITLP95).
-	VLLMITLBuckets = `sum by (le) (increase(vllm:inter_token_latency_seconds_bucket{` + podSelector + `}[{{.Window}}]) or increase(vllm:time_per_output_token_seconds_bucket{` + podSelector + `}[{{.Window}}]))`
+	VLLMITLBuckets = buckets("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds")
 
 	// VLLME2EBuckets is the end-to-end latency histogram's bucket counts over the window.
-	VLLME2EBuckets = `sum by (le) (increase(vllm:e2e_request_latency_seconds_bucket{` + podSelector + `}[{{.Window}}]))`
+	VLLME2EBuckets = buckets("vllm:e2e_request_latency_seconds")
 
-	// VLLMErrorRatio is the share of finished requests that vLLM aborted
-	// (finished_reason="abort": engine errors and clients that gave up), 0..1. The numerator
-	// falls back to 0 (`or vector(0)`) so that no abort is 0, but no finished request at all
-	// (absent or zero denominator) is NoData. Requests rejected before reaching the engine (a 4xx
-	// from the OpenAI server) are not counted by vLLM.
-	VLLMErrorRatio = `(sum(increase(vllm:request_success_total{` + podSelector + `,finished_reason="abort"}[{{.Window}}])) or vector(0)) / sum(increase(vllm:request_success_total{` + podSelector + `}[{{.Window}}]))`
+	// VLLMErrorRatio is the share of failed requests, 0..1: the worse of the API server's 5xx
+	// ratio (http_requests_total, where exported) and the engine's, the requests vLLM finished
+	// with finished_reason "error" (engine failures, reported so by vLLM after v0.11.0) or
+	// "abort" (engine failures before that, and clients that gave up) over all finished
+	// requests (vllm:request_success_total). See errorRatio.
+	VLLMErrorRatio = errorRatio(
+		`sum(increase(vllm:request_success_total{`+podSelector+`,finished_reason=~"abort|error"}[{{.Window}}]))`,
+		vllmFinished)
 
-	// VLLMSampleQuery counts the requests a color finished over the window; a measurement with
-	// fewer than spec.rollout.analysis.minSamples is inconclusive.
-	VLLMSampleQuery = `sum(increase(vllm:request_success_total{` + podSelector + `}[{{.Window}}]))`
+	// VLLMSampleQuery counts the requests a color served over the window (the larger of the
+	// API server's and the engine's count); a measurement with fewer than
+	// spec.rollout.analysis.minSamples is inconclusive.
+	VLLMSampleQuery = sampleCount(vllmFinished)
 )
 
-// Names of the vLLM preset's metrics, as they appear in status.analysis.
+const vllmFinished = `sum(increase(vllm:request_success_total{` + podSelector + `}[{{.Window}}]))`
+
+// The SGLang preset (v1alpha1.AnalysisPresetSGLang), from the metrics SGLang serves on /metrics
+// when started with --enable-metrics (python/sglang/srt/metrics/collector.py,
+// TokenizerMetricsCollector).
+var (
+	// SGLangTTFTP95 is the p95 time to first token, in seconds.
+	SGLangTTFTP95 = p95("sglang:time_to_first_token_seconds")
+
+	// SGLangITLP95 is the p95 inter-token latency, in seconds: sglang:inter_token_latency_seconds,
+	// or sglang:time_per_output_token_seconds for SGLang versions that serve only that name.
+	SGLangITLP95 = p95("sglang:inter_token_latency_seconds", "sglang:time_per_output_token_seconds")
+
+	// SGLangE2EP95 is the p95 end-to-end request latency, in seconds.
+	SGLangE2EP95 = p95("sglang:e2e_request_latency_seconds")
+
+	// SGLangTTFTBuckets, SGLangITLBuckets and SGLangE2EBuckets are the bucket counts of the
+	// same histograms over the window, the source of the statistical judgement.
+	SGLangTTFTBuckets = buckets("sglang:time_to_first_token_seconds")
+	SGLangITLBuckets  = buckets("sglang:inter_token_latency_seconds", "sglang:time_per_output_token_seconds")
+	SGLangE2EBuckets  = buckets("sglang:e2e_request_latency_seconds")
+
+	// SGLangErrorRatio is the share of failed requests, 0..1: the worse of the HTTP 5xx ratio
+	// (http_requests_total, where the pod exports it) and the requests SGLang aborted
+	// (sglang:num_aborted_requests_total) over the requests it finished
+	// (sglang:num_requests_total). See errorRatio.
+	SGLangErrorRatio = errorRatio(
+		`sum(increase(sglang:num_aborted_requests_total{`+podSelector+`}[{{.Window}}]))`,
+		sglangFinished)
+
+	// SGLangSampleQuery counts the requests a color served over the window.
+	SGLangSampleQuery = sampleCount(sglangFinished)
+)
+
+const sglangFinished = `sum(increase(sglang:num_requests_total{` + podSelector + `}[{{.Window}}]))`
+
+// Names of the presets' metrics, as they appear in status.analysis.
 const (
 	MetricTTFTP95    = "ttft-p95"
 	MetricITLP95     = "itl-p95"
@@ -58,7 +148,7 @@ const (
 	MetricErrorRatio = "error-ratio"
 )
 
-// The vLLM preset's bounds: each latency p95 at most 1.2x the stable color's, the error ratio
+// The presets' bounds: each latency p95 at most 1.2x the stable color's, the error ratio
 // at most 5%.
 const (
 	vllmLatencyRatioMilli  = 1200
@@ -82,23 +172,42 @@ func LatencyP95(name, query, buckets string, maxRatio *resource.Quantity) v1alph
 // may change them). The empty name is the API's default, vllm. AnalysisPresetNone and unknown
 // names have neither metrics nor a sample query.
 //
-// vllm: ttft-p95, itl-p95 and e2e-p95 each at most 1.2x stable (maxRatioToStable), and
-// error-ratio at most 0.05 (max); the sample query is VLLMSampleQuery.
+// vllm and sglang: ttft-p95, itl-p95 and e2e-p95 each at most 1.2x stable (maxRatioToStable),
+// and error-ratio at most 0.05 (max); the sample query is VLLMSampleQuery or SGLangSampleQuery.
 func Preset(name v1alpha1.AnalysisPreset) (metrics []v1alpha1.AnalysisMetric, sampleQuery string) {
 	switch name {
 	case v1alpha1.AnalysisPresetVLLM, "":
-		ratio := func() *resource.Quantity {
-			return resource.NewMilliQuantity(vllmLatencyRatioMilli, resource.DecimalSI)
-		}
-		maxErr := resource.NewMilliQuantity(vllmMaxErrorRatioMilli, resource.DecimalSI)
-		return []v1alpha1.AnalysisMetric{
-			LatencyP95(MetricTTFTP95, VLLMTTFTP95, VLLMTTFTBuckets, ratio()),
-			LatencyP95(MetricITLP95, VLLMITLP95, VLLMITLBuckets, ratio()),
-			LatencyP95(MetricE2EP95, VLLME2EP95, VLLME2EBuckets, ratio()),
-			{Name: MetricErrorRatio, Query: VLLMErrorRatio, Max: maxErr},
-		}, VLLMSampleQuery
+		return servingPreset(servingMetrics{
+			ttft: VLLMTTFTP95, ttftBuckets: VLLMTTFTBuckets, itl: VLLMITLP95, itlBuckets: VLLMITLBuckets,
+			e2e: VLLME2EP95, e2eBuckets: VLLME2EBuckets, errorRatio: VLLMErrorRatio,
+		}), VLLMSampleQuery
+	case v1alpha1.AnalysisPresetSGLang:
+		return servingPreset(servingMetrics{
+			ttft: SGLangTTFTP95, ttftBuckets: SGLangTTFTBuckets, itl: SGLangITLP95, itlBuckets: SGLangITLBuckets,
+			e2e: SGLangE2EP95, e2eBuckets: SGLangE2EBuckets, errorRatio: SGLangErrorRatio,
+		}), SGLangSampleQuery
 	default:
 		return nil, ""
+	}
+}
+
+// servingMetrics are the queries of a serving preset: each latency's p95 (shown to people) and
+// its bucket counts (judged), and the error ratio.
+type servingMetrics struct {
+	ttft, ttftBuckets, itl, itlBuckets, e2e, e2eBuckets, errorRatio string
+}
+
+// servingPreset is the four metrics of a serving preset with their bounds.
+func servingPreset(q servingMetrics) []v1alpha1.AnalysisMetric {
+	ratio := func() *resource.Quantity {
+		return resource.NewMilliQuantity(vllmLatencyRatioMilli, resource.DecimalSI)
+	}
+	maxErr := resource.NewMilliQuantity(vllmMaxErrorRatioMilli, resource.DecimalSI)
+	return []v1alpha1.AnalysisMetric{
+		LatencyP95(MetricTTFTP95, q.ttft, q.ttftBuckets, ratio()),
+		LatencyP95(MetricITLP95, q.itl, q.itlBuckets, ratio()),
+		LatencyP95(MetricE2EP95, q.e2e, q.e2eBuckets, ratio()),
+		{Name: MetricErrorRatio, Query: q.errorRatio, Max: maxErr},
 	}
 }
 

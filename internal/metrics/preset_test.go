@@ -66,88 +66,95 @@ func balanced(q string) bool {
 	return !inString && len(stack) == 0
 }
 
-func TestVLLMPreset(t *testing.T) {
-	ms, sample := Preset(v1alpha1.AnalysisPresetVLLM)
+func TestServingPresets(t *testing.T) {
+	type histograms struct{ ttft, itl, itlOld, e2e string }
+	cases := []struct {
+		preset       v1alpha1.AnalysisPreset
+		hist         histograms
+		engineErrors string // the engine's failed requests, as selected
+		engineTotal  string // the engine's finished requests
+	}{
+		{
+			preset:       v1alpha1.AnalysisPresetVLLM,
+			hist:         histograms{"vllm:time_to_first_token_seconds", "vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds", "vllm:e2e_request_latency_seconds"},
+			engineErrors: `vllm:request_success_total{` + candidateSelector + `,finished_reason=~"abort|error"}[2m]`,
+			engineTotal:  `vllm:request_success_total{` + candidateSelector + `}[2m]`,
+		},
+		{
+			preset:       v1alpha1.AnalysisPresetSGLang,
+			hist:         histograms{"sglang:time_to_first_token_seconds", "sglang:inter_token_latency_seconds", "sglang:time_per_output_token_seconds", "sglang:e2e_request_latency_seconds"},
+			engineErrors: `sglang:num_aborted_requests_total{` + candidateSelector + `}[2m]`,
+			engineTotal:  `sglang:num_requests_total{` + candidateSelector + `}[2m]`,
+		},
+	}
 	wantBounds := map[string]struct{ max, ratio string }{
 		MetricTTFTP95:    {ratio: "1.2"},
 		MetricITLP95:     {ratio: "1.2"},
 		MetricE2EP95:     {ratio: "1.2"},
 		MetricErrorRatio: {max: "0.05"},
 	}
-	if len(ms) != len(wantBounds) {
-		t.Fatalf("%d metrics, want %d", len(ms), len(wantBounds))
-	}
-	for _, m := range ms {
-		t.Run(m.Name+" has its bound and renders a balanced query selecting the color's pods", func(t *testing.T) {
-			want, ok := wantBounds[m.Name]
-			if !ok {
-				t.Fatalf("unexpected metric %q", m.Name)
+	httpErrors := `http_requests_total{` + candidateSelector + `,status=~"5.."}[2m]`
+	httpTotal := `http_requests_total{` + candidateSelector + `}[2m]`
+	for _, tc := range cases {
+		ms, sample := Preset(tc.preset)
+		if len(ms) != len(wantBounds) {
+			t.Fatalf("%s: %d metrics, want %d", tc.preset, len(ms), len(wantBounds))
+		}
+		rendered := map[string]string{}
+		for _, m := range ms {
+			t.Run(string(tc.preset)+" "+m.Name+" has its bound and renders a balanced query selecting the color's pods", func(t *testing.T) {
+				want, ok := wantBounds[m.Name]
+				if !ok {
+					t.Fatalf("unexpected metric %q", m.Name)
+				}
+				if !sameQuantity(m.Max, want.max) || !sameQuantity(m.MaxRatioToStable, want.ratio) || m.Min != nil {
+					t.Errorf("bounds max=%v ratio=%v min=%v, want %+v", m.Max, m.MaxRatioToStable, m.Min, want)
+				}
+				q, err := Render(m.Query, candidateVars)
+				if err != nil {
+					t.Fatal(err)
+				}
+				rendered[m.Name] = q
+				if !balanced(q) {
+					t.Errorf("unbalanced query: %s", q)
+				}
+				if !strings.Contains(q, candidateSelector) || !strings.Contains(q, "[2m]") {
+					t.Errorf("query does not select the candidate's pods over the window: %s", q)
+				}
+				if strings.Count(q, "{") != strings.Count(q, candidateSelector) {
+					t.Errorf("a selector of the query lacks the pod filter: %s", q)
+				}
+			})
+		}
+		t.Run(string(tc.preset)+" latencies are p95s of the server's histograms, inter-token latency under its new and old names", func(t *testing.T) {
+			for name, want := range map[string]string{
+				MetricTTFTP95: "histogram_quantile(0.95, sum by (le) (rate(" + tc.hist.ttft + "_bucket{" + candidateSelector + "}[2m])))",
+				MetricITLP95:  "histogram_quantile(0.95, sum by (le) (rate(" + tc.hist.itl + "_bucket{" + candidateSelector + "}[2m]) or rate(" + tc.hist.itlOld + "_bucket{" + candidateSelector + "}[2m])))",
+				MetricE2EP95:  "histogram_quantile(0.95, sum by (le) (rate(" + tc.hist.e2e + "_bucket{" + candidateSelector + "}[2m])))",
+			} {
+				if rendered[name] != want {
+					t.Errorf("%s:\ngot  %s\nwant %s", name, rendered[name], want)
+				}
 			}
-			if !sameQuantity(m.Max, want.max) {
-				t.Errorf("max = %v, want %q", m.Max, want.max)
+		})
+		t.Run(string(tc.preset)+" the error ratio is the worse of the HTTP 5xx ratio and the engine's, each 0 without errors and absent without requests", func(t *testing.T) {
+			want := `max(label_replace((sum(increase(` + httpErrors + `)) or vector(0)) / sum(increase(` + httpTotal + `)), "source", "http", "", "")` +
+				` or label_replace((sum(increase(` + tc.engineErrors + `)) or vector(0)) / sum(increase(` + tc.engineTotal + `)), "source", "engine", "", ""))`
+			if rendered[MetricErrorRatio] != want {
+				t.Errorf("got  %s\nwant %s", rendered[MetricErrorRatio], want)
 			}
-			if !sameQuantity(m.MaxRatioToStable, want.ratio) {
-				t.Errorf("maxRatioToStable = %v, want %q", m.MaxRatioToStable, want.ratio)
-			}
-			if m.Min != nil {
-				t.Errorf("min = %s, want none", m.Min)
-			}
-			q, err := Render(m.Query, candidateVars)
+		})
+		t.Run(string(tc.preset)+" the sample query is the larger of the HTTP and the engine request counts", func(t *testing.T) {
+			q, err := Render(sample, candidateVars)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !balanced(q) {
-				t.Errorf("unbalanced query: %s", q)
-			}
-			if !strings.Contains(q, candidateSelector) || !strings.Contains(q, "[2m]") {
-				t.Errorf("query does not select the candidate's pods over the window: %s", q)
-			}
-			if strings.Count(q, "{") != strings.Count(q, candidateSelector) {
-				t.Errorf("a selector of the query lacks the pod filter: %s", q)
+			want := `max(label_replace(sum(increase(` + httpTotal + `)), "source", "http", "", "") or label_replace(sum(increase(` + tc.engineTotal + `)), "source", "engine", "", ""))`
+			if q != want {
+				t.Errorf("got  %s\nwant %s", q, want)
 			}
 		})
 	}
-	t.Run("latencies are p95s of vLLM's histograms", func(t *testing.T) {
-		for name, metric := range map[string]string{
-			MetricTTFTP95: "vllm:time_to_first_token_seconds_bucket",
-			MetricITLP95:  "vllm:inter_token_latency_seconds_bucket",
-			MetricE2EP95:  "vllm:e2e_request_latency_seconds_bucket",
-		} {
-			m, _ := metricByName(ms, name)
-			if !strings.HasPrefix(m.Query, "histogram_quantile(0.95, sum by (le) (rate("+metric) {
-				t.Errorf("%s: %s", name, m.Query)
-			}
-		}
-	})
-	t.Run("inter-token latency falls back to vLLM's older metric name", func(t *testing.T) {
-		m, _ := metricByName(ms, MetricITLP95)
-		if !strings.Contains(m.Query, "or rate(vllm:time_per_output_token_seconds_bucket{") {
-			t.Errorf("no fallback: %s", m.Query)
-		}
-	})
-	t.Run("the error ratio counts zero aborts as 0 but no finished request as no data", func(t *testing.T) {
-		m, _ := metricByName(ms, MetricErrorRatio)
-		num, den, ok := strings.Cut(m.Query, " / ")
-		if !ok {
-			t.Fatalf("not a ratio: %s", m.Query)
-		}
-		if !strings.Contains(num, `finished_reason="abort"`) || !strings.HasSuffix(num, "or vector(0))") {
-			t.Errorf("numerator: %s", num)
-		}
-		if strings.Contains(den, "vector(0)") || strings.Contains(den, "finished_reason") {
-			t.Errorf("denominator must count all finished requests and stay absent without data: %s", den)
-		}
-	})
-	t.Run("the sample query counts the color's finished requests over the window", func(t *testing.T) {
-		q, err := Render(sample, candidateVars)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want := `sum(increase(vllm:request_success_total{` + candidateSelector + `}[2m]))`
-		if q != want {
-			t.Errorf("got  %s\nwant %s", q, want)
-		}
-	})
 }
 
 // sameQuantity reports whether q equals want ("" meaning unset).

@@ -49,7 +49,7 @@ type PodKey struct {
 // PodValues reads the pod each series describes and averages the values of each pod (several
 // series per pod, e.g. one per GPU). The pod is exported_pod when a series has it (the
 // exporter's own pod label, renamed by Prometheus because it collides with the scrape target's
-// when honor_labels is false, as for the DCGM exporter), else pod; likewise
+// when honor_labels is false, as for the DCGM exporter), else pod; likewise and independently
 // exported_namespace, else namespace. Series naming no pod and NaN or ±Inf values are skipped.
 // A pod absent from the map has no data: it must not be read as zero.
 func PodValues(series []Series) map[PodKey]float64 {
@@ -81,14 +81,17 @@ func PodValues(series []Series) map[PodKey]float64 {
 	return out
 }
 
+// podOf reads the namespace and the pod of a series, each from its exported_ label whenever
+// the series has it, else from the plain label, independently: Prometheus renames only the
+// labels that collide with a target label (dcgm-exporter scraped with a namespace target label
+// but no pod one gives exported_namespace beside the workload's pod).
 func podOf(labels map[string]string) (PodKey, bool) {
-	if pod := labels[LabelExportedPod]; pod != "" {
-		ns := labels[LabelExportedNamespace]
-		if ns == "" {
-			ns = labels[LabelNamespace]
-		}
-		return PodKey{Namespace: ns, Pod: pod}, ns != ""
+	k := PodKey{Namespace: labels[LabelNamespace], Pod: labels[LabelPod]}
+	if ns := labels[LabelExportedNamespace]; ns != "" {
+		k.Namespace = ns
 	}
-	pod, ns := labels[LabelPod], labels[LabelNamespace]
-	return PodKey{Namespace: ns, Pod: pod}, pod != "" && ns != ""
+	if pod := labels[LabelExportedPod]; pod != "" {
+		k.Pod = pod
+	}
+	return k, k.Pod != "" && k.Namespace != ""
 }

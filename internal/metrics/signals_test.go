@@ -64,6 +64,13 @@ func TestPodValues(t *testing.T) {
 			want: map[PodKey]float64{{Namespace: "ml", Pod: "p"}: 4},
 		},
 		{
+			name: "reads the workload's namespace from exported_namespace when only the namespace label was renamed",
+			series: []Series{
+				{Labels: map[string]string{"namespace": "gpu-operator", "exported_namespace": "ml", "pod": "llama-blue-7d9c-abcde", "gpu": "0"}, Value: 60},
+			},
+			want: map[PodKey]float64{{Namespace: "ml", Pod: "llama-blue-7d9c-abcde"}: 60},
+		},
+		{
 			name: "skips series that name no pod, and an empty exported_pod falls back to pod",
 			series: []Series{
 				{Labels: map[string]string{"namespace": "ml"}, Value: 1},

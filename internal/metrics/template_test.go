@@ -206,20 +206,44 @@ func TestPromDuration(t *testing.T) {
 
 func TestAnalysisWindow(t *testing.T) {
 	cases := []struct {
-		name     string
-		interval time.Duration
-		want     string
+		name   string
+		window time.Duration
+		want   string
 	}{
-		{"raises a 30s interval to the 1m minimum", 30 * time.Second, "1m"},
-		{"raises a zero interval to the 1m minimum", 0, "1m"},
-		{"keeps 1m", time.Minute, "1m"},
-		{"keeps a 90s interval", 90 * time.Second, "90s"},
-		{"keeps a 5m interval", 5 * time.Minute, "5m"},
+		{"writes a 4m window in minutes", 4 * time.Minute, "4m"},
+		{"writes a 90s window in seconds", 90 * time.Second, "90s"},
+		{"writes a 1h window in hours", time.Hour, "1h"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := AnalysisWindow(tc.interval); got != tc.want {
-				t.Fatalf("AnalysisWindow(%s) = %q, want %q", tc.interval, got, tc.want)
+			if got := AnalysisWindow(tc.window); got != tc.want {
+				t.Fatalf("AnalysisWindow(%s) = %q, want %q", tc.window, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestWindow(t *testing.T) {
+	cases := []struct {
+		name             string
+		interval, scrape time.Duration
+		want             time.Duration
+	}{
+		{"spans four scrapes at Prometheus's default 60s scrape interval", 30 * time.Second, time.Minute, 4 * time.Minute},
+		{"assumes Prometheus's default 60s scrape interval when none is configured", 30 * time.Second, 0, 4 * time.Minute},
+		{"spans four scrapes at a 30s scrape interval", 30 * time.Second, 30 * time.Second, 2 * time.Minute},
+		{"spans four scrapes at a 15s scrape interval", 30 * time.Second, 15 * time.Second, time.Minute},
+		{"keeps a measurement interval longer than four scrapes", 5 * time.Minute, 15 * time.Second, 5 * time.Minute},
+		{"spans four scrapes of a short scrape interval when the measurement interval is shorter", 2 * time.Second, time.Second, 4 * time.Second},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Window(tc.interval, tc.scrape)
+			if got != tc.want {
+				t.Fatalf("Window(%s, %s) = %s, want %s", tc.interval, tc.scrape, got, tc.want)
+			}
+			if s := max(tc.scrape, 0); s > 0 && got < ScrapesPerWindow*s {
+				t.Fatalf("Window(%s, %s) = %s spans fewer than %d scrapes", tc.interval, tc.scrape, got, ScrapesPerWindow)
 			}
 		})
 	}

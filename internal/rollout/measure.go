@@ -10,9 +10,10 @@ import (
 
 // MeasureDue reports whether the controller should run analysis in this pass: a rollout holds
 // a step (step >= 1, phase Progressing, so neither paused nor awaiting promotion), the
-// candidate has run at its planned size for one interval (a candidate still loading the pods
-// pre-scaled for its next weight carries more load per pod than the stable color, and would be
-// judged unfairly), and either no measurement was taken in this step yet or the analysis
+// candidate has run at its planned size for one whole analysis window (AnalysisWindow: the
+// window then never starts before status.candidate.sizedSince; a candidate still loading the
+// pods pre-scaled for its next weight carries more load per pod than the stable color, and
+// would be judged unfairly), and either no measurement was taken in this step yet or the analysis
 // interval has passed since the last one.
 func MeasureDue(ms *v1alpha1.ModelServer, now time.Time) bool {
 	t, ok := NextMeasureAt(ms)
@@ -20,7 +21,8 @@ func MeasureDue(ms *v1alpha1.ModelServer, now time.Time) bool {
 }
 
 // NextMeasureAt is when the next measurement is due: the step's start when none was taken in
-// this step, else the last measurement plus the analysis interval. ok is false when no rollout
+// this step, else the last measurement plus the analysis interval; never before the candidate
+// has run at its planned size for one analysis window (sizedSince + AnalysisWindow). ok is false when no rollout
 // is being analysed (no candidate, warming, paused, awaiting promotion, rolled back).
 func NextMeasureAt(ms *v1alpha1.ModelServer) (time.Time, bool) {
 	if ms.Spec.Paused {
@@ -38,10 +40,11 @@ func nextMeasureAt(st *v1alpha1.ModelServerStatus, pol policy) (time.Time, bool)
 		return time.Time{}, false
 	}
 	earliest := st.StepStartedAt.Time
-	if t := sized.Add(pol.interval); t.After(earliest) {
+	if t := sized.Add(pol.window); t.After(earliest) {
 		earliest = t
 	}
-	if st.LastMeasuredAt == nil || st.LastMeasuredAt.Before(st.StepStartedAt) {
+	if st.LastMeasuredAt == nil || !st.LastMeasuredAt.After(st.StepStartedAt.Time) {
+		// None in this step (one taken at its start advanced to it: it judged the previous one).
 		return earliest, true
 	}
 	if t := st.LastMeasuredAt.Add(pol.interval); t.After(earliest) {

@@ -18,10 +18,14 @@ func TestMeasureDue(t *testing.T) {
 		{"is due at once in a step without a measurement yet", newModelServer(withStatus(stableOn(blue, revA, 2), inRollout(revB, 1, t0, 10))), t0, true, t0},
 		{"is due again an interval after the last measurement", newModelServer(withStatus(stableOn(blue, revA, 2), inRollout(revB, 1, t0, 10), measured(t0.Add(10*time.Second), pass))), t0.Add(40 * time.Second), true, t0.Add(40 * time.Second)},
 		{"is not due within the interval", newModelServer(withStatus(stableOn(blue, revA, 2), inRollout(revB, 1, t0, 10), measured(t0.Add(10*time.Second), pass))), t0.Add(39 * time.Second), false, t0.Add(40 * time.Second)},
-		{"follows spec.rollout.analysis.interval", newModelServer(withInterval(time.Minute), withStatus(stableOn(blue, revA, 2), inRollout(revB, 1, t0, 10), measured(t0, pass))), t0.Add(50 * time.Second), false, t0.Add(time.Minute)},
+		{"follows spec.rollout.analysis.interval", newModelServer(withInterval(time.Minute), withStatus(stableOn(blue, revA, 2), inRollout(revB, 1, t0, 10), measured(t0.Add(time.Second), pass))), t0.Add(50 * time.Second), false, t0.Add(61 * time.Second)},
+		{"is due at once when the last measurement is the one that advanced to this step (taken at its start)", newModelServer(withStatus(stableOn(blue, revA, 2), inRollout(revB, 2, t0, 25), measured(t0, pass))), t0, true, t0},
 		{"is due when the last measurement belongs to an earlier step", newModelServer(withStatus(stableOn(blue, revA, 2), inRollout(revB, 2, t0, 25), measured(t0.Add(-time.Second), pass))), t0, true, t0},
 		{"is not due while the candidate grows to its planned size (its pods would carry more load than the stable's)", newModelServer(withStatus(stableOn(blue, revA, 2), inRollout(revB, 1, t0, 10), unsized())), t0.Add(time.Hour), false, time.Time{}},
-		{"is due an interval after the candidate reached its planned size", newModelServer(withStatus(stableOn(blue, revA, 2), inRollout(revB, 1, t0, 10), sizedAt(t0.Add(time.Minute)))), t0.Add(time.Minute + 30*time.Second), true, t0.Add(time.Minute + 30*time.Second)},
+		{"is not due before a whole 4m window has passed since the candidate reached its planned size, at Prometheus's default 60s scrape interval", newModelServer(withStatus(stableOn(blue, revA, 2), inRollout(revB, 1, t0, 10), sizedAt(t0.Add(time.Minute)))), t0.Add(5*time.Minute - time.Second), false, t0.Add(5 * time.Minute)},
+		{"is due a whole 4m window after the candidate reached its planned size, at a 60s scrape interval", newModelServer(withScrapeInterval(time.Minute), withStatus(stableOn(blue, revA, 2), inRollout(revB, 1, t0, 10), sizedAt(t0.Add(time.Minute)))), t0.Add(5 * time.Minute), true, t0.Add(5 * time.Minute)},
+		{"waits for a window of four scrapes of spec.rollout.analysis.scrapeInterval after sizing", newModelServer(withScrapeInterval(15*time.Second), withStatus(stableOn(blue, revA, 2), inRollout(revB, 1, t0, 10), sizedAt(t0.Add(time.Minute)))), t0.Add(2 * time.Minute), true, t0.Add(2 * time.Minute)},
+		{"waits for the window even when the last measurement's interval has passed", newModelServer(withScrapeInterval(time.Minute), withStatus(stableOn(blue, revA, 2), inRollout(revB, 1, t0, 10), measured(t0.Add(10*time.Second), pass), sizedAt(t0.Add(time.Minute)))), t0.Add(4 * time.Minute), false, t0.Add(5 * time.Minute)},
 		{"is not due while the candidate warms", newModelServer(withStatus(stableOn(blue, revA, 2), inRollout(revB, 0, t0, 0))), t0.Add(time.Hour), false, time.Time{}},
 		{"is not due while paused", newModelServer(withPaused(true), withStatus(stableOn(blue, revA, 2), inRollout(revB, 1, t0, 10))), t0.Add(time.Hour), false, time.Time{}},
 		{"is not due while awaiting promotion", newModelServer(withStatus(phase(v1alpha1.PhaseAwaitingPromotion), stableOn(blue, revA, 2), inRollout(revB, 2, t0, 50))), t0.Add(time.Hour), false, time.Time{}},
@@ -102,4 +106,30 @@ func unsized() statusOption {
 
 func sizedAt(t time.Time) statusOption {
 	return func(st *v1alpha1.ModelServerStatus) { st.Candidate.SizedSince = mt(t) }
+}
+
+func withScrapeInterval(d time.Duration) msOption {
+	return func(ms *v1alpha1.ModelServer) {
+		ms.Spec.Rollout.Analysis.ScrapeInterval = &v1alpha1.Duration{Duration: d}
+	}
+}
+
+func TestAnalysisWindow(t *testing.T) {
+	cases := []struct {
+		name string
+		ms   *v1alpha1.ModelServer
+		want time.Duration
+	}{
+		{"is at least 4m at a 60s scrape interval", newModelServer(withScrapeInterval(time.Minute)), 4 * time.Minute},
+		{"assumes a 60s scrape interval when none is set", newModelServer(), 4 * time.Minute},
+		{"is 1m at a 15s scrape interval and the default 30s interval", newModelServer(withScrapeInterval(15 * time.Second)), time.Minute},
+		{"keeps a measurement interval longer than four scrapes", newModelServer(withScrapeInterval(15*time.Second), withInterval(3*time.Minute)), 3 * time.Minute},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := AnalysisWindow(tc.ms); got != tc.want {
+				t.Fatalf("AnalysisWindow = %s, want %s", got, tc.want)
+			}
+		})
+	}
 }

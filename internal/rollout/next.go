@@ -555,10 +555,11 @@ func (m *machine) progress() {
 }
 
 // measuredPassInStep: the last measurement was taken in the current step and passed (a
-// measurement without results, when no metric is configured, passes).
+// measurement without results, when no metric is configured, passes). A measurement taken at
+// the step's start is the one that advanced to it, so it belongs to the previous step.
 func (m *machine) measuredPassInStep() bool {
 	st := m.st
-	if st.LastMeasuredAt == nil || st.StepStartedAt == nil || st.LastMeasuredAt.Before(st.StepStartedAt) {
+	if st.LastMeasuredAt == nil || st.StepStartedAt == nil || !st.LastMeasuredAt.After(st.StepStartedAt.Time) {
 		return false
 	}
 	v, _ := verdictOf(st.Analysis)

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
+	"github.com/modelship/modelship/internal/metrics"
 )
 
 // API defaults, applied defensively when a field is zero (an object written before defaulting,
@@ -36,6 +37,7 @@ type policy struct {
 	steps                []int32
 	stepDuration         time.Duration
 	interval             time.Duration
+	window               time.Duration // the analysis window: see AnalysisWindow
 	scaleDownDelay       time.Duration
 	progressDeadline     time.Duration
 	inconclusiveDeadline time.Duration // 0: none
@@ -56,6 +58,11 @@ func policyOf(ms *v1alpha1.ModelServer) policy {
 		autoPromote:       r.AutoPromote == nil || *r.AutoPromote,
 		failureLimit:      max(r.FailureLimit, 0),
 	}
+	var scrape time.Duration
+	if r.Analysis.ScrapeInterval != nil {
+		scrape = r.Analysis.ScrapeInterval.Duration
+	}
+	p.window = metrics.Window(p.interval, scrape)
 	if r.InconclusiveDeadline != nil && r.InconclusiveDeadline.Duration > 0 {
 		p.inconclusiveDeadline = r.InconclusiveDeadline.Duration
 	}
@@ -63,6 +70,14 @@ func policyOf(ms *v1alpha1.ModelServer) policy {
 	// least one measurement taken after its weight was set (the API documents this bound).
 	p.stepDuration = max(p.stepDuration, p.interval)
 	return p
+}
+
+// AnalysisWindow is the window a measurement of ms looks back over: the analysis interval, at
+// least four of spec.rollout.analysis.scrapeInterval (metrics.DefaultScrapeInterval when
+// unset; the controller fills it from its flag). A
+// measurement is due only once the candidate has run at its planned size for a whole window.
+func AnalysisWindow(ms *v1alpha1.ModelServer) time.Duration {
+	return policyOf(ms).window
 }
 
 // validSteps returns steps when they are what the API's validation admits (each 1..100,

@@ -160,7 +160,11 @@ func (s *Stack) StartController(extra ...string) error {
 		"--prometheus-url", s.Env.PrometheusURL(), "--prometheus-timeout", "3s",
 		"--warmup-url-template", s.SimulatorURL + "/pods/{namespace}/{pod}/{path}",
 		"--metrics-bind-address", "0", "--health-probe-bind-address", "0",
-		"--autoscaling-signal-interval", "2s"}, extra...)
+		"--autoscaling-signal-interval", "2s",
+		// The local Prometheus scrapes every second (internal/devenv/prometheus.go); 8s is
+		// overstated on purpose: analysis windows of 32s hold enough of the demo's thin traffic
+		// (a candidate at 10% of ~20 requests/s) for its minSamples of 50.
+		"--prometheus-scrape-interval", "8s"}, extra...)
 	p, err := s.Env.StartProcess("controller", args, nil)
 	if err != nil {
 		return err

@@ -1,0 +1,95 @@
+// Command scrape60s checks the vLLM preset against a real Prometheus scraping at its default
+// 60s interval: it serves a small vLLM-like exposition (2 requests/s, 10% failing with
+// finished_reason="error", p95 time to first token 0.5s), runs the prometheus binary on it
+// (Debian's package: hack/prometheus.sh), waits for five scrapes and prints each preset query's
+// answer over the old 1m window and over the 4m window the scrape interval now gives.
+// It takes about five minutes: go run ./hack/scrape60s
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	"github.com/modelship/modelship/internal/metrics"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "scrape60s:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	dir, err := os.MkdirTemp("", "scrape60s")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	start := time.Now()
+	expo, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	go http.Serve(expo, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { //nolint:errcheck,gosec // a local test server
+		n := int(time.Since(start).Seconds() * 2)
+		fmt.Fprintf(w, "# TYPE vllm:time_to_first_token_seconds histogram\n"+
+			"vllm:time_to_first_token_seconds_bucket{model_name=\"llama\",le=\"0.1\"} %d\n"+
+			"vllm:time_to_first_token_seconds_bucket{model_name=\"llama\",le=\"0.5\"} %d\n"+
+			"vllm:time_to_first_token_seconds_bucket{model_name=\"llama\",le=\"+Inf\"} %d\n"+
+			"vllm:time_to_first_token_seconds_count{model_name=\"llama\"} %d\n"+
+			"# TYPE vllm:request_success_total counter\n"+
+			"vllm:request_success_total{model_name=\"llama\",finished_reason=\"stop\"} %d\n"+
+			"vllm:request_success_total{model_name=\"llama\",finished_reason=\"error\"} %d\n",
+			n/10, n*9/10, n, n, n*9/10, n/10)
+	}))
+	promAddr, err := freeAddr()
+	if err != nil {
+		return err
+	}
+	cfg := fmt.Sprintf("global: {scrape_interval: 60s}\nscrape_configs:\n- job_name: vllm\n  static_configs:\n  - targets: [%q]\n    labels: {namespace: ml, pod: llama-green-5f7c9d8b6-abcde}\n", expo.Addr().String())
+	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg), 0o600); err != nil {
+		return err
+	}
+	cmd := exec.Command("prometheus", "--config.file="+filepath.Join(dir, "prometheus.yml"),
+		"--storage.tsdb.path="+filepath.Join(dir, "data"), "--web.listen-address="+promAddr)
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting prometheus (hack/prometheus.sh installs it): %w", err)
+	}
+	defer cmd.Process.Kill() //nolint:errcheck // best effort
+	fmt.Println("waiting 4m30s for five scrapes at 60s...")
+	time.Sleep(4*time.Minute + 30*time.Second)
+	p, err := metrics.NewPrometheus(metrics.Config{URL: "http://" + promAddr})
+	if err != nil {
+		return err
+	}
+	for _, window := range []string{"1m", metrics.AnalysisWindow(metrics.Window(30*time.Second, time.Minute))} {
+		v := metrics.Vars{Namespace: "ml", Name: "llama", Color: "green", Revision: "5f7c9d8b6", Pods: metrics.PodRegex("llama-green"), Window: window}
+		for _, q := range []struct{ name, tmpl string }{
+			{"ttft-p95", metrics.VLLMTTFTP95}, {"error-ratio", metrics.VLLMErrorRatio}, {"samples", metrics.VLLMSampleQuery},
+		} {
+			query, err := metrics.Render(q.tmpl, v)
+			if err != nil {
+				return err
+			}
+			s := p.Scalar(context.Background(), query, time.Now())
+			fmt.Printf("FIGURE: scrape 60s, window %s, %s: %s %g %s\n", window, q.name, s.Status, s.Value, s.Message)
+		}
+	}
+	return nil
+}
+
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
