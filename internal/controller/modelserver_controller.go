@@ -149,10 +149,11 @@ func (r *ModelServerReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		}
 	}
 
+	invalid := validate(ms, r.QueryPolicy) // the user's spec, before the flags' defaults
 	r.defaultSpec(ms)
 	now := r.Now()
 	before := ms.DeepCopy()
-	if err := validate(ms, r.QueryPolicy); err != nil {
+	if err := invalid; err != nil {
 		// A bad spec never disturbs what is serving: nothing is applied until it is fixed.
 		setCondition(ms, v1alpha1.ConditionStalled, metav1.ConditionTrue, v1alpha1.ReasonInvalidSpec, err.Error())
 		setCondition(ms, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonInvalidSpec, err.Error())

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -61,7 +62,7 @@ func TestValidateAppliesTheQueryPolicyNamingTheField(t *testing.T) {
 		return func(ms *v1alpha1.ModelServer) {
 			ms.Spec.Autoscaling = &v1alpha1.AutoscalingSpec{MinReplicas: 1, MaxReplicas: 2, Metrics: []v1alpha1.AutoscalingMetric{
 				{GPUUtilization: &v1alpha1.GPUUtilizationMetric{}},
-				{Prometheus: &v1alpha1.PrometheusMetric{Query: q}},
+				{Prometheus: &v1alpha1.PrometheusMetric{Query: q, TargetPerReplica: resource.MustParse("5")}},
 			}}
 		}
 	}
