@@ -44,7 +44,7 @@ func ModelServer(ns, name, image string) *v1alpha1.ModelServer {
 				ScaleDownDelay: d(30 * time.Second),
 				FailureLimit:   1,
 				Analysis: v1alpha1.AnalysisSpec{
-					Preset: v1alpha1.AnalysisPresetVLLM, Interval: d(5 * time.Second), MinSamples: 50,
+					Preset: v1alpha1.AnalysisPresetVLLM, Interval: d(5 * time.Second), MinSamples: 20,
 				},
 			},
 			Autoscaling: &v1alpha1.AutoscalingSpec{

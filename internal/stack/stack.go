@@ -162,8 +162,9 @@ func (s *Stack) StartController(extra ...string) error {
 		"--metrics-bind-address", "0", "--health-probe-bind-address", "0",
 		"--autoscaling-signal-interval", "2s",
 		// The local Prometheus scrapes every second (internal/devenv/prometheus.go); 8s is
-		// overstated on purpose: analysis windows of 32s hold enough of the demo's thin traffic
-		// (a candidate at 10% of ~20 requests/s) for its minSamples of 50.
+		// overstated on purpose: analysis windows of 32s hold about 60 requests of a candidate
+		// at 10% of ~20 requests/s, a few times the API's default minSamples of 20 (a bursty
+		// trace often sends fewer: at 50 a step could wait minutes for a window to fill).
 		"--prometheus-scrape-interval", "8s"}, extra...)
 	p, err := s.Env.StartProcess("controller", args, nil)
 	if err != nil {

@@ -67,11 +67,10 @@ func steps(d time.Duration, weights ...int32) msOption {
 }
 
 // newModelServer is stack.ModelServer (vLLM on one H100, steps 10/25/50/100 of 20s judged every
-// 5s on the vLLM preset with at least 50 samples, autoscaled 2..12) changed by opts.
+// 5s on the vLLM preset with the API's default of at least 20 samples, autoscaled 2..12)
+// changed by opts.
 func newModelServer(ns, name, image string, opts ...msOption) *v1alpha1.ModelServer {
 	ms := stack.ModelServer(ns, name, image)
-	// The API's default: fewer samples make p95 comparisons noisy (see storyGoodVersionPromoted).
-	ms.Spec.Rollout.Analysis.MinSamples = 50
 	for _, o := range opts {
 		o(ms)
 	}
