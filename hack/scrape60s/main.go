@@ -27,13 +27,15 @@ func main() {
 }
 
 func run() error {
+	ctx := context.Background()
 	dir, err := os.MkdirTemp("", "scrape60s")
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
+	defer func() { _ = os.RemoveAll(dir) }()
 	start := time.Now()
-	expo, err := net.Listen("tcp", "127.0.0.1:0")
+	var lc net.ListenConfig
+	expo, err := lc.Listen(ctx, "tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
 	}
@@ -49,7 +51,7 @@ func run() error {
 			"vllm:request_success_total{model_name=\"llama\",finished_reason=\"error\"} %d\n",
 			n/10, n*9/10, n, n, n*9/10, n/10)
 	}))
-	promAddr, err := freeAddr()
+	promAddr, err := freeAddr(ctx)
 	if err != nil {
 		return err
 	}
@@ -57,7 +59,7 @@ func run() error {
 	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg), 0o600); err != nil {
 		return err
 	}
-	cmd := exec.Command("prometheus", "--config.file="+filepath.Join(dir, "prometheus.yml"),
+	cmd := exec.CommandContext(ctx, "prometheus", "--config.file="+filepath.Join(dir, "prometheus.yml"),
 		"--storage.tsdb.path="+filepath.Join(dir, "data"), "--web.listen-address="+promAddr)
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("starting prometheus (hack/prometheus.sh installs it): %w", err)
@@ -78,18 +80,19 @@ func run() error {
 			if err != nil {
 				return err
 			}
-			s := p.Scalar(context.Background(), query, time.Now())
+			s := p.Scalar(ctx, query, time.Now())
 			fmt.Printf("FIGURE: scrape 60s, window %s, %s: %s %g %s\n", window, q.name, s.Status, s.Value, s.Message)
 		}
 	}
 	return nil
 }
 
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+func freeAddr(ctx context.Context) (string, error) {
+	var lc net.ListenConfig
+	l, err := lc.Listen(ctx, "tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", err
 	}
-	defer l.Close()
+	defer func() { _ = l.Close() }()
 	return l.Addr().String(), nil
 }

@@ -25,15 +25,6 @@ func quantity(s string) *resource.Quantity {
 	return &q
 }
 
-func metricByName(ms []v1alpha1.AnalysisMetric, name string) (v1alpha1.AnalysisMetric, bool) {
-	for _, m := range ms {
-		if m.Name == name {
-			return m, true
-		}
-	}
-	return v1alpha1.AnalysisMetric{}, false
-}
-
 // balanced reports whether brackets and double-quoted strings are balanced in a rendered query:
 // a cheap check that rendering produced something PromQL can parse.
 func balanced(q string) bool {

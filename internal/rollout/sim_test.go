@@ -3,7 +3,6 @@ package rollout
 import (
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -284,8 +283,4 @@ func candidateWeightOf(st v1alpha1.ModelServerStatus) int32 {
 		return 0
 	}
 	return st.Weights.Candidate
-}
-
-func stepIndex(steps []int32, w int32) int {
-	return slices.Index(steps, w)
 }
