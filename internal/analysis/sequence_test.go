@@ -11,14 +11,15 @@ import (
 	"time"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
+	"github.com/modelship/modelship/internal/fleet"
 	"github.com/modelship/modelship/internal/metrics"
 )
 
-// vLLM's histogram buckets (vllm/v1/metrics/loggers.py).
+// vLLM's histogram buckets, as the fleet simulator serves them.
 var (
-	ttftBuckets = []float64{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0}
-	itlBuckets  = []float64{0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0}
-	e2eBuckets  = []float64{0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0}
+	ttftBuckets = fleet.TTFTBuckets
+	itlBuckets  = fleet.ITLBuckets
+	e2eBuckets  = fleet.E2EBuckets
 )
 
 // simHist accumulates observations into cumulative-by-query bucket counts.
