@@ -552,16 +552,10 @@ func operation(ms *v1alpha1.ModelServer) rollout.Operation {
 // status is written; seen is the ModelServer as the pass found it (an annotation that named no
 // rollout then is reported as ignored).
 func (r *ModelServerReconciler) clearOperations(ctx context.Context, seen, ms *v1alpha1.ModelServer) error {
-	a := ms.GetAnnotations()
-	found := false
-	for _, k := range operationAnnotations {
-		if _, ok := a[k]; ok {
-			found = true
-		}
-	}
-	if !found {
+	if op, _ := pendingOperation(ms); op == nil {
 		return nil
 	}
+	a := ms.GetAnnotations()
 	patch := client.MergeFrom(ms.DeepCopy())
 	for _, k := range operationAnnotations {
 		if v, ok := a[k]; ok {
