@@ -84,5 +84,5 @@ dev-up: ## Local cluster with fake GPU nodes, the CRDs, a Gateway and Prometheus
 	@hack/controlplane.sh all >/dev/null && hack/prometheus.sh >/dev/null && go run ./cmd/modelship-dev up
 
 .PHONY: test-devenv
-test-devenv: ## End-to-end test of internal/devenv (real control plane, kwok GPU nodes, Prometheus).
-	@hack/controlplane.sh all >/dev/null && hack/prometheus.sh >/dev/null && go test -tags e2e -count=1 -v ./internal/devenv/
+test-devenv: ## End-to-end test of internal/harness/devenv (real control plane, kwok GPU nodes, Prometheus).
+	@hack/controlplane.sh all >/dev/null && hack/prometheus.sh >/dev/null && go test -tags e2e -count=1 -v ./internal/harness/devenv/

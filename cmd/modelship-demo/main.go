@@ -26,7 +26,7 @@ import (
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
 	"github.com/modelship/modelship/internal/metrics"
-	"github.com/modelship/modelship/internal/stack"
+	"github.com/modelship/modelship/internal/harness/stack"
 )
 
 const (

@@ -19,7 +19,7 @@ import (
 
 	"github.com/go-logr/logr/funcr"
 
-	"github.com/modelship/modelship/internal/devenv"
+	"github.com/modelship/modelship/internal/harness/devenv"
 )
 
 // companion starts one more program in the environment (the controller, the fleet simulator)

@@ -16,8 +16,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client/config"
 
-	"github.com/modelship/modelship/internal/fleet"
-	"github.com/modelship/modelship/internal/fleetsim"
+	"github.com/modelship/modelship/internal/harness/fleet"
+	"github.com/modelship/modelship/internal/harness/fleetsim"
 )
 
 // profiles collects repeated --profile flags.

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
-	"github.com/modelship/modelship/internal/fleet"
+	"github.com/modelship/modelship/internal/harness/fleet"
 	"github.com/modelship/modelship/internal/metrics"
 )
 

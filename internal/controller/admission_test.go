@@ -21,8 +21,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
-	"github.com/modelship/modelship/internal/stack"
-	"github.com/modelship/modelship/internal/testenv"
+	"github.com/modelship/modelship/internal/harness/stack"
+	"github.com/modelship/modelship/internal/harness/testenv"
 )
 
 // badSpec is one ModelServer a user might write wrong: a valid one (newModelServer) changed by

@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
-	"github.com/modelship/modelship/internal/devenv"
+	"github.com/modelship/modelship/internal/harness/devenv"
 )
 
 // restartSimulator replaces the simulator with one replaying the trace at rate.

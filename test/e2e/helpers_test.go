@@ -24,7 +24,7 @@ import (
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
 	"github.com/modelship/modelship/internal/metrics"
 	"github.com/modelship/modelship/internal/revision"
-	"github.com/modelship/modelship/internal/stack"
+	"github.com/modelship/modelship/internal/harness/stack"
 )
 
 // pollInterval is how often the stories read the cluster.

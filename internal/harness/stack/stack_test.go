@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/modelship/modelship/internal/fleet"
-	"github.com/modelship/modelship/internal/testenv"
+	"github.com/modelship/modelship/internal/harness/fleet"
+	"github.com/modelship/modelship/internal/harness/testenv"
 )
 
 func TestDefaultTraceShipsWithTheRepository(t *testing.T) {

@@ -14,7 +14,7 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
-	"github.com/modelship/modelship/internal/fleet"
+	"github.com/modelship/modelship/internal/harness/fleet"
 )
 
 // Syncer mirrors the cluster into the fleet: ModelServers' pods become replicas, HTTPRoute

@@ -1,4 +1,4 @@
-// Package fleetsim connects the fleet model (internal/fleet) to a Kubernetes API server: it maps
+// Package fleetsim connects the fleet model (internal/harness/fleet) to a Kubernetes API server: it maps
 // ModelServers' pods to simulated replicas, reads HTTPRoute weights, plays the Gateway that
 // accepts the routes, and serves the simulated pods' metrics and warm-up checks over HTTP.
 package fleetsim
@@ -18,7 +18,7 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
-	"github.com/modelship/modelship/internal/fleet"
+	"github.com/modelship/modelship/internal/harness/fleet"
 )
 
 // ControllerName is the Gateway controller name the simulator writes into HTTPRoute status.

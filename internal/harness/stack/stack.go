@@ -1,5 +1,5 @@
 // Package stack runs modelship the way a user would, on the local environment: the real control
-// plane with fake GPU nodes and Prometheus (internal/devenv), the fleet simulator playing the
+// plane with fake GPU nodes and Prometheus (internal/harness/devenv), the fleet simulator playing the
 // model servers and the Gateway, and the controller as its built binary with its normal flags.
 // The demo command and the end-to-end tests both start it.
 package stack
@@ -16,9 +16,9 @@ import (
 	"github.com/go-logr/logr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/modelship/modelship/internal/devenv"
-	"github.com/modelship/modelship/internal/fleet"
-	"github.com/modelship/modelship/internal/testenv"
+	"github.com/modelship/modelship/internal/harness/devenv"
+	"github.com/modelship/modelship/internal/harness/fleet"
+	"github.com/modelship/modelship/internal/harness/testenv"
 )
 
 // DefaultTrace is the trace the simulator replays when Options.Trace is empty, relative to the
@@ -161,7 +161,7 @@ func (s *Stack) StartController(extra ...string) error {
 		"--warmup-url-template", s.SimulatorURL + "/pods/{namespace}/{pod}/{path}",
 		"--metrics-bind-address", "0", "--health-probe-bind-address", "0",
 		"--autoscaling-signal-interval", "2s",
-		// The local Prometheus scrapes every second (internal/devenv/prometheus.go); 8s is
+		// The local Prometheus scrapes every second (internal/harness/devenv/prometheus.go); 8s is
 		// overstated on purpose: analysis windows of 32s hold about 60 requests of a candidate
 		// at 10% of ~20 requests/s, a few times the API's default minSamples of 20 (a bursty
 		// trace often sends fewer: at 50 a step could wait minutes for a window to fill).

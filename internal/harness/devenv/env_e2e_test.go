@@ -26,7 +26,7 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// Run with: go test -tags e2e ./internal/devenv/ -run TestEnv -v
+// Run with: go test -tags e2e ./internal/harness/devenv/ -run TestEnv -v
 // (after hack/controlplane.sh all and hack/prometheus.sh). DEVENV_E2E_CRD_DIRS (comma-separated)
 // replaces config/crd/bases, to try CRDs regenerated elsewhere.
 func TestEnv(t *testing.T) {

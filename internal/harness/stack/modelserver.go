@@ -10,7 +10,7 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
-	"github.com/modelship/modelship/internal/devenv"
+	"github.com/modelship/modelship/internal/harness/devenv"
 )
 
 // ModelServer is the demo's ModelServer: vLLM on one GPU (an H100 node, tolerating the GPU

@@ -13,7 +13,7 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
-	"github.com/modelship/modelship/internal/fleet"
+	"github.com/modelship/modelship/internal/harness/fleet"
 )
 
 var now = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)

@@ -10,7 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/modelship/modelship/internal/fleet"
+	"github.com/modelship/modelship/internal/harness/fleet"
 )
 
 // NewHandler serves the fleet over HTTP:

@@ -1,0 +1,51 @@
+// Command modelship-bench measures modelship: each benchmark is a subcommand in its own file
+// (registered with register) that prints its figures and ends with key=value lines.
+package main
+
+import (
+	"fmt"
+	"os"
+	"sort"
+)
+
+// benchmark is one subcommand: run parses its own flags from args and prints its figures.
+type benchmark struct {
+	summary string
+	run     func(args []string) error
+}
+
+var benchmarks = map[string]benchmark{}
+
+// register adds a subcommand; each benchmark's file calls it from init.
+func register(name, summary string, run func(args []string) error) {
+	benchmarks[name] = benchmark{summary: summary, run: run}
+}
+
+func usage() {
+	fmt.Fprintln(os.Stderr, "usage: modelship-bench <benchmark> [flags]\n\nbenchmarks:")
+	names := make([]string, 0, len(benchmarks))
+	for n := range benchmarks {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(os.Stderr, "  %-8s %s\n", n, benchmarks[n].summary)
+	}
+}
+
+func main() {
+	if len(os.Args) < 2 {
+		usage()
+		os.Exit(2)
+	}
+	b, ok := benchmarks[os.Args[1]]
+	if !ok {
+		fmt.Fprintf(os.Stderr, "modelship-bench: unknown benchmark %q\n", os.Args[1])
+		usage()
+		os.Exit(2)
+	}
+	if err := b.run(os.Args[2:]); err != nil {
+		fmt.Fprintf(os.Stderr, "modelship-bench %s: %v\n", os.Args[1], err)
+		os.Exit(1)
+	}
+}
