@@ -25,8 +25,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
-	"github.com/modelship/modelship/internal/metrics"
 	"github.com/modelship/modelship/internal/harness/stack"
+	"github.com/modelship/modelship/internal/metrics"
 )
 
 const (
