@@ -28,8 +28,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/modelship/modelship/internal/harness/devenv"
-	"github.com/modelship/modelship/internal/metrics"
 	"github.com/modelship/modelship/internal/harness/stack"
+	"github.com/modelship/modelship/internal/metrics"
 )
 
 // Images of the stories. The simulator makes imageSlow three times slower (slowProfile).
