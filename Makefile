@@ -74,10 +74,17 @@ e2e: ## End-to-end stories on the local environment (real control plane, Prometh
 	go test -json -count=1 -tags e2e -timeout 30m $(GO_TEST_FLAGS) ./test/e2e/... | $(BIN)/testsummary
 
 .PHONY: test
-test: ## Unit and envtest integration tests against a real kube-apiserver and etcd.
+test: ## Unit and envtest integration tests against a real kube-apiserver and etcd (and the dashboard in headless Chromium).
 	@assets=$$(hack/controlplane.sh assets | tail -n1) && \
+	chromium=$$(hack/chromium.sh | tail -n1) && \
 	go build -o $(BIN)/testsummary ./hack/testsummary && \
-	KUBEBUILDER_ASSETS=$$assets go test -json -count=1 $(GO_TEST_FLAGS) ./... | $(BIN)/testsummary
+	CHROMIUM=$$chromium KUBEBUILDER_ASSETS=$$assets go test -json -count=1 $(GO_TEST_FLAGS) ./... | $(BIN)/testsummary
+
+.PHONY: dashboard-screenshots
+dashboard-screenshots: ## Re-take docs/dashboard-*.png from the dashboard's browser test.
+	@assets=$$(hack/controlplane.sh assets | tail -n1) && chromium=$$(hack/chromium.sh | tail -n1) && \
+	MODELSHIP_SCREENSHOTS=$(CURDIR)/docs CHROMIUM=$$chromium KUBEBUILDER_ASSETS=$$assets \
+	go test -count=1 -run TestDashboardInChromium ./internal/dashboard/
 
 .PHONY: dev-up
 dev-up: ## Local cluster with fake GPU nodes, the CRDs, a Gateway and Prometheus; Ctrl-C stops it.

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
+	"github.com/modelship/modelship/internal/health"
 	"github.com/modelship/modelship/internal/revision"
 )
 
@@ -84,7 +85,7 @@ func (o *options) runPause(ctx context.Context, name string, pause bool) error {
 		return err
 	}
 	where := "no rollout is in progress now"
-	if s := stepText(ms); s != "" {
+	if s := health.StepText(ms); s != "" {
 		where = "rollout of " + ms.Status.Candidate.Revision + " at " + s
 	}
 	set := "spec.paused=true"
@@ -105,11 +106,10 @@ func (o *options) newPromoteCommand() *cobra.Command {
 			"so a request left behind never promotes a later rollout.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			key, what := v1alpha1.AnnotationPromote, "advance to the next step"
 			if full {
-				key, what = v1alpha1.AnnotationPromoteFull, "skip the remaining steps and make it stable"
+				return o.runOperation(cmd.Context(), args[0], opPromoteFull)
 			}
-			return o.runOperation(cmd.Context(), args[0], "promote", key, what)
+			return o.runOperation(cmd.Context(), args[0], opPromote)
 		},
 	}
 	cmd.Flags().BoolVar(&full, "full", false, "Skip the remaining steps: the candidate takes all traffic and becomes stable")
@@ -124,14 +124,30 @@ func (o *options) newAbortCommand() *cobra.Command {
 			"moves all traffic to stable and will not retry that revision while the spec asks for it.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return o.runOperation(cmd.Context(), args[0], "abort", v1alpha1.AnnotationAbort,
-				"send all traffic back to stable")
+			return o.runOperation(cmd.Context(), args[0], opAbort)
 		},
 	}
 }
 
-// runOperation sets the operation annotation key to the candidate revision of a rollout in progress.
-func (o *options) runOperation(ctx context.Context, name, op, key, what string) error {
+// operation is a request the controller reads from an annotation naming the candidate revision.
+type operation struct {
+	// verb names it in messages ("cannot promote: ...").
+	verb string
+	// key is the annotation.
+	key string
+	// what says what the controller is asked to do.
+	what string
+}
+
+// The operations of promote, promote --full and abort.
+var (
+	opPromote     = operation{verb: "promote", key: v1alpha1.AnnotationPromote, what: "advance to the next step"}
+	opPromoteFull = operation{verb: "promote", key: v1alpha1.AnnotationPromoteFull, what: "skip the remaining steps and make it stable"}
+	opAbort       = operation{verb: "abort", key: v1alpha1.AnnotationAbort, what: "send all traffic back to stable"}
+)
+
+// runOperation sets the operation's annotation to the candidate revision of a rollout in progress.
+func (o *options) runOperation(ctx context.Context, name string, op operation) error {
 	c, ns, err := o.newClient()
 	if err != nil {
 		return err
@@ -140,14 +156,14 @@ func (o *options) runOperation(ctx context.Context, name, op, key, what string) 
 	if err != nil {
 		return err
 	}
-	_, err = o.setOperation(ctx, c, ms, op, key, what)
+	_, err = o.setOperation(ctx, c, ms, op.verb, op.key, op.what)
 	return err
 }
 
 // setOperation checks that a rollout is in progress and annotates ms; it returns the candidate
 // revision it named.
 func (o *options) setOperation(ctx context.Context, c client.Client, ms *v1alpha1.ModelServer, op, key, what string) (string, error) {
-	if !inProgress(ms) {
+	if !health.InProgress(ms) {
 		phase := string(ms.Status.Phase)
 		if phase == "" {
 			return "", fmt.Errorf("cannot %s: modelserver %s has no status yet, no rollout in progress", op, ms.Name)
@@ -166,7 +182,7 @@ func (o *options) setOperation(ctx context.Context, c client.Client, ms *v1alpha
 		return "", err
 	}
 	_, err := fmt.Fprintf(o.streams.Out, "%s annotated %s=%s: asked the controller to %s (candidate %s, %s)\n",
-		resourceName(ms), key, rev, what, rev, stepText(ms))
+		resourceName(ms), key, rev, what, rev, health.StepText(ms))
 	return rev, err
 }
 
@@ -214,7 +230,7 @@ func (o *options) runRollback(ctx context.Context, name, to string) error {
 		return fmt.Errorf("cannot roll back: modelserver %s has no stable revision yet", ms.Name)
 	}
 	switch {
-	case to == stable && inProgress(ms):
+	case to == stable && health.InProgress(ms):
 		rev, err := o.setOperation(ctx, c, ms, "roll back", v1alpha1.AnnotationAbort,
 			"abort the rollout and send all traffic back to stable revision "+stable)
 		if err != nil {
@@ -229,7 +245,7 @@ func (o *options) runRollback(ctx context.Context, name, to string) error {
 			_, err = fmt.Fprintf(o.streams.Out, gitOpsNote, st.RolledBackRevision)
 		}
 		return err
-	case st.Candidate != nil && to == st.Candidate.Revision && inProgress(ms):
+	case st.Candidate != nil && to == st.Candidate.Revision && health.InProgress(ms):
 		return fmt.Errorf("cannot roll back modelserver %s to revision %s: it is the candidate in progress; use promote", ms.Name, to)
 	}
 	return o.restoreTemplate(ctx, c, ms, to)

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
+	"github.com/modelship/modelship/internal/health"
 )
 
 // Output formats accepted by -o.
@@ -23,9 +24,6 @@ const (
 	outputJSON  = "json"
 	outputYAML  = "yaml"
 )
-
-// defaultSteps is the CRD's default of spec.rollout.steps, for objects read before defaulting.
-var defaultSteps = []int32{10, 25, 50, 100}
 
 func validateOutput(format string) error {
 	switch format {
@@ -79,38 +77,6 @@ func orNone(s string) string {
 	return s
 }
 
-// inProgress reports whether a rollout is under way: the phases in which promote and abort act.
-func inProgress(ms *v1alpha1.ModelServer) bool {
-	switch ms.Status.Phase {
-	case v1alpha1.PhaseProgressing, v1alpha1.PhasePaused, v1alpha1.PhaseAwaitingPromotion:
-		return ms.Status.Candidate != nil && ms.Status.Candidate.Revision != ""
-	}
-	return false
-}
-
-func steps(ms *v1alpha1.ModelServer) []int32 {
-	if len(ms.Spec.Rollout.Steps) > 0 {
-		return ms.Spec.Rollout.Steps
-	}
-	return defaultSteps
-}
-
-// stepText is "step k of n (w%)", "warming up (step 0 of n)" or "" when no rollout is in progress.
-func stepText(ms *v1alpha1.ModelServer) string {
-	if !inProgress(ms) {
-		return ""
-	}
-	s := steps(ms)
-	k := ms.Status.Step
-	if k <= 0 {
-		return fmt.Sprintf("warming up (step 0 of %d)", len(s))
-	}
-	if int(k) <= len(s) {
-		return fmt.Sprintf("step %d of %d (%d%%)", k, len(s), s[k-1])
-	}
-	return fmt.Sprintf("step %d of %d", k, len(s))
-}
-
 // writeTable prints the ModelServers one per line: NAME PHASE STABLE CANDIDATE WEIGHT REPLICAS AGE,
 // with a NAMESPACE column first when withNamespace.
 func writeTable(w io.Writer, items []v1alpha1.ModelServer, withNamespace bool, now time.Time) error {
@@ -130,7 +96,7 @@ func writeTable(w io.Writer, items []v1alpha1.ModelServer, withNamespace bool, n
 		if st.Candidate != nil {
 			candidate = orNone(st.Candidate.Revision)
 		}
-		if inProgress(ms) {
+		if health.InProgress(ms) {
 			weight = fmt.Sprintf("%d%%", st.Weights.Candidate)
 		}
 		phase := string(st.Phase)
@@ -170,7 +136,7 @@ func writeStatus(w io.Writer, ms *v1alpha1.ModelServer, events []corev1.Event, n
 	if phase == "" {
 		phase = "<unknown> (the controller has not written a status yet)"
 	}
-	if s := stepText(ms); s != "" {
+	if s := health.StepText(ms); s != "" {
 		phase += ", " + s
 		if st.StepStartedAt != nil {
 			phase += ", for " + age(*st.StepStartedAt, now)

@@ -138,7 +138,7 @@ func NewCommand(streams genericiooptions.IOStreams, opts ...Option) *cobra.Comma
 	root.AddCommand(
 		o.newGetCommand(), o.newListCommand(), o.newStatusCommand(), o.newHistoryCommand(),
 		o.newPauseCommand(true), o.newPauseCommand(false), o.newPromoteCommand(),
-		o.newAbortCommand(), o.newRollbackCommand(), o.newWaitCommand(),
+		o.newAbortCommand(), o.newRollbackCommand(), o.newWaitCommand(), o.newDashboardCommand(),
 	)
 	return root
 }

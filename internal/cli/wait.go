@@ -42,7 +42,7 @@ func progressLine(ms *v1alpha1.ModelServer) string {
 		phase = "<no status>"
 	}
 	line := phase
-	if s := stepText(ms); s != "" {
+	if s := health.StepText(ms); s != "" {
 		line += ", " + s + fmt.Sprintf(", weights stable %d%% / candidate %d%%", ms.Status.Weights.Stable, ms.Status.Weights.Candidate)
 	}
 	if ms.Status.ObservedGeneration < ms.Generation {

@@ -1,0 +1,136 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	promapi "github.com/prometheus/client_golang/api"
+	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
+	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/modelship/modelship/internal/dashboard"
+)
+
+func (o *options) newDashboardCommand() *cobra.Command {
+	var (
+		all           bool
+		address       string
+		port          int
+		prometheusURL string
+	)
+	cmd := &cobra.Command{
+		Use:   "dashboard",
+		Short: "Serve a local web page of every ModelServer's rollout, live, with the rollout actions",
+		Long: "dashboard serves a web page on this machine (http://localhost:3100 by default) that shows every\n" +
+			"ModelServer of the namespace (or of all namespaces with -A): phase, versions, weights, replicas and\n" +
+			"GPU utilization, updated as the controller writes, and one page per ModelServer with its rollout's\n" +
+			"steps and measurements, revision history and events. Its buttons run the same code as pause, resume,\n" +
+			"promote, promote --full, abort and rollback, with your kubeconfig's credentials.",
+		Example: "  kubectl modelship dashboard -n ml\n" +
+			"  kubectl modelship dashboard -A --port 8080 --prometheus-url http://localhost:9090",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return o.runDashboard(cmd.Context(), all, net.JoinHostPort(address, strconv.Itoa(port)), prometheusURL)
+		},
+	}
+	cmd.Flags().BoolVarP(&all, "all-namespaces", "A", false, "Show ModelServers in all namespaces")
+	cmd.Flags().StringVar(&address, "address", "localhost", "Address to listen on (keep it local: the page acts with your credentials)")
+	cmd.Flags().IntVar(&port, "port", 3100, "Port to listen on (0 picks a free one)")
+	cmd.Flags().StringVar(&prometheusURL, "prometheus-url", "", "Prometheus to read GPU utilization over time from (optional)")
+	return cmd
+}
+
+func (o *options) runDashboard(ctx context.Context, all bool, listen, prometheusURL string) error {
+	c, ns, err := o.newClient()
+	if err != nil {
+		return err
+	}
+	if all {
+		ns = ""
+	}
+	opts := dashboard.Options{Client: c, Namespace: ns, Act: o.dashboardAct(c), Now: o.now}
+	if prometheusURL != "" {
+		pc, err := promapi.NewClient(promapi.Config{Address: prometheusURL})
+		if err != nil {
+			return fmt.Errorf("--prometheus-url: %w", err)
+		}
+		opts.Prometheus = promv1.NewAPI(pc)
+	}
+	d, err := dashboard.New(opts)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	watchErr := make(chan error, 1)
+	go func() { watchErr <- d.Run(ctx) }()
+	select {
+	case <-d.Ready():
+	case err := <-watchErr:
+		if err == nil {
+			return nil
+		}
+		return fmt.Errorf("reading modelservers for the dashboard: %w", err)
+	}
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", listen)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w", listen, err)
+	}
+	srv := &http.Server{Handler: d.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	where := "namespace " + ns
+	if ns == "" {
+		where = "all namespaces"
+	}
+	fmt.Fprintf(o.streams.Out, "modelship dashboard of %s at http://%s/ (Ctrl-C stops it)\n", where, ln.Addr())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	select {
+	case err := <-served:
+		return fmt.Errorf("serving the dashboard: %w", err)
+	case <-ctx.Done():
+	}
+	shutdown, cancelShutdown := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancelShutdown()
+	if err := srv.Shutdown(shutdown); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("stopping the dashboard: %w", err)
+	}
+	return nil
+}
+
+// dashboardAct runs the page's actions through the subcommands' own code, as the dashboard's
+// user, and returns what the subcommand printed.
+func (o *options) dashboardAct(c client.WithWatch) dashboard.ActFunc {
+	return func(ctx context.Context, namespace, name string, a dashboard.Action) (string, error) {
+		out, errOut := &bytes.Buffer{}, &bytes.Buffer{}
+		sub := &options{
+			streams:   genericiooptions.IOStreams{Out: out, ErrOut: errOut},
+			newClient: func() (client.WithWatch, string, error) { return c, namespace, nil },
+			now:       o.now,
+			poll:      o.poll,
+		}
+		var err error
+		switch a.Verb {
+		case dashboard.ActionPause, dashboard.ActionResume:
+			err = sub.runPause(ctx, name, a.Verb == dashboard.ActionPause)
+		case dashboard.ActionPromote:
+			err = sub.runOperation(ctx, name, opPromote)
+		case dashboard.ActionPromoteFull:
+			err = sub.runOperation(ctx, name, opPromoteFull)
+		case dashboard.ActionAbort:
+			err = sub.runOperation(ctx, name, opAbort)
+		case dashboard.ActionRollback:
+			err = sub.runRollback(ctx, name, a.Revision)
+		default:
+			err = fmt.Errorf("unknown action %q", a.Verb)
+		}
+		return errOut.String() + out.String(), err
+	}
+}
