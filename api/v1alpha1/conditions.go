@@ -72,6 +72,13 @@ const (
 	// ModelServer; modelship does not take it over and touches nothing until it is renamed or
 	// removed.
 	ReasonNameConflict = "NameConflict"
+	// ReasonPoolNotAccepted (RouteAccepted False) says that a Gateway accepted the HTTPRoute but
+	// has not accepted (or resolved) one of the ModelServer's InferencePools: the rollout holds.
+	ReasonPoolNotAccepted = "PoolNotAccepted"
+	// ReasonInferencePoolAPIMissing (Stalled) says that spec.gateway.backend is InferencePool but
+	// the cluster does not serve inference.networking.k8s.io/v1 InferencePools: install the
+	// Gateway API Inference Extension's CRD; nothing is applied until then.
+	ReasonInferencePoolAPIMissing = "InferencePoolAPIMissing"
 )
 
 // Labels and annotations on the objects modelship makes.

@@ -110,6 +110,9 @@ type ModelServerSpec struct {
 //
 // +kubebuilder:validation:XValidation:rule="has(self.routeRef) != (has(self.parentRefs) && size(self.parentRefs) > 0)",message="exactly one of spec.gateway.parentRefs (a route modelship owns) or spec.gateway.routeRef (a route you own) must be set"
 // +kubebuilder:validation:XValidation:rule="!has(self.routeRef) || ((!has(self.hostnames) || size(self.hostnames) == 0) && (!has(self.matches) || size(self.matches) == 0))",message="spec.gateway.hostnames and spec.gateway.matches apply to a route modelship owns and must be empty with spec.gateway.routeRef"
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.backend) || self.backend != 'InferencePool' || has(self.inferencePool)",message="spec.gateway.inferencePool (its endpointPickerRef) is required when spec.gateway.backend is InferencePool"
+// +kubebuilder:validation:XValidation:rule="!has(self.inferencePool) || (has(self.backend) && self.backend == 'InferencePool')",message="spec.gateway.inferencePool is set but spec.gateway.backend is not InferencePool"
 type GatewaySpec struct {
 	// ParentRefs are the Gateways (or their listeners) the owned HTTPRoute attaches to.
 	// +kubebuilder:validation:MaxItems=32
@@ -135,6 +138,75 @@ type GatewaySpec struct {
 	// and leaves everything else (other rules, filters, other backends) alone.
 	// +optional
 	RouteRef *RouteReference `json:"routeRef,omitempty"`
+
+	// Backend is what the route's two weighted backendRefs point at: Service (default), one
+	// Service per color, or InferencePool, one Gateway API Inference Extension InferencePool
+	// (inference.networking.k8s.io/v1) per color, whose endpoint picker chooses the pod.
+	// +kubebuilder:validation:Enum=Service;InferencePool
+	// +optional
+	Backend BackendKind `json:"backend,omitempty"`
+
+	// InferencePool configures the two pools when Backend is InferencePool.
+	// +optional
+	InferencePool *InferencePoolSpec `json:"inferencePool,omitempty"`
+}
+
+// BackendKind is the kind of object a ModelServer's backendRefs point at.
+type BackendKind string
+
+const (
+	// BackendService routes to one Service per color.
+	BackendService BackendKind = "Service"
+	// BackendInferencePool routes to one InferencePool per color.
+	BackendInferencePool BackendKind = "InferencePool"
+)
+
+// InferencePoolSpec is what modelship writes into each color's InferencePool besides the
+// selector (the ModelServer's and the color's labels) and the target port (spec.port).
+type InferencePoolSpec struct {
+	// EndpointPickerRef is the endpoint picker extension (EPP) the pools use; the user runs it.
+	// The text "{color}" in its name is replaced by the pool's color (blue or green), for the
+	// usual setup of one endpoint picker per pool.
+	// +required
+	EndpointPickerRef EndpointPickerRef `json:"endpointPickerRef"`
+
+	// AppProtocol of the model server's port: http (default) or kubernetes.io/h2c.
+	// +kubebuilder:validation:Enum=http;kubernetes.io/h2c
+	// +optional
+	AppProtocol string `json:"appProtocol,omitempty"`
+}
+
+// EndpointPickerRef names the endpoint picker of an InferencePool (its endpointPickerRef).
+//
+// +kubebuilder:validation:XValidation:rule="(has(self.kind) && self.kind != 'Service') || has(self.port)",message="spec.gateway.inferencePool.endpointPickerRef.port is required when the endpoint picker is a Service"
+type EndpointPickerRef struct {
+	// Group of the referent; empty (default) is the core API group.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	Group string `json:"group,omitempty"`
+
+	// Kind of the referent; Service by default.
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	Kind string `json:"kind,omitempty"`
+
+	// Name of the referent, in the ModelServer's namespace; "{color}" is replaced by blue or green.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Name string `json:"name"`
+
+	// Port of the endpoint picker's gRPC service; required when Kind is Service.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	// +optional
+	Port *int32 `json:"port,omitempty"`
+
+	// FailureMode when the endpoint picker does not answer: FailClose (default upstream) drops
+	// the request, FailOpen sends it to a pod the Gateway picks.
+	// +kubebuilder:validation:Enum=FailOpen;FailClose
+	// +optional
+	FailureMode string `json:"failureMode,omitempty"`
 }
 
 // RouteReference names a user-owned HTTPRoute in the ModelServer's namespace.

@@ -26,3 +26,11 @@ func (ms *ModelServer) ColorLabels(c Color) map[string]string {
 
 // RevisionObjectName is the name of the ControllerRevision that keeps a revision's pod template.
 func RevisionObjectName(modelServer, revision string) string { return modelServer + "-" + revision }
+
+// PoolName is the name of color c's InferencePool (spec.gateway.backend InferencePool).
+func (ms *ModelServer) PoolName(c Color) string { return ms.Name + "-" + string(c) }
+
+// UsesInferencePools reports whether the route's backendRefs point at InferencePools.
+func (ms *ModelServer) UsesInferencePools() bool {
+	return ms.Spec.Gateway.Backend == BackendInferencePool
+}

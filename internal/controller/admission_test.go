@@ -338,6 +338,23 @@ func badSpecs() []badSpec {
 		{name: "a name too long for the pods' names", mutate: func(ms *v1alpha1.ModelServer) {
 			ms.Name = "meta-llama-3-1-70b-instruct-fp8-h100-production"
 		}, want: []string{"metadata.name must be at most 40 characters"}, createOnly: true},
+		// InferencePools.
+		{name: "InferencePool backend without its endpoint picker", mutate: func(ms *v1alpha1.ModelServer) { ms.Spec.Gateway.Backend = v1alpha1.BackendInferencePool },
+			want: []string{"spec.gateway.inferencePool", "required when spec.gateway.backend is InferencePool"}},
+		{name: "an unknown backend kind", raw: set("gateway.backend", "Pool"),
+			want: []string{"spec.gateway.backend", "Service", "InferencePool"}},
+		{name: "an endpoint picker Service without a port", mutate: func(ms *v1alpha1.ModelServer) {
+			onPools(ms)
+			ms.Spec.Gateway.InferencePool.EndpointPickerRef.Port = nil
+		}, want: []string{"spec.gateway.inferencePool.endpointPickerRef.port is required"}},
+		{name: "pool settings on a Service backend", mutate: func(ms *v1alpha1.ModelServer) {
+			onPools(ms)
+			ms.Spec.Gateway.Backend = ""
+		}, want: []string{"spec.gateway.inferencePool is set but spec.gateway.backend is not InferencePool"}},
+		{name: "an unknown failure mode", mutate: func(ms *v1alpha1.ModelServer) {
+			onPools(ms)
+			ms.Spec.Gateway.InferencePool.EndpointPickerRef.FailureMode = "Retry"
+		}, want: []string{"spec.gateway.inferencePool.endpointPickerRef.failureMode", "FailOpen", "FailClose"}},
 	}
 }
 

@@ -27,14 +27,19 @@ import (
 // (a candidate superseded mid-rollout) keeps its pods until the route has moved the traffic off
 // it: if the route cannot be written, the pass fails before touching them.
 func (r *ModelServerReconciler) apply(ctx context.Context, ms *v1alpha1.ModelServer, obs rollout.Observation, d rollout.Decision, route *gatewayv1.HTTPRoute) error {
+	ports := map[v1alpha1.Color]int32{}
 	for _, c := range routing.Colors {
 		port, err := r.colorPort(ctx, ms, obs, d, c)
 		if err != nil {
 			return err
 		}
+		ports[c] = port
 		if err := r.applyObject(ctx, ms, workload.Service(ms, c, port)); err != nil {
 			return err
 		}
+	}
+	if err := r.applyPools(ctx, ms, ports); err != nil {
+		return err
 	}
 	var leaving []v1alpha1.Color
 	for _, c := range routing.Colors {
@@ -51,6 +56,9 @@ func (r *ModelServerReconciler) apply(ctx context.Context, ms *v1alpha1.ModelSer
 		}
 	}
 	if err := r.applyRoute(ctx, ms, d.Weights, route); err != nil {
+		return err
+	}
+	if err := r.prunePools(ctx, ms); err != nil {
 		return err
 	}
 	for _, c := range leaving {

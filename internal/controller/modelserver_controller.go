@@ -73,12 +73,20 @@ type ModelServerReconciler struct {
 	// from an earlier step and applies its route weights and replicas, sending traffic back
 	// (seen in the end-to-end tests: 25% -> 10%).
 	APIReader client.Reader
+	// InferencePools is true when the cluster served InferencePools at start (set by
+	// SetupWithManager): only then are they watched and applied.
+	InferencePools bool
+	// poolReader reads InferencePools from the informer cache (the client reads unstructured
+	// objects from the API server).
+	poolReader client.Reader
 }
 
 // observed is everything one pass saw.
 type observed struct {
 	rollout.Observation
-	route     *gatewayv1.HTTPRoute
+	route *gatewayv1.HTTPRoute
+	// accepted is the RouteAccepted condition: the route's and its InferencePools' acceptance.
+	accepted  metav1.Condition
 	scale     *autoscale.Output
 	conflicts []string
 }
@@ -97,7 +105,16 @@ func (r *ModelServerReconciler) SetupWithManager(ctx context.Context, mgr ctrl.M
 	}); err != nil {
 		return fmt.Errorf("indexing ModelServers by route reference: %w", err)
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	served, err := poolsServed(mgr.GetRESTMapper())
+	if err != nil {
+		return err
+	}
+	r.InferencePools, r.poolReader = served, mgr.GetCache()
+	b := ctrl.NewControllerManagedBy(mgr)
+	if served {
+		b = b.Owns(routing.NewPool())
+	}
+	return b.
 		For(&v1alpha1.ModelServer{}).
 		Owns(&appsv1.Deployment{}).
 		Owns(&corev1.Service{}).
@@ -155,9 +172,11 @@ func (r *ModelServerReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	before := ms.DeepCopy()
 	if err := invalid; err != nil {
 		// A bad spec never disturbs what is serving: nothing is applied until it is fixed.
-		setCondition(ms, v1alpha1.ConditionStalled, metav1.ConditionTrue, v1alpha1.ReasonInvalidSpec, err.Error())
-		setCondition(ms, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonInvalidSpec, err.Error())
-		setCondition(ms, v1alpha1.ConditionReconciling, metav1.ConditionFalse, v1alpha1.ReasonInvalidSpec, err.Error())
+		stall(ms, v1alpha1.ReasonInvalidSpec, err.Error())
+		return ctrl.Result{}, r.writeStatus(ctx, before, ms)
+	}
+	if msg := r.poolAPIMissing(ms); msg != "" {
+		stall(ms, v1alpha1.ReasonInferencePoolAPIMissing, msg)
 		return ctrl.Result{}, r.writeStatus(ctx, before, ms)
 	}
 
@@ -168,9 +187,7 @@ func (r *ModelServerReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	if conflict != "" {
 		// Never take over an object someone else made: server-side apply with force would.
 		msg := conflict + " exists and is not controlled by this ModelServer: rename or delete it; modelship does not take it over"
-		setCondition(ms, v1alpha1.ConditionStalled, metav1.ConditionTrue, v1alpha1.ReasonNameConflict, msg)
-		setCondition(ms, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonNameConflict, msg)
-		setCondition(ms, v1alpha1.ConditionReconciling, metav1.ConditionFalse, v1alpha1.ReasonNameConflict, msg)
+		stall(ms, v1alpha1.ReasonNameConflict, msg)
 		if !meta.IsStatusConditionTrue(before.Status.Conditions, v1alpha1.ConditionStalled) {
 			log.Info("Refusing to take over an object of another owner", "object", conflict)
 			r.Recorder.Eventf(ms, nil, corev1.EventTypeWarning, v1alpha1.ReasonNameConflict, "Refuse", "%s", msg)
@@ -389,7 +406,12 @@ func (r *ModelServerReconciler) observe(ctx context.Context, ms *v1alpha1.ModelS
 	}
 	o.route = route
 	// A route a Gateway rejected holds the rollout; Unknown (no Gateway answered) does not.
+	// InferencePools join in: one its Gateway has not accepted holds it too.
 	accepted := routing.AcceptedCondition(route, ms.Generation)
+	if ms.UsesInferencePools() {
+		accepted = routing.WithPools(accepted, r.readPools(ctx, ms))
+	}
+	o.accepted = accepted
 	obs.RouteAccepted, obs.RouteMessage = accepted.Status, accepted.Message
 	obs.Operation = operation(ms)
 	if rollout.MeasureDue(ms, now) {
@@ -620,7 +642,7 @@ func (r *ModelServerReconciler) completeStatus(ms *v1alpha1.ModelServer, obs obs
 		st.Replicas += plan.Replicas
 		st.ReadyReplicas += obs.Colors[c].ReadyReplicas
 	}
-	meta.SetStatusCondition(&st.Conditions, routing.AcceptedCondition(obs.route, ms.Generation))
+	meta.SetStatusCondition(&st.Conditions, obs.accepted)
 	if m := obs.Measurement; m != nil {
 		status, reason, msg := metav1.ConditionTrue, v1alpha1.ReasonMetricsOK, "the last measurement had data for every metric"
 		for _, res := range m.Results {
@@ -650,6 +672,14 @@ func (r *ModelServerReconciler) completeStatus(ms *v1alpha1.ModelServer, obs obs
 	if c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionStalled); c != nil && c.Reason == v1alpha1.ReasonInvalidSpec {
 		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionStalled)
 	}
+}
+
+// stall marks the ModelServer Stalled for reason: not Ready, not Reconciling, until a person
+// changes something.
+func stall(ms *v1alpha1.ModelServer, reason, msg string) {
+	setCondition(ms, v1alpha1.ConditionStalled, metav1.ConditionTrue, reason, msg)
+	setCondition(ms, v1alpha1.ConditionReady, metav1.ConditionFalse, reason, msg)
+	setCondition(ms, v1alpha1.ConditionReconciling, metav1.ConditionFalse, reason, msg)
 }
 
 func setCondition(ms *v1alpha1.ModelServer, t string, s metav1.ConditionStatus, reason, msg string) {

@@ -47,32 +47,65 @@ func backendRefs(ms *v1alpha1.ModelServer, weights map[v1alpha1.Color]int32) []g
 	return refs
 }
 
+// backendRef is color c's backendRef: its Service and port, or its InferencePool (which
+// carries its own target port).
 func backendRef(ms *v1alpha1.ModelServer, c v1alpha1.Color, weight int32) gatewayv1.HTTPBackendRef {
-	return gatewayv1.HTTPBackendRef{BackendRef: gatewayv1.BackendRef{
-		BackendObjectReference: gatewayv1.BackendObjectReference{
-			Group: ptr.To(gatewayv1.Group("")),
-			Kind:  ptr.To(gatewayv1.Kind("Service")),
-			Name:  gatewayv1.ObjectName(ms.ServiceName(c)),
-			Port:  ptr.To(ms.Spec.Port),
-		},
-		Weight: ptr.To(weight),
-	}}
-}
-
-// isOurs reports whether ref points at one of ms's Services, and at which color.
-func isOurs(ms *v1alpha1.ModelServer, ref gatewayv1.BackendObjectReference) (v1alpha1.Color, bool) {
-	if (ref.Group != nil && *ref.Group != "") || (ref.Kind != nil && *ref.Kind != "Service") {
-		return "", false
+	ref := gatewayv1.BackendObjectReference{
+		Group: ptr.To(gatewayv1.Group("")),
+		Kind:  ptr.To(gatewayv1.Kind("Service")),
+		Name:  gatewayv1.ObjectName(ms.ServiceName(c)),
+		Port:  ptr.To(ms.Spec.Port),
 	}
-	if ref.Namespace != nil && string(*ref.Namespace) != ms.Namespace {
-		return "", false
-	}
-	for _, c := range Colors {
-		if string(ref.Name) == ms.ServiceName(c) {
-			return c, true
+	if ms.UsesInferencePools() {
+		ref = gatewayv1.BackendObjectReference{
+			Group: ptr.To(gatewayv1.Group(InferenceGroup)),
+			Kind:  ptr.To(gatewayv1.Kind(PoolKind)),
+			Name:  gatewayv1.ObjectName(ms.PoolName(c)),
 		}
 	}
-	return "", false
+	return gatewayv1.HTTPBackendRef{BackendRef: gatewayv1.BackendRef{BackendObjectReference: ref, Weight: ptr.To(weight)}}
+}
+
+// refKind is what a backendRef points at: a Service, an InferencePool or something else.
+func refKind(ref gatewayv1.BackendObjectReference) v1alpha1.BackendKind {
+	group, kind := ptr.Deref(ref.Group, ""), ptr.Deref(ref.Kind, "Service")
+	switch {
+	case (group == "" || group == "core") && kind == "Service":
+		return v1alpha1.BackendService
+	case group == InferenceGroup && kind == PoolKind:
+		return v1alpha1.BackendInferencePool
+	}
+	return ""
+}
+
+// ownedRef reports whether ref points at one of ms's Services or InferencePools (of either
+// kind, so that a change of spec.gateway.backend replaces the old refs), at which color, and
+// whether it is of the kind the spec asks for now.
+func ownedRef(ms *v1alpha1.ModelServer, ref gatewayv1.BackendObjectReference) (c v1alpha1.Color, ours, current bool) {
+	kind := refKind(ref)
+	if kind == "" || (ref.Namespace != nil && string(*ref.Namespace) != ms.Namespace) {
+		return "", false, false
+	}
+	want := v1alpha1.BackendService
+	if ms.UsesInferencePools() {
+		want = v1alpha1.BackendInferencePool
+	}
+	for _, c := range Colors {
+		name := ms.ServiceName(c)
+		if kind == v1alpha1.BackendInferencePool {
+			name = ms.PoolName(c)
+		}
+		if string(ref.Name) == name {
+			return c, true, kind == want
+		}
+	}
+	return "", false, false
+}
+
+// isOurs reports whether ref is one of the backendRefs the spec asks for now, and its color.
+func isOurs(ms *v1alpha1.ModelServer, ref gatewayv1.BackendObjectReference) (v1alpha1.Color, bool) {
+	c, ours, current := ownedRef(ms, ref)
+	return c, ours && current
 }
 
 // SetBackendWeights edits a user-owned route in place so that ms's two backendRefs carry the
@@ -97,7 +130,7 @@ func SetBackendWeights(route *gatewayv1.HTTPRoute, ms *v1alpha1.ModelServer, rul
 	default:
 		for i, r := range route.Spec.Rules {
 			for _, b := range r.BackendRefs {
-				if _, ok := isOurs(ms, b.BackendObjectReference); ok {
+				if _, ours, _ := ownedRef(ms, b.BackendObjectReference); ours {
 					targets = append(targets, i)
 					break
 				}
@@ -118,6 +151,16 @@ func SetBackendWeights(route *gatewayv1.HTTPRoute, ms *v1alpha1.ModelServer, rul
 
 func setRuleWeights(rule *gatewayv1.HTTPRouteRule, ms *v1alpha1.ModelServer, weights map[v1alpha1.Color]int32) bool {
 	changed := false
+	// Refs of the other backend kind (spec.gateway.backend changed) leave the rule.
+	kept := rule.BackendRefs[:0]
+	for _, b := range rule.BackendRefs {
+		if _, ours, current := ownedRef(ms, b.BackendObjectReference); ours && !current {
+			changed = true
+			continue
+		}
+		kept = append(kept, b)
+	}
+	rule.BackendRefs = kept
 	seen := map[v1alpha1.Color]bool{}
 	for i := range rule.BackendRefs {
 		c, ok := isOurs(ms, rule.BackendRefs[i].BackendObjectReference)
@@ -200,7 +243,7 @@ func RemoveBackends(route *gatewayv1.HTTPRoute, ms *v1alpha1.ModelServer) bool {
 	for i := range route.Spec.Rules {
 		kept := route.Spec.Rules[i].BackendRefs[:0]
 		for _, b := range route.Spec.Rules[i].BackendRefs {
-			if _, ok := isOurs(ms, b.BackendObjectReference); ok {
+			if _, ours, _ := ownedRef(ms, b.BackendObjectReference); ours {
 				changed = true
 				continue
 			}

@@ -38,6 +38,13 @@ func storyGoodVersionPromoted(t *testing.T) {
 	ms := newModelServer(ns, "llama", imageV1, fixedReplicas(replicas))
 	given(t, "a %s", describe(ms))
 	v0 := create(t, ms, 3*time.Minute)
+	goodVersionPromoted(t, ms, v0, "")
+}
+
+// goodVersionPromoted rolls out imageGood on ms, Healthy as v0 shows it; label tells its figures
+// apart from another story's.
+func goodVersionPromoted(t *testing.T, ms *v1alpha1.ModelServer, v0 view, label string) {
+	ns := ms.Namespace
 	stableColor := v0.stableColor()
 	newColor := stableColor.Other()
 	and(t, "it is Healthy on %s with the whole traffic", stableColor)
@@ -83,8 +90,8 @@ func storyGoodVersionPromoted(t *testing.T) {
 	if total == 0 {
 		t.Errorf("the simulated Gateway counted no response during the rollout")
 	}
-	figure(t, "time to promote a good version (4 steps of 20s)", "%s (first weight after %s)", secs(promoted), secs(firstWeight.Sub(began)))
-	figure(t, "responses during the good rollout", "%.0f, 503 %.0f, 502 (in flight on a pod scaled away) %.0f", total, refused, lost)
+	figure(t, "time to promote a good version (4 steps of 20s)"+label, "%s (first weight after %s)", secs(promoted), secs(firstWeight.Sub(began)))
+	figure(t, "responses during the good rollout"+label, "%.0f, 503 %.0f, 502 (in flight on a pod scaled away) %.0f", total, refused, lost)
 }
 
 // monotonicNew checks the weights at every poll of a rollout to newColor: they add up to 100,
@@ -117,6 +124,13 @@ func storySlowVersionRolledBack(t *testing.T) {
 	ms := newModelServer(ns, "llama", imageV1, fixedReplicas(replicas))
 	given(t, "a %s", describe(ms))
 	v0 := create(t, ms, 3*time.Minute)
+	slowVersionRolledBack(t, ms, v0, "")
+}
+
+// slowVersionRolledBack rolls out imageSlow on ms, Healthy as v0 shows it, and checks that it is
+// rolled back; label tells its figures apart from another story's.
+func slowVersionRolledBack(t *testing.T, ms *v1alpha1.ModelServer, v0 view, label string) {
+	ns := ms.Namespace
 	stable := v0.ms.Status.Stable.DeepCopy()
 	bad := stable.Color.Other()
 
@@ -185,9 +199,9 @@ func storySlowVersionRolledBack(t *testing.T) {
 	if badServed == 0 {
 		t.Errorf("the slow version served no request: the rollback was not judged on its traffic")
 	}
-	figure(t, "time to roll back a 3x slower version", "%s after the release, %s after it first got traffic (highest weight %d%%)",
+	figure(t, "time to roll back a 3x slower version"+label, "%s after the release, %s after it first got traffic (highest weight %d%%)",
 		secs(rolledBack.Sub(began)), secs(rolledBack.Sub(firstWeight)), maxWeight)
-	figure(t, "requests served by the bad version before rollback", "%.0f Gateway responses (%.1f%% of %.0f; vLLM request_success %.0f); stable's lowest 10s rate %.1f req/s",
+	figure(t, "requests served by the bad version before rollback"+label, "%.0f Gateway responses (%.1f%% of %.0f; vLLM request_success %.0f); stable's lowest 10s rate %.1f req/s",
 		badServed, 100*badServed/max(total, 1), total, badOK, minRate.Value)
 }
 

@@ -11,6 +11,7 @@ func TestStoriesSharingTheStack(t *testing.T) {
 	t.Run("a slower new version is rolled back by itself while stable keeps serving", storySlowVersionRolledBack)
 	t.Run("a ModelServer that wants more GPUs than there are is clamped, not left Pending", storyGPUsRunOut)
 	t.Run("an SRE pauses, resumes and aborts with the kubectl plugin and wait tells the outcome", storySREWithThePlugin)
+	t.Run("over InferencePools a good version is promoted and a slow one rolled back", storyInferencePools)
 }
 
 // TestStoriesDisruptingTheStack runs, after them and one after the other, the stories that

@@ -69,7 +69,8 @@ type Options struct {
 	// RepoRoot is the modelship checkout, for config/crd/bases and for finding the Gateway API
 	// module. Defaults to the nearest parent folder of the working directory holding modelship's go.mod.
 	RepoRoot string
-	// CRDDirs are applied after the Gateway API CRDs. Defaults to <RepoRoot>/config/crd/bases.
+	// CRDDirs are applied after the Gateway API CRDs. Defaults to <RepoRoot>/config/crd/bases and
+	// the InferencePool CRD in <RepoRoot>/third_party.
 	CRDDirs []string
 	// GatewayAPICRDDir is the Gateway API standard-channel CRD folder. Defaults to
 	// config/crd/standard of the sigs.k8s.io/gateway-api module required by RepoRoot's go.mod.
@@ -176,7 +177,8 @@ func (o Options) withDefaults() (Options, error) {
 		o.RepoRoot = root
 	}
 	if o.CRDDirs == nil {
-		o.CRDDirs = []string{filepath.Join(o.RepoRoot, "config", "crd", "bases")}
+		o.CRDDirs = []string{filepath.Join(o.RepoRoot, "config", "crd", "bases"),
+			filepath.Join(o.RepoRoot, "third_party", "gateway-api-inference-extension-v1.6.0")}
 	}
 	if o.GPUNodes < 0 {
 		return o, fmt.Errorf("devenv: Options.GPUNodes is %d, want 0 or more", o.GPUNodes)

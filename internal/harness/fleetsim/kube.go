@@ -206,24 +206,59 @@ func servedModelName(c *corev1.Container) string {
 	return positional
 }
 
+// PoolTarget is the pods an InferencePool selects, as the fleet groups them: one color of one
+// ModelServer.
+type PoolTarget struct {
+	ModelServer types.NamespacedName
+	Color       string
+}
+
+// PoolTargetOf resolves an InferencePool's spec.selector.matchLabels to the pods it selects: a
+// selector on a ModelServer's label and a color label selects that color's pods. ok is false
+// for a selector the fleet cannot map (its pods are grouped by ModelServer and color).
+func PoolTargetOf(namespace string, matchLabels map[string]string) (PoolTarget, bool) {
+	ms, color := matchLabels[v1alpha1.LabelModelServer], matchLabels[v1alpha1.LabelColor]
+	if ms == "" || color == "" {
+		return PoolTarget{}, false
+	}
+	return PoolTarget{ModelServer: types.NamespacedName{Namespace: namespace, Name: ms}, Color: color}, true
+}
+
 // RouteWeights reads an HTTPRoute's backendRef weights for each ModelServer it routes to. A
-// backendRef counts when it names a Service "<modelserver>-<color>" of a known ModelServer in the
-// backend's namespace (the route's by default). The first rule that references a ModelServer
-// gives its weights; a backendRef without a weight weighs 1, as in the Gateway API.
-func RouteWeights(route *gatewayv1.HTTPRoute, modelServers map[types.NamespacedName]bool) map[types.NamespacedName]map[string]int32 {
+// backendRef counts when it names a Service "<modelserver>-<color>" of a known ModelServer, or an
+// InferencePool of pools (whose selector picks one color's pods), in the backend's namespace (the
+// route's by default). The first rule that references a ModelServer gives its weights; a
+// backendRef without a weight weighs 1, as in the Gateway API.
+func RouteWeights(route *gatewayv1.HTTPRoute, modelServers map[types.NamespacedName]bool, pools map[types.NamespacedName]PoolTarget) map[types.NamespacedName]map[string]int32 {
 	out := map[types.NamespacedName]map[string]int32{}
 	for _, rule := range route.Spec.Rules {
 		inRule := map[types.NamespacedName]map[string]int32{}
+		add := func(key types.NamespacedName, color string, ref gatewayv1.HTTPBackendRef) {
+			w := int32(1)
+			if ref.Weight != nil {
+				w = *ref.Weight
+			}
+			if inRule[key] == nil {
+				inRule[key] = map[string]int32{}
+			}
+			inRule[key][color] += w
+		}
 		for _, ref := range rule.BackendRefs {
+			ns := route.Namespace
+			if ref.Namespace != nil {
+				ns = string(*ref.Namespace)
+			}
+			if isPoolRef(ref.BackendObjectReference) {
+				if t, ok := pools[types.NamespacedName{Namespace: ns, Name: string(ref.Name)}]; ok && modelServers[t.ModelServer] {
+					add(t.ModelServer, t.Color, ref)
+				}
+				continue
+			}
 			if ref.Group != nil && *ref.Group != "" && *ref.Group != "core" {
 				continue
 			}
 			if ref.Kind != nil && *ref.Kind != "Service" {
 				continue
-			}
-			ns := route.Namespace
-			if ref.Namespace != nil {
-				ns = string(*ref.Namespace)
 			}
 			for _, color := range []v1alpha1.Color{v1alpha1.Blue, v1alpha1.Green} {
 				ms, ok := strings.CutSuffix(string(ref.Name), "-"+string(color))
@@ -231,14 +266,7 @@ func RouteWeights(route *gatewayv1.HTTPRoute, modelServers map[types.NamespacedN
 				if !ok || !modelServers[key] {
 					continue
 				}
-				w := int32(1)
-				if ref.Weight != nil {
-					w = *ref.Weight
-				}
-				if inRule[key] == nil {
-					inRule[key] = map[string]int32{}
-				}
-				inRule[key][string(color)] += w
+				add(key, string(color), ref)
 			}
 		}
 		for k, ws := range inRule {
@@ -248,6 +276,10 @@ func RouteWeights(route *gatewayv1.HTTPRoute, modelServers map[types.NamespacedN
 		}
 	}
 	return out
+}
+
+func isPoolRef(ref gatewayv1.BackendObjectReference) bool {
+	return ref.Group != nil && string(*ref.Group) == PoolGroup && ref.Kind != nil && string(*ref.Kind) == PoolKind
 }
 
 // RouteStatus returns the route's status with one entry per parentRef for ControllerName, with

@@ -71,11 +71,15 @@ func (s *Syncer) Sync(ctx context.Context) ([]types.NamespacedName, error) {
 		a, b := routes.Items[i], routes.Items[j]
 		return a.Namespace+"/"+a.Name < b.Namespace+"/"+b.Name
 	})
+	pools, targets, err := listPools(ctx, s.Client)
+	if err != nil {
+		return nil, fmt.Errorf("listing InferencePools: %w", err)
+	}
 	weights := map[types.NamespacedName]map[string]int32{}
 	var errs []error
 	for i := range routes.Items {
 		route := &routes.Items[i]
-		ws := RouteWeights(route, known)
+		ws := RouteWeights(route, known, targets)
 		if len(ws) == 0 {
 			continue
 		}
@@ -94,6 +98,8 @@ func (s *Syncer) Sync(ctx context.Context) ([]types.NamespacedName, error) {
 			errs = append(errs, fmt.Errorf("updating status of HTTPRoute %s/%s: %w", route.Namespace, route.Name, err))
 		}
 	}
+
+	errs = append(errs, s.syncPools(ctx, pools, targets, routes.Items, metav1.NewTime(now))...)
 
 	if s.routed == nil {
 		s.routed = map[types.NamespacedName]bool{}

@@ -65,15 +65,22 @@ func Available() (bool, string) {
 	return true, ""
 }
 
-// Start starts the API server with the CRDs installed. Call Stop on the returned environment.
-func Start() (*envtest.Environment, *rest.Config, error) {
+// InferencePoolCRDs is the folder of the Gateway API Inference Extension's InferencePool CRD
+// that the repository carries (third_party/, unchanged upstream).
+func InferencePoolCRDs() string {
+	return filepath.Join(RepoRoot(), "third_party", "gateway-api-inference-extension-v1.6.0")
+}
+
+// Start starts the API server with modelship's and the Gateway API's CRDs installed, and the
+// CRD folders or files of extra. Call Stop on the returned environment.
+func Start(extra ...string) (*envtest.Environment, *rest.Config, error) {
 	gw, err := GatewayAPICRDs()
 	if err != nil {
 		return nil, nil, err
 	}
 	env := &envtest.Environment{
 		CRDInstallOptions: envtest.CRDInstallOptions{
-			Paths:              []string{filepath.Join(RepoRoot(), "config", "crd", "bases"), gw},
+			Paths:              append([]string{filepath.Join(RepoRoot(), "config", "crd", "bases"), gw}, extra...),
 			ErrorIfPathMissing: true,
 			Scheme:             Scheme(),
 		},

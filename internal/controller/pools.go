@@ -1,0 +1,87 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
+	"github.com/modelship/modelship/internal/routing"
+)
+
+// InferencePools of the Gateway API Inference Extension (spec.gateway.backend InferencePool).
+//
+// +kubebuilder:rbac:groups=inference.networking.k8s.io,resources=inferencepools,verbs=get;list;watch;create;update;patch;delete
+
+// poolsServed reports whether the cluster serves inference.networking.k8s.io/v1 InferencePools.
+func poolsServed(mapper meta.RESTMapper) (bool, error) {
+	_, err := mapper.RESTMapping(routing.PoolGVK.GroupKind(), routing.PoolGVK.Version)
+	if meta.IsNoMatchError(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("looking up the InferencePool API: %w", err)
+	}
+	return true, nil
+}
+
+// poolAPIMissing says why a ModelServer that asks for InferencePools cannot have them: the API
+// was not served when the controller started (so it does not watch pools). "" when it can.
+func (r *ModelServerReconciler) poolAPIMissing(ms *v1alpha1.ModelServer) string {
+	if !ms.UsesInferencePools() || r.InferencePools {
+		return ""
+	}
+	return "spec.gateway.backend is InferencePool but the cluster does not serve inference.networking.k8s.io/v1 " +
+		"InferencePools: install the Gateway API Inference Extension's CRD, then restart the controller"
+}
+
+// applyPools applies both colors' InferencePools when the spec asks for them.
+func (r *ModelServerReconciler) applyPools(ctx context.Context, ms *v1alpha1.ModelServer, ports map[v1alpha1.Color]int32) error {
+	if !ms.UsesInferencePools() {
+		return nil
+	}
+	for _, c := range routing.Colors {
+		if err := r.applyObject(ctx, ms, routing.InferencePool(ms, c, ports[c])); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// prunePools deletes the pools this ModelServer controls once it no longer routes to them
+// (spec.gateway.backend back to Service); it runs after the route was written.
+func (r *ModelServerReconciler) prunePools(ctx context.Context, ms *v1alpha1.ModelServer) error {
+	if ms.UsesInferencePools() || !r.InferencePools {
+		return nil
+	}
+	for c, pool := range r.readPools(ctx, ms) {
+		if !metav1.IsControlledBy(pool, ms) {
+			continue
+		}
+		if err := r.Delete(ctx, pool); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("deleting InferencePool %s of color %s: %w", pool.GetName(), c, err)
+		}
+	}
+	return nil
+}
+
+// readPools reads both colors' InferencePools from the cache; a missing pool is a nil entry.
+func (r *ModelServerReconciler) readPools(ctx context.Context, ms *v1alpha1.ModelServer) map[v1alpha1.Color]*unstructured.Unstructured {
+	out := map[v1alpha1.Color]*unstructured.Unstructured{}
+	if !r.InferencePools {
+		return out
+	}
+	for _, c := range routing.Colors {
+		pool := routing.NewPool()
+		// Missing or unreadable counts as absent: the rollout holds on it, it does not guess.
+		if err := r.poolReader.Get(ctx, types.NamespacedName{Namespace: ms.Namespace, Name: ms.PoolName(c)}, pool); err == nil {
+			out[c] = pool
+		}
+	}
+	return out
+}
