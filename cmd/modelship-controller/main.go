@@ -28,6 +28,7 @@ type config struct {
 	metricsAddr, probeAddr string
 	metricsSecure          bool
 	leaderElect            bool
+	workers                int
 	prometheus             metrics.Config
 	warmupURL              string
 	warmupTimeout          time.Duration
@@ -41,7 +42,8 @@ func main() {
 	flag.StringVar(&c.metricsAddr, "metrics-bind-address", ":8443", "Address of the controller's own metrics endpoint (0 disables it).")
 	flag.BoolVar(&c.metricsSecure, "metrics-secure", true, "Serve /metrics over HTTPS to authenticated and authorized clients only (a TokenReview and a SubjectAccessReview for GET /metrics); false serves plain HTTP to anyone.")
 	flag.StringVar(&c.probeAddr, "health-probe-bind-address", ":8081", "Address of the health and readiness probes.")
-	flag.BoolVar(&c.leaderElect, "leader-elect", false, "Elect a leader so that only one replica acts.")
+	flag.BoolVar(&c.leaderElect, "leader-elect", false, "Elect a leader so that only one replica acts (the manifests and the chart turn it on).")
+	flag.IntVar(&c.workers, "max-concurrent-reconciles", controller.DefaultWorkers, "How many ModelServers are reconciled at once.")
 	flag.StringVar(&c.prometheus.URL, "prometheus-url", "", "Prometheus HTTP API URL for analysis and autoscaling (e.g. http://prometheus.monitoring:9090).")
 	flag.StringVar(&c.prometheus.BearerTokenFile, "prometheus-bearer-token-file", "", "File holding a bearer token for Prometheus, re-read on every query.")
 	flag.StringVar(&c.prometheus.CAFile, "prometheus-ca-file", "", "CA bundle to verify Prometheus's TLS certificate.")
@@ -73,6 +75,7 @@ func run(c config) error {
 		HealthProbeBindAddress: c.probeAddr,
 		LeaderElection:         c.leaderElect,
 		LeaderElectionID:       "modelship-controller.serving.modelship.dev",
+		Cache:                  controller.CacheOptions(),
 	})
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
@@ -90,7 +93,8 @@ func run(c config) error {
 	}
 	r := &controller.ModelServerReconciler{
 		Client:         mgr.GetClient(),
-		APIReader:      mgr.GetAPIReader(),
+		LiveReader:     mgr.GetAPIReader(),
+		Workers:        c.workers,
 		Scheme:         scheme,
 		Recorder:       mgr.GetEventRecorder("modelship"),
 		Prober:         warmup.NewHTTPProber(c.warmupTimeout, c.warmupURL),

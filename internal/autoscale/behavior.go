@@ -2,7 +2,6 @@ package autoscale
 
 import (
 	"math"
-	"sort"
 	"time"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
@@ -84,32 +83,18 @@ func scaleDownLimit(cur int32, events []v1alpha1.ScaleEvent, r rules, now time.T
 	return result
 }
 
-// trimRecommendations keeps what the stabilization windows can still use: recommendations
-// within keep before now, and of each value only the newest. The windows only ever look at a
-// suffix of time (now-window, now], and a value occurs in a suffix exactly when its newest
-// occurrence does, so the lowest and highest of every window are unchanged. That bounds the
-// list by the number of distinct counts; beyond the API's 100 the oldest go.
+// trimRecommendations keeps what the stabilization windows can still use. A recommendation
+// holds until the next one, so one is kept while the next came after now-keep (the last one
+// always); beyond the API's 100 the oldest go.
 func trimRecommendations(recs []v1alpha1.Recommendation, now time.Time, keep time.Duration) []v1alpha1.Recommendation {
 	cutoff := now.Add(-keep)
-	newest := map[int32]int{}
+	out := make([]v1alpha1.Recommendation, 0, len(recs))
 	for i, r := range recs {
-		if !r.At.After(cutoff) {
+		if i+1 < len(recs) && !recs[i+1].At.After(cutoff) {
 			continue
 		}
-		if j, ok := newest[r.Replicas]; !ok || !recs[j].At.After(r.At.Time) {
-			newest[r.Replicas] = i
-		}
+		out = append(out, r)
 	}
-	out := make([]v1alpha1.Recommendation, 0, len(newest))
-	for _, i := range newest {
-		out = append(out, recs[i])
-	}
-	sort.Slice(out, func(a, b int) bool {
-		if !out[a].At.Equal(&out[b].At) {
-			return out[a].At.Before(&out[b].At)
-		}
-		return out[a].Replicas < out[b].Replicas
-	})
 	if len(out) > maxKeptEntries {
 		out = out[len(out)-maxKeptEntries:]
 	}

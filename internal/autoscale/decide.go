@@ -70,12 +70,18 @@ func Decide(in Input, now time.Time) Output {
 		if len(recs) == 0 {
 			recs = append(recs, v1alpha1.Recommendation{At: metav1.NewTime(now), Replicas: cur})
 		}
+		// Each recommendation holds from its time until the next one (the last one until now):
+		// a window sees every value that held at some moment of it.
 		up, down := rec, rec
-		for _, r := range recs {
-			if r.At.After(now.Add(-s.up.window)) {
+		for i, r := range recs {
+			until := now
+			if i+1 < len(recs) {
+				until = recs[i+1].At.Time
+			}
+			if until.After(now.Add(-s.up.window)) {
 				up = min(up, r.Replicas)
 			}
-			if r.At.After(now.Add(-s.down.window)) {
+			if until.After(now.Add(-s.down.window)) {
 				down = max(down, r.Replicas)
 			}
 		}
@@ -87,7 +93,11 @@ func Decide(in Input, now time.Time) Output {
 		if rec < cur && desired > rec {
 			held = append(held, fmt.Sprintf("scale-down stabilization window %s holds %d (highest recommendation)", s.down.window, desired))
 		}
-		recs = append(recs, v1alpha1.Recommendation{At: metav1.NewTime(now), Replicas: rec})
+		// Only a change is recorded: a steady recommendation leaves the status as it is, so a
+		// pass that changes nothing writes nothing.
+		if recs[len(recs)-1].Replicas != rec {
+			recs = append(recs, v1alpha1.Recommendation{At: metav1.NewTime(now), Replicas: rec})
+		}
 	}
 
 	// 3. Rate limits.

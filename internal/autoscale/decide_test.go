@@ -2,6 +2,7 @@ package autoscale
 
 import (
 	"encoding/json"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"strings"
 	"testing"
 	"time"
@@ -279,14 +280,14 @@ func TestDecide(t *testing.T) {
 		{
 			name: "scales down to the highest recommendation still in the window once older ones leave it",
 			in: Input{Spec: newSpec(1, 20, withGPU(70)), Current: 6, Ready: 6,
-				Observations: []Observation{obs(gpu, 20, 6)}, Previous: recs(rec(301*time.Second, 6), rec(100*time.Second, 4))},
+				Observations: []Observation{obs(gpu, 20, 6)}, Previous: recs(rec(400*time.Second, 6), rec(301*time.Second, 4))},
 			want:          4,
 			wantAvailable: true, wantReason: "6 -> 4",
 		},
 		{
 			name: "keeps the lowest recommendation of a scale-up window",
 			in: Input{Spec: newSpec(1, 20, withWaiting(1), withScaleUp(60*time.Second, "")), Current: 3, Ready: 3,
-				Observations: []Observation{obs(MetricRequestsWaiting, 8, 3)}, Previous: recs(rec(30*time.Second, 4), rec(90*time.Second, 3))},
+				Observations: []Observation{obs(MetricRequestsWaiting, 8, 3)}, Previous: recs(rec(90*time.Second, 3), rec(61*time.Second, 4))},
 			want:          4,
 			wantAvailable: true, wantHeld: "scale-up stabilization window 1m0s holds 4",
 		},
@@ -520,9 +521,12 @@ func TestDecideRestartKeepsTheWindowThroughStatus(t *testing.T) {
 }
 
 func TestTrimRecommendationsKeepsWindowExtremes(t *testing.T) {
-	in := []v1alpha1.Recommendation{rec(400*time.Second, 9), rec(200*time.Second, 7), rec(150*time.Second, 3), rec(100*time.Second, 7), rec(50*time.Second, 3), rec(10*time.Second, 5)}
+	// Each recommendation holds until the next: 2 and 8 ended before the 300s window, 9 held
+	// into it.
+	in := []v1alpha1.Recommendation{rec(500*time.Second, 2), rec(450*time.Second, 8), rec(400*time.Second, 9), rec(200*time.Second, 7),
+		rec(150*time.Second, 3), rec(100*time.Second, 7), rec(50*time.Second, 3), rec(10*time.Second, 5)}
 	got := trimRecommendations(in, t0, 300*time.Second)
-	want := []int32{7, 3, 5}
+	want := []int32{9, 7, 3, 7, 3, 5}
 	if len(got) != len(want) {
 		t.Fatalf("got %+v, want values %v", got, want)
 	}
@@ -531,10 +535,7 @@ func TestTrimRecommendationsKeepsWindowExtremes(t *testing.T) {
 			t.Fatalf("got %+v, want values %v", got, want)
 		}
 	}
-	if !got[0].At.Time.Equal(t0.Add(-100 * time.Second)) {
-		t.Errorf("kept the older 7 (%v), want the newest", got[0].At)
-	}
-	// Every suffix window sees the same lowest and highest value before and after the trim.
+	// Every window up to the kept span sees the same lowest and highest value before and after.
 	for _, w := range []time.Duration{20 * time.Second, 60 * time.Second, 120 * time.Second, 180 * time.Second, 299 * time.Second} {
 		lo1, hi1 := extremes(in, w)
 		lo2, hi2 := extremes(got, w)
@@ -544,10 +545,16 @@ func TestTrimRecommendationsKeepsWindowExtremes(t *testing.T) {
 	}
 }
 
+// extremes is the lowest and highest recommendation that held at some moment of the window w
+// before t0 (each holds until the next; the last until t0).
 func extremes(rs []v1alpha1.Recommendation, w time.Duration) (int32, int32) {
 	lo, hi := int32(1<<30), int32(-1)
-	for _, r := range rs {
-		if r.At.After(t0.Add(-w)) {
+	for i, r := range rs {
+		until := t0
+		if i+1 < len(rs) {
+			until = rs[i+1].At.Time
+		}
+		if until.After(t0.Add(-w)) {
 			lo, hi = min(lo, r.Replicas), max(hi, r.Replicas)
 		}
 	}
@@ -581,5 +588,26 @@ func TestMetricNamesAreUnique(t *testing.T) {
 	got := strings.Join(MetricNames(ms), ",")
 	if want := "prometheus,gpuUtilization,prometheus#2,resource/cpu,external/queue"; got != want {
 		t.Errorf("MetricNames = %s, want %s", got, want)
+	}
+}
+
+func TestASteadyRecommendationLeavesTheStatusUnchanged(t *testing.T) {
+	spec := newSpec(1, 10, withGPU(70))
+	in := Input{Spec: spec, Current: 4, Ready: 4, Observations: []Observation{obs(MetricGPUUtilization, 70, 4)}}
+	first := Decide(in, t0)
+	st := first.Status
+	in.Previous = &st
+	for _, later := range []time.Duration{15 * time.Second, 5 * time.Minute, time.Hour} {
+		out := Decide(in, t0.Add(later))
+		if !equality.Semantic.DeepEqual(out.Status, st) {
+			t.Errorf("+%s: the same recommendation (%d) changed the status:\n%+v\nwas\n%+v", later, out.Desired, out.Status, st)
+		}
+	}
+	// A new value is recorded, with its time.
+	in.Observations = []Observation{obs(MetricGPUUtilization, 140, 4)}
+	out := Decide(in, t0.Add(time.Minute))
+	last := out.Status.Recommendations[len(out.Status.Recommendations)-1]
+	if last.Replicas != 8 || !last.At.Time.Equal(t0.Add(time.Minute)) {
+		t.Errorf("recommendations %+v, want 8 recorded at +1m", out.Status.Recommendations)
 	}
 }

@@ -63,16 +63,19 @@ type Snapshot struct {
 }
 
 // SignalCache fetches the built-in signals for all ModelServers at most once per Interval and
-// shares the snapshot between reconciles. It is safe for concurrent use; a reconcile that finds
-// the snapshot stale refreshes it while the others wait for the result.
+// shares the snapshot between reconciles. It is safe for concurrent use: the reconcile that finds
+// the snapshot stale refreshes it without holding the lock, the others meanwhile go on with the
+// previous snapshot (and wait only for the very first one), so a slow Prometheus never holds
+// every reconcile worker.
 type SignalCache struct {
 	querier  metrics.Querier
 	signals  Signals
 	interval time.Duration
 
-	mu   sync.Mutex
-	snap *Snapshot
-	err  error
+	mu       sync.Mutex
+	snap     *Snapshot
+	err      error
+	fetching chan struct{} // closed when the refresh under way ends; nil when none is
 }
 
 // NewSignalCache returns a cache running signals on querier at most once per interval
@@ -90,34 +93,69 @@ func NewSignalCache(querier metrics.Querier, signals Signals, interval time.Dura
 // before the next interval, so an outage does not multiply queries.
 func (c *SignalCache) Get(ctx context.Context, now time.Time) (*Snapshot, error) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.snap != nil && !now.Before(c.snap.At) && now.Sub(c.snap.At) < c.interval {
+		defer c.mu.Unlock()
 		return c.snap, c.err
 	}
-	c.snap, c.err = Fetch(ctx, c.querier, c.signals, now)
-	return c.snap, c.err
+	if wait := c.fetching; wait != nil {
+		if c.snap != nil {
+			defer c.mu.Unlock()
+			return c.snap, c.err
+		}
+		c.mu.Unlock()
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.snap, c.err
+	}
+	done := make(chan struct{})
+	c.fetching = done
+	c.mu.Unlock()
+	snap, err := Fetch(ctx, c.querier, c.signals, now)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.snap, c.err, c.fetching = snap, err, nil
+	close(done)
+	return snap, err
 }
 
-// Fetch runs each signal's query once, at now, and indexes the series by pod.
+// Fetch runs each signal's query once, at now, all at once, and indexes the series by pod.
 func Fetch(ctx context.Context, q metrics.Querier, sig Signals, now time.Time) (*Snapshot, error) {
-	s := &Snapshot{At: now, signals: map[string]signalData{}}
-	var errs []error
-	for _, x := range []struct{ metric, query string }{
+	queries := []struct{ metric, query string }{
 		{MetricGPUUtilization, sig.GPUUtilization},
 		{MetricRequestsWaiting, sig.RequestsWaiting},
 		{MetricKVCacheUsage, sig.KVCacheUsage},
-	} {
+	}
+	data := make([]signalData, len(queries))
+	var wg sync.WaitGroup
+	for i, x := range queries {
 		if x.query == "" {
 			continue
 		}
-		series, err := q.Vector(ctx, x.query, now)
-		if err != nil {
-			err = fmt.Errorf("query %s: %w", x.metric, err)
-			errs = append(errs, err)
-			s.signals[x.metric] = signalData{queried: true, err: err}
+		wg.Go(func() {
+			series, err := q.Vector(ctx, x.query, now)
+			if err != nil {
+				data[i] = signalData{queried: true, err: fmt.Errorf("query %s: %w", x.metric, err)}
+				return
+			}
+			data[i] = signalData{queried: true, byPod: indexByPod(series)}
+		})
+	}
+	wg.Wait()
+	s := &Snapshot{At: now, signals: map[string]signalData{}}
+	var errs []error
+	for i, x := range queries {
+		if !data[i].queried {
 			continue
 		}
-		s.signals[x.metric] = signalData{queried: true, byPod: indexByPod(series)}
+		s.signals[x.metric] = data[i]
+		if data[i].err != nil {
+			errs = append(errs, data[i].err)
+		}
 	}
 	return s, errors.Join(errs...)
 }

@@ -233,3 +233,59 @@ func BenchmarkSnapshotObserve(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*servers), "ns/modelserver")
 }
+
+// blockingQuerier answers after release is closed.
+type blockingQuerier struct {
+	fakeQuerier
+	release chan struct{}
+}
+
+func (b *blockingQuerier) Vector(ctx context.Context, q string, at time.Time) ([]metrics.Series, error) {
+	<-b.release
+	return b.fakeQuerier.Vector(ctx, q, at)
+}
+
+func TestSignalCacheServesThePreviousSnapshotWhileASlowRefreshRuns(t *testing.T) {
+	q := &blockingQuerier{fakeQuerier: fakeQuerier{series: map[string][]metrics.Series{}}, release: make(chan struct{})}
+	close(q.release)
+	c := NewSignalCache(q, DefaultSignals(), 15*time.Second)
+	ctx := context.Background()
+	if _, err := c.Get(ctx, t0); err != nil {
+		t.Fatal(err)
+	}
+	q.release = make(chan struct{}) // Prometheus hangs from now on
+	refreshing := make(chan struct{})
+	go func() {
+		defer close(refreshing)
+		_, _ = c.Get(ctx, t0.Add(20*time.Second)) // stale: this caller refreshes and hangs
+	}()
+	// Another reconcile meanwhile gets the previous snapshot at once instead of waiting.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		c.mu.Lock()
+		started := c.fetching != nil
+		c.mu.Unlock()
+		if started {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the refresh never started")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	got := make(chan *Snapshot, 1)
+	go func() { s, _ := c.Get(ctx, t0.Add(21*time.Second)); got <- s }()
+	select {
+	case s := <-got:
+		if !s.At.Equal(t0) {
+			t.Errorf("got the snapshot of %v, want the previous one of %v", s.At, t0)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a reconcile waited on the slow refresh although a previous snapshot existed")
+	}
+	close(q.release)
+	<-refreshing
+	if s, _ := c.Get(ctx, t0.Add(22*time.Second)); !s.At.Equal(t0.Add(20 * time.Second)) {
+		t.Errorf("after the refresh the snapshot is of %v, want the refreshed one", s.At)
+	}
+}

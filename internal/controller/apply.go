@@ -9,8 +9,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -139,11 +141,52 @@ func (r *ModelServerReconciler) applyObject(ctx context.Context, ms *v1alpha1.Mo
 	delete(u, "status")
 	unstructured.RemoveNestedField(u, "metadata", "creationTimestamp")
 	unstructured.RemoveNestedField(u, "spec", "template", "metadata", "creationTimestamp")
-	ac := client.ApplyConfigurationFromUnstructured(&unstructured.Unstructured{Object: u})
-	if err := r.Apply(ctx, ac, client.FieldOwner(v1alpha1.FieldOwner), client.ForceOwnership); err != nil {
-		return fmt.Errorf("applying %s %s: %w", obj.GetObjectKind().GroupVersionKind().Kind, obj.GetName(), err)
+	gvk, err := apiutil.GVKForObject(obj, r.Scheme)
+	if err != nil {
+		return fmt.Errorf("kind of %T %s: %w", obj, obj.GetName(), err)
 	}
+	k := appliedKey{gvk: gvk, key: client.ObjectKeyFromObject(obj)}
+	hash, err := hashOf(u)
+	if err != nil {
+		return fmt.Errorf("hashing %s %s: %w", gvk.Kind, obj.GetName(), err)
+	}
+	if r.applied.unchanged(k, hash, r.cachedVersion(ctx, gvk, k.key)) {
+		return nil
+	}
+	applied := &unstructured.Unstructured{Object: u}
+	ac := client.ApplyConfigurationFromUnstructured(applied)
+	if err := r.Apply(ctx, ac, client.FieldOwner(v1alpha1.FieldOwner), client.ForceOwnership); err != nil {
+		return fmt.Errorf("applying %s %s: %w", gvk.Kind, obj.GetName(), err)
+	}
+	r.applied.record(k, hash, applied.GetResourceVersion())
 	return nil
+}
+
+// cachedVersion is the resourceVersion of the object in the informer cache, "" when it is not
+// there (or its kind is not cached).
+func (r *ModelServerReconciler) cachedVersion(ctx context.Context, gvk schema.GroupVersionKind, key types.NamespacedName) string {
+	var obj client.Object
+	var reader client.Reader = r.Client
+	if gvk == routing.PoolGVK {
+		if r.poolReader == nil {
+			return ""
+		}
+		obj, reader = routing.NewPool(), r.poolReader
+	} else {
+		o, err := r.Scheme.New(gvk)
+		if err != nil {
+			return ""
+		}
+		co, ok := o.(client.Object)
+		if !ok {
+			return ""
+		}
+		obj = co
+	}
+	if err := reader.Get(ctx, key, obj); err != nil {
+		return ""
+	}
+	return obj.GetResourceVersion()
 }
 
 // finalize removes modelship's backendRefs from a user-owned route, then the finalizer.

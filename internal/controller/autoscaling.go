@@ -180,12 +180,13 @@ func (r *ModelServerReconciler) capacity(ctx context.Context, ms *v1alpha1.Model
 	if capacity.PodGPUs(&ms.Spec.Template.Spec) == 0 || want <= 0 {
 		return nil, nil
 	}
+	// Read-only views of the cache (no deep copy of every node and pod per pass).
 	var nodes corev1.NodeList
-	if err := r.List(ctx, &nodes); err != nil {
+	if err := r.List(ctx, &nodes, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing nodes: %w", err)
 	}
 	var pods corev1.PodList
-	if err := r.List(ctx, &pods); err != nil {
+	if err := r.List(ctx, &pods, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing pods: %w", err)
 	}
 	var quotas corev1.ResourceQuotaList

@@ -20,6 +20,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -42,6 +43,14 @@ const routeRefIndex = ".spec.gateway.routeRef.name"
 // cleanupFinalizer removes modelship's backendRefs from a user-owned HTTPRoute on deletion
 // (objects modelship owns go with their owner references).
 const cleanupFinalizer = "serving.modelship.dev/route-cleanup"
+
+// DefaultWorkers is the default number of ModelServers reconciled at once: a slow Prometheus
+// or metrics API (bounded by their timeouts) then holds one ModelServer, not the fleet.
+const DefaultWorkers = 4
+
+// staleCacheRetry is when a pass that found the cache older than its own last write looks again
+// (the informer's event for that write usually comes first).
+const staleCacheRetry = 100 * time.Millisecond
 
 // ModelServerReconciler runs a ModelServer: it observes the Deployments, route, pods and
 // metrics, asks the rollout state machine what to do, applies it and writes status once.
@@ -67,12 +76,17 @@ type ModelServerReconciler struct {
 	QueryPolicy metrics.QueryPolicy
 	// Now is the clock (time.Now in production).
 	Now func() time.Time
-	// APIReader reads the ModelServer at the start of a pass straight from the API server
-	// (mgr.GetAPIReader()); nil reads it from the cache. The status is the rollout's memory: a
-	// pass that starts from a cached copy older than the controller's last status write decides
-	// from an earlier step and applies its route weights and replicas, sending traffic back
-	// (seen in the end-to-end tests: 25% -> 10%).
-	APIReader client.Reader
+	// fresh remembers the controller's last write of each ModelServer, so that a pass never
+	// starts from a cached copy older than it (see freshness).
+	fresh freshness
+	// applied lets a pass skip applies that would repeat the last one (see appliedMemory).
+	applied appliedMemory
+	// Workers is how many ModelServers are reconciled at once (default DefaultWorkers).
+	Workers int
+	// LiveReader reads straight from the API server; nameConflict uses it, only while one of
+	// the ModelServer's objects is missing from the cache, to see objects of other owners that
+	// the label-selected caches (CacheOptions) leave out. Nil reads the cache only.
+	LiveReader client.Reader
 	// InferencePools is true when the cluster served InferencePools at start (set by
 	// SetupWithManager): only then are they watched and applied.
 	InferencePools bool
@@ -110,7 +124,11 @@ func (r *ModelServerReconciler) SetupWithManager(ctx context.Context, mgr ctrl.M
 		return err
 	}
 	r.InferencePools, r.poolReader = served, mgr.GetCache()
-	b := ctrl.NewControllerManagedBy(mgr)
+	workers := r.Workers
+	if workers <= 0 {
+		workers = DefaultWorkers
+	}
+	b := ctrl.NewControllerManagedBy(mgr).WithOptions(controller.Options{MaxConcurrentReconciles: workers})
 	if served {
 		b = b.Owns(routing.NewPool())
 	}
@@ -148,14 +166,18 @@ func (r *ModelServerReconciler) modelServersForRoute(ctx context.Context, o clie
 // Reconcile implements reconcile.Reconciler.
 func (r *ModelServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	ms := &v1alpha1.ModelServer{}
-	var reader client.Reader = r.Client
-	if r.APIReader != nil {
-		reader = r.APIReader
-	}
-	if err := reader.Get(ctx, req.NamespacedName, ms); err != nil {
+	if err := r.Get(ctx, req.NamespacedName, ms); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.fresh.forget(req.NamespacedName)
+			r.applied.forget(req.Namespace, req.Name, req.Name+"-"+string(v1alpha1.Blue), req.Name+"-"+string(v1alpha1.Green))
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	log := ctrl.LoggerFrom(ctx) // controller-runtime already names the ModelServer
+	if r.fresh.stale(req.NamespacedName, ms.UID, ms.ResourceVersion) {
+		// The informer has not delivered our last write yet; its event brings the object back.
+		return ctrl.Result{RequeueAfter: staleCacheRetry}, nil
+	}
 
 	if !ms.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, r.finalize(ctx, ms)
@@ -164,6 +186,7 @@ func (r *ModelServerReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		if err := r.Update(ctx, ms); err != nil {
 			return ctrl.Result{}, fmt.Errorf("adding finalizer: %w", err)
 		}
+		r.fresh.wrote(client.ObjectKeyFromObject(ms), ms.UID, ms.ResourceVersion)
 	}
 
 	invalid := validate(ms, r.QueryPolicy) // the user's spec, before the flags' defaults
@@ -295,7 +318,12 @@ func (r *ModelServerReconciler) nameConflict(ctx context.Context, ms *v1alpha1.M
 	}
 	for _, o := range objs {
 		key := types.NamespacedName{Namespace: ms.Namespace, Name: o.GetName()}
-		if err := r.Get(ctx, key, o); err != nil {
+		err := r.Get(ctx, key, o)
+		if apierrors.IsNotFound(err) && r.LiveReader != nil {
+			// The caches hold only objects with modelship's label: look for another owner's.
+			err = r.LiveReader.Get(ctx, key, o)
+		}
+		if err != nil {
 			if apierrors.IsNotFound(err) {
 				continue
 			}
@@ -592,6 +620,7 @@ func (r *ModelServerReconciler) clearOperations(ctx context.Context, seen, ms *v
 	if err := r.Patch(ctx, ms, patch); err != nil {
 		return fmt.Errorf("clearing operation annotations: %w", err)
 	}
+	r.fresh.wrote(client.ObjectKeyFromObject(ms), ms.UID, ms.ResourceVersion)
 	return nil
 }
 
@@ -693,5 +722,6 @@ func (r *ModelServerReconciler) writeStatus(ctx context.Context, before, ms *v1a
 	if err := r.Status().Patch(ctx, ms, client.MergeFrom(before)); err != nil {
 		return fmt.Errorf("writing status: %w", err)
 	}
+	r.fresh.wrote(client.ObjectKeyFromObject(ms), ms.UID, ms.ResourceVersion)
 	return nil
 }

@@ -64,16 +64,18 @@ func TestMain(m *testing.M) {
 			return 1
 		}
 		// The running controller never sees manualNamespace: tests there call Reconcile themselves.
-		mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"},
-			Cache: cache.Options{DefaultNamespaces: map[string]cache.Config{
-				cache.AllNamespaces: {FieldSelector: fields.OneTermNotEqualSelector("metadata.namespace", manualNamespace)}}}})
+		// The product's cache options, without the manual namespace.
+		cacheOpts := CacheOptions()
+		cacheOpts.DefaultNamespaces = map[string]cache.Config{
+			cache.AllNamespaces: {FieldSelector: fields.OneTermNotEqualSelector("metadata.namespace", manualNamespace)}}
+		mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, Cache: cacheOpts})
 		if err != nil {
 			fmt.Println(err)
 			return 1
 		}
 		prom := fakePrometheus()
 		r := &ModelServerReconciler{
-			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: scheme, Recorder: mgr.GetEventRecorder("modelship"),
+			Client: mgr.GetClient(), LiveReader: mgr.GetAPIReader(), Scheme: scheme, Recorder: mgr.GetEventRecorder("modelship"),
 			Prometheus: prom, Prober: warmup.NewHTTPProber(time.Second, ""), Now: time.Now,
 			// Analysis windows of four 100ms scrapes: the analysis interval (1s in the rollout
 			// stories) decides. Custom queries must be scoped to their namespace.

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Builds the real peers modelship is measured against (make bench-peers) from the Go module
+# proxy, once, into a cache outside the checkout keyed by version, like hack/controlplane.sh:
+#   Flagger v1.36.1      (go install; ~3 min cold, 78 MB)
+#   KEDA v2.21.0         operator and metrics adapter (hack/tools/keda; ~12 + 2 min cold)
+# Builds run at nice 19 so that they do not starve tests sharing the machine.
+#
+# Usage: hack/peers.sh [flagger|keda|all]   Prints the peers folder on its last line of stdout;
+# progress goes to stderr.
+set -euo pipefail
+
+FLAGGER_VERSION=v1.36.1
+KEDA_VERSION=v2.21.0
+CACHE=${MODELSHIP_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/modelship}
+DIR="$CACHE/peers"
+HERE=$(cd "$(dirname "$0")" && pwd)
+what=${1:-all}
+
+log() { printf '[peers %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+mkdir -p "$DIR"
+
+# build OUT_DIR BINARY: builds with a progress line every 5% of packages; the rest of the args
+# are the go command (run in the current directory).
+build() {
+	local out=$1 bin=$2 pkg=$3
+	shift 3
+	if [ -x "$out/$bin" ]; then return 0; fi
+	mkdir -p "$out"
+	local total start
+	start=$(date +%s)
+	log "resolving the packages of $bin (downloads its modules on a first run)"
+	total=$(go list -deps "$pkg" 2>/dev/null | wc -l)
+	log "building $bin ($total packages) into $out"
+	(nice -n 19 go build -v -trimpath -ldflags "-s -w" -o "$out/$bin.tmp" "$pkg" 2>&1) |
+		awk -v total="$total" -v bin="$bin" -v start="$start" '
+			/^#|\.go:[0-9]+:/ { print > "/dev/stderr" }
+			{ n++; pct = int(100 * n / (total > 0 ? total : 1)); if (pct >= last + 5) { last = pct;
+			  printf "[peers] %s: %d/%d packages compiled (%d%%), %ds elapsed\n", bin, n, total, pct, systime() - start > "/dev/stderr"; fflush("/dev/stderr") } }'
+	[ "${PIPESTATUS[0]}" -eq 0 ] || { log "build of $bin failed"; exit 1; }
+	mv "$out/$bin.tmp" "$out/$bin"
+	log "built $bin in $(( $(date +%s) - start ))s"
+}
+
+if [ "$what" = all ] || [ "$what" = flagger ]; then
+	out="$DIR/flagger-$FLAGGER_VERSION"
+	if [ ! -x "$out/flagger" ]; then
+		mkdir -p "$out"
+		start=$(date +%s)
+		log "installing flagger $FLAGGER_VERSION into $out (~3 min cold, ~900 packages; a line every 50)"
+		(GOBIN="$out" nice -n 19 go install -v -trimpath -ldflags "-s -w" "github.com/fluxcd/flagger/cmd/flagger@$FLAGGER_VERSION" 2>&1) |
+			awk -v start="$start" '/^#|\.go:[0-9]+:|^go: / { print > "/dev/stderr" }
+				{ n++; if (n % 50 == 0) { printf "[peers] flagger: %d packages compiled, %ds elapsed\n", n, systime() - start > "/dev/stderr"; fflush("/dev/stderr") } }'
+		[ "${PIPESTATUS[0]}" -eq 0 ] || { log "install of flagger failed"; exit 1; }
+		log "built flagger in $(( $(date +%s) - start ))s"
+	fi
+	if [ ! -f "$out/crd.yaml" ]; then
+		# Flagger's CRDs ship in its module zip.
+		GOFLAGS=-mod=mod go mod download -json "github.com/fluxcd/flagger@$FLAGGER_VERSION" >"$out/.mod.json"
+		mod=$(sed -n 's/.*"Dir": "\(.*\)".*/\1/p' "$out/.mod.json")
+		cp "$mod/artifacts/flagger/crd.yaml" "$out/crd.yaml" && chmod 0644 "$out/crd.yaml"
+		rm -f "$out/.mod.json"
+	fi
+fi
+if [ "$what" = all ] || [ "$what" = keda ]; then
+	out="$DIR/keda-$KEDA_VERSION"
+	(cd "$HERE/tools/keda" &&
+		build "$out" keda-operator github.com/kedacore/keda/v2/cmd/operator &&
+		build "$out" keda-adapter github.com/kedacore/keda/v2/cmd/adapter)
+	if [ ! -d "$out/crds" ]; then
+		mod=$(cd "$HERE/tools/keda" && go list -m -f '{{.Dir}}' github.com/kedacore/keda/v2)
+		mkdir -p "$out/crds" && cp "$mod"/config/crd/bases/*.yaml "$out/crds/" && chmod 0644 "$out"/crds/*.yaml
+	fi
+fi
+echo "$DIR"

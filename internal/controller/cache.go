@@ -1,0 +1,62 @@
+package controller
+
+import (
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
+)
+
+// CacheOptions sizes the informer caches for large clusters: Deployments and Services only
+// where they carry the ModelServer label (modelship's own), managed fields dropped everywhere,
+// and pods (all of them: the GPU capacity check counts every pod's GPUs) reduced to the fields
+// the controller reads. A cluster of 10,000 pods then costs a fraction of their full objects.
+func CacheOptions() cache.Options {
+	ours, err := labels.NewRequirement(v1alpha1.LabelModelServer, selection.Exists, nil)
+	if err != nil {
+		panic(err) // a constant label key
+	}
+	selector := labels.NewSelector().Add(*ours)
+	return cache.Options{
+		DefaultTransform: cache.TransformStripManagedFields(),
+		ByObject: map[client.Object]cache.ByObject{
+			&appsv1.Deployment{}: {Label: selector},
+			&corev1.Service{}:    {Label: selector},
+			&corev1.Pod{}:        {Transform: trimPod},
+		},
+	}
+}
+
+// trimPod keeps what the controller reads of a pod: identity, labels and owners (which
+// ModelServer and ReplicaSet), its node and GPU requests (capacity), host networking, phase,
+// conditions and IP (readiness and warm-up checks).
+func trimPod(obj any) (any, error) {
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return obj, nil
+	}
+	out := &corev1.Pod{
+		TypeMeta: p.TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{
+			Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion,
+			Labels: p.Labels, OwnerReferences: p.OwnerReferences, DeletionTimestamp: p.DeletionTimestamp,
+			CreationTimestamp: p.CreationTimestamp,
+		},
+		Spec: corev1.PodSpec{NodeName: p.Spec.NodeName, HostNetwork: p.Spec.HostNetwork, Overhead: p.Spec.Overhead},
+		Status: corev1.PodStatus{
+			Phase: p.Status.Phase, Conditions: p.Status.Conditions, PodIP: p.Status.PodIP, PodIPs: p.Status.PodIPs,
+		},
+	}
+	for _, c := range p.Spec.Containers {
+		out.Spec.Containers = append(out.Spec.Containers, corev1.Container{Name: c.Name, Resources: c.Resources, Ports: c.Ports})
+	}
+	for _, c := range p.Spec.InitContainers {
+		out.Spec.InitContainers = append(out.Spec.InitContainers, corev1.Container{Name: c.Name, Resources: c.Resources, RestartPolicy: c.RestartPolicy})
+	}
+	return out, nil
+}
