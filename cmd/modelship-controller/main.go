@@ -28,6 +28,7 @@ type config struct {
 	metricsAddr, probeAddr string
 	metricsSecure          bool
 	leaderElect            bool
+	leaderElectNamespace   string
 	workers                int
 	prometheus             metrics.Config
 	warmupURL              string
@@ -43,11 +44,13 @@ func main() {
 	flag.BoolVar(&c.metricsSecure, "metrics-secure", true, "Serve /metrics over HTTPS to authenticated and authorized clients only (a TokenReview and a SubjectAccessReview for GET /metrics); false serves plain HTTP to anyone.")
 	flag.StringVar(&c.probeAddr, "health-probe-bind-address", ":8081", "Address of the health and readiness probes.")
 	flag.BoolVar(&c.leaderElect, "leader-elect", false, "Elect a leader so that only one replica acts (the manifests and the chart turn it on).")
+	flag.StringVar(&c.leaderElectNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the controller's own namespace in a cluster; required outside one).")
 	flag.IntVar(&c.workers, "max-concurrent-reconciles", controller.DefaultWorkers, "How many ModelServers are reconciled at once.")
 	flag.StringVar(&c.prometheus.URL, "prometheus-url", "", "Prometheus HTTP API URL for analysis and autoscaling (e.g. http://prometheus.monitoring:9090).")
 	flag.StringVar(&c.prometheus.BearerTokenFile, "prometheus-bearer-token-file", "", "File holding a bearer token for Prometheus, re-read on every query.")
 	flag.StringVar(&c.prometheus.CAFile, "prometheus-ca-file", "", "CA bundle to verify Prometheus's TLS certificate.")
 	flag.DurationVar(&c.prometheus.Timeout, "prometheus-timeout", 10*time.Second, "Timeout of one Prometheus query.")
+	flag.IntVar(&c.prometheus.MaxConcurrent, "prometheus-max-concurrent-queries", metrics.DefaultMaxConcurrent, "Most Prometheus queries in flight at once.")
 	flag.StringVar(&c.warmupURL, "warmup-url-template", "", "Where warm-up checks go instead of http://<podIP>:<port>/<path>: {namespace}, {pod}, {port} and {path} are substituted.")
 	flag.DurationVar(&c.warmupTimeout, "warmup-timeout", 3*time.Second, "Timeout of one warm-up check.")
 	flag.DurationVar(&c.signalInterval, "autoscaling-signal-interval", 10*time.Second, "How often the built-in autoscaling signals are fetched (one query per signal for all ModelServers).")
@@ -63,6 +66,9 @@ func main() {
 	}
 }
 
+// LeaderElectionID names the Lease the replicas compete for.
+const LeaderElectionID = "modelship-controller.serving.modelship.dev"
+
 func run(c config) error {
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
@@ -70,12 +76,13 @@ func run(c config) error {
 	utilruntime.Must(v1alpha1.AddToScheme(scheme))
 
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
-		Scheme:                 scheme,
-		Metrics:                controller.MetricsServerOptions(c.metricsAddr, c.metricsSecure),
-		HealthProbeBindAddress: c.probeAddr,
-		LeaderElection:         c.leaderElect,
-		LeaderElectionID:       "modelship-controller.serving.modelship.dev",
-		Cache:                  controller.CacheOptions(),
+		Scheme:                  scheme,
+		Metrics:                 controller.MetricsServerOptions(c.metricsAddr, c.metricsSecure),
+		HealthProbeBindAddress:  c.probeAddr,
+		LeaderElection:          c.leaderElect,
+		LeaderElectionID:        LeaderElectionID,
+		LeaderElectionNamespace: c.leaderElectNamespace,
+		Cache:                   controller.CacheOptions(),
 	})
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)

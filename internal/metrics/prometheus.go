@@ -42,12 +42,20 @@ type Config struct {
 	// Timeout bounds each query, both on the client side and as Prometheus' own query timeout.
 	// Zero means DefaultTimeout.
 	Timeout time.Duration
+	// MaxConcurrent bounds the queries in flight at once (the reconcile workers and the signal
+	// cache share the server); a query waits for a slot within its timeout. Zero means
+	// DefaultMaxConcurrent.
+	MaxConcurrent int
 }
+
+// DefaultMaxConcurrent is the default bound on queries in flight.
+const DefaultMaxConcurrent = 8
 
 // Prometheus is a Querier backed by Prometheus' HTTP API. It is safe for concurrent use.
 type Prometheus struct {
 	api     promv1.API
 	timeout time.Duration
+	slots   chan struct{}
 }
 
 var _ Querier = (*Prometheus)(nil)
@@ -104,7 +112,11 @@ func NewPrometheus(cfg Config) (*Prometheus, error) {
 	if err != nil {
 		return nil, fmt.Errorf("prometheus client: %w", err)
 	}
-	return &Prometheus{api: promv1.NewAPI(client), timeout: timeout}, nil
+	n := cfg.MaxConcurrent
+	if n <= 0 {
+		n = DefaultMaxConcurrent
+	}
+	return &Prometheus{api: promv1.NewAPI(client), timeout: timeout, slots: make(chan struct{}, n)}, nil
 }
 
 // Scalar runs an instant query that should give one value. See Querier.
@@ -166,6 +178,14 @@ func (p *Prometheus) Vector(ctx context.Context, query string, at time.Time) ([]
 func (p *Prometheus) query(ctx context.Context, query string, at time.Time) (model.Value, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
+	if p.slots != nil {
+		select {
+		case p.slots <- struct{}{}:
+			defer func() { <-p.slots }()
+		case <-ctx.Done():
+			return nil, &queryError{msg: fmt.Sprintf("prometheus: no free query slot within %s (%d in flight)", p.timeout, cap(p.slots)), err: ctx.Err()}
+		}
+	}
 	var opts []promv1.Option
 	// Prometheus' own evaluation timeout. The client writes it with time.Duration.String, which
 	// Prometheus cannot parse for fractions ("1.5s"): whole seconds only.

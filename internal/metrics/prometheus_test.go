@@ -433,3 +433,41 @@ func TestPrometheusIsSafeForConcurrentQueries(t *testing.T) {
 		t.Fatalf("%d queries reached the server, want 8", len(queries))
 	}
 }
+
+// inFlight is a Prometheus that counts the queries it serves at once.
+type inFlight struct {
+	mu       sync.Mutex
+	now, top int
+}
+
+func (f *inFlight) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
+	f.mu.Lock()
+	f.now++
+	f.top = max(f.top, f.now)
+	f.mu.Unlock()
+	time.Sleep(50 * time.Millisecond)
+	f.mu.Lock()
+	f.now--
+	f.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write([]byte(bodyVectorOne))
+}
+
+func TestQueriesInFlightAreBounded(t *testing.T) {
+	f := &inFlight{}
+	srv := httptest.NewServer(f)
+	t.Cleanup(srv.Close)
+	p := mustPrometheus(t, Config{URL: srv.URL, Timeout: 10 * time.Second, MaxConcurrent: 3})
+	var wg sync.WaitGroup
+	for range 12 {
+		wg.Go(func() {
+			if got := p.Scalar(context.Background(), "up", time.Now()); got.Status != OK {
+				t.Errorf("query: %+v", got)
+			}
+		})
+	}
+	wg.Wait()
+	if f.top != 3 {
+		t.Errorf("%d queries in flight at most, want the bound of 3 reached and kept", f.top)
+	}
+}

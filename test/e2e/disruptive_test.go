@@ -3,7 +3,9 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
+	"net"
 	"sort"
 	"strings"
 	"testing"
@@ -13,6 +15,7 @@ import (
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
 	"github.com/modelship/modelship/internal/harness/devenv"
+	"github.com/modelship/modelship/internal/harness/scalebench"
 )
 
 // restartSimulator replaces the simulator with one replaying the trace at rate.
@@ -380,4 +383,115 @@ func storyControllerKilled(t *testing.T) {
 	stepEnd := killedAt.StepStartedAt.Add(ms.Spec.Rollout.StepDuration.Duration)
 	figure(t, "controller killed mid-rollout", "away %s at step %d; next step %s after restart (step timer ran out %s after restart); promoted %s after the release",
 		secs(back.Sub(killed)), killedAt.Step, secs(nextStep.Sub(back)), secs(stepEnd.Sub(back)), secs(time.Since(began)))
+}
+
+// leaderOf returns which of the controllers' metrics endpoints reports itself the leader.
+func leaderOf(urls map[string]string) string {
+	for name, url := range urls {
+		s, err := scalebench.ScrapeMetrics(context.Background(), url)
+		if err != nil {
+			continue
+		}
+		if s.Sum("leader_election_master_status", map[string]string{"name": controllerLeaseName}) == 1 {
+			return name
+		}
+	}
+	return ""
+}
+
+// controllerLeaseName is the controller's LeaderElectionID (cmd/modelship-controller).
+const controllerLeaseName = "modelship-controller.serving.modelship.dev"
+
+func storyLeaderFailover(t *testing.T) {
+	ns := namespace(t, "story-failover")
+	when(t, "the controller runs as two replicas with leader election, as the manifests deploy it")
+	if err := st.Controller.Stop(); err != nil {
+		t.Fatalf("stopping the single controller: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := st.Controller.Restart(); err != nil {
+			t.Errorf("restarting the single controller: %v", err)
+		}
+	})
+	urls := map[string]string{}
+	procs := map[string]*devenv.Process{}
+	for _, name := range []string{"controller-a", "controller-b"} {
+		addr := freeLoopbackAddr(t)
+		p, err := st.StartControllerNamed(name, "--leader-elect", "--leader-election-namespace", "default",
+			"--metrics-bind-address", addr, "--metrics-secure=false")
+		if err != nil {
+			t.Fatalf("starting %s: %v", name, err)
+		}
+		procs[name], urls[name] = p, "http://"+addr+"/metrics"
+		t.Cleanup(func() { _ = p.Stop() })
+	}
+	var leader string
+	deadline := time.Now().Add(time.Minute)
+	for leader == "" {
+		if time.Now().After(deadline) {
+			t.Fatal("no controller became leader within a minute")
+		}
+		time.Sleep(pollInterval)
+		leader = leaderOf(urls)
+	}
+	and(t, "%s leads", leader)
+
+	ms := newModelServer(ns, "llama", imageV1, fixedReplicas(replicas))
+	given(t, "a %s", describe(ms))
+	v0 := create(t, ms, 3*time.Minute)
+	newColor := v0.stableColor().Other()
+	rev := setImage(t, ns, ms.Name, imageGood)
+	var weights []int32
+	var first time.Time
+	inv := func(v view) error {
+		if err := monotonicNew(v, newColor, &weights, &first); err != nil {
+			return err
+		}
+		if v.ms.Status.Phase == v1alpha1.PhaseRolledBack {
+			return fmt.Errorf("rolled back: %+v", v.ms.Status.History)
+		}
+		return nil
+	}
+	follow(t, ns, ms.Name, 3*time.Minute, "step 2", inv, func(v view) bool { return v.ms.Status.Step == 2 })
+
+	when(t, "the leader %s is killed (SIGKILL: it cannot release the lease)", leader)
+	if err := procs[leader].Kill(); err != nil {
+		t.Fatalf("killing %s: %v", leader, err)
+	}
+	killed := time.Now()
+	other := "controller-a"
+	if leader == other {
+		other = "controller-b"
+	}
+	delete(urls, leader)
+	var took time.Duration
+	for {
+		if leaderOf(urls) == other {
+			took = time.Since(killed)
+			break
+		}
+		if time.Since(killed) > 2*time.Minute {
+			t.Fatalf("%s did not take over within two minutes", other)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	then(t, "%s takes over %s later and the rollout goes on to promotion, weights never backwards", other, secs(took))
+	v := follow(t, ns, ms.Name, 3*time.Minute, "promotion of "+rev, inv, func(v view) bool { return v.healthyOn(rev) })
+	if want := []int32{10, 25, 50}; fmt.Sprint(weights) != fmt.Sprint(want) {
+		t.Errorf("candidate weights seen %v, want %v", weights, want)
+	}
+	if h := v.ms.Status.History; len(h) != 1 || h[0].Outcome != v1alpha1.OutcomePromoted {
+		t.Errorf("history %+v, want one Promoted", h)
+	}
+	figure(t, "leader killed mid-rollout", "the other replica led %s later (lease 15s, retry 2s); promoted without a step back", secs(took))
+}
+
+func freeLoopbackAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = ln.Close() }()
+	return ln.Addr().String()
 }

@@ -20,4 +20,5 @@ func TestStoriesDisruptingTheStack(t *testing.T) {
 	t.Run("a load surge scales up within the policy and the trough scales down after stabilization", storySurgeAndTrough)
 	t.Run("Prometheus stopped mid-rollout holds the rollout and the autoscaler until it returns", storyPrometheusDown)
 	t.Run("the controller killed mid-rollout resumes where it was without traffic flapping", storyControllerKilled)
+	t.Run("with two replicas, the leader killed mid-rollout hands over and the rollout goes on", storyLeaderFailover)
 }

@@ -156,6 +156,18 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 // StartController starts the controller binary with its normal flags, pointed at the local
 // Prometheus, with warm-up checks answered by the simulator (pod IPs are not reachable here).
 func (s *Stack) StartController(extra ...string) error {
+	p, err := s.StartControllerNamed("controller", extra...)
+	if err != nil {
+		return err
+	}
+	s.Controller = p
+	return nil
+}
+
+// StartControllerNamed starts another controller process (its log is <Dir>/env/<name>.log) with
+// the same flags as StartController and extra; later flags win, so extra may override them
+// (e.g. --metrics-bind-address). The failover story runs two with --leader-elect.
+func (s *Stack) StartControllerNamed(name string, extra ...string) (*devenv.Process, error) {
 	args := append([]string{filepath.Join(s.bin, "modelship-controller"),
 		"--prometheus-url", s.Env.PrometheusURL(), "--prometheus-timeout", "3s",
 		"--warmup-url-template", s.SimulatorURL + "/pods/{namespace}/{pod}/{path}",
@@ -166,12 +178,7 @@ func (s *Stack) StartController(extra ...string) error {
 		// at 10% of ~20 requests/s, a few times the API's default minSamples of 20 (a bursty
 		// trace often sends fewer: at 50 a step could wait minutes for a window to fill).
 		"--prometheus-scrape-interval", "8s"}, extra...)
-	p, err := s.Env.StartProcess("controller", args, nil)
-	if err != nil {
-		return err
-	}
-	s.Controller = p
-	return nil
+	return s.Env.StartProcess(name, args, nil)
 }
 
 // RestartSimulator replaces the running fleet simulator with a new one replaying the trace at
