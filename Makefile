@@ -98,3 +98,7 @@ test-devenv: ## End-to-end test of internal/harness/devenv (real control plane, 
 bench-scale: ## Many ModelServers on one controller (SIZES=100,1000 by default): latency, API requests, writes, memory.
 	@hack/controlplane.sh all >/dev/null
 	go run ./cmd/modelship-bench scale --sizes $(or $(SIZES),100,1000)
+
+.PHONY: bench-sim
+bench-sim: ## Autoscaling policies (modelship, HPA on GPU 70%, KEDA on the queue) replayed on the trace in virtual time.
+	go run ./cmd/modelship-bench sim $(SIM_ARGS)
