@@ -34,6 +34,7 @@ import (
 	"github.com/modelship/modelship/internal/revision"
 	"github.com/modelship/modelship/internal/rollout"
 	"github.com/modelship/modelship/internal/routing"
+	"github.com/modelship/modelship/internal/telemetry"
 	"github.com/modelship/modelship/internal/warmup"
 )
 
@@ -124,6 +125,7 @@ func (r *ModelServerReconciler) SetupWithManager(ctx context.Context, mgr ctrl.M
 		return err
 	}
 	r.InferencePools, r.poolReader = served, mgr.GetCache()
+	telemetry.Register()
 	workers := r.Workers
 	if workers <= 0 {
 		workers = DefaultWorkers
@@ -168,6 +170,7 @@ func (r *ModelServerReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	ms := &v1alpha1.ModelServer{}
 	if err := r.Get(ctx, req.NamespacedName, ms); err != nil {
 		if apierrors.IsNotFound(err) {
+			telemetry.Forget(req.NamespacedName)
 			r.fresh.forget(req.NamespacedName)
 			r.applied.forget(req.Namespace, req.Name, req.Name+"-"+string(v1alpha1.Blue), req.Name+"-"+string(v1alpha1.Green))
 		}
@@ -272,6 +275,10 @@ func (r *ModelServerReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	}
 	if err := r.writeStatus(ctx, before, ms); err != nil {
 		return ctrl.Result{}, err
+	}
+	telemetry.Record(ms)
+	if s := obs.scale; s != nil && s.Event != nil {
+		telemetry.Decision(ms, s.Event.Reason)
 	}
 	logDecisions(log, &before.Status, &ms.Status, obs, decision, ms.Spec.Autoscaling)
 	if clear {

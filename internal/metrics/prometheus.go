@@ -18,6 +18,8 @@ import (
 	promapi "github.com/prometheus/client_golang/api"
 	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
+
+	"github.com/modelship/modelship/internal/telemetry"
 )
 
 // DefaultTimeout is the per-query timeout used when Config.Timeout is zero.
@@ -192,7 +194,9 @@ func (p *Prometheus) query(ctx context.Context, query string, at time.Time) (mod
 	if server := p.timeout.Truncate(time.Second); server > 0 {
 		opts = append(opts, promv1.WithTimeout(server))
 	}
+	began := time.Now()
 	v, _, _, err := p.api.Query(ctx, query, at, opts...)
+	telemetry.Query(time.Since(began), err, errors.Is(err, context.DeadlineExceeded))
 	if err == nil {
 		return v, nil
 	}
