@@ -26,7 +26,8 @@ manifests: $(CONTROLLER_GEN) ## CRDs and RBAC, into config/ and the Helm chart.
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
 	mkdir -p charts/modelship/crds
 	cp config/crd/bases/*.yaml charts/modelship/crds/
-	hack/chart-rbac.sh config/rbac/role.yaml > charts/modelship/templates/clusterrole.yaml
+	hack/chart-rbac.sh config/rbac/role.yaml cluster > charts/modelship/templates/clusterrole.yaml
+	hack/chart-rbac.sh config/rbac/role.yaml namespaced > charts/modelship/templates/role-namespaced.yaml
 
 .PHONY: verify
 verify: generate manifests ## Fails when generated files or formatting are stale.
@@ -78,7 +79,8 @@ test: ## Unit and envtest integration tests against a real kube-apiserver and et
 	@assets=$$(hack/controlplane.sh assets | tail -n1) && \
 	chromium=$$(hack/chromium.sh | tail -n1) && \
 	go build -o $(BIN)/testsummary ./hack/testsummary && \
-	CHROMIUM=$$chromium KUBEBUILDER_ASSETS=$$assets go test -json -count=1 $(GO_TEST_FLAGS) ./... | $(BIN)/testsummary
+	{ CHROMIUM=$$chromium KUBEBUILDER_ASSETS=$$assets go test -json -count=1 $(GO_TEST_FLAGS) ./... ; \
+	  cd test/chart && KUBEBUILDER_ASSETS=$$assets go test -json -count=1 $(GO_TEST_FLAGS) ./... ; } | $(BIN)/testsummary
 
 .PHONY: dashboard-screenshots
 dashboard-screenshots: ## Re-take docs/dashboard-*.png from the dashboard's browser test.

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -30,6 +31,7 @@ type config struct {
 	leaderElect            bool
 	leaderElectNamespace   string
 	workers                int
+	watchNamespaces        string
 	prometheus             metrics.Config
 	warmupURL              string
 	warmupTimeout          time.Duration
@@ -45,6 +47,7 @@ func main() {
 	flag.StringVar(&c.probeAddr, "health-probe-bind-address", ":8081", "Address of the health and readiness probes.")
 	flag.BoolVar(&c.leaderElect, "leader-elect", false, "Elect a leader so that only one replica acts (the manifests and the chart turn it on).")
 	flag.StringVar(&c.leaderElectNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the controller's own namespace in a cluster; required outside one).")
+	flag.StringVar(&c.watchNamespaces, "watch-namespaces", "", "Comma-separated namespaces to serve ModelServers in (namespaced mode: the caches and the RBAC cover only these); empty serves all.")
 	flag.IntVar(&c.workers, "max-concurrent-reconciles", controller.DefaultWorkers, "How many ModelServers are reconciled at once.")
 	flag.StringVar(&c.prometheus.URL, "prometheus-url", "", "Prometheus HTTP API URL for analysis and autoscaling (e.g. http://prometheus.monitoring:9090).")
 	flag.StringVar(&c.prometheus.BearerTokenFile, "prometheus-bearer-token-file", "", "File holding a bearer token for Prometheus, re-read on every query.")
@@ -64,6 +67,16 @@ func main() {
 		fmt.Fprintln(os.Stderr, "modelship-controller:", err)
 		os.Exit(1)
 	}
+}
+
+func splitNamespaces(s string) []string {
+	var out []string
+	for _, ns := range strings.Split(s, ",") {
+		if ns = strings.TrimSpace(ns); ns != "" {
+			out = append(out, ns)
+		}
+	}
+	return out
 }
 
 // LeaderElectionID names the Lease the replicas compete for.

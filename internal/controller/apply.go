@@ -168,10 +168,10 @@ func (r *ModelServerReconciler) cachedVersion(ctx context.Context, gvk schema.Gr
 	var obj client.Object
 	var reader client.Reader = r.Client
 	if gvk == routing.PoolGVK {
-		if r.poolReader == nil {
+		if r.cacheReader == nil {
 			return ""
 		}
-		obj, reader = routing.NewPool(), r.poolReader
+		obj, reader = routing.NewPool(), r.cacheReader
 	} else {
 		o, err := r.Scheme.New(gvk)
 		if err != nil {

@@ -206,6 +206,9 @@ func (r *ModelServerReconciler) capacity(ctx context.Context, ms *v1alpha1.Model
 	return &fit, nil
 }
 
+// scaledObjectGVK is KEDA's ScaledObject.
+var scaledObjectGVK = schema.GroupVersionKind{Group: "keda.sh", Version: "v1alpha1", Kind: "ScaledObject"}
+
 // conflictingAutoscalers names HPAs and KEDA ScaledObjects that target the ModelServer's
 // Deployments (or the ModelServer itself), which would fight modelship over replicas.
 func (r *ModelServerReconciler) conflictingAutoscalers(ctx context.Context, ms *v1alpha1.ModelServer) ([]string, error) {
@@ -220,9 +223,13 @@ func (r *ModelServerReconciler) conflictingAutoscalers(ctx context.Context, ms *
 			found = append(found, "HorizontalPodAutoscaler/"+h.Name)
 		}
 	}
+	if !r.scaledObjects {
+		// KEDA is not installed (checked once at start): no ScaledObject can fight us.
+		return found, nil
+	}
 	scaled := &unstructured.UnstructuredList{}
-	scaled.SetGroupVersionKind(schema.GroupVersionKind{Group: "keda.sh", Version: "v1alpha1", Kind: "ScaledObjectList"})
-	if err := r.List(ctx, scaled, client.InNamespace(ms.Namespace)); err == nil {
+	scaled.SetGroupVersionKind(scaledObjectGVK.GroupVersion().WithKind("ScaledObjectList"))
+	if err := r.cacheReader.List(ctx, scaled, client.InNamespace(ms.Namespace)); err == nil {
 		for _, s := range scaled.Items {
 			kind, _, _ := unstructured.NestedString(s.Object, "spec", "scaleTargetRef", "kind")
 			name, _, _ := unstructured.NestedString(s.Object, "spec", "scaleTargetRef", "name")

@@ -16,14 +16,24 @@ import (
 // where they carry the ModelServer label (modelship's own), managed fields dropped everywhere,
 // and pods (all of them: the GPU capacity check counts every pod's GPUs) reduced to the fields
 // the controller reads. A cluster of 10,000 pods then costs a fraction of their full objects.
-func CacheOptions() cache.Options {
+// With namespaces (namespaced mode, --watch-namespaces) namespaced objects are cached in those
+// only, so the controller needs no cluster-wide read of them.
+func CacheOptions(namespaces ...string) cache.Options {
 	ours, err := labels.NewRequirement(v1alpha1.LabelModelServer, selection.Exists, nil)
 	if err != nil {
 		panic(err) // a constant label key
 	}
 	selector := labels.NewSelector().Add(*ours)
+	var perNamespace map[string]cache.Config
+	if len(namespaces) > 0 {
+		perNamespace = map[string]cache.Config{}
+		for _, ns := range namespaces {
+			perNamespace[ns] = cache.Config{}
+		}
+	}
 	return cache.Options{
-		DefaultTransform: cache.TransformStripManagedFields(),
+		DefaultNamespaces: perNamespace,
+		DefaultTransform:  cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{
 			&appsv1.Deployment{}: {Label: selector},
 			&corev1.Service{}:    {Label: selector},

@@ -91,9 +91,11 @@ type ModelServerReconciler struct {
 	// InferencePools is true when the cluster served InferencePools at start (set by
 	// SetupWithManager): only then are they watched and applied.
 	InferencePools bool
-	// poolReader reads InferencePools from the informer cache (the client reads unstructured
-	// objects from the API server).
-	poolReader client.Reader
+	// cacheReader reads unstructured objects (InferencePools, KEDA ScaledObjects) from the
+	// informer cache (the client reads unstructured objects from the API server).
+	cacheReader client.Reader
+	// scaledObjects is true when the cluster served KEDA's ScaledObjects at start.
+	scaledObjects bool
 }
 
 // observed is everything one pass saw.
@@ -120,11 +122,14 @@ func (r *ModelServerReconciler) SetupWithManager(ctx context.Context, mgr ctrl.M
 	}); err != nil {
 		return fmt.Errorf("indexing ModelServers by route reference: %w", err)
 	}
-	served, err := poolsServed(mgr.GetRESTMapper())
+	served, err := apiServed(mgr.GetRESTMapper(), routing.PoolGVK)
 	if err != nil {
 		return err
 	}
-	r.InferencePools, r.poolReader = served, mgr.GetCache()
+	r.InferencePools, r.cacheReader = served, mgr.GetCache()
+	if r.scaledObjects, err = apiServed(mgr.GetRESTMapper(), scaledObjectGVK); err != nil {
+		return err
+	}
 	telemetry.Register()
 	workers := r.Workers
 	if workers <= 0 {

@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -18,14 +19,14 @@ import (
 //
 // +kubebuilder:rbac:groups=inference.networking.k8s.io,resources=inferencepools,verbs=get;list;watch;create;update;patch;delete
 
-// poolsServed reports whether the cluster serves inference.networking.k8s.io/v1 InferencePools.
-func poolsServed(mapper meta.RESTMapper) (bool, error) {
-	_, err := mapper.RESTMapping(routing.PoolGVK.GroupKind(), routing.PoolGVK.Version)
+// apiServed reports whether the cluster serves a kind (InferencePools, KEDA's ScaledObjects).
+func apiServed(mapper meta.RESTMapper, gvk schema.GroupVersionKind) (bool, error) {
+	_, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 	if meta.IsNoMatchError(err) {
 		return false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("looking up the InferencePool API: %w", err)
+		return false, fmt.Errorf("looking up the %s API: %w", gvk.Kind, err)
 	}
 	return true, nil
 }
@@ -79,7 +80,7 @@ func (r *ModelServerReconciler) readPools(ctx context.Context, ms *v1alpha1.Mode
 	for _, c := range routing.Colors {
 		pool := routing.NewPool()
 		// Missing or unreadable counts as absent: the rollout holds on it, it does not guess.
-		if err := r.poolReader.Get(ctx, types.NamespacedName{Namespace: ms.Namespace, Name: ms.PoolName(c)}, pool); err == nil {
+		if err := r.cacheReader.Get(ctx, types.NamespacedName{Namespace: ms.Namespace, Name: ms.PoolName(c)}, pool); err == nil {
 			out[c] = pool
 		}
 	}
