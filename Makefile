@@ -80,7 +80,8 @@ test: ## Unit and envtest integration tests against a real kube-apiserver and et
 	chromium=$$(hack/chromium.sh | tail -n1) && \
 	go build -o $(BIN)/testsummary ./hack/testsummary && \
 	{ CHROMIUM=$$chromium KUBEBUILDER_ASSETS=$$assets go test -json -count=1 $(GO_TEST_FLAGS) ./... ; \
-	  cd test/chart && KUBEBUILDER_ASSETS=$$assets go test -json -count=1 $(GO_TEST_FLAGS) ./... ; } | $(BIN)/testsummary
+	  (cd test/chart && KUBEBUILDER_ASSETS=$$assets go test -json -count=1 $(GO_TEST_FLAGS) ./...) ; \
+	  (cd hack/tools/image && go test -json -count=1 $(GO_TEST_FLAGS) ./...) ; } | $(BIN)/testsummary
 
 .PHONY: dashboard-screenshots
 dashboard-screenshots: ## Re-take docs/dashboard-*.png from the dashboard's browser test.
@@ -104,3 +105,7 @@ bench-scale: ## Many ModelServers on one controller (SIZES=100,1000 by default):
 .PHONY: bench-sim
 bench-sim: ## Autoscaling policies (modelship, HPA on GPU 70%, KEDA on the queue) replayed on the trace in virtual time.
 	go run ./cmd/modelship-bench sim $(SIM_ARGS)
+
+.PHONY: image
+image: ## The controller's OCI image without Docker: bin/image/oci (multi-arch OCI layout) and docker-load tarballs.
+	cd hack/tools/image && go run . --version $(or $(VERSION),$(shell git describe --tags --always --dirty 2>/dev/null || echo dev))
