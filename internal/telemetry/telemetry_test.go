@@ -1,10 +1,16 @@
 package telemetry
 
 import (
+	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -68,5 +74,37 @@ func TestQueriesCountLatencyAndTimeouts(t *testing.T) {
 	}
 	if n := testutil.CollectAndCount(queryDuration); n != 2 {
 		t.Errorf("%d latency series, want ok and error", n)
+	}
+}
+
+// TestTheDashboardReadsOnlyMetricsTheControllerExports keeps config/grafana/modelship.json in
+// step with this package: every modelship_ series a panel queries is one the controller serves.
+func TestTheDashboardReadsOnlyMetricsTheControllerExports(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "config", "grafana", "modelship.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash map[string]any
+	if err := json.Unmarshal(b, &dash); err != nil {
+		t.Fatalf("the dashboard is not JSON: %v", err)
+	}
+	exported := map[string]bool{}
+	for _, c := range []prometheus.Collector{phase, step, weight, analysisValue, analysisVerdict, replicas, desired, decisions, limited, queryDuration, queryErrors} {
+		ch := make(chan *prometheus.Desc, 4)
+		go func() { c.Describe(ch); close(ch) }()
+		for d := range ch {
+			name := regexp.MustCompile(`fqName: "([^"]+)"`).FindStringSubmatch(d.String())[1]
+			exported[name] = true
+		}
+	}
+	used := regexp.MustCompile(`modelship_[a-z_]+`).FindAllString(string(b), -1)
+	if len(used) == 0 {
+		t.Fatal("the dashboard reads no modelship_ metric")
+	}
+	for _, u := range used {
+		base := strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(u, "_bucket"), "_sum"), "_count")
+		if !exported[base] {
+			t.Errorf("the dashboard reads %s, which the controller does not export", u)
+		}
 	}
 }

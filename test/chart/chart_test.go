@@ -5,6 +5,7 @@ package chart
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -228,5 +229,28 @@ func TestChartCRDsAreTheGeneratedOnes(t *testing.T) {
 		if err != nil || !bytes.Equal(got, want) {
 			t.Errorf("charts/modelship/crds/%s differs from config/crd/bases (run make manifests): %v", filepath.Base(g), err)
 		}
+	}
+}
+
+func TestTheGrafanaDashboardShipsAsAConfigMapForTheSidecar(t *testing.T) {
+	out, err := render(load(t), map[string]any{"grafanaDashboard": map[string]any{"enabled": true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := find(objects(t, out), "ConfigMap", namespace, "modelship-dashboard")
+	if cm == nil {
+		t.Fatal("no dashboard ConfigMap")
+	}
+	if cm.GetLabels()["grafana_dashboard"] != "1" {
+		t.Errorf("labels %v, want grafana_dashboard=1", cm.GetLabels())
+	}
+	data, _, _ := unstructured.NestedString(cm.Object, "data", "modelship.json")
+	var dash map[string]any
+	if err := json.Unmarshal([]byte(data), &dash); err != nil || dash["uid"] != "modelship" {
+		t.Errorf("the ConfigMap does not hold the dashboard JSON: %v", err)
+	}
+	want, _ := os.ReadFile(filepath.Join(testenv.RepoRoot(), "config", "grafana", "modelship.json"))
+	if strings.TrimSpace(data) != strings.TrimSpace(string(want)) {
+		t.Error("the chart's dashboard differs from config/grafana/modelship.json (run make manifests)")
 	}
 }

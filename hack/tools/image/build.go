@@ -34,6 +34,13 @@ type Options struct {
 // layout (Out/oci: skopeo copy oci:..., crane push) and each image as a docker-load tarball
 // (Out/modelship-controller-<arch>.tar).
 func Build(o Options) (v1.ImageIndex, error) {
+	var err error
+	if o.Out, err = filepath.Abs(o.Out); err != nil {
+		return nil, err
+	}
+	if o.RepoRoot, err = filepath.Abs(o.RepoRoot); err != nil {
+		return nil, err
+	}
 	idx := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
 	if err := os.MkdirAll(o.Out, 0o755); err != nil {
 		return nil, err
