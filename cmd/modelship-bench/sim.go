@@ -71,7 +71,11 @@ func runSim(args []string) error {
 	if err := writeTimeline(path, results); err != nil {
 		return err
 	}
-	fmt.Printf("timeline: %s\n", path)
+	png := filepath.Join(*out, "sim.png")
+	if err := plotSim(png, results, ttft.Seconds()); err != nil {
+		return err
+	}
+	fmt.Printf("timeline: %s, plot: %s\n", path, png)
 	for _, r := range results {
 		fmt.Printf("policy=%s slo_attainment=%.3f gpu_hours=%.2f scale_events=%d oscillations_per_hour=%.1f refused=%d requests=%d\n",
 			r.Policy, r.SLOAttainment, r.GPUHours, r.ScaleEvents, r.OscillationsPerHr, r.Refused, r.Requests)
