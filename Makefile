@@ -98,10 +98,12 @@ dev-up: ## Local cluster with fake GPU nodes, the CRDs, a Gateway and Prometheus
 test-devenv: ## End-to-end test of internal/harness/devenv (real control plane, kwok GPU nodes, Prometheus).
 	@hack/controlplane.sh all >/dev/null && hack/prometheus.sh >/dev/null && go test -tags e2e -count=1 -v ./internal/harness/devenv/
 
+SIZES ?= 100,1000
+
 .PHONY: bench-scale
 bench-scale: ## Many ModelServers on one controller (SIZES=100,1000 by default): latency, API requests, writes, memory.
 	@hack/controlplane.sh all >/dev/null
-	go run ./cmd/modelship-bench scale --sizes $(or $(SIZES),100,1000)
+	go run ./cmd/modelship-bench scale --sizes $(SIZES)
 
 .PHONY: bench-sim
 bench-sim: ## Autoscaling policies (modelship, HPA on GPU 70%, KEDA on the queue) replayed on the trace in virtual time.
