@@ -105,10 +105,6 @@ bench-scale: ## Many ModelServers on one controller (SIZES=100,1000 by default):
 	@hack/controlplane.sh all >/dev/null
 	go run ./cmd/modelship-bench scale --sizes $(SIZES)
 
-.PHONY: bench-sim
-bench-sim: ## Autoscaling policies (modelship, HPA on GPU 70%, KEDA on the queue) replayed on the trace in virtual time.
-	go run ./cmd/modelship-bench sim $(SIM_ARGS)
-
 .PHONY: image
 image: ## The controller's OCI image without Docker: bin/image/oci (multi-arch OCI layout) and docker-load tarballs.
 	cd hack/tools/image && go run . --version $(or $(VERSION),$(shell git describe --tags --always --dirty 2>/dev/null || echo dev))

@@ -115,7 +115,6 @@ type window struct {
 	requests int
 	errors   int
 	ttft     []float64
-	itl      []float64 // each finished request's mean time per output token after the first
 }
 
 // route is a ModelServer's traffic split and router state.
@@ -425,9 +424,6 @@ func (f *Fleet) record(r *replica, d finished) {
 		w.errors++
 	} else {
 		w.ttft = append(w.ttft, d.req.firstToken.Sub(d.req.arrival).Seconds())
-		if d.req.generate > 1 {
-			w.itl = append(w.itl, d.at.Sub(d.req.firstToken).Seconds()/float64(d.req.generate-1))
-		}
 	}
 	f.gateway[gatewayKey{k.namespace, k.name, r.pod.Color, code}]++
 }
@@ -515,10 +511,6 @@ type ModelServerWindow struct {
 	// window; HasTTFT is false when none did.
 	TTFTP95 time.Duration
 	HasTTFT bool
-	// ITLP95 is the 95th percentile of the completed requests' mean inter-token latency;
-	// HasITL is false when none generated more than one token.
-	ITLP95 time.Duration
-	HasITL bool
 }
 
 // RPS is the arrival rate over the window.
@@ -586,9 +578,6 @@ func (f *Fleet) TakeWindow() []ModelServerWindow {
 		}
 		if len(w.ttft) > 0 {
 			mw.TTFTP95, mw.HasTTFT = secondsToDuration(quantile(w.ttft, 0.95)), true
-		}
-		if len(w.itl) > 0 {
-			mw.ITLP95, mw.HasITL = secondsToDuration(quantile(w.itl, 0.95)), true
 		}
 		out = append(out, mw)
 	}
