@@ -1,0 +1,164 @@
+package main
+
+import (
+	"encoding/csv"
+	"flag"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
+	"github.com/modelship/modelship/internal/harness/fleet"
+	"github.com/modelship/modelship/internal/harness/policysim"
+)
+
+func init() {
+	register("sim", "policy simulator: replays a trace in virtual time against modelship's autoscaler and the peers' policies", runSim)
+}
+
+func runSim(args []string) error {
+	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
+	tracePath := fs.String("trace", "test/traces/azure-llm-2023-conv.csv", "request trace CSV (TIMESTAMP,ContextTokens,GeneratedTokens)")
+	speed := fs.Float64("speed", 1, "trace seconds per simulated second")
+	rateScale := fs.Float64("rate-scale", 12, "multiplies the number of requests")
+	sloTTFT := fs.Duration("slo-ttft", 2*time.Second, "p95 time-to-first-token SLO")
+	sloITL := fs.Duration("slo-itl", 100*time.Millisecond, "p95 inter-token latency SLO")
+	coldStart := fs.Duration("cold-start", 3*time.Minute, "time from pod creation to serving (model load)")
+	minR := fs.Int("min-replicas", 2, "lower bound of every policy")
+	maxR := fs.Int("max-replicas", 30, "upper bound of every policy")
+	out := fs.String("out", ".work/bench", "directory for the timeline CSV and the PNG plot")
+	seed := fs.Uint64("seed", 1, "seed of the replay and the fleet")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	began := time.Now()
+	tr, err := fleet.LoadTrace(*tracePath)
+	if err != nil {
+		return err
+	}
+	rp, err := fleet.NewReplay(tr, fleet.ReplayOptions{Speed: *speed, RateScale: *rateScale, Seed: *seed})
+	if err != nil {
+		return err
+	}
+	dur := rp.CycleDuration().Truncate(time.Minute)
+	arr := rp.Until(dur)
+	capa := fleet.DefaultCapacity()
+	cfg := policysim.Config{
+		Arrivals: arr, Duration: dur, Capacity: capa, ColdStart: *coldStart, Initial: int32(*minR),
+		ScrapeInterval: 15 * time.Second, Step: 50 * time.Millisecond,
+		SLOTTFT: *sloTTFT, SLOITL: *sloITL, Seed: *seed,
+	}
+	lo, hi := int32(*minR), int32(*maxR)
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	work := func(s policysim.Signals) float64 {
+		return capa.Work(s.PromptTPS, s.GeneratedTPS)
+	}
+	policies := []policysim.Policy{
+		&policysim.Modelship{Label: "modelship", Start: start, Work: work, Spec: modelshipSpec(lo, hi)},
+		&policysim.Modelship{Label: "modelship-gpu70", Start: start, Spec: v1alpha1.AutoscalingSpec{MinReplicas: lo, MaxReplicas: hi}},
+		policysim.NewHPA("hpa-gpu70", lo, hi, 70, false, func(s policysim.Signals) (float64, bool) { return s.GPUUtilization, s.HasGPU }),
+		policysim.NewKEDA(lo, hi, 5),
+		&policysim.Oracle{Arrivals: arr, Capacity: capa, PerReplica: oraclePerReplica, Min: lo, Max: hi, Lookahead: time.Minute, Step: 15 * time.Second},
+	}
+	results := make([]policysim.Result, len(policies))
+	var wg sync.WaitGroup
+	for i, p := range policies {
+		wg.Go(func() { results[i] = policysim.Run(cfg, p) })
+	}
+	wg.Wait()
+	byName := map[string]policysim.Result{}
+	for _, r := range results {
+		byName[r.Policy] = r
+	}
+	if err := os.MkdirAll(*out, 0o755); err != nil {
+		return err
+	}
+	csvPath := filepath.Join(*out, "sim-timeline.csv")
+	if err := writeTimeline(csvPath, results); err != nil {
+		return err
+	}
+	pngPath := filepath.Join(*out, "sim.png")
+	if err := policysim.Plot(pngPath, results, *sloTTFT); err != nil {
+		return err
+	}
+	fmt.Printf("trace=%s requests=%d duration=%s rate_scale=%g cold_start=%s slo_ttft=%s slo_itl=%s\n", *tracePath, len(arr), dur, *rateScale, *coldStart, *sloTTFT, *sloITL)
+	fmt.Printf("%-16s %10s %10s %8s %8s %10s %8s\n", "policy", "slo_min", "gpu_hours", "events", "osc/h", "requests", "errors")
+	for _, r := range results {
+		fmt.Printf("%-16s %10.3f %10.2f %8d %8.1f %10d %8d\n", r.Policy, r.SLOMinutes, r.GPUHours, r.ScaleEvents, r.Oscillations, r.Requests, r.Errors)
+	}
+	fmt.Printf("timeline=%s\nplot=%s\nwall_seconds=%.1f\n", csvPath, pngPath, time.Since(began).Seconds())
+	ms, hpa, orc := byName["modelship"], byName["hpa-gpu70"], byName["oracle"]
+	fmt.Printf("slo_minutes=%.3f\n", ms.SLOMinutes)
+	fmt.Printf("gpu_hours_vs_hpa70=%.3f\n", ratio(ms.GPUHours, hpa.GPUHours))
+	fmt.Printf("gpu_hours_vs_oracle=%.3f\n", ratio(ms.GPUHours, orc.GPUHours))
+	fmt.Printf("oscillations_vs_hpa70=%.3f\n", ratio(ms.Oscillations, hpa.Oscillations))
+	// The rollout scenarios (Flagger, Argo Rollouts, the seeded A/A runs) are not simulated yet.
+	fmt.Println("bad_canary_requests_vs_flagger=n/a")
+	fmt.Println("false_rollbacks=n/a")
+	for _, r := range results {
+		fmt.Printf("%s.slo_minutes=%.3f\n%s.gpu_hours=%.3f\n%s.scale_events=%d\n%s.oscillations_per_hour=%.1f\n%s.errors=%d\n",
+			r.Policy, r.SLOMinutes, r.Policy, r.GPUHours, r.Policy, r.ScaleEvents, r.Policy, r.Oscillations, r.Policy, r.Errors)
+	}
+	return nil
+}
+
+// oraclePerReplica is the share of a replica's time the oracle fills: the work at which the
+// replica model still meets the default SLO.
+const oraclePerReplica = 0.75
+
+// modelshipSpec is modelship's SLO-minded recipe in today's API: the token work rate (prompt
+// tokens over the prefill rate plus generated tokens over the decode rate, a prometheus metric)
+// per replica, and the queue as a backstop.
+func modelshipSpec(lo, hi int32) v1alpha1.AutoscalingSpec {
+	return v1alpha1.AutoscalingSpec{
+		MinReplicas: lo, MaxReplicas: hi,
+		Metrics: []v1alpha1.AutoscalingMetric{
+			{Prometheus: &v1alpha1.PrometheusMetric{
+				Query:            workQuery,
+				TargetPerReplica: resource.MustParse("0.6"),
+			}},
+			{RequestsWaiting: &v1alpha1.PerReplicaMetric{TargetPerReplica: resource.MustParse("2")}},
+		},
+	}
+}
+
+// workQuery is fleet.Capacity.Work in PromQL for the default capacity: the larger of
+// prefill/0.5 and prefill+decode, in replicas' worth of time.
+const workQuery = `(sum(rate(vllm:prompt_tokens_total{namespace="{{.Namespace}}"}[1m]))/8000 > ` +
+	`(sum(rate(vllm:prompt_tokens_total{namespace="{{.Namespace}}"}[1m]))/16000 + sum(rate(vllm:generation_tokens_total{namespace="{{.Namespace}}"}[1m]))/3000)) or ` +
+	`(sum(rate(vllm:prompt_tokens_total{namespace="{{.Namespace}}"}[1m]))/16000 + sum(rate(vllm:generation_tokens_total{namespace="{{.Namespace}}"}[1m]))/3000)`
+
+func ratio(a, b float64) float64 {
+	if b == 0 {
+		return math.NaN()
+	}
+	return a / b
+}
+
+func writeTimeline(path string, results []policysim.Result) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	w := csv.NewWriter(f)
+	_ = w.Write([]string{"policy", "minute", "work", "requests", "errors", "pods", "serving", "ttft_p95_s", "itl_p95_s", "slo_met"})
+	for _, r := range results {
+		for _, m := range r.Timeline {
+			_ = w.Write([]string{r.Policy, strconv.Itoa(int(m.At / time.Minute)), fmt.Sprintf("%.3f", m.Work),
+				strconv.Itoa(m.Requests), strconv.Itoa(m.Errors), strconv.Itoa(m.Pods), strconv.Itoa(m.Serving),
+				fmt.Sprintf("%.3f", m.TTFTP95), fmt.Sprintf("%.4f", m.ITLP95), strconv.FormatBool(m.Met)})
+		}
+	}
+	w.Flush()
+	if err := w.Error(); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
+}
