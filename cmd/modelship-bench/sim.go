@@ -7,6 +7,8 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"strconv"
 	"sync"
 	"time"
@@ -34,6 +36,8 @@ func runSim(args []string) error {
 	maxR := fs.Int("max-replicas", 30, "upper bound of every policy")
 	out := fs.String("out", ".work/bench", "directory for the timeline CSV and the PNG plot")
 	seed := fs.Uint64("seed", 1, "seed of the replay and the fleet")
+	oracleTarget := fs.Float64("oracle-work-per-replica", oraclePerReplica, "replicas' worth of work (fleet.Capacity.Work) the oracle gives each replica")
+	only := fs.String("policies", "", "comma-separated policy names to run (default all)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -49,8 +53,10 @@ func runSim(args []string) error {
 	dur := rp.CycleDuration().Truncate(time.Minute)
 	arr := rp.Until(dur)
 	capa := fleet.DefaultCapacity()
+	// Every policy starts from steady state: the replicas the first minute's load needs.
+	initial := max(int32(*minR), int32(math.Ceil(peakWork(arr, capa, 5)/oraclePerReplica)))
 	cfg := policysim.Config{
-		Arrivals: arr, Duration: dur, Capacity: capa, ColdStart: *coldStart, Initial: int32(*minR),
+		Arrivals: arr, Duration: dur, Capacity: capa, ColdStart: *coldStart, Initial: initial,
 		ScrapeInterval: 15 * time.Second, Step: 50 * time.Millisecond,
 		SLOTTFT: *sloTTFT, SLOITL: *sloITL, Seed: *seed,
 	}
@@ -60,11 +66,20 @@ func runSim(args []string) error {
 		return capa.Work(s.PromptTPS, s.GeneratedTPS)
 	}
 	policies := []policysim.Policy{
-		&policysim.Modelship{Label: "modelship", Start: start, Work: work, Spec: modelshipSpec(lo, hi)},
+		&policysim.Modelship{Label: "modelship", Start: start, Work: work, Spec: modelshipSpec(lo, hi, *coldStart)},
 		&policysim.Modelship{Label: "modelship-gpu70", Start: start, Spec: v1alpha1.AutoscalingSpec{MinReplicas: lo, MaxReplicas: hi}},
 		policysim.NewHPA("hpa-gpu70", lo, hi, 70, false, func(s policysim.Signals) (float64, bool) { return s.GPUUtilization, s.HasGPU }),
 		policysim.NewKEDA(lo, hi, 5),
-		&policysim.Oracle{Arrivals: arr, Capacity: capa, PerReplica: oraclePerReplica, Min: lo, Max: hi, Lookahead: time.Minute, Step: 15 * time.Second},
+		&policysim.Oracle{Arrivals: arr, Capacity: capa, PerReplica: *oracleTarget, Min: lo, Max: hi, Lookahead: time.Minute, Step: 15 * time.Second},
+	}
+	if *only != "" {
+		keep := policies[:0]
+		for _, p := range policies {
+			if slices.Contains(strings.Split(*only, ","), p.Name()) {
+				keep = append(keep, p)
+			}
+		}
+		policies = keep
 	}
 	results := make([]policysim.Result, len(policies))
 	var wg sync.WaitGroup
@@ -110,14 +125,14 @@ func runSim(args []string) error {
 
 // oraclePerReplica is the share of a replica's time the oracle fills: the work at which the
 // replica model still meets the default SLO.
-const oraclePerReplica = 0.75
+const oraclePerReplica = 0.6
 
 // modelshipSpec is modelship's SLO-minded recipe in today's API: the token work rate (prompt
 // tokens over the prefill rate plus generated tokens over the decode rate, a prometheus metric)
 // per replica, and the queue as a backstop.
-func modelshipSpec(lo, hi int32) v1alpha1.AutoscalingSpec {
+func modelshipSpec(lo, hi int32, coldStart time.Duration) v1alpha1.AutoscalingSpec {
 	return v1alpha1.AutoscalingSpec{
-		MinReplicas: lo, MaxReplicas: hi,
+		MinReplicas: lo, MaxReplicas: hi, ColdStart: v1alpha1.Duration{Duration: coldStart},
 		Metrics: []v1alpha1.AutoscalingMetric{
 			{Prometheus: &v1alpha1.PrometheusMetric{
 				Query:            workQuery,
@@ -133,6 +148,15 @@ func modelshipSpec(lo, hi int32) v1alpha1.AutoscalingSpec {
 const workQuery = `(sum(rate(vllm:prompt_tokens_total{namespace="{{.Namespace}}"}[1m]))/8000 > ` +
 	`(sum(rate(vllm:prompt_tokens_total{namespace="{{.Namespace}}"}[1m]))/16000 + sum(rate(vllm:generation_tokens_total{namespace="{{.Namespace}}"}[1m]))/3000)) or ` +
 	`(sum(rate(vllm:prompt_tokens_total{namespace="{{.Namespace}}"}[1m]))/16000 + sum(rate(vllm:generation_tokens_total{namespace="{{.Namespace}}"}[1m]))/3000)`
+
+// peakWork is the largest one-minute work of the first minutes.
+func peakWork(arr []fleet.Arrival, c fleet.Capacity, minutes int) float64 {
+	var w float64
+	for m := range minutes {
+		w = max(w, policysim.WorkBetween(arr, c, time.Duration(m)*time.Minute, time.Duration(m+1)*time.Minute))
+	}
+	return w
+}
 
 func ratio(a, b float64) float64 {
 	if b == 0 {

@@ -21,6 +21,36 @@ type Modelship struct {
 	Work func(Signals) float64
 
 	prev *v1alpha1.AutoscalingStatus
+	work []sample // the work series, for its trend (PromQL deriv over 5m)
+}
+
+type sample struct {
+	at time.Duration
+	v  float64
+}
+
+// trendWindow is the range of the deriv the controller asks Prometheus for.
+const trendWindow = 5 * time.Minute
+
+// Deriv is PromQL's deriv: the least-squares slope per second of the samples.
+func Deriv(xs []sample) (float64, bool) {
+	if len(xs) < 2 {
+		return 0, false
+	}
+	var st, sv, stt, stv float64
+	n := float64(len(xs))
+	for _, x := range xs {
+		t := x.at.Seconds()
+		st += t
+		sv += x.v
+		stt += t * t
+		stv += t * x.v
+	}
+	d := n*stt - st*st
+	if d == 0 {
+		return 0, false
+	}
+	return (n*stv - st*sv) / d, true
 }
 
 // Name implements Policy.
@@ -62,6 +92,11 @@ func (m *Modelship) Decide(s Signals) int32 {
 				break
 			}
 			o.Value = m.Work(s)
+			m.work = append(m.work, sample{at: s.Now, v: o.Value})
+			for len(m.work) > 0 && m.work[0].at <= s.Now-trendWindow {
+				m.work = m.work[1:]
+			}
+			o.Trend, o.HasTrend = Deriv(m.work)
 		default:
 			o.Status = metrics.NoData
 		}
