@@ -37,6 +37,9 @@ func runSim(args []string) error {
 	out := fs.String("out", ".work/bench", "directory for the timeline CSV and the PNG plot")
 	seed := fs.Uint64("seed", 1, "seed of the replay and the fleet")
 	oracleTarget := fs.Float64("oracle-work-per-replica", oraclePerReplica, "replicas' worth of work (fleet.Capacity.Work) the oracle gives each replica")
+	msTarget := fs.Float64("modelship-work-per-replica", 0.57, "modelship's prometheus work metric target per replica")
+	msWaiting := fs.Int64("modelship-waiting-per-replica", 2, "modelship's requestsWaiting target per replica (0: no queue metric)")
+	msDown := fs.Duration("modelship-scale-down-window", 180*time.Second, "modelship's scale-down stabilization window")
 	only := fs.String("policies", "", "comma-separated policy names to run (default all)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -66,7 +69,7 @@ func runSim(args []string) error {
 		return capa.Work(s.PromptTPS, s.GeneratedTPS)
 	}
 	policies := []policysim.Policy{
-		&policysim.Modelship{Label: "modelship", Start: start, Work: work, Spec: modelshipSpec(lo, hi, *coldStart)},
+		&policysim.Modelship{Label: "modelship", Start: start, Work: work, Spec: modelshipSpec(lo, hi, *coldStart, *msTarget, *msWaiting, *msDown)},
 		&policysim.Modelship{Label: "modelship-gpu70", Start: start, Spec: v1alpha1.AutoscalingSpec{MinReplicas: lo, MaxReplicas: hi}},
 		policysim.NewHPA("hpa-gpu70", lo, hi, 70, false, func(s policysim.Signals) (float64, bool) { return s.GPUUtilization, s.HasGPU }),
 		policysim.NewKEDA(lo, hi, 5),
@@ -130,17 +133,21 @@ const oraclePerReplica = 0.6
 // modelshipSpec is modelship's SLO-minded recipe in today's API: the token work rate (prompt
 // tokens over the prefill rate plus generated tokens over the decode rate, a prometheus metric)
 // per replica, and the queue as a backstop.
-func modelshipSpec(lo, hi int32, coldStart time.Duration) v1alpha1.AutoscalingSpec {
-	return v1alpha1.AutoscalingSpec{
+func modelshipSpec(lo, hi int32, coldStart time.Duration, work float64, waiting int64, down time.Duration) v1alpha1.AutoscalingSpec {
+	spec := v1alpha1.AutoscalingSpec{
 		MinReplicas: lo, MaxReplicas: hi, ColdStart: v1alpha1.Duration{Duration: coldStart},
 		Metrics: []v1alpha1.AutoscalingMetric{
 			{Prometheus: &v1alpha1.PrometheusMetric{
 				Query:            workQuery,
-				TargetPerReplica: resource.MustParse("0.6"),
+				TargetPerReplica: *resource.NewMilliQuantity(int64(math.Round(work*1000)), resource.DecimalSI),
 			}},
-			{RequestsWaiting: &v1alpha1.PerReplicaMetric{TargetPerReplica: resource.MustParse("2")}},
 		},
+		Behavior: v1alpha1.ScalingBehavior{ScaleDown: &v1alpha1.ScalingRules{StabilizationWindow: &v1alpha1.Duration{Duration: down}}},
 	}
+	if waiting > 0 {
+		spec.Metrics = append(spec.Metrics, v1alpha1.AutoscalingMetric{RequestsWaiting: &v1alpha1.PerReplicaMetric{TargetPerReplica: *resource.NewQuantity(waiting, resource.DecimalSI)}})
+	}
+	return spec
 }
 
 // workQuery is fleet.Capacity.Work in PromQL for the default capacity: the larger of

@@ -14,8 +14,8 @@ import (
 //   - when scaling up, pods that are not Ready count as 0 in the average (so new pods do not
 //     trigger another scale-up), and a scale-up that this turns into a scale-down is dropped;
 //   - scale-up: no stabilization, rate policies "100% or 4 pods per 15s, the larger";
-//   - scale-down: the highest recommendation of the last 300s (stabilization window),
-//     rate policy 100% per 15s;
+//   - scale-down: the highest recommendation of the last 300s (stabilization window, whose
+//     history starts with the current count), rate policy 100% per 15s;
 //   - then [Min, Max].
 type HPA struct {
 	// Label names the policy in reports.
@@ -59,6 +59,11 @@ func (h *HPA) Decide(s Signals) int32 {
 	v, ok := h.Metric(s)
 	if !ok {
 		return clamp(cur, h.Min, h.Max)
+	}
+	if h.recs == nil {
+		// The horizontal controller starts a new HPA's history with the current count, so that
+		// it does not scale down at once.
+		h.recs = []rec{{at: s.Now, n: cur}}
 	}
 	want := h.recommend(v, cur, s.Ready)
 	// Scale-down stabilization: the highest recommendation within the window (this one included).
