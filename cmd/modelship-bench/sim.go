@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -40,6 +41,7 @@ func runSim(args []string) error {
 	msTarget := fs.Float64("modelship-work-per-replica", 0.57, "modelship's prometheus work metric target per replica")
 	msWaiting := fs.Int64("modelship-waiting-per-replica", 2, "modelship's requestsWaiting target per replica (0: no queue metric)")
 	msDown := fs.Duration("modelship-scale-down-window", 180*time.Second, "modelship's scale-down stabilization window")
+	aaRuns := fs.Int("aa-runs", 200, "seeded rollouts of an identical candidate (false rollbacks)")
 	only := fs.String("policies", "", "comma-separated policy names to run (default all)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -105,6 +107,10 @@ func runSim(args []string) error {
 	if err := policysim.Plot(pngPath, results, *sloTTFT); err != nil {
 		return err
 	}
+	rollouts, falseRollbacks, err := runRolloutScenarios(tr, capa, *seed, *aaRuns, *sloTTFT)
+	if err != nil {
+		return err
+	}
 	fmt.Printf("trace=%s requests=%d duration=%s rate_scale=%g cold_start=%s slo_ttft=%s slo_itl=%s\n", *tracePath, len(arr), dur, *rateScale, *coldStart, *sloTTFT, *sloITL)
 	fmt.Printf("%-16s %10s %10s %8s %8s %10s %8s\n", "policy", "slo_min", "gpu_hours", "events", "osc/h", "requests", "errors")
 	for _, r := range results {
@@ -116,13 +122,18 @@ func runSim(args []string) error {
 	fmt.Printf("gpu_hours_vs_hpa70=%.3f\n", ratio(ms.GPUHours, hpa.GPUHours))
 	fmt.Printf("gpu_hours_vs_oracle=%.3f\n", ratio(ms.GPUHours, orc.GPUHours))
 	fmt.Printf("oscillations_vs_hpa70=%.3f\n", ratio(ms.Oscillations, hpa.Oscillations))
-	// The rollout scenarios (Flagger, Argo Rollouts, the seeded A/A runs) are not simulated yet.
-	fmt.Println("bad_canary_requests_vs_flagger=n/a")
-	fmt.Println("false_rollbacks=n/a")
+	fmt.Printf("bad_canary_requests_vs_flagger=%.3f\n", ratio(float64(rollouts["bad/modelship"].CandidateRequests), float64(rollouts["bad/flagger"].CandidateRequests)))
+	fmt.Printf("false_rollbacks=%d\n", falseRollbacks)
 	for _, r := range results {
 		fmt.Printf("%s.slo_minutes=%.3f\n%s.gpu_hours=%.3f\n%s.scale_events=%d\n%s.oscillations_per_hour=%.1f\n%s.errors=%d\n",
 			r.Policy, r.SLOMinutes, r.Policy, r.GPUHours, r.Policy, r.ScaleEvents, r.Policy, r.Oscillations, r.Policy, r.Errors)
 	}
+	for _, k := range sortedKeys(rollouts) {
+		r := rollouts[k]
+		fmt.Printf("rollout.%s.outcome=%s\nrollout.%s.decided_after_s=%.0f\nrollout.%s.candidate_requests=%d\n",
+			k, r.Outcome, k, r.DecidedAfter.Seconds(), k, r.CandidateRequests)
+	}
+	fmt.Printf("aa_runs=%d\n", *aaRuns)
 	return nil
 }
 
@@ -155,6 +166,97 @@ func modelshipSpec(lo, hi int32, coldStart time.Duration, work float64, waiting 
 const workQuery = `(sum(rate(vllm:prompt_tokens_total{namespace="{{.Namespace}}"}[1m]))/8000 > ` +
 	`(sum(rate(vllm:prompt_tokens_total{namespace="{{.Namespace}}"}[1m]))/16000 + sum(rate(vllm:generation_tokens_total{namespace="{{.Namespace}}"}[1m]))/3000)) or ` +
 	`(sum(rate(vllm:prompt_tokens_total{namespace="{{.Namespace}}"}[1m]))/16000 + sum(rate(vllm:generation_tokens_total{namespace="{{.Namespace}}"}[1m]))/3000)`
+
+// Rollout scenarios: the trace at a quarter of the autoscaling run's rate on 8 pods per color,
+// the candidate deployed at 2m, followed for 30m.
+const (
+	rolloutRateScale = 4
+	rolloutReplicas  = 8
+)
+
+// runRolloutScenarios runs the 1.5x-slower and the identical candidate under modelship,
+// Flagger and Argo Rollouts, then aa seeded A/A runs of modelship (each starting at another
+// point of the trace), and returns the results by "bad/<strategy>" and "good/<strategy>" and
+// the number of A/A runs rolled back.
+func runRolloutScenarios(tr fleet.Trace, capa fleet.Capacity, seed uint64, aa int, slo time.Duration) (map[string]policysim.RolloutResult, int, error) {
+	rp, err := fleet.NewReplay(tr, fleet.ReplayOptions{RateScale: rolloutRateScale, Seed: seed, Loop: true})
+	if err != nil {
+		return nil, 0, err
+	}
+	arr := rp.Until(2 * rp.CycleDuration())
+	base := policysim.RolloutConfig{Arrivals: arr, Replicas: rolloutReplicas, Capacity: capa, StartAt: 2 * time.Minute,
+		Horizon: 32 * time.Minute, Tick: 5 * time.Second, Step: 50 * time.Millisecond, Seed: seed, SLOTTFT: slo}
+	type job struct {
+		key string
+		cfg policysim.RolloutConfig
+		c   func() policysim.Canary
+	}
+	var jobs []job
+	for _, q := range []struct {
+		name string
+		mult float64
+	}{{"bad", 1.5}, {"good", 1}} {
+		cfg := base
+		cfg.Candidate = fleet.Profile{LatencyMultiplier: q.mult}
+		jobs = append(jobs,
+			job{q.name + "/modelship", cfg, func() policysim.Canary { return policysim.NewModelshipRollout(rolloutReplicas) }},
+			job{q.name + "/flagger", cfg, func() policysim.Canary { return policysim.NewFlagger(rolloutReplicas, slo) }},
+			job{q.name + "/argo-rollouts", cfg, func() policysim.Canary { return policysim.NewArgo(rolloutReplicas, slo) }})
+	}
+	for i := range aa {
+		cfg := base
+		cfg.Seed = seed + uint64(i) + 1
+		// Each A/A run starts at another minute of the trace.
+		off := time.Duration(i%50) * time.Minute / 2
+		cfg.Arrivals = shift(arr, off)
+		cfg.StopWhenDecided = true
+		jobs = append(jobs, job{fmt.Sprintf("aa/%d", i), cfg, func() policysim.Canary { return policysim.NewModelshipRollout(rolloutReplicas) }})
+	}
+	out := make([]policysim.RolloutResult, len(jobs))
+	sem := make(chan struct{}, 2)
+	var wg sync.WaitGroup
+	for i, j := range jobs {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			out[i] = policysim.RunRollout(j.cfg, j.c())
+		})
+	}
+	wg.Wait()
+	res := map[string]policysim.RolloutResult{}
+	falseRollbacks := 0
+	for i, j := range jobs {
+		if strings.HasPrefix(j.key, "aa/") {
+			if out[i].Outcome == policysim.OutcomeRolledBack {
+				falseRollbacks++
+			}
+			continue
+		}
+		res[j.key] = out[i]
+	}
+	return res, falseRollbacks, nil
+}
+
+// shift drops the arrivals before off and re-bases the rest to start at 0.
+func shift(arr []fleet.Arrival, off time.Duration) []fleet.Arrival {
+	out := make([]fleet.Arrival, 0, len(arr))
+	for _, a := range arr {
+		if a.At >= off {
+			a.At -= off
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
 
 // peakWork is the largest one-minute work of the first minutes.
 func peakWork(arr []fleet.Arrival, c fleet.Capacity, minutes int) float64 {

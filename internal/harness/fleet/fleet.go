@@ -468,6 +468,9 @@ type PodStatus struct {
 	TTFTSum   float64
 	// PromptTokens and GeneratedTokens are vLLM's token counters.
 	PromptTokens, GeneratedTokens uint64
+	// TTFT, ITL and E2E are the latency histograms' cumulative counts, one per bound of
+	// TTFTBuckets, ITLBuckets and E2EBuckets, then +Inf.
+	TTFT, ITL, E2E []uint64
 }
 
 // Pods returns the status of every pod, sorted by namespace/name.
@@ -481,6 +484,7 @@ func (f *Fleet) Pods() []PodStatus {
 			KVCacheUsage: r.kvUsage(), GPUUtilization: 100 * r.util,
 			Success: map[string]uint64{}, TTFTCount: r.ttft.count, TTFTSum: r.ttft.sum,
 			PromptTokens: r.promptTokens, GeneratedTokens: r.generatedTokens,
+			TTFT: r.ttft.cumulativeCounts(), ITL: r.itl.cumulativeCounts(), E2E: r.e2e.cumulativeCounts(),
 		}
 		for k, v := range r.success {
 			s.Success[k] = v

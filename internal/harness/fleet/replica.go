@@ -169,6 +169,17 @@ func (h *histogram) quantile(q float64) (v float64, ok bool) {
 	return h.bounds[len(h.bounds)-1], true
 }
 
+// cumulativeCounts returns the cumulative counts per bound, then +Inf.
+func (h *histogram) cumulativeCounts() []uint64 {
+	out := make([]uint64, len(h.counts))
+	var c uint64
+	for i, n := range h.counts {
+		c += n
+		out[i] = c
+	}
+	return out
+}
+
 // cumulative returns the buckets as Prometheus wants them: upper bound -> count <= bound.
 func (h *histogram) cumulative() map[float64]uint64 {
 	out := make(map[float64]uint64, len(h.bounds))

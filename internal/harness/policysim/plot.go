@@ -1,6 +1,7 @@
 package policysim
 
 import (
+	"errors"
 	"fmt"
 	"image/color"
 	"math"
@@ -26,6 +27,9 @@ var palette = []color.RGBA{
 // Plot writes a PNG with two panels sharing the time axis: the load (replicas' worth of work)
 // and each policy's GPUs, then each policy's p95 TTFT against the SLO (log scale).
 func Plot(path string, results []Result, slo time.Duration) error {
+	if len(results) == 0 {
+		return errors.New("no policy to plot")
+	}
 	top := plot.New()
 	top.Title.Text = "Load and GPUs per policy"
 	top.Y.Label.Text = "GPUs (load: replicas of work)"
