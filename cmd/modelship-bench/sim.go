@@ -107,7 +107,7 @@ func runSim(args []string) error {
 	if err := policysim.Plot(pngPath, results, *sloTTFT); err != nil {
 		return err
 	}
-	rollouts, falseRollbacks, err := runRolloutScenarios(tr, capa, *seed, *aaRuns, *sloTTFT)
+	rollouts, aa, err := runRolloutScenarios(tr, capa, *seed, *aaRuns, *sloTTFT)
 	if err != nil {
 		return err
 	}
@@ -123,11 +123,12 @@ func runSim(args []string) error {
 	fmt.Printf("gpu_hours_vs_oracle=%.3f\n", ratio(ms.GPUHours, orc.GPUHours))
 	fmt.Printf("oscillations_vs_hpa70=%.3f\n", ratio(ms.Oscillations, hpa.Oscillations))
 	fmt.Printf("bad_canary_requests_vs_flagger=%.3f\n", ratio(float64(rollouts["bad/modelship"].CandidateRequests), float64(rollouts["bad/flagger"].CandidateRequests)))
-	fmt.Printf("false_rollbacks=%d\n", falseRollbacks)
+	fmt.Printf("false_rollbacks=%d\n", aa.rolledBack)
 	for _, r := range results {
 		fmt.Printf("%s.slo_minutes=%.3f\n%s.gpu_hours=%.3f\n%s.scale_events=%d\n%s.oscillations_per_hour=%.1f\n%s.errors=%d\n",
 			r.Policy, r.SLOMinutes, r.Policy, r.GPUHours, r.Policy, r.ScaleEvents, r.Policy, r.Oscillations, r.Policy, r.Errors)
 	}
+	fmt.Printf("aa_promoted=%d\naa_slowest_promotion_s=%.0f\n", aa.promoted, aa.slowest.Seconds())
 	for _, k := range sortedKeys(rollouts) {
 		r := rollouts[k]
 		fmt.Printf("rollout.%s.outcome=%s\nrollout.%s.decided_after_s=%.0f\nrollout.%s.candidate_requests=%d\n",
@@ -178,10 +179,10 @@ const (
 // Flagger and Argo Rollouts, then aa seeded A/A runs of modelship (each starting at another
 // point of the trace), and returns the results by "bad/<strategy>" and "good/<strategy>" and
 // the number of A/A runs rolled back.
-func runRolloutScenarios(tr fleet.Trace, capa fleet.Capacity, seed uint64, aa int, slo time.Duration) (map[string]policysim.RolloutResult, int, error) {
+func runRolloutScenarios(tr fleet.Trace, capa fleet.Capacity, seed uint64, aa int, slo time.Duration) (map[string]policysim.RolloutResult, aaSummary, error) {
 	rp, err := fleet.NewReplay(tr, fleet.ReplayOptions{RateScale: rolloutRateScale, Seed: seed, Loop: true})
 	if err != nil {
-		return nil, 0, err
+		return nil, aaSummary{}, err
 	}
 	arr := rp.Until(2 * rp.CycleDuration())
 	base := policysim.RolloutConfig{Arrivals: arr, Replicas: rolloutReplicas, Capacity: capa, StartAt: 2 * time.Minute,
@@ -225,16 +226,28 @@ func runRolloutScenarios(tr fleet.Trace, capa fleet.Capacity, seed uint64, aa in
 	wg.Wait()
 	res := map[string]policysim.RolloutResult{}
 	falseRollbacks := 0
+	var aaStats aaSummary
 	for i, j := range jobs {
 		if strings.HasPrefix(j.key, "aa/") {
 			if out[i].Outcome == policysim.OutcomeRolledBack {
 				falseRollbacks++
 			}
+			if out[i].Outcome == policysim.OutcomePromoted {
+				aaStats.promoted++
+				aaStats.slowest = max(aaStats.slowest, out[i].DecidedAfter)
+			}
 			continue
 		}
 		res[j.key] = out[i]
 	}
-	return res, falseRollbacks, nil
+	aaStats.rolledBack = falseRollbacks
+	return res, aaStats, nil
+}
+
+// aaSummary sums the A/A runs: rolled back (false rollbacks), promoted, the slowest promotion.
+type aaSummary struct {
+	rolledBack, promoted int
+	slowest              time.Duration
 }
 
 // shift drops the arrivals before off and re-bases the rest to start at 0.
