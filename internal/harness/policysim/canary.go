@@ -36,11 +36,11 @@ type RolloutConfig struct {
 type Outcome string
 
 const (
-	// OutcomeInProgress: neither promoted nor rolled back by the horizon.
+	// OutcomeInProgress means neither promoted nor rolled back by the horizon.
 	OutcomeInProgress Outcome = "in-progress"
-	// OutcomePromoted: the candidate serves all traffic.
+	// OutcomePromoted means the candidate serves all traffic.
 	OutcomePromoted Outcome = "promoted"
-	// OutcomeRolledBack: the stable revision serves all traffic again.
+	// OutcomeRolledBack means the stable revision serves all traffic again.
 	OutcomeRolledBack Outcome = "rolled-back"
 )
 
