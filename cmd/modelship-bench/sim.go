@@ -42,6 +42,8 @@ func runSim(args []string) error {
 	msWaiting := fs.Int64("modelship-waiting-per-replica", 2, "modelship's requestsWaiting target per replica (0: no queue metric)")
 	msDown := fs.Duration("modelship-scale-down-window", 180*time.Second, "modelship's scale-down stabilization window")
 	aaRuns := fs.Int("aa-runs", 200, "seeded rollouts of an identical candidate (false rollbacks)")
+	msTol := fs.Float64("modelship-tolerance", 0.1, "modelship's tolerance")
+	msUp := fs.Duration("modelship-scale-up-window", 0, "modelship's scale-up stabilization window")
 	only := fs.String("policies", "", "comma-separated policy names to run (default all)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -71,7 +73,7 @@ func runSim(args []string) error {
 		return capa.Work(s.PromptTPS, s.GeneratedTPS)
 	}
 	policies := []policysim.Policy{
-		&policysim.Modelship{Label: "modelship", Start: start, Work: work, Spec: modelshipSpec(lo, hi, *coldStart, *msTarget, *msWaiting, *msDown)},
+		&policysim.Modelship{Label: "modelship", Start: start, Work: work, Spec: modelshipSpec(lo, hi, *coldStart, *msTarget, *msWaiting, *msDown, *msUp, *msTol)},
 		&policysim.Modelship{Label: "modelship-gpu70", Start: start, Spec: v1alpha1.AutoscalingSpec{MinReplicas: lo, MaxReplicas: hi}},
 		policysim.NewHPA("hpa-gpu70", lo, hi, 70, false, func(s policysim.Signals) (float64, bool) { return s.GPUUtilization, s.HasGPU }),
 		policysim.NewKEDA(lo, hi, 5),
@@ -145,7 +147,7 @@ const oraclePerReplica = 0.6
 // modelshipSpec is modelship's SLO-minded recipe in today's API: the token work rate (prompt
 // tokens over the prefill rate plus generated tokens over the decode rate, a prometheus metric)
 // per replica, and the queue as a backstop.
-func modelshipSpec(lo, hi int32, coldStart time.Duration, work float64, waiting int64, down time.Duration) v1alpha1.AutoscalingSpec {
+func modelshipSpec(lo, hi int32, coldStart time.Duration, work float64, waiting int64, down, up time.Duration, tol float64) v1alpha1.AutoscalingSpec {
 	spec := v1alpha1.AutoscalingSpec{
 		MinReplicas: lo, MaxReplicas: hi, ColdStart: v1alpha1.Duration{Duration: coldStart},
 		Metrics: []v1alpha1.AutoscalingMetric{
@@ -154,7 +156,11 @@ func modelshipSpec(lo, hi int32, coldStart time.Duration, work float64, waiting 
 				TargetPerReplica: *resource.NewMilliQuantity(int64(math.Round(work*1000)), resource.DecimalSI),
 			}},
 		},
-		Behavior: v1alpha1.ScalingBehavior{ScaleDown: &v1alpha1.ScalingRules{StabilizationWindow: &v1alpha1.Duration{Duration: down}}},
+		Behavior: v1alpha1.ScalingBehavior{
+			ScaleDown: &v1alpha1.ScalingRules{StabilizationWindow: &v1alpha1.Duration{Duration: down}},
+			ScaleUp:   &v1alpha1.ScalingRules{StabilizationWindow: &v1alpha1.Duration{Duration: up}},
+		},
+		Tolerance: resource.NewMilliQuantity(int64(math.Round(tol*1000)), resource.DecimalSI),
 	}
 	if waiting > 0 {
 		spec.Metrics = append(spec.Metrics, v1alpha1.AutoscalingMetric{RequestsWaiting: &v1alpha1.PerReplicaMetric{TargetPerReplica: *resource.NewQuantity(waiting, resource.DecimalSI)}})
