@@ -41,6 +41,7 @@ func runSim(args []string) error {
 	msTarget := fs.Float64("modelship-work-per-replica", 0.57, "modelship's prometheus work metric target per replica")
 	msWaiting := fs.Int64("modelship-waiting-per-replica", 2, "modelship's requestsWaiting target per replica (0: no queue metric)")
 	msDown := fs.Duration("modelship-scale-down-window", 180*time.Second, "modelship's scale-down stabilization window")
+	outage := fs.String("outage", "", "span FROM:TO (e.g. 20m:30m) during which the pods' metrics are missing from Prometheus")
 	aaRuns := fs.Int("aa-runs", 200, "seeded rollouts of an identical candidate (false rollbacks)")
 	msTol := fs.Float64("modelship-tolerance", 0.1, "modelship's tolerance")
 	msUp := fs.Duration("modelship-scale-up-window", 0, "modelship's scale-up stabilization window")
@@ -66,6 +67,15 @@ func runSim(args []string) error {
 		Arrivals: arr, Duration: dur, Capacity: capa, ColdStart: *coldStart, Initial: initial,
 		ScrapeInterval: 15 * time.Second, Step: 50 * time.Millisecond,
 		SLOTTFT: *sloTTFT, SLOITL: *sloITL, Seed: *seed,
+	}
+	if *outage != "" {
+		from, to, ok := strings.Cut(*outage, ":")
+		f, err1 := time.ParseDuration(from)
+		t, err2 := time.ParseDuration(to)
+		if !ok || err1 != nil || err2 != nil || t <= f {
+			return fmt.Errorf("--outage %q: want FROM:TO durations with FROM < TO, such as 20m:30m", *outage)
+		}
+		cfg.Outages = []policysim.Outage{{From: f, To: t}}
 	}
 	lo, hi := int32(*minR), int32(*maxR)
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -113,7 +123,7 @@ func runSim(args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("trace=%s requests=%d duration=%s rate_scale=%g cold_start=%s slo_ttft=%s slo_itl=%s\n", *tracePath, len(arr), dur, *rateScale, *coldStart, *sloTTFT, *sloITL)
+	fmt.Printf("trace=%s requests=%d duration=%s rate_scale=%g cold_start=%s slo_ttft=%s slo_itl=%s outage=%q\n", *tracePath, len(arr), dur, *rateScale, *coldStart, *sloTTFT, *sloITL, *outage)
 	fmt.Printf("%-16s %10s %10s %8s %8s %10s %8s\n", "policy", "slo_min", "gpu_hours", "events", "osc/h", "requests", "errors")
 	for _, r := range results {
 		fmt.Printf("%-16s %10.3f %10.2f %8d %8.1f %10d %8d\n", r.Policy, r.SLOMinutes, r.GPUHours, r.ScaleEvents, r.Oscillations, r.Requests, r.Errors)

@@ -73,6 +73,11 @@ func (m *Modelship) Decide(s Signals) int32 {
 	}
 	for _, n := range autoscale.MetricNames(ms) {
 		o := autoscale.Observation{Metric: n, Status: metrics.OK}
+		if s.MetricsMissing {
+			o.Status, o.Message = metrics.NoData, "the query returned no series"
+			obs = append(obs, o)
+			continue
+		}
 		switch n {
 		case autoscale.MetricGPUUtilization:
 			o.Value, o.Pods = s.GPUUtilization, s.Ready

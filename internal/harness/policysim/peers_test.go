@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
 	"github.com/modelship/modelship/internal/harness/fleet"
 )
 
@@ -138,5 +139,39 @@ func TestRunCountsGPUTimeAndNewPodsServeOnlyAfterTheColdStart(t *testing.T) {
 	}
 	if r.Requests != len(arr) || r.SLOMinutes != 1 {
 		t.Fatalf("requests %d (want %d), SLO minutes %v (want 1 at this light load)", r.Requests, len(arr), r.SLOMinutes)
+	}
+}
+
+func TestDuringAMetricsOutageModelshipAndHPAHoldTheirCount(t *testing.T) {
+	var arr []fleet.Arrival
+	for i := range 16 * 60 * 10 {
+		arr = append(arr, fleet.Arrival{At: time.Duration(i) * 100 * time.Millisecond, ContextTokens: 1000, GeneratedTokens: 200})
+	}
+	cfg := Config{Arrivals: arr, Duration: 16 * time.Minute, Capacity: fleet.DefaultCapacity(), ColdStart: time.Minute,
+		Initial: 6, ScrapeInterval: 15 * time.Second, Step: 50 * time.Millisecond, SLOTTFT: 2 * time.Second, SLOITL: 100 * time.Millisecond,
+		Outages: []Outage{{From: 2 * time.Minute, To: 14 * time.Minute}}}
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	policies := []Policy{
+		&Modelship{Label: "modelship", Start: start, Spec: v1alpha1.AutoscalingSpec{MinReplicas: 1, MaxReplicas: 20}},
+		NewHPA("hpa", 1, 20, 70, false, gpu),
+	}
+	for _, p := range policies {
+		r := Run(cfg, p)
+		at2 := r.Timeline[1].Pods
+		for _, m := range r.Timeline[2:13] {
+			if m.Pods != at2 {
+				t.Fatalf("%s: %d pods at %s during the outage, want %d held", p.Name(), m.Pods, m.At, at2)
+			}
+		}
+	}
+	// Without the outage both would have scaled down the over-provisioned 6 pods: the hold is the outage's doing.
+	cfg.Outages = nil
+	for _, p := range []Policy{
+		&Modelship{Label: "modelship", Start: start, Spec: v1alpha1.AutoscalingSpec{MinReplicas: 1, MaxReplicas: 20}},
+		NewHPA("hpa", 1, 20, 70, false, gpu),
+	} {
+		if r := Run(cfg, p); r.Timeline[12].Pods >= 6 {
+			t.Fatalf("%s without an outage: %d pods at 13m, want fewer than the 6 it started with", p.Name(), r.Timeline[12].Pods)
+		}
 	}
 }

@@ -31,6 +31,10 @@ type Signals struct {
 	// latency in seconds; HasLatency is false before the first minute with traffic.
 	TTFTP95, ITLP95 float64
 	HasLatency      bool
+	// MetricsMissing is true during an outage of the pods' metrics: queries return empty
+	// results. Each policy reads that as its documented behaviour does (modelship and HPA: no
+	// data, hold; KEDA's Prometheus scaler with its default ignoreNullValues: 0).
+	MetricsMissing bool
 }
 
 // Policy decides the total replica count.

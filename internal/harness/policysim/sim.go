@@ -30,6 +30,22 @@ type Config struct {
 	SLOTTFT, SLOITL time.Duration
 	// Seed for the fleet's draws.
 	Seed uint64
+	// Outages are spans during which the pods' metrics are missing from Prometheus (exporters
+	// down, series absent): queries about them return empty results. Pod counts still come from
+	// the API server.
+	Outages []Outage
+}
+
+// Outage is a span [From, To) of virtual time.
+type Outage struct{ From, To time.Duration }
+
+func (c Config) inOutage(t time.Duration) bool {
+	for _, o := range c.Outages {
+		if t >= o.From && t < o.To {
+			return true
+		}
+	}
+	return false
 }
 
 // Minute is one minute of a policy's timeline.
@@ -181,7 +197,13 @@ func Run(cfg Config, p Policy) Result {
 			kept = append(kept, sp)
 		}
 		pods = kept
-		sig = sc.scrape(now, f.Pods(), int32(len(active())), sig)
+		if cfg.inOutage(now) {
+			// Empty results: no gauge, no rate; the pods are still counted from the API.
+			sig = Signals{Now: now, Pods: int32(len(active())), Ready: sig.Ready, MetricsMissing: true,
+				TTFTP95: sig.TTFTP95, ITLP95: sig.ITLP95, HasLatency: sig.HasLatency}
+		} else {
+			sig = sc.scrape(now, f.Pods(), int32(len(active())), sig)
+		}
 		if now%time.Minute == 0 {
 			m := minuteOf(f, now, cfg, len(pods))
 			m.Work = WorkBetween(arr, cfg.Capacity, now-time.Minute, now)
