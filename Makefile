@@ -75,6 +75,10 @@ e2e: ## End-to-end stories on the local environment (real control plane, Prometh
 	go build -o $(BIN)/testsummary ./hack/testsummary
 	go test -json -count=1 -tags e2e -timeout 30m $(GO_TEST_FLAGS) ./test/e2e/... | $(BIN)/testsummary
 
+.PHONY: bench-sim
+bench-sim: ## Policy simulator: the conversation trace in virtual time, modelship's autoscaler beside HPA, KEDA and an oracle; CSV and PNG into .work/bench/.
+	go run ./cmd/modelship-bench sim $(SIM_FLAGS)
+
 .PHONY: test
 test: ## Unit and envtest integration tests against a real kube-apiserver and etcd (and the dashboard in headless Chromium).
 	@assets=$$(hack/controlplane.sh assets | tail -n1) && \

@@ -142,6 +142,7 @@ func (in *AutoscalingSpec) DeepCopyInto(out *AutoscalingSpec) {
 		x := (*in).DeepCopy()
 		*out = &x
 	}
+	out.ColdStart = in.ColdStart
 	if in.Metrics != nil {
 		in, out := &in.Metrics, &out.Metrics
 		*out = make([]AutoscalingMetric, len(*in))

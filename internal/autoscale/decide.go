@@ -239,6 +239,9 @@ func (s settings) propose(in Input, cur int32) ([]v1alpha1.Proposal, int, []stri
 		default:
 			p.Value = fmtNum(o.Value)
 			n, p.Message, valid = replicas(k, o, tgt, s.tolerance, cur, in.Ready)
+			if valid && k == total {
+				n, p.Message = s.project(o, tgt, cur, n, p.Message)
+			}
 		}
 		if !valid {
 			missing = append(missing, name+": "+p.Message)
@@ -252,6 +255,21 @@ func (s settings) propose(in Input, cur int32) ([]v1alpha1.Proposal, int, []stri
 		}
 	}
 	return props, best, missing
+}
+
+// project raises a total metric's proposal n to the replicas of the load projected
+// spec.coldStart ahead along a rising trend, when that is more than both n and Current: replicas
+// asked for now serve only after the cold start. A flat or falling trend changes nothing.
+func (s settings) project(o Observation, tgt float64, cur, n int32, msg string) (int32, string) {
+	if s.coldStart <= 0 || !o.HasTrend || !(o.Trend > 0) || math.IsInf(o.Trend, 0) {
+		return n, msg
+	}
+	ahead := o.Value + o.Trend*s.coldStart.Seconds()
+	p := ceil(ahead / tgt)
+	if p <= n || p <= cur {
+		return n, msg
+	}
+	return p, fmt.Sprintf("rising %s/s: %s projected in %s", fmtNum(o.Trend), fmtNum(ahead), s.coldStart)
 }
 
 // replicas is one metric's proposal.

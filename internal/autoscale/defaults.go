@@ -45,6 +45,7 @@ type settings struct {
 	min, max  int32
 	interval  time.Duration
 	tolerance float64
+	coldStart time.Duration
 	metrics   []v1alpha1.AutoscalingMetric
 	names     []string
 	up, down  rules
@@ -59,6 +60,7 @@ func resolve(spec v1alpha1.AutoscalingSpec) settings {
 	if spec.Tolerance != nil && spec.Tolerance.AsApproximateFloat64() >= 0 {
 		s.tolerance = spec.Tolerance.AsApproximateFloat64()
 	}
+	s.coldStart = max(spec.ColdStart.Duration, 0)
 	s.metrics = spec.Metrics
 	if len(s.metrics) == 0 {
 		s.metrics = []v1alpha1.AutoscalingMetric{{GPUUtilization: &v1alpha1.GPUUtilizationMetric{Target: DefaultGPUUtilizationTarget}}}

@@ -2,6 +2,8 @@ package autoscale
 
 import (
 	"fmt"
+	"math"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	externalv1beta1 "k8s.io/metrics/pkg/apis/external_metrics/v1beta1"
@@ -20,6 +22,24 @@ func FromSample(metric string, s metrics.Sample) Observation {
 		return Observation{Metric: metric, Status: s.Status, Message: s.Message}
 	}
 	return Observation{Metric: metric, Status: metrics.OK, Value: s.Value}
+}
+
+// TrendWindow is the range over which a total metric's trend is measured for spec.coldStart.
+const TrendWindow = 5 * time.Minute
+
+// TrendQuery is the PromQL for the trend of a rendered total-load query: deriv over
+// TrendWindow of a subquery sampled every 30s, in units per second.
+func TrendQuery(q string) string {
+	return fmt.Sprintf("deriv((%s)[%s:30s])", q, metrics.PromDuration(TrendWindow))
+}
+
+// WithTrend attaches the outcome of TrendQuery to an observation; a trend without data leaves
+// the observation without one (no projection), never a zero trend.
+func WithTrend(o Observation, s metrics.Sample) Observation {
+	if o.Status == metrics.OK && s.Status == metrics.OK && !math.IsNaN(s.Value) && !math.IsInf(s.Value, 0) {
+		o.Trend, o.HasTrend = s.Value, true
+	}
+	return o
 }
 
 // ResourceObservation is a resource metric's average utilization, in percent of the requests,

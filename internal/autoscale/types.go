@@ -62,6 +62,11 @@ type Observation struct {
 	MissingPods int32
 	// Message says why there is no value.
 	Message string
+	// Trend is the value's change per second over the last minutes (PromQL deriv), for total
+	// metrics; with spec.coldStart set, a rising total proposes for Value + Trend * coldStart.
+	// HasTrend is false when it was not measured.
+	Trend    float64
+	HasTrend bool
 }
 
 // Input is everything Decide needs besides the clock.

@@ -148,6 +148,10 @@ func badSpecs() []badSpec {
 		{name: "a negative stabilization window", mutate: func(ms *v1alpha1.ModelServer) {
 			autoscaleOn(ms).Behavior.ScaleUp = &v1alpha1.ScalingRules{StabilizationWindow: ptr.To(text("-1m"))}
 		}, want: []string{"spec.autoscaling.behavior.scaleUp.stabilizationWindow", "from 0s to 1h"}},
+		{name: "a cold start in words", mutate: func(ms *v1alpha1.ModelServer) { autoscaleOn(ms).ColdStart = text("3 minutes") },
+			want: []string{"spec.autoscaling.coldStart must be a duration from 0s to 1h"}},
+		{name: "a cold start longer than an hour", mutate: func(ms *v1alpha1.ModelServer) { autoscaleOn(ms).ColdStart = text("2h") },
+			want: []string{"spec.autoscaling.coldStart must be a duration from 0s to 1h"}},
 		{name: "a stabilization window longer than HPA allows", mutate: func(ms *v1alpha1.ModelServer) {
 			autoscaleOn(ms).Behavior.ScaleDown = &v1alpha1.ScalingRules{StabilizationWindow: ptr.To(dur("2h"))}
 		}, want: []string{"spec.autoscaling.behavior.scaleDown.stabilizationWindow", "from 0s to 1h"}},

@@ -144,7 +144,11 @@ func (r *ModelServerReconciler) customMetric(ctx context.Context, ms *v1alpha1.M
 	if r.Prometheus == nil {
 		return autoscale.Observation{Metric: name, Status: metrics.Error, Message: "no Prometheus configured (--prometheus-url)"}
 	}
-	return autoscale.FromSample(name, r.Prometheus.Scalar(ctx, q, now))
+	o := autoscale.FromSample(name, r.Prometheus.Scalar(ctx, q, now))
+	if ms.Spec.Autoscaling != nil && ms.Spec.Autoscaling.ColdStart.Duration > 0 && o.Status == metrics.OK {
+		o = autoscale.WithTrend(o, r.Prometheus.Scalar(ctx, autoscale.TrendQuery(q), now))
+	}
+	return o
 }
 
 func (r *ModelServerReconciler) resourceMetric(ctx context.Context, ms *v1alpha1.ModelServer, name string, res corev1.ResourceName, ready []corev1.Pod) autoscale.Observation {

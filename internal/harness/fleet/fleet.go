@@ -466,6 +466,11 @@ type PodStatus struct {
 	// TTFTCount and TTFTSum summarise the time-to-first-token histogram (seconds).
 	TTFTCount uint64
 	TTFTSum   float64
+	// PromptTokens and GeneratedTokens are vLLM's token counters.
+	PromptTokens, GeneratedTokens uint64
+	// TTFT, ITL and E2E are the latency histograms' cumulative counts, one per bound of
+	// TTFTBuckets, ITLBuckets and E2EBuckets, then +Inf.
+	TTFT, ITL, E2E []uint64
 }
 
 // Pods returns the status of every pod, sorted by namespace/name.
@@ -478,6 +483,8 @@ func (f *Fleet) Pods() []PodStatus {
 			Pod: r.pod, Loaded: r.loaded, Running: len(r.running), Waiting: len(r.waiting),
 			KVCacheUsage: r.kvUsage(), GPUUtilization: 100 * r.util,
 			Success: map[string]uint64{}, TTFTCount: r.ttft.count, TTFTSum: r.ttft.sum,
+			PromptTokens: r.promptTokens, GeneratedTokens: r.generatedTokens,
+			TTFT: r.ttft.cumulativeCounts(), ITL: r.itl.cumulativeCounts(), E2E: r.e2e.cumulativeCounts(),
 		}
 		for k, v := range r.success {
 			s.Success[k] = v
@@ -511,6 +518,11 @@ type ModelServerWindow struct {
 	// window; HasTTFT is false when none did.
 	TTFTP95 time.Duration
 	HasTTFT bool
+	// ITLP95 is the 95th percentile inter-token latency of the tokens produced in the window by
+	// the pods that still exist, estimated from vLLM's histogram buckets as histogram_quantile
+	// would; HasITL is false when no token was produced.
+	ITLP95 time.Duration
+	HasITL bool
 }
 
 // RPS is the arrival rate over the window.
@@ -562,10 +574,13 @@ func (f *Fleet) TakeWindow() []ModelServerWindow {
 				mw.Weights[c] = v
 			}
 		}
+		itl := newHistogram(ITLBuckets)
 		for _, r := range f.pods {
 			if r.pod.Namespace != k.namespace || r.pod.ModelServer != k.name {
 				continue
 			}
+			itl.merge(r.windowITL)
+			r.windowITL = newHistogram(ITLBuckets)
 			pc := mw.Pods[r.pod.Color]
 			pc.Total++
 			if r.pod.Ready {
@@ -578,6 +593,9 @@ func (f *Fleet) TakeWindow() []ModelServerWindow {
 		}
 		if len(w.ttft) > 0 {
 			mw.TTFTP95, mw.HasTTFT = secondsToDuration(quantile(w.ttft, 0.95)), true
+		}
+		if v, ok := itl.quantile(0.95); ok {
+			mw.ITLP95, mw.HasITL = secondsToDuration(v), true
 		}
 		out = append(out, mw)
 	}

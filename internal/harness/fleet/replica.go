@@ -40,6 +40,17 @@ func DefaultCapacity() Capacity {
 	}
 }
 
+// Work is how many replicas' worth of time a load needs, promptTPS prompt tokens and genTPS
+// generated tokens per second: prefill time plus decode time at a full batch, and at least the
+// prefill time over the share of each step that prefill may take while sequences decode (the
+// binding limit when prompts are long). A replica serves well up to a Work of about 0.8; the
+// policy simulator's oracle and modelship's token-rate signal both use this model.
+func (c Capacity) Work(promptTPS, genTPS float64) float64 {
+	c = c.withDefaults()
+	prefill := promptTPS / c.PrefillTokensPerSecond
+	return math.Max(prefill/maxPrefillShare, prefill+genTPS/c.DecodeTokensPerSecond)
+}
+
 // withDefaults fills zero fields from DefaultCapacity.
 func (c Capacity) withDefaults() Capacity {
 	d := DefaultCapacity()
@@ -122,6 +133,53 @@ func (h *histogram) observe(v float64, n uint64) {
 	h.count += n
 }
 
+// merge adds o's counts (same bounds) to h.
+func (h *histogram) merge(o histogram) {
+	for i, c := range o.counts {
+		h.counts[i] += c
+	}
+	h.sum += o.sum
+	h.count += o.count
+}
+
+// quantile estimates the q-quantile as Prometheus's histogram_quantile does: linear
+// interpolation within the bucket that holds the rank, the upper bound of the last finite
+// bucket when the rank falls in +Inf. ok is false without observations.
+func (h *histogram) quantile(q float64) (v float64, ok bool) {
+	if h.count == 0 {
+		return 0, false
+	}
+	rank := q * float64(h.count)
+	var cum float64
+	for i, c := range h.counts {
+		prev := cum
+		cum += float64(c)
+		if cum < rank || c == 0 {
+			continue
+		}
+		if i == len(h.bounds) {
+			return h.bounds[len(h.bounds)-1], true
+		}
+		lo := 0.0
+		if i > 0 {
+			lo = h.bounds[i-1]
+		}
+		return lo + (h.bounds[i]-lo)*(rank-prev)/float64(c), true
+	}
+	return h.bounds[len(h.bounds)-1], true
+}
+
+// cumulativeCounts returns the cumulative counts per bound, then +Inf.
+func (h *histogram) cumulativeCounts() []uint64 {
+	out := make([]uint64, len(h.counts))
+	var c uint64
+	for i, n := range h.counts {
+		c += n
+		out[i] = c
+	}
+	return out
+}
+
 // cumulative returns the buckets as Prometheus wants them: upper bound -> count <= bound.
 func (h *histogram) cumulative() map[float64]uint64 {
 	out := make(map[float64]uint64, len(h.bounds))
@@ -171,17 +229,19 @@ type replica struct {
 	util     float64
 
 	ttft, itl, e2e                histogram
+	windowITL                     histogram // ITL observations since the fleet's last TakeWindow
 	success                       map[string]uint64
 	promptTokens, generatedTokens uint64
 }
 
 func newReplica(p Pod) *replica {
 	return &replica{
-		pod:     p,
-		ttft:    newHistogram(TTFTBuckets),
-		itl:     newHistogram(ITLBuckets),
-		e2e:     newHistogram(E2EBuckets),
-		success: map[string]uint64{},
+		pod:       p,
+		ttft:      newHistogram(TTFTBuckets),
+		itl:       newHistogram(ITLBuckets),
+		e2e:       newHistogram(E2EBuckets),
+		windowITL: newHistogram(ITLBuckets),
+		success:   map[string]uint64{},
 	}
 }
 
@@ -301,6 +361,7 @@ func (r *replica) step(t0 time.Time, dt time.Duration) []finished {
 			q.emitted = min(q.generate, 1+int(q.progress))
 			n := q.emitted - before
 			r.itl.observe(observed, uint64(n))
+			r.windowITL.observe(observed, uint64(n))
 			r.generatedTokens += uint64(n)
 			if q.emitted >= q.generate {
 				// The last token came after (generate-1-progressBefore) tokens' worth of time.

@@ -1,0 +1,117 @@
+package policysim
+
+import (
+	"time"
+
+	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
+	"github.com/modelship/modelship/internal/autoscale"
+	"github.com/modelship/modelship/internal/metrics"
+)
+
+// Modelship is modelship's autoscaler: package autoscale's Decide, the function the controller
+// calls, fed the same observations the controller's SignalCache would read from Prometheus,
+// with its status carried from one pass to the next as the controller does.
+type Modelship struct {
+	Label string
+	Spec  v1alpha1.AutoscalingSpec
+	// Start anchors virtual time to a wall clock for Decide's timestamps.
+	Start time.Time
+	// Work converts the token rates into the "prometheus" metric's value (replica-seconds of
+	// work per second) when the spec has a prometheus metric.
+	Work func(Signals) float64
+
+	prev *v1alpha1.AutoscalingStatus
+	work []sample // the work series, for its trend (PromQL deriv over 5m)
+}
+
+type sample struct {
+	at time.Duration
+	v  float64
+}
+
+// trendWindow is the range of the deriv the controller asks Prometheus for.
+const trendWindow = 5 * time.Minute
+
+// Deriv is PromQL's deriv: the least-squares slope per second of the samples.
+func Deriv(xs []sample) (float64, bool) {
+	if len(xs) < 2 {
+		return 0, false
+	}
+	var st, sv, stt, stv float64
+	n := float64(len(xs))
+	for _, x := range xs {
+		t := x.at.Seconds()
+		st += t
+		sv += x.v
+		stt += t * t
+		stv += t * x.v
+	}
+	d := n*stt - st*st
+	if d == 0 {
+		return 0, false
+	}
+	return (n*stv - st*sv) / d, true
+}
+
+// Name implements Policy.
+func (m *Modelship) Name() string { return m.Label }
+
+// Interval implements Policy.
+func (m *Modelship) Interval() time.Duration {
+	if d := m.Spec.Interval.Duration; d > 0 {
+		return d
+	}
+	return autoscale.DefaultInterval
+}
+
+// Decide implements Policy.
+func (m *Modelship) Decide(s Signals) int32 {
+	var obs []autoscale.Observation
+	ms := m.Spec.Metrics
+	if len(ms) == 0 {
+		ms = []v1alpha1.AutoscalingMetric{{GPUUtilization: &v1alpha1.GPUUtilizationMetric{Target: autoscale.DefaultGPUUtilizationTarget}}}
+	}
+	for _, n := range autoscale.MetricNames(ms) {
+		o := autoscale.Observation{Metric: n, Status: metrics.OK}
+		if s.MetricsMissing {
+			o.Status, o.Message = metrics.NoData, "the query returned no series"
+			obs = append(obs, o)
+			continue
+		}
+		switch n {
+		case autoscale.MetricGPUUtilization:
+			o.Value, o.Pods = s.GPUUtilization, s.Ready
+			if !s.HasGPU {
+				o.Status = metrics.NoData
+			}
+		case autoscale.MetricRequestsWaiting:
+			o.Value = s.Waiting
+		case autoscale.MetricKVCacheUsage:
+			o.Value, o.Pods = s.KVCacheUsage, s.Ready
+			if s.Ready == 0 {
+				o.Status = metrics.NoData
+			}
+		case autoscale.MetricPrometheus:
+			if m.Work == nil {
+				o.Status = metrics.NoData
+				break
+			}
+			o.Value = m.Work(s)
+			m.work = append(m.work, sample{at: s.Now, v: o.Value})
+			for len(m.work) > 0 && m.work[0].at <= s.Now-trendWindow {
+				m.work = m.work[1:]
+			}
+			o.Trend, o.HasTrend = Deriv(m.work)
+		default:
+			o.Status = metrics.NoData
+		}
+		obs = append(obs, o)
+	}
+	out := autoscale.Decide(autoscale.Input{
+		Spec: m.Spec, Current: s.Pods, Ready: s.Ready, Starting: s.Pods - s.Ready,
+		Observations: obs, Previous: m.prev,
+	}, m.Start.Add(s.Now))
+	st := out.Status
+	m.prev = &st
+	return out.Desired
+}

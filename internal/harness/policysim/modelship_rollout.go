@@ -1,0 +1,146 @@
+package policysim
+
+import (
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
+	"github.com/modelship/modelship/internal/analysis"
+	"github.com/modelship/modelship/internal/metrics"
+	"github.com/modelship/modelship/internal/rollout"
+)
+
+// ModelshipRollout is modelship's blue/green rollout: rollout.Next, the state machine the
+// controller runs, with measurements taken when rollout.MeasureDue says so and judged by
+// package analysis (JudgeHistogram and Judge, the functions analysis.Run calls after its
+// queries) on the same histograms Prometheus would return for each color over
+// rollout.AnalysisWindow. The spec is the API's defaults (steps 10/25/50/100, 2m per step,
+// analysis every 30s with the vllm preset: TTFT, ITL and e2e p95 at most 1.2x stable, error
+// ratio at most 5%) with minSamples 20.
+type ModelshipRollout struct {
+	Total int32
+
+	ms      *v1alpha1.ModelServer
+	start   time.Time
+	deps    map[v1alpha1.Color]*msDep
+	stable  v1alpha1.Color
+	started bool
+}
+
+type msDep struct {
+	rev      string
+	replicas int32
+}
+
+// NewModelshipRollout prepares the state machine with a Healthy stable revision r1 of total pods.
+func NewModelshipRollout(total int32) *ModelshipRollout {
+	m := &ModelshipRollout{Total: total, start: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), deps: map[v1alpha1.Color]*msDep{}}
+	m.ms = &v1alpha1.ModelServer{ObjectMeta: metav1.ObjectMeta{Name: modelServer, Namespace: namespace, Generation: 1}}
+	m.ms.Spec.Rollout.Analysis.MinSamples = 20
+	for i := 0; i < 10 && m.ms.Status.Phase != v1alpha1.PhaseHealthy; i++ {
+		m.pass("r1", m.start, nil)
+	}
+	if m.ms.Status.Stable != nil {
+		m.stable = m.ms.Status.Stable.Color
+	}
+	return m
+}
+
+// Name implements Canary.
+func (m *ModelshipRollout) Name() string { return "modelship" }
+
+func (m *ModelshipRollout) observe(rev string) rollout.Observation {
+	o := rollout.Observation{Revision: rev, Image: "vllm:" + rev, DesiredReplicas: m.Total, Colors: map[v1alpha1.Color]rollout.ColorObservation{}}
+	for c, d := range m.deps {
+		o.Colors[c] = rollout.ColorObservation{Exists: true, Revision: d.rev, Image: "vllm:" + d.rev, Replicas: d.replicas,
+			ReadyReplicas: d.replicas, AvailableReplicas: d.replicas, UpdatedReplicas: d.replicas, Warm: true}
+	}
+	return o
+}
+
+// pass runs Next once and applies its plans to the simulated Deployments (pods Ready at once).
+func (m *ModelshipRollout) pass(rev string, now time.Time, meas *rollout.Measurement) rollout.Decision {
+	o := m.observe(rev)
+	o.Measurement = meas
+	d := rollout.Next(m.ms, o, now)
+	for c, p := range d.Plans {
+		dep := m.deps[c]
+		if dep == nil {
+			dep = &msDep{}
+			m.deps[c] = dep
+		}
+		dep.rev, dep.replicas = p.Revision, p.Replicas
+	}
+	m.ms.Status = d.Status
+	return d
+}
+
+// Tick implements Canary.
+func (m *ModelshipRollout) Tick(v *View) (int32, int32, Outcome) {
+	now := m.start.Add(v.Now)
+	if !m.started {
+		m.started = true
+		m.ms.Generation++
+	}
+	var meas *rollout.Measurement
+	if rollout.MeasureDue(m.ms, now) {
+		meas = &rollout.Measurement{At: now, Results: m.measure(v, rollout.AnalysisWindow(m.ms), now)}
+	}
+	d := m.pass("r2", now, meas)
+	cand := m.otherColor()
+	pods := int32(0)
+	if dep := m.deps[cand]; dep != nil && dep.rev == "r2" {
+		pods = dep.replicas
+	}
+	switch {
+	case m.ms.Status.Phase == v1alpha1.PhaseRolledBack:
+		return 0, 0, OutcomeRolledBack
+	case m.ms.Status.Stable != nil && m.ms.Status.Stable.Revision == "r2":
+		return 100, m.Total, OutcomePromoted
+	}
+	return d.Weights[cand], pods, OutcomeInProgress
+}
+
+func (m *ModelshipRollout) otherColor() v1alpha1.Color {
+	if m.stable == v1alpha1.Blue {
+		return v1alpha1.Green
+	}
+	return v1alpha1.Blue
+}
+
+// measure judges each effective metric of the spec on the colors' windows.
+func (m *ModelshipRollout) measure(v *View, window time.Duration, at time.Time) []v1alpha1.MetricResult {
+	cand, stable := v.Window(candidateColor, window), v.Window(stableColor, window)
+	ms, _ := metrics.EffectiveMetrics(m.ms.Spec.Rollout.Analysis)
+	minSamples := m.ms.Spec.Rollout.Analysis.MinSamples
+	count := func(w ColorWindow) metrics.Sample {
+		return metrics.Sample{Status: metrics.OK, Value: w.Finished}
+	}
+	errRatio := func(w ColorWindow) metrics.Sample {
+		if w.Finished == 0 {
+			return metrics.Sample{Status: metrics.NoData, Message: "no request finished"}
+		}
+		return metrics.Sample{Status: metrics.OK, Value: w.Failed / w.Finished}
+	}
+	var out []v1alpha1.MetricResult
+	for _, mt := range ms {
+		if mt.Histogram != nil {
+			pick := func(w ColorWindow) metrics.Histogram {
+				switch mt.Name {
+				case metrics.MetricITLP95:
+					return w.ITL
+				case metrics.MetricE2EP95:
+					return w.E2E
+				}
+				return w.TTFT
+			}
+			out = append(out, analysis.JudgeHistogram(mt,
+				analysis.HistogramSample{Histogram: pick(cand), Requests: count(cand)},
+				analysis.HistogramSample{Histogram: pick(stable), Requests: count(stable)}, minSamples, at))
+			continue
+		}
+		out = append(out, analysis.Judge(mt, errRatio(cand), errRatio(stable), count(cand), minSamples, at))
+	}
+	return out
+}

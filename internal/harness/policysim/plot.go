@@ -1,0 +1,115 @@
+package policysim
+
+import (
+	"errors"
+	"fmt"
+	"image/color"
+	"math"
+	"os"
+	"time"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+)
+
+var palette = []color.RGBA{
+	{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff}, // blue
+	{R: 0xd6, G: 0x27, B: 0x28, A: 0xff}, // red
+	{R: 0xff, G: 0x7f, B: 0x0e, A: 0xff}, // orange
+	{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff}, // green
+	{R: 0x7f, G: 0x7f, B: 0x7f, A: 0xff}, // grey
+	{R: 0x94, G: 0x67, B: 0xbd, A: 0xff}, // purple
+}
+
+// Plot writes a PNG with two panels sharing the time axis: the load (replicas' worth of work)
+// and each policy's GPUs, then each policy's p95 TTFT against the SLO (log scale).
+func Plot(path string, results []Result, slo time.Duration) error {
+	if len(results) == 0 {
+		return errors.New("no policy to plot")
+	}
+	top := plot.New()
+	top.Title.Text = "Load and GPUs per policy"
+	top.Y.Label.Text = "GPUs (load: replicas of work)"
+	top.Legend.Top, top.Legend.Left = true, true
+	bottom := plot.New()
+	bottom.Title.Text = fmt.Sprintf("p95 time to first token (SLO %s)", slo)
+	bottom.X.Label.Text = "minute"
+	bottom.Y.Label.Text = "seconds"
+	bottom.Y.Scale = plot.LogScale{}
+	bottom.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+	bottom.Legend.Top, bottom.Legend.Left = true, true
+
+	if len(results) > 0 {
+		load := make(plotter.XYs, len(results[0].Timeline))
+		for i, m := range results[0].Timeline {
+			load[i] = plotter.XY{X: m.At.Minutes(), Y: m.Work}
+		}
+		l, err := plotter.NewLine(load)
+		if err != nil {
+			return err
+		}
+		l.Color, l.Width = color.Black, vg.Points(1)
+		l.Dashes = []vg.Length{vg.Points(2), vg.Points(2)}
+		top.Add(l)
+		top.Legend.Add("load", l)
+	}
+	for i, r := range results {
+		c := palette[i%len(palette)]
+		gpus := make(plotter.XYs, len(r.Timeline))
+		var ttft plotter.XYs
+		for j, m := range r.Timeline {
+			gpus[j] = plotter.XY{X: m.At.Minutes(), Y: float64(m.Pods)}
+			if !math.IsNaN(m.TTFTP95) {
+				ttft = append(ttft, plotter.XY{X: m.At.Minutes(), Y: math.Max(m.TTFTP95, 0.01)})
+			}
+		}
+		l, err := plotter.NewLine(gpus)
+		if err != nil {
+			return err
+		}
+		l.Color, l.Width = c, vg.Points(1.5)
+		top.Add(l)
+		top.Legend.Add(fmt.Sprintf("%s (%.1f GPU-h, SLO %.0f%%)", r.Policy, r.GPUHours, 100*r.SLOMinutes), l)
+		if len(ttft) > 0 {
+			t, err := plotter.NewLine(ttft)
+			if err != nil {
+				return err
+			}
+			t.Color, t.Width = c, vg.Points(1)
+			bottom.Add(t)
+			bottom.Legend.Add(r.Policy, t)
+		}
+	}
+	if len(results) > 0 && len(results[0].Timeline) > 0 {
+		end := results[0].Timeline[len(results[0].Timeline)-1].At.Minutes()
+		s, err := plotter.NewLine(plotter.XYs{{X: 0, Y: slo.Seconds()}, {X: end, Y: slo.Seconds()}})
+		if err != nil {
+			return err
+		}
+		s.Color, s.Width = color.Black, vg.Points(1.5)
+		s.Dashes = []vg.Length{vg.Points(6), vg.Points(3)}
+		bottom.Add(s)
+		bottom.Legend.Add("SLO", s)
+	}
+	top.Add(plotter.NewGrid())
+	bottom.Add(plotter.NewGrid())
+
+	img := vgimg.New(vg.Points(900), vg.Points(700))
+	dc := draw.New(img)
+	tiles := draw.Tiles{Rows: 2, Cols: 1, PadTop: vg.Points(4), PadBottom: vg.Points(4), PadLeft: vg.Points(4), PadRight: vg.Points(4), PadY: vg.Points(8)}
+	canvases := plot.Align([][]*plot.Plot{{top}, {bottom}}, tiles, dc)
+	top.Draw(canvases[0][0])
+	bottom.Draw(canvases[1][0])
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
+}

@@ -1,0 +1,54 @@
+// Package policysim replays a request trace in virtual time against the shared GPU-replica model
+// (package fleet) once per autoscaling policy, and measures each: SLO minutes, GPU-hours, scale
+// events, oscillations. modelship's policy is package autoscale's Decide itself; the peers
+// (HPA on GPU utilization, KEDA's Prometheus scaler feeding HPA, an oracle) are each written
+// from their documented algorithm in their own file.
+package policysim
+
+import "time"
+
+// Signals is what a policy sees at one evaluation: the metrics as Prometheus shows them at its
+// last scrape (instant gauges as scraped, counters as rate over one minute).
+type Signals struct {
+	// Now is the virtual time since the start of the run.
+	Now time.Duration
+	// Pods is the replica count asked for (pods that exist and are not terminating).
+	Pods int32
+	// Ready is the number of those pods whose model is loaded (Ready, serving).
+	Ready int32
+	// GPUUtilization is DCGM_FI_DEV_GPU_UTIL averaged over the Ready pods, in percent; HasGPU
+	// is false when no Ready pod reported (an outage, or none Ready).
+	GPUUtilization float64
+	HasGPU         bool
+	// Waiting is the total of vllm:num_requests_waiting; Running of vllm:num_requests_running.
+	Waiting, Running float64
+	// KVCacheUsage is vllm:kv_cache_usage_perc averaged over the Ready pods, 0..1.
+	KVCacheUsage float64
+	// PromptTPS and GeneratedTPS are rate(vllm:prompt_tokens_total[1m]) and
+	// rate(vllm:generation_tokens_total[1m]) summed over the pods.
+	PromptTPS, GeneratedTPS float64
+	// TTFTP95 and ITLP95 are the last complete minute's p95 time to first token and inter-token
+	// latency in seconds; HasLatency is false before the first minute with traffic.
+	TTFTP95, ITLP95 float64
+	HasLatency      bool
+	// MetricsMissing is true during an outage of the pods' metrics: queries return empty
+	// results. Each policy reads that as its documented behaviour does (modelship and HPA: no
+	// data, hold; KEDA's Prometheus scaler with its default ignoreNullValues: 0).
+	MetricsMissing bool
+}
+
+// Policy decides the total replica count.
+type Policy interface {
+	// Name is the policy's label in reports ("hpa-gpu70", "modelship", ...).
+	Name() string
+	// Interval is how often Decide runs.
+	Interval() time.Duration
+	// Decide returns the replica count to run from now on.
+	Decide(s Signals) int32
+}
+
+// ColdStarter is implemented by policies that declare whether their new pods pay the cold
+// start; the oracle does not. Policies without it do.
+type ColdStarter interface {
+	ColdStart() bool
+}
