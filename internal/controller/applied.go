@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -73,4 +74,27 @@ func (m *appliedMemory) forget(ns string, names ...string) {
 			}
 		}
 	}
+}
+
+// absentMemory remembers the children that a live read found missing, by kind and name.
+type absentMemory struct {
+	mu   sync.Mutex
+	keys map[string]bool
+}
+
+func absentKey(key types.NamespacedName, o any) string { return fmt.Sprintf("%T/%s", o, key) }
+
+func (m *absentMemory) seen(key types.NamespacedName, o any) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.keys[absentKey(key, o)]
+}
+
+func (m *absentMemory) mark(key types.NamespacedName, o any) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.keys == nil {
+		m.keys = map[string]bool{}
+	}
+	m.keys[absentKey(key, o)] = true
 }

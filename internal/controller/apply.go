@@ -150,8 +150,14 @@ func (r *ModelServerReconciler) applyObject(ctx context.Context, ms *v1alpha1.Mo
 	if err != nil {
 		return fmt.Errorf("hashing %s %s: %w", gvk.Kind, obj.GetName(), err)
 	}
-	if r.applied.unchanged(k, hash, r.cachedVersion(ctx, gvk, k.key)) {
+	rv := r.cachedVersion(ctx, gvk, k.key)
+	if r.applied.unchanged(k, hash, rv) {
 		return nil
+	}
+	if rv == "" {
+		if err := r.notForeign(ctx, ms, gvk, k.key); err != nil {
+			return err
+		}
 	}
 	applied := &unstructured.Unstructured{Object: u}
 	ac := client.ApplyConfigurationFromUnstructured(applied)
@@ -159,6 +165,28 @@ func (r *ModelServerReconciler) applyObject(ctx context.Context, ms *v1alpha1.Mo
 		return fmt.Errorf("applying %s %s: %w", gvk.Kind, obj.GetName(), err)
 	}
 	r.applied.record(k, hash, applied.GetResourceVersion())
+	return nil
+}
+
+// notForeign checks, before modelship creates a child that its label-selected caches do not
+// hold, that no object of another owner has that name: server-side apply with force would take
+// it over. It returns a *nameConflictError naming the object when one does.
+func (r *ModelServerReconciler) notForeign(ctx context.Context, ms *v1alpha1.ModelServer, gvk schema.GroupVersionKind, key types.NamespacedName) error {
+	if r.LiveReader == nil {
+		return nil
+	}
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(gvk)
+	err := r.LiveReader.Get(ctx, key, u)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("checking %s %s before creating it: %w", gvk.Kind, key.Name, err)
+	}
+	if !metav1.IsControlledBy(u, ms) {
+		return &nameConflictError{object: gvk.Kind + " " + key.String()}
+	}
 	return nil
 }
 

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -82,6 +83,8 @@ type ModelServerReconciler struct {
 	fresh freshness
 	// applied lets a pass skip applies that would repeat the last one (see appliedMemory).
 	applied appliedMemory
+	// absent remembers the children checked live and found missing (see nameConflict).
+	absent absentMemory
 	// Workers is how many ModelServers are reconciled at once (default DefaultWorkers).
 	Workers int
 	// LiveReader reads straight from the API server; nameConflict uses it, only while one of
@@ -216,17 +219,10 @@ func (r *ModelServerReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		return ctrl.Result{}, err
 	}
 	if conflict != "" {
-		// Never take over an object someone else made: server-side apply with force would.
-		msg := conflict + " exists and is not controlled by this ModelServer: rename or delete it; modelship does not take it over"
-		stall(ms, v1alpha1.ReasonNameConflict, msg)
-		if !meta.IsStatusConditionTrue(before.Status.Conditions, v1alpha1.ConditionStalled) {
-			log.Info("Refusing to take over an object of another owner", "object", conflict)
-			r.Recorder.Eventf(ms, nil, corev1.EventTypeWarning, v1alpha1.ReasonNameConflict, "Refuse", "%s", msg)
-		}
-		// The other object is not watched: look again now and then.
-		return ctrl.Result{RequeueAfter: nameConflictRecheck}, r.writeStatus(ctx, before, ms)
+		return r.refuseConflict(ctx, before, ms, conflict)
 	}
 	obs, err := r.observe(ctx, ms, now)
+
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -239,6 +235,10 @@ func (r *ModelServerReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	decision := rollout.Next(ms, obs.Observation, now)
 
 	if err := r.apply(ctx, ms, obs.Observation, decision, obs.route); err != nil {
+		var nc *nameConflictError
+		if errors.As(err, &nc) {
+			return r.refuseConflict(ctx, before, ms, nc.object)
+		}
 		if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
 			// The namespace is going away with everything in it: nothing to keep in shape.
 			return ctrl.Result{}, nil
@@ -315,6 +315,26 @@ func pendingOperation(ms *v1alpha1.ModelServer) (*v1alpha1.HandledOperation, boo
 // nameConflictRecheck is how often a ModelServer stalled on a name conflict looks again.
 const nameConflictRecheck = 30 * time.Second
 
+// refuseConflict stalls the ModelServer on an object of another owner with one of its children's
+// names: server-side apply with force would take it over, so nothing more is applied.
+func (r *ModelServerReconciler) refuseConflict(ctx context.Context, before, ms *v1alpha1.ModelServer, conflict string) (ctrl.Result, error) {
+	msg := conflict + " exists and is not controlled by this ModelServer: rename or delete it; modelship does not take it over"
+	stall(ms, v1alpha1.ReasonNameConflict, msg)
+	if !meta.IsStatusConditionTrue(before.Status.Conditions, v1alpha1.ConditionStalled) {
+		ctrl.LoggerFrom(ctx).Info("Refusing to take over an object of another owner", "object", conflict)
+		r.Recorder.Eventf(ms, nil, corev1.EventTypeWarning, v1alpha1.ReasonNameConflict, "Refuse", "%s", msg)
+	}
+	// The other object is not watched: look again now and then.
+	return ctrl.Result{RequeueAfter: nameConflictRecheck}, r.writeStatus(ctx, before, ms)
+}
+
+// nameConflictError is an object of another owner found where modelship was about to create one.
+type nameConflictError struct{ object string }
+
+func (e *nameConflictError) Error() string {
+	return e.object + " exists and is not controlled by the ModelServer"
+}
+
 // nameConflict names ("Service ml/llama-blue") the first object that the ModelServer would
 // apply but that exists without being controlled by it; "" when there is none. The HTTPRoute
 // named by spec.gateway.routeRef is the user's by design and is not checked.
@@ -331,9 +351,13 @@ func (r *ModelServerReconciler) nameConflict(ctx context.Context, ms *v1alpha1.M
 	for _, o := range objs {
 		key := types.NamespacedName{Namespace: ms.Namespace, Name: o.GetName()}
 		err := r.Get(ctx, key, o)
-		if apierrors.IsNotFound(err) && r.LiveReader != nil {
-			// The caches hold only objects with modelship's label: look for another owner's.
-			err = r.LiveReader.Get(ctx, key, o)
+		if apierrors.IsNotFound(err) && r.LiveReader != nil && !r.absent.seen(key, o) {
+			// The caches hold only objects with modelship's label: look once for another
+			// owner's; an object created later is caught when modelship is about to create it
+			// (applyObject), so a color that never runs costs no read per pass.
+			if err = r.LiveReader.Get(ctx, key, o); apierrors.IsNotFound(err) {
+				r.absent.mark(key, o)
+			}
 		}
 		if err != nil {
 			if apierrors.IsNotFound(err) {
