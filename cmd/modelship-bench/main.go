@@ -5,6 +5,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
 )
 
@@ -19,6 +20,18 @@ var benchmarks = map[string]benchmark{}
 // register adds a subcommand; each benchmark's file calls it from init.
 func register(name, summary string, run func(args []string) error) {
 	benchmarks[name] = benchmark{summary: summary, run: run}
+}
+
+// freshDir empties a benchmark's working folder and returns its absolute path.
+func freshDir(dir string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	if err := os.RemoveAll(abs); err != nil {
+		return "", err
+	}
+	return abs, os.MkdirAll(abs, 0o755)
 }
 
 func usage() {

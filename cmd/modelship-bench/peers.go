@@ -37,11 +37,10 @@ func runPeers(args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	abs, err := filepath.Abs(*dir)
+	abs, err := freshDir(*dir)
 	if err != nil {
 		return err
 	}
-	_ = os.RemoveAll(abs)
 	root := testenv.RepoRoot()
 	crds := append([]string{filepath.Join(root, "config", "crd", "bases"),
 		filepath.Join(root, "third_party", "gateway-api-inference-extension-v1.6.0")}, peers.CRDDirs()...)

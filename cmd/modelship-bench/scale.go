@@ -79,11 +79,10 @@ func runScale(args []string) error {
 	sort.Ints(sizes)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	abs, err := filepath.Abs(*dir)
+	abs, err := freshDir(*dir)
 	if err != nil {
 		return err
 	}
-	_ = os.RemoveAll(abs)
 	if err := os.MkdirAll(filepath.Join(abs, "bin"), 0o755); err != nil {
 		return err
 	}
