@@ -62,7 +62,7 @@ type Peer struct {
 }
 
 func freePort() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", err
 	}
@@ -105,7 +105,7 @@ func StartKEDA(ctx context.Context, env *devenv.Env) (*Peer, error) {
 		return nil, err
 	}
 	certs := filepath.Join(env.Dir(), "keda-certs")
-	if err := os.MkdirAll(certs, 0o700); err != nil {
+	if err := writeSelfSigned(certs); err != nil {
 		return nil, err
 	}
 	began := time.Now()
