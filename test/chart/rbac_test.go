@@ -80,7 +80,9 @@ func TestTheChartAppliesAndItsServiceAccountRunsTheControllerWithLeastPrivilege(
 						Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "i"}}}}}}, client.DryRunAll)
 		},
 		"listing ModelServers cluster-wide": func() error { return as.List(ctx, &v1alpha1.ModelServerList{}) },
-		"deleting a node":                   func() error { return as.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}}, client.DryRunAll) },
+		"deleting a node": func() error {
+			return as.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}}, client.DryRunAll)
+		},
 	}
 	for what, try := range refused {
 		if err := try(); !apierrors.IsForbidden(err) {
