@@ -95,7 +95,7 @@ func run(c config) error {
 		LeaderElection:          c.leaderElect,
 		LeaderElectionID:        LeaderElectionID,
 		LeaderElectionNamespace: c.leaderElectNamespace,
-		Cache:                   controller.CacheOptions(),
+		Cache:                   controller.CacheOptions(splitNamespaces(c.watchNamespaces)...),
 	})
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)

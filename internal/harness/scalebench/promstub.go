@@ -3,6 +3,7 @@
 package scalebench
 
 import (
+	"context"
 	"net"
 	"net/http"
 	"sync/atomic"
@@ -20,7 +21,7 @@ type PromStub struct {
 
 // StartPromStub serves on a free loopback port.
 func StartPromStub() (*PromStub, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
