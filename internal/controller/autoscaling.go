@@ -41,7 +41,7 @@ type MetricsAPIs interface {
 func (r *ModelServerReconciler) autoscale(ctx context.Context, ms *v1alpha1.ModelServer, obs rollout.Observation, now time.Time) (*autoscale.Output, error) {
 	spec := *ms.Spec.Autoscaling
 	var pods corev1.PodList
-	if err := r.List(ctx, &pods, client.InNamespace(ms.Namespace), client.MatchingLabels(ms.SelectorLabels())); err != nil {
+	if err := r.List(ctx, &pods, r.podsOf(ms, client.MatchingLabels(ms.SelectorLabels()))...); err != nil {
 		return nil, fmt.Errorf("listing pods: %w", err)
 	}
 	var readyKeys []autoscale.PodKey

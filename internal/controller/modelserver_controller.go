@@ -42,6 +42,10 @@ import (
 // routeRefIndex indexes ModelServers by the user-owned HTTPRoute they reference.
 const routeRefIndex = ".spec.gateway.routeRef.name"
 
+// podModelServerIndex indexes the cached pods by their ModelServer label, so that a pass lists
+// its own pods without scanning every pod of the namespace.
+const podModelServerIndex = "pod.modelserver"
+
 // cleanupFinalizer removes modelship's backendRefs from a user-owned HTTPRoute on deletion
 // (objects modelship owns go with their owner references).
 const cleanupFinalizer = "serving.modelship.dev/route-cleanup"
@@ -83,6 +87,8 @@ type ModelServerReconciler struct {
 	fresh freshness
 	// applied lets a pass skip applies that would repeat the last one (see appliedMemory).
 	applied appliedMemory
+	// podIndex is true when the cache indexes pods by ModelServer (set by SetupWithManager).
+	podIndex bool
 	// absent remembers the children checked live and found missing (see nameConflict).
 	absent absentMemory
 	// Workers is how many ModelServers are reconciled at once (default DefaultWorkers).
@@ -125,6 +131,15 @@ func (r *ModelServerReconciler) SetupWithManager(ctx context.Context, mgr ctrl.M
 	}); err != nil {
 		return fmt.Errorf("indexing ModelServers by route reference: %w", err)
 	}
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, podModelServerIndex, func(o client.Object) []string {
+		if ms := o.GetLabels()[v1alpha1.LabelModelServer]; ms != "" {
+			return []string{ms}
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("indexing pods by ModelServer: %w", err)
+	}
+	r.podIndex = true
 	served, err := apiServed(mgr.GetRESTMapper(), routing.PoolGVK)
 	if err != nil {
 		return err
@@ -314,6 +329,16 @@ func pendingOperation(ms *v1alpha1.ModelServer) (*v1alpha1.HandledOperation, boo
 
 // nameConflictRecheck is how often a ModelServer stalled on a name conflict looks again.
 const nameConflictRecheck = 30 * time.Second
+
+// podsOf are the list options for ms's pods (narrowed by more): through the cache's index when
+// there is one, else by label.
+func (r *ModelServerReconciler) podsOf(ms *v1alpha1.ModelServer, more ...client.ListOption) []client.ListOption {
+	opts := append([]client.ListOption{client.InNamespace(ms.Namespace)}, more...)
+	if r.podIndex {
+		opts = append(opts, client.MatchingFields{podModelServerIndex: ms.Name})
+	}
+	return opts
+}
 
 // refuseConflict stalls the ModelServer on an object of another owner with one of its children's
 // names: server-side apply with force would take it over, so nothing more is applied.
@@ -535,7 +560,7 @@ func desiredReplicas(ms *v1alpha1.ModelServer) int32 {
 func (r *ModelServerReconciler) warm(ctx context.Context, ms *v1alpha1.ModelServer, c v1alpha1.Color, rev string) (bool, error) {
 	var pods corev1.PodList
 	sel := labels.SelectorFromSet(labels.Set{v1alpha1.LabelModelServer: ms.Name, v1alpha1.LabelColor: string(c), v1alpha1.LabelRevision: rev})
-	if err := r.List(ctx, &pods, client.InNamespace(ms.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
+	if err := r.List(ctx, &pods, r.podsOf(ms, client.MatchingLabelsSelector{Selector: sel})...); err != nil {
 		return false, fmt.Errorf("listing candidate pods: %w", err)
 	}
 	d := &appsv1.Deployment{}
