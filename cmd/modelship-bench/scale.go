@@ -4,7 +4,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -108,10 +107,11 @@ func runScale(args []string) error {
 	if err := stack.Build(ctx, testenv.RepoRoot(), filepath.Join(abs, "bin")); err != nil {
 		return err
 	}
-	metricsAddr, err := freeAddr()
+	metricsPort, err := devenv.FreePort()
 	if err != nil {
 		return err
 	}
+	metricsAddr := "127.0.0.1:" + strconv.Itoa(metricsPort)
 	ctrlProc, err := env.StartProcess("controller", []string{filepath.Join(abs, "bin", "modelship-controller"),
 		"--prometheus-url", prom.URL, "--prometheus-timeout", "3s",
 		"--metrics-bind-address", metricsAddr, "--metrics-secure=false", "--health-probe-bind-address", "0",
@@ -212,15 +212,6 @@ func runScale(args []string) error {
 	}
 	printScaleSummary(results)
 	return nil
-}
-
-func freeAddr() (string, error) {
-	ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer func() { _ = ln.Close() }()
-	return ln.Addr().String(), nil
 }
 
 // scaleModelServer is the i-th ModelServer of the mix: 6 in 10 with fixed replicas, 2 in 10

@@ -79,22 +79,34 @@ func (m *appliedMemory) forget(ns string, names ...string) {
 // absentMemory remembers the children that a live read found missing, by kind and name.
 type absentMemory struct {
 	mu   sync.Mutex
-	keys map[string]bool
+	keys map[types.NamespacedName]map[string]bool // by child, the kinds (Go types) found missing
 }
 
-func absentKey(key types.NamespacedName, o any) string { return fmt.Sprintf("%T/%s", o, key) }
+func kindOf(o any) string { return fmt.Sprintf("%T", o) }
 
 func (m *absentMemory) seen(key types.NamespacedName, o any) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.keys[absentKey(key, o)]
+	return m.keys[key][kindOf(o)]
 }
 
 func (m *absentMemory) mark(key types.NamespacedName, o any) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.keys == nil {
-		m.keys = map[string]bool{}
+		m.keys = map[types.NamespacedName]map[string]bool{}
 	}
-	m.keys[absentKey(key, o)] = true
+	if m.keys[key] == nil {
+		m.keys[key] = map[string]bool{}
+	}
+	m.keys[key][kindOf(o)] = true
+}
+
+// forget drops what was found missing among a ModelServer's children (it is gone).
+func (m *absentMemory) forget(ns string, names ...string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, n := range names {
+		delete(m.keys, types.NamespacedName{Namespace: ns, Name: n})
+	}
 }

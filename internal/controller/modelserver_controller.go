@@ -195,7 +195,9 @@ func (r *ModelServerReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		if apierrors.IsNotFound(err) {
 			telemetry.Forget(req.NamespacedName)
 			r.fresh.forget(req.NamespacedName)
-			r.applied.forget(req.Namespace, req.Name, req.Name+"-"+string(v1alpha1.Blue), req.Name+"-"+string(v1alpha1.Green))
+			children := []string{req.Name, req.Name + "-" + string(v1alpha1.Blue), req.Name + "-" + string(v1alpha1.Green)}
+			r.applied.forget(req.Namespace, children...)
+			r.absent.forget(req.Namespace, children...)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}

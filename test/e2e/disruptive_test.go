@@ -5,7 +5,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"net"
 	"sort"
 	"strings"
 	"testing"
@@ -416,7 +415,11 @@ func storyLeaderFailover(t *testing.T) {
 	urls := map[string]string{}
 	procs := map[string]*devenv.Process{}
 	for _, name := range []string{"controller-a", "controller-b"} {
-		addr := freeLoopbackAddr(t)
+		port, err := devenv.FreePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := fmt.Sprintf("127.0.0.1:%d", port)
 		p, err := st.StartControllerNamed(name, "--leader-elect", "--leader-election-namespace", "default",
 			"--metrics-bind-address", addr, "--metrics-secure=false")
 		if err != nil {
@@ -484,14 +487,4 @@ func storyLeaderFailover(t *testing.T) {
 		t.Errorf("history %+v, want one Promoted", h)
 	}
 	figure(t, "leader killed mid-rollout", "the other replica led %s later (lease 15s, retry 2s); promoted without a step back", secs(took))
-}
-
-func freeLoopbackAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = ln.Close() }()
-	return ln.Addr().String()
 }

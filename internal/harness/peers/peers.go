@@ -6,10 +6,10 @@ package peers
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/modelship/modelship/internal/harness/devenv"
@@ -61,14 +61,10 @@ type Peer struct {
 	Ready time.Duration
 }
 
+// freePort is devenv.FreePort as text, for flags.
 func freePort() (string, error) {
-	ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer func() { _ = ln.Close() }()
-	_, port, err := net.SplitHostPort(ln.Addr().String())
-	return port, err
+	port, err := devenv.FreePort()
+	return strconv.Itoa(port), err
 }
 
 // StartFlagger runs Flagger with the Gateway API provider against env, reading metrics from
