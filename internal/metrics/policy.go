@@ -101,7 +101,7 @@ func checkNamespaced(tmpl, namespace string) error {
 
 func scopedTo(ms []*labels.Matcher, namespace string) bool {
 	for _, m := range ms {
-		if m.Name == LabelNamespace && m.Type == labels.MatchEqual && m.Value == namespace {
+		if m.Name == "namespace" && m.Type == labels.MatchEqual && m.Value == namespace {
 			return true
 		}
 	}

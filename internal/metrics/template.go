@@ -48,6 +48,10 @@ type Vars struct {
 	Revision string
 	// Pods is a regular expression matching the color's pods (see PodRegex), for pod=~"...".
 	Pods string
+	// Pool is a regular expression matching the color's InferencePool (both colors' pools in
+	// autoscaling queries), for the endpoint picker's metrics: name=~"{{.Pool}}" (or
+	// inference_pool=~). Meaningful with spec.gateway.backend InferencePool.
+	Pool string
 	// Window is the analysis window as a PromQL duration (see PromDuration), e.g. 2m.
 	Window string
 }
@@ -59,6 +63,7 @@ func (v Vars) data() map[string]string {
 		"Color":     escape(v.Color),
 		"Revision":  escape(v.Revision),
 		"Pods":      escape(v.Pods),
+		"Pool":      escape(v.Pool),
 		"Window":    escape(v.Window),
 	}
 }
@@ -104,6 +109,7 @@ func Validate(tmpl string) error {
 		Color:     "blue",
 		Revision:  "0123456789",
 		Pods:      PodRegex("model-blue"),
+		Pool:      regexp.QuoteMeta("model-blue"),
 		Window:    PromDuration(ScrapesPerWindow * DefaultScrapeInterval),
 	})
 	return err

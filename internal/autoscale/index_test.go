@@ -1,92 +1,94 @@
-package metrics
+package autoscale
 
 import (
 	"maps"
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/modelship/modelship/internal/metrics"
 )
 
-func TestPodValues(t *testing.T) {
+func TestIndexByPod(t *testing.T) {
 	cases := []struct {
 		name   string
-		series []Series
+		series []metrics.Series
 		want   map[PodKey]float64
 	}{
 		{
 			name: "reads namespace and pod of a directly scraped model server",
-			series: []Series{
+			series: []metrics.Series{
 				{Labels: map[string]string{"namespace": "ml", "pod": "llama-blue-7d9c-abcde"}, Value: 3},
 				{Labels: map[string]string{"namespace": "ml", "pod": "llama-blue-7d9c-fghij"}, Value: 0},
 			},
 			want: map[PodKey]float64{
-				{Namespace: "ml", Pod: "llama-blue-7d9c-abcde"}: 3,
-				{Namespace: "ml", Pod: "llama-blue-7d9c-fghij"}: 0,
+				{Namespace: "ml", Name: "llama-blue-7d9c-abcde"}: 3,
+				{Namespace: "ml", Name: "llama-blue-7d9c-fghij"}: 0,
 			},
 		},
 		{
 			name: "prefers the exporter's renamed labels over the scrape target's",
-			series: []Series{{Labels: map[string]string{
+			series: []metrics.Series{{Labels: map[string]string{
 				"namespace": "gpu-operator", "pod": "nvidia-dcgm-exporter-x7k2p",
 				"exported_namespace": "ml", "exported_pod": "llama-blue-7d9c-abcde",
 			}, Value: 91}},
-			want: map[PodKey]float64{{Namespace: "ml", Pod: "llama-blue-7d9c-abcde"}: 91},
+			want: map[PodKey]float64{{Namespace: "ml", Name: "llama-blue-7d9c-abcde"}: 91},
 		},
 		{
 			name: "reads the exporter's labels kept as namespace and pod with honor_labels",
-			series: []Series{{Labels: map[string]string{
+			series: []metrics.Series{{Labels: map[string]string{
 				"namespace": "ml", "pod": "llama-blue-7d9c-abcde", "container": "vllm", "gpu": "0",
 			}, Value: 55}},
-			want: map[PodKey]float64{{Namespace: "ml", Pod: "llama-blue-7d9c-abcde"}: 55},
+			want: map[PodKey]float64{{Namespace: "ml", Name: "llama-blue-7d9c-abcde"}: 55},
 		},
 		{
 			name: "averages the GPUs of one pod",
-			series: []Series{
+			series: []metrics.Series{
 				{Labels: map[string]string{"exported_namespace": "ml", "exported_pod": "p", "gpu": "0"}, Value: 90},
 				{Labels: map[string]string{"exported_namespace": "ml", "exported_pod": "p", "gpu": "1"}, Value: 70},
 				{Labels: map[string]string{"exported_namespace": "ml", "exported_pod": "q", "gpu": "2"}, Value: 10},
 			},
-			want: map[PodKey]float64{{Namespace: "ml", Pod: "p"}: 80, {Namespace: "ml", Pod: "q"}: 10},
+			want: map[PodKey]float64{{Namespace: "ml", Name: "p"}: 80, {Namespace: "ml", Name: "q"}: 10},
 		},
 		{
 			name: "keeps pods of the same name in different namespaces apart",
-			series: []Series{
+			series: []metrics.Series{
 				{Labels: map[string]string{"namespace": "a", "pod": "p"}, Value: 1},
 				{Labels: map[string]string{"namespace": "b", "pod": "p"}, Value: 2},
 			},
-			want: map[PodKey]float64{{Namespace: "a", Pod: "p"}: 1, {Namespace: "b", Pod: "p"}: 2},
+			want: map[PodKey]float64{{Namespace: "a", Name: "p"}: 1, {Namespace: "b", Name: "p"}: 2},
 		},
 		{
 			name: "falls back to the target's namespace when only the pod label was renamed",
-			series: []Series{
+			series: []metrics.Series{
 				{Labels: map[string]string{"namespace": "ml", "pod": "exporter", "exported_pod": "p"}, Value: 4},
 			},
-			want: map[PodKey]float64{{Namespace: "ml", Pod: "p"}: 4},
+			want: map[PodKey]float64{{Namespace: "ml", Name: "p"}: 4},
 		},
 		{
 			name: "reads the workload's namespace from exported_namespace when only the namespace label was renamed",
-			series: []Series{
+			series: []metrics.Series{
 				{Labels: map[string]string{"namespace": "gpu-operator", "exported_namespace": "ml", "pod": "llama-blue-7d9c-abcde", "gpu": "0"}, Value: 60},
 			},
-			want: map[PodKey]float64{{Namespace: "ml", Pod: "llama-blue-7d9c-abcde"}: 60},
+			want: map[PodKey]float64{{Namespace: "ml", Name: "llama-blue-7d9c-abcde"}: 60},
 		},
 		{
 			name: "skips series that name no pod, and an empty exported_pod falls back to pod",
-			series: []Series{
+			series: []metrics.Series{
 				{Labels: map[string]string{"namespace": "ml"}, Value: 1},
 				{Labels: map[string]string{}, Value: 1},
 				{Labels: map[string]string{"namespace": "gpu-operator", "pod": "exporter", "exported_pod": ""}, Value: 0},
 			},
-			want: map[PodKey]float64{{Namespace: "gpu-operator", Pod: "exporter"}: 0},
+			want: map[PodKey]float64{{Namespace: "gpu-operator", Name: "exporter"}: 0},
 		},
 		{
 			name: "skips NaN and infinite values rather than averaging them in",
-			series: []Series{
+			series: []metrics.Series{
 				{Labels: map[string]string{"namespace": "ml", "pod": "p"}, Value: math.NaN()},
 				{Labels: map[string]string{"namespace": "ml", "pod": "p"}, Value: 40},
 				{Labels: map[string]string{"namespace": "ml", "pod": "q"}, Value: math.Inf(1)},
 			},
-			want: map[PodKey]float64{{Namespace: "ml", Pod: "p"}: 40},
+			want: map[PodKey]float64{{Namespace: "ml", Name: "p"}: 40},
 		},
 		{
 			name:   "no series is no pod, not pods at zero",
@@ -96,7 +98,7 @@ func TestPodValues(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := PodValues(tc.series)
+			got := index(tc.series, podOf)
 			if !maps.Equal(got, tc.want) {
 				t.Fatalf("got %v, want %v", got, tc.want)
 			}
@@ -105,18 +107,22 @@ func TestPodValues(t *testing.T) {
 }
 
 func TestSignalQueries(t *testing.T) {
+	podLabels := " by (namespace, pod, exported_namespace, exported_pod) "
 	cases := []struct {
 		name    string
 		query   string
 		metrics []string
+		by      string
 	}{
-		{"GPU utilization reads DCGM", QueryGPUUtilization, []string{"DCGM_FI_DEV_GPU_UTIL"}},
-		{"requests waiting reads vLLM and SGLang", QueryRequestsWaiting, []string{"vllm:num_requests_waiting", "sglang:num_queue_reqs"}},
-		{"requests running reads vLLM and SGLang", QueryRequestsRunning, []string{"vllm:num_requests_running", "sglang:num_running_reqs"}},
-		{"KV-cache usage reads both vLLM names and SGLang", QueryKVCacheUsage, []string{"vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage"}},
+		{"GPU utilization reads DCGM", QueryGPUUtilization, []string{"DCGM_FI_DEV_GPU_UTIL"}, podLabels},
+		{"requests waiting reads vLLM and SGLang", QueryRequestsWaiting, []string{"vllm:num_requests_waiting", "sglang:num_queue_reqs"}, podLabels},
+		{"KV-cache usage reads both vLLM names and SGLang", QueryKVCacheUsage, []string{"vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage"}, podLabels},
+		{"pool queue size reads the inference extension's and llm-d's names", QueryPoolQueueSize, []string{"inference_pool_average_queue_size", "llm_d_epp_average_queue_size"}, " by (namespace, exported_namespace, name) "},
+		{"pool saturation reads the flow controller's names", QueryPoolSaturation, []string{"inference_extension_flow_control_pool_saturation", "llm_d_epp_flow_control_pool_saturation"}, " by (namespace, exported_namespace, inference_pool, name) "},
+		{"running requests read InferenceObjective's and InferenceModel's names", QueryObjectiveRunning, []string{"inference_objective_running_requests", "inference_model_running_requests"}, " by (namespace, exported_namespace, model_name) "},
 	}
 	for _, tc := range cases {
-		t.Run(tc.name+", grouped per pod for every ModelServer at once", func(t *testing.T) {
+		t.Run(tc.name+", grouped for every ModelServer at once", func(t *testing.T) {
 			for _, m := range tc.metrics {
 				if !strings.Contains(tc.query, "("+m+")") {
 					t.Errorf("query lacks %s: %s", m, tc.query)
@@ -125,10 +131,10 @@ func TestSignalQueries(t *testing.T) {
 			if strings.Contains(tc.query, "{") {
 				t.Errorf("query filters series, want one query for every ModelServer: %s", tc.query)
 			}
-			if n := strings.Count(tc.query, " by (namespace, pod, exported_namespace, exported_pod) "); n != len(tc.metrics) {
-				t.Errorf("%d of %d metrics grouped by both pod label variants: %s", n, len(tc.metrics), tc.query)
+			if n := strings.Count(tc.query, tc.by); n != len(tc.metrics) {
+				t.Errorf("%d of %d metrics grouped%s: %s", n, len(tc.metrics), tc.by, tc.query)
 			}
-			if !balanced(tc.query) {
+			if strings.Count(tc.query, "(") != strings.Count(tc.query, ")") {
 				t.Errorf("unbalanced: %s", tc.query)
 			}
 		})
