@@ -47,6 +47,8 @@ type ModelServerList struct {
 }
 
 // ModelServerSpec is the desired state of a ModelServer.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.autoscaling) || !has(self.autoscaling.metrics) || !self.autoscaling.metrics.exists(m, has(m.endpointPicker)) || (has(self.gateway.backend) && self.gateway.backend == 'InferencePool')",message="spec.autoscaling.metrics[*].endpointPicker reads the InferencePools' endpoint picker and needs spec.gateway.backend InferencePool"
 type ModelServerSpec struct {
 	// Template is the pod template of the model server, as in a Deployment: image, args, ports,
 	// resources (nvidia.com/gpu), probes, volumes with model weights, node selection for a GPU
@@ -378,7 +380,7 @@ type AnalysisSpec struct {
 	// rendered as the metrics' queries are.
 	// +kubebuilder:validation:MaxLength=4096
 	// +kubebuilder:validation:XValidation:rule="self.matches('[^[:space:]]')",message="spec.rollout.analysis.sampleQuery must not be blank"
-	// +kubebuilder:validation:XValidation:rule="self.matches('^([^{]|[{][^{]|[{]$|[{][{](-[[:space:]])?[[:space:]]*[.](Namespace|Name|Color|Revision|Pods|Window)[[:space:]]*([[:space:]]-)?[}][}])*$')",message="spec.rollout.analysis.sampleQuery may use only the template keys {{.Namespace}}, {{.Name}}, {{.Color}}, {{.Revision}}, {{.Pods}} and {{.Window}}, each as {{.Key}}"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([^{]|[{][^{]|[{]$|[{][{](-[[:space:]])?[[:space:]]*[.](Namespace|Name|Color|Revision|Pods|Pool|Window)[[:space:]]*([[:space:]]-)?[}][}])*$')",message="spec.rollout.analysis.sampleQuery may use only the template keys {{.Namespace}}, {{.Name}}, {{.Color}}, {{.Revision}}, {{.Pods}}, {{.Pool}} and {{.Window}}, each as {{.Key}}"
 	// +optional
 	SampleQuery string `json:"sampleQuery,omitempty"`
 
@@ -408,7 +410,7 @@ type AnalysisMetric struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=4096
 	// +kubebuilder:validation:XValidation:rule="self.matches('[^[:space:]]')",message="spec.rollout.analysis.metrics[*].query must not be blank"
-	// +kubebuilder:validation:XValidation:rule="self.matches('^([^{]|[{][^{]|[{]$|[{][{](-[[:space:]])?[[:space:]]*[.](Namespace|Name|Color|Revision|Pods|Window)[[:space:]]*([[:space:]]-)?[}][}])*$')",message="spec.rollout.analysis.metrics[*].query may use only the template keys {{.Namespace}}, {{.Name}}, {{.Color}}, {{.Revision}}, {{.Pods}} and {{.Window}}, each as {{.Key}}"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([^{]|[{][^{]|[{]$|[{][{](-[[:space:]])?[[:space:]]*[.](Namespace|Name|Color|Revision|Pods|Pool|Window)[[:space:]]*([[:space:]]-)?[}][}])*$')",message="spec.rollout.analysis.metrics[*].query may use only the template keys {{.Namespace}}, {{.Name}}, {{.Color}}, {{.Revision}}, {{.Pods}}, {{.Pool}} and {{.Window}}, each as {{.Key}}"
 	// +required
 	Query string `json:"query"`
 
@@ -447,7 +449,7 @@ type AnalysisHistogram struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=4096
 	// +kubebuilder:validation:XValidation:rule="self.matches('[^[:space:]]')",message="spec.rollout.analysis.metrics[*].histogram.bucketQuery must not be blank"
-	// +kubebuilder:validation:XValidation:rule="self.matches('^([^{]|[{][^{]|[{]$|[{][{](-[[:space:]])?[[:space:]]*[.](Namespace|Name|Color|Revision|Pods|Window)[[:space:]]*([[:space:]]-)?[}][}])*$')",message="spec.rollout.analysis.metrics[*].histogram.bucketQuery may use only the template keys {{.Namespace}}, {{.Name}}, {{.Color}}, {{.Revision}}, {{.Pods}} and {{.Window}}, each as {{.Key}}"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([^{]|[{][^{]|[{]$|[{][{](-[[:space:]])?[[:space:]]*[.](Namespace|Name|Color|Revision|Pods|Pool|Window)[[:space:]]*([[:space:]]-)?[}][}])*$')",message="spec.rollout.analysis.metrics[*].histogram.bucketQuery may use only the template keys {{.Namespace}}, {{.Name}}, {{.Color}}, {{.Revision}}, {{.Pods}}, {{.Pool}} and {{.Window}}, each as {{.Key}}"
 	// +required
 	BucketQuery string `json:"bucketQuery"`
 
@@ -514,7 +516,7 @@ type AutoscalingSpec struct {
 
 // AutoscalingMetric is one scaling signal. Exactly one field is set.
 //
-// +kubebuilder:validation:XValidation:rule="[has(self.gpuUtilization), has(self.requestsWaiting), has(self.kvCacheUsage), has(self.prometheus), has(self.resource), has(self.external)].filter(x, x).size() == 1",message="exactly one of gpuUtilization, requestsWaiting, kvCacheUsage, prometheus, resource or external must be set in each spec.autoscaling.metrics item"
+// +kubebuilder:validation:XValidation:rule="[has(self.gpuUtilization), has(self.requestsWaiting), has(self.kvCacheUsage), has(self.prometheus), has(self.resource), has(self.external), has(self.saturation), has(self.endpointPicker)].filter(x, x).size() == 1",message="exactly one of gpuUtilization, requestsWaiting, kvCacheUsage, prometheus, resource, external, saturation or endpointPicker must be set in each spec.autoscaling.metrics item"
 type AutoscalingMetric struct {
 	// GPUUtilization targets the average GPU utilization of the pods, in percent, from NVIDIA's
 	// DCGM exporter (DCGM_FI_DEV_GPU_UTIL).
@@ -546,6 +548,105 @@ type AutoscalingMetric struct {
 	// ceil(value / targetPerReplica).
 	// +optional
 	External *ExternalMetric `json:"external,omitempty"`
+
+	// Saturation scales on saturated replicas, as llm-d's workload variant autoscaler does: a
+	// replica is saturated when its KV-cache use or its queue (the requestsWaiting and
+	// kvCacheUsage signals) reaches a threshold. It asks for more replicas when the replicas
+	// that are not saturated have, on average, less spare KV-cache or queue room than a
+	// trigger (or when all are saturated), and for fewer only when none is saturated and the
+	// load, spread over fewer replicas, still leaves that room.
+	// +optional
+	Saturation *SaturationMetric `json:"saturation,omitempty"`
+
+	// EndpointPicker reads the InferencePool endpoint picker's own metrics (Gateway API
+	// Inference Extension, llm-d) for the ModelServer's pools; only with spec.gateway.backend
+	// InferencePool.
+	// +optional
+	EndpointPicker *EndpointPickerMetric `json:"endpointPicker,omitempty"`
+}
+
+// SaturationMetric are the thresholds of saturation-based scaling. The defaults are llm-d's
+// published ones: saturated at 80% KV-cache or 5 queued requests, scale up when the spare room
+// falls below 10% KV-cache or 3 requests.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.kvCacheThresholdPercent) || !has(self.kvSpareTriggerPercent) || self.kvSpareTriggerPercent < self.kvCacheThresholdPercent",message="spec.autoscaling.metrics[*].saturation.kvSpareTriggerPercent must be less than kvCacheThresholdPercent"
+// +kubebuilder:validation:XValidation:rule="!has(self.queueLengthThreshold) || !has(self.queueSpareTrigger) || self.queueSpareTrigger < self.queueLengthThreshold",message="spec.autoscaling.metrics[*].saturation.queueSpareTrigger must be less than queueLengthThreshold"
+type SaturationMetric struct {
+	// KVCacheThresholdPercent: a replica whose KV-cache use reaches this percentage is
+	// saturated, 1 to 100. Defaults to 80.
+	// +kubebuilder:default=80
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	// +optional
+	KVCacheThresholdPercent int32 `json:"kvCacheThresholdPercent,omitempty"`
+
+	// QueueLengthThreshold: a replica with this many requests waiting is saturated, 1 to
+	// 10000. Defaults to 5.
+	// +kubebuilder:default=5
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10000
+	// +optional
+	QueueLengthThreshold int32 `json:"queueLengthThreshold,omitempty"`
+
+	// KVSpareTriggerPercent: scale up when the replicas that are not saturated have on average
+	// less KV-cache room than this below the threshold, in percentage points, from 0 to below
+	// kvCacheThresholdPercent. Defaults to 10.
+	// +kubebuilder:default=10
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=99
+	// +optional
+	KVSpareTriggerPercent *int32 `json:"kvSpareTriggerPercent,omitempty"`
+
+	// QueueSpareTrigger: scale up when the replicas that are not saturated have on average
+	// room for fewer queued requests than this below the threshold, from 0 to below
+	// queueLengthThreshold. Defaults to 3.
+	// +kubebuilder:default=3
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=9999
+	// +optional
+	QueueSpareTrigger *int32 `json:"queueSpareTrigger,omitempty"`
+}
+
+// EndpointPickerSignal is one of the endpoint picker's metrics.
+// +kubebuilder:validation:Enum=QueueSize;PoolSaturation;RunningRequests
+type EndpointPickerSignal string
+
+const (
+	// EndpointPickerQueueSize is the pools' average number of requests queued per pod
+	// (inference_pool_average_queue_size, llm_d_epp_average_queue_size), averaged over both
+	// colors' pools by their Ready pods; target is the queue per pod.
+	EndpointPickerQueueSize EndpointPickerSignal = "QueueSize"
+	// EndpointPickerPoolSaturation is the flow controller's pool saturation, 0..1
+	// (inference_extension_flow_control_pool_saturation, llm_d_epp_flow_control_pool_saturation),
+	// averaged over both colors' pools by their Ready pods; target is a fraction.
+	EndpointPickerPoolSaturation EndpointPickerSignal = "PoolSaturation"
+	// EndpointPickerRunningRequests is an InferenceObjective's running requests
+	// (inference_objective_running_requests for model_name = objective, summed over the
+	// endpoint pickers); target is the requests per replica.
+	EndpointPickerRunningRequests EndpointPickerSignal = "RunningRequests"
+)
+
+// EndpointPickerMetric targets one of the endpoint picker's metrics.
+//
+// +kubebuilder:validation:XValidation:rule="(self.signal == 'RunningRequests') == has(self.objective)",message="spec.autoscaling.metrics[*].endpointPicker.objective (the model name) is required with signal RunningRequests and only with it"
+// +kubebuilder:validation:XValidation:rule="self.signal != 'PoolSaturation' || (type(self.target) == int ? self.target == 1 : !quantity(self.target).isGreaterThan(quantity('1')))",message="spec.autoscaling.metrics[*].endpointPicker.target must be a fraction greater than 0 and at most 1 with signal PoolSaturation, such as 0.8"
+type EndpointPickerMetric struct {
+	// Signal is the metric read: QueueSize, PoolSaturation or RunningRequests.
+	// +required
+	Signal EndpointPickerSignal `json:"signal"`
+
+	// Target is the queue per pod (QueueSize), the saturation fraction (PoolSaturation, at
+	// most 1) or the running requests per replica (RunningRequests), greater than 0.
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self > 0 : !(self.startsWith('-') || self in ['0', '+0', '0.', '.0', '0.0', '0.00', '0m', '0u', '0n'])",message="spec.autoscaling.metrics[*].endpointPicker.target must be greater than 0"
+	// +required
+	Target resource.Quantity `json:"target"`
+
+	// Objective is the model name whose running requests are read (the model_name label,
+	// as the InferenceObjective or the request names it); with signal RunningRequests only.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	Objective string `json:"objective,omitempty"`
 }
 
 // GPUUtilizationMetric targets an average GPU utilization.
@@ -582,7 +683,7 @@ type PrometheusMetric struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=4096
 	// +kubebuilder:validation:XValidation:rule="self.matches('[^[:space:]]')",message="spec.autoscaling.metrics[*].prometheus.query must not be blank"
-	// +kubebuilder:validation:XValidation:rule="self.matches('^([^{]|[{][^{]|[{]$|[{][{](-[[:space:]])?[[:space:]]*[.](Namespace|Name|Color|Revision|Pods|Window)[[:space:]]*([[:space:]]-)?[}][}])*$')",message="spec.autoscaling.metrics[*].prometheus.query may use only the template keys {{.Namespace}}, {{.Name}}, {{.Color}}, {{.Revision}}, {{.Pods}} and {{.Window}}, each as {{.Key}}"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([^{]|[{][^{]|[{]$|[{][{](-[[:space:]])?[[:space:]]*[.](Namespace|Name|Color|Revision|Pods|Pool|Window)[[:space:]]*([[:space:]]-)?[}][}])*$')",message="spec.autoscaling.metrics[*].prometheus.query may use only the template keys {{.Namespace}}, {{.Name}}, {{.Color}}, {{.Revision}}, {{.Pods}}, {{.Pool}} and {{.Window}}, each as {{.Key}}"
 	// +required
 	Query string `json:"query"`
 

@@ -24,6 +24,8 @@ type ColorTarget struct {
 	// Pods is a regular expression matching exactly the color's pods (metrics.PodRegex of the
 	// Deployment's name). Empty for a color that does not exist.
 	Pods string
+	// Pool is a regular expression matching exactly the color's InferencePool.
+	Pool string
 }
 
 // Target is the rollout being analysed.
@@ -41,6 +43,7 @@ func (t Target) vars(c ColorTarget, window string) metrics.Vars {
 		Color:     string(c.Color),
 		Revision:  c.Revision,
 		Pods:      c.Pods,
+		Pool:      c.Pool,
 		Window:    window,
 	}
 }

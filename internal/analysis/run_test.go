@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
+
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
 	"github.com/modelship/modelship/internal/metrics"
 )
@@ -515,5 +518,33 @@ func TestSummarize(t *testing.T) {
 				t.Fatalf("Summarize = %s %q, want %s %q", got, msg, tc.want, tc.wantMsg)
 			}
 		})
+	}
+}
+
+// TestRunReadsTheEndpointPickerPerPool: over InferencePools, a metric reads the endpoint
+// picker's gauges for each color's pool through {{.Pool}}; a candidate whose pool queues three
+// times as much as the stable one fails a 1.5x bound, an equal one passes.
+func TestRunReadsTheEndpointPickerPerPool(t *testing.T) {
+	spec := v1alpha1.AnalysisSpec{Preset: v1alpha1.AnalysisPresetNone, Metrics: []v1alpha1.AnalysisMetric{{
+		Name: "epp-queue", Query: `max(inference_pool_average_queue_size{namespace="{{.Namespace}}",name=~"{{.Pool}}"})`,
+		MaxRatioToStable: ptr.To(resource.MustParse("1.5")),
+	}}}
+	pooled := target
+	pooled.Candidate.Pool, pooled.Stable.Pool = "llama-green", "llama-blue"
+	for _, tc := range []struct {
+		candidate float64
+		want      v1alpha1.Verdict
+	}{{6, v1alpha1.VerdictFail}, {2, v1alpha1.VerdictPass}} {
+		f := &fakeQuerier{rules: []rule{
+			{contains: []string{`name=~"llama-green"`}, sample: ok(tc.candidate)},
+			{contains: []string{`name=~"llama-blue"`}, sample: ok(2)},
+		}}
+		res, err := Run(context.Background(), f, spec, pooled, 2*time.Minute, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := verdicts(res)["epp-queue"]; got != tc.want {
+			t.Errorf("candidate pool queue %g vs stable 2: %s, want %s (%+v)", tc.candidate, got, tc.want, res)
+		}
 	}
 }

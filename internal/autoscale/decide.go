@@ -185,9 +185,12 @@ func (s settings) cause(props []v1alpha1.Proposal, best int, cur, desired int32,
 	case best >= 0:
 		p := props[best]
 		k, tgt := target(s.metrics[best])
-		if k == total {
+		switch k {
+		case saturated:
+			why = fmt.Sprintf("%s %s (%s)", p.Metric, p.Value, p.Message)
+		case total:
 			why = fmt.Sprintf("%s %s (target %s per replica)", p.Metric, p.Value, fmtNum(tgt))
-		} else {
+		default:
 			v, _ := strconv.ParseFloat(p.Value, 64)
 			op := "="
 			if v > tgt {
@@ -236,6 +239,16 @@ func (s settings) propose(in Input, cur int32) ([]v1alpha1.Proposal, int, []stri
 		case math.IsNaN(o.Value) || math.IsInf(o.Value, 0) || o.Value < 0:
 			p.Value = fmtNum(o.Value)
 			p.Message = "value is not a finite non-negative number"
+		case k == saturated:
+			if o.Saturation == nil {
+				p.Message = "no saturation sample"
+				break
+			}
+			st := resolveSaturation(m.Saturation)
+			p.Target = st.String()
+			p.Value = fmt.Sprintf("%d/%d saturated", o.Saturation.Saturated, o.Saturation.Pods)
+			n, p.Message = proposeSaturation(st, o, cur)
+			valid = true
 		default:
 			p.Value = fmtNum(o.Value)
 			n, p.Message, valid = replicas(k, o, tgt, s.tolerance, cur, in.Ready)

@@ -127,6 +127,10 @@ func MetricName(m v1alpha1.AutoscalingMetric) string {
 		return "resource/" + string(m.Resource.Name)
 	case m.External != nil:
 		return "external/" + m.External.MetricName
+	case m.Saturation != nil:
+		return MetricSaturation
+	case m.EndpointPicker != nil:
+		return MetricEndpointPicker + "/" + string(m.EndpointPicker.Signal)
 	}
 	return ""
 }
@@ -151,8 +155,9 @@ func MetricNames(ms []v1alpha1.AutoscalingMetric) []string {
 type kind int
 
 const (
-	average kind = iota // ratio rule over pods: ceil(pods * value/target)
-	total               // ceil(value / targetPerReplica)
+	average   kind = iota // ratio rule over pods: ceil(pods * value/target)
+	total                 // ceil(value / targetPerReplica)
+	saturated             // saturation thresholds (proposeSaturation)
 )
 
 // target returns how a metric is judged: its kind and its target (average or per replica).
@@ -174,6 +179,13 @@ func target(m v1alpha1.AutoscalingMetric) (kind, float64) {
 		return average, float64(m.Resource.TargetAverageUtilization)
 	case m.External != nil:
 		return total, m.External.TargetPerReplica.AsApproximateFloat64()
+	case m.Saturation != nil:
+		return saturated, resolveSaturation(m.Saturation).kv
+	case m.EndpointPicker != nil:
+		if m.EndpointPicker.Signal == v1alpha1.EndpointPickerRunningRequests {
+			return total, m.EndpointPicker.Target.AsApproximateFloat64()
+		}
+		return average, m.EndpointPicker.Target.AsApproximateFloat64()
 	}
 	return average, 0
 }

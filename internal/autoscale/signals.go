@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -11,19 +12,35 @@ import (
 	"github.com/modelship/modelship/internal/metrics"
 )
 
-// PromQL of the built-in signals. Each is one query for every pod of every ModelServer,
-// grouped by pod; Snapshot.Observe picks a ModelServer's pods in memory.
+// PromQL of the built-in signals. Each is one query for every pod (or pool) of every
+// ModelServer, grouped by pod (or pool); Snapshot.Observe picks a ModelServer's pods in memory.
+// Every grouping keeps both label variants (namespace/pod and exported_namespace/exported_pod):
+// a label that a series lacks is simply empty in its group (see indexByPod).
 const (
 	// QueryGPUUtilization averages NVIDIA DCGM's GPU utilization (percent) per pod over the
 	// pod's GPUs. dcgm-exporter labels the workload pod as pod/namespace when scraped with
 	// honorLabels, and as exported_pod/exported_namespace otherwise (pod is then the exporter's
 	// own pod); Snapshot prefers exported_* when present.
 	QueryGPUUtilization = `avg by (namespace, pod, exported_namespace, exported_pod) (DCGM_FI_DEV_GPU_UTIL)`
-	// QueryRequestsWaiting sums the requests queued in each pod (vLLM, else SGLang).
-	QueryRequestsWaiting = `sum by (namespace, pod) (vllm:num_requests_waiting) or sum by (namespace, pod) (sglang:num_queue_reqs)`
-	// QueryKVCacheUsage is each pod's KV-cache use, 0..1 (vLLM's current name, its name before
-	// v0.10, else SGLang's token usage).
-	QueryKVCacheUsage = `avg by (namespace, pod) (vllm:kv_cache_usage_perc) or avg by (namespace, pod) (vllm:gpu_cache_usage_perc) or avg by (namespace, pod) (sglang:token_usage)`
+	// QueryRequestsWaiting sums the requests queued in each pod over its engines (vLLM's
+	// vllm:num_requests_waiting, else SGLang's sglang:num_queue_reqs; a pod serves one of them).
+	QueryRequestsWaiting = `sum by (namespace, pod, exported_namespace, exported_pod) (vllm:num_requests_waiting) or sum by (namespace, pod, exported_namespace, exported_pod) (sglang:num_queue_reqs)`
+	// QueryKVCacheUsage is each pod's KV-cache use, 0..1, averaged over its engines: vLLM's
+	// vllm:kv_cache_usage_perc (a fraction despite its name), its name before v0.10
+	// (vllm:gpu_cache_usage_perc), else SGLang's sglang:token_usage.
+	QueryKVCacheUsage = `avg by (namespace, pod, exported_namespace, exported_pod) (vllm:kv_cache_usage_perc) or avg by (namespace, pod, exported_namespace, exported_pod) (vllm:gpu_cache_usage_perc) or avg by (namespace, pod, exported_namespace, exported_pod) (sglang:token_usage)`
+
+	// QueryPoolQueueSize is each InferencePool's average queue per pod as its endpoint picker
+	// reports it, labelled name=<pool> (the Gateway API Inference Extension's name, else
+	// llm-d's newer one).
+	QueryPoolQueueSize = `avg by (namespace, exported_namespace, name) (inference_pool_average_queue_size) or avg by (namespace, exported_namespace, name) (llm_d_epp_average_queue_size)`
+	// QueryPoolSaturation is each InferencePool's saturation, 0..1, from the endpoint picker's
+	// flow controller, labelled inference_pool=<pool> (older releases: name=<pool>).
+	QueryPoolSaturation = `max by (namespace, exported_namespace, inference_pool, name) (inference_extension_flow_control_pool_saturation) or max by (namespace, exported_namespace, inference_pool, name) (llm_d_epp_flow_control_pool_saturation)`
+	// QueryObjectiveRunning is each model name's running requests summed over the endpoint
+	// pickers of a namespace (inference_objective_running_requests, called
+	// inference_model_running_requests before InferenceObjective).
+	QueryObjectiveRunning = `sum by (namespace, exported_namespace, model_name) (inference_objective_running_requests) or sum by (namespace, exported_namespace, model_name) (inference_model_running_requests)`
 )
 
 // Signals are the queries of the built-in signals; an empty query is not run (its metric then
@@ -35,11 +52,20 @@ type Signals struct {
 	RequestsWaiting string
 	// KVCacheUsage returns per-pod KV-cache use, 0..1.
 	KVCacheUsage string
+	// PoolQueueSize returns per-InferencePool average queue per pod.
+	PoolQueueSize string
+	// PoolSaturation returns per-InferencePool saturation, 0..1.
+	PoolSaturation string
+	// ObjectiveRunning returns per-model-name running requests.
+	ObjectiveRunning string
 }
 
-// DefaultSignals are the vLLM/SGLang and DCGM queries above.
+// DefaultSignals are the vLLM/SGLang, DCGM and endpoint picker queries above.
 func DefaultSignals() Signals {
-	return Signals{GPUUtilization: QueryGPUUtilization, RequestsWaiting: QueryRequestsWaiting, KVCacheUsage: QueryKVCacheUsage}
+	return Signals{
+		GPUUtilization: QueryGPUUtilization, RequestsWaiting: QueryRequestsWaiting, KVCacheUsage: QueryKVCacheUsage,
+		PoolQueueSize: QueryPoolQueueSize, PoolSaturation: QueryPoolSaturation, ObjectiveRunning: QueryObjectiveRunning,
+	}
 }
 
 // PodKey names a pod.
@@ -125,10 +151,16 @@ func (c *SignalCache) Get(ctx context.Context, now time.Time) (*Snapshot, error)
 
 // Fetch runs each signal's query once, at now, all at once, and indexes the series by pod.
 func Fetch(ctx context.Context, q metrics.Querier, sig Signals, now time.Time) (*Snapshot, error) {
-	queries := []struct{ metric, query string }{
-		{MetricGPUUtilization, sig.GPUUtilization},
-		{MetricRequestsWaiting, sig.RequestsWaiting},
-		{MetricKVCacheUsage, sig.KVCacheUsage},
+	queries := []struct {
+		metric, query string
+		key           func(map[string]string) PodKey
+	}{
+		{MetricGPUUtilization, sig.GPUUtilization, podOf},
+		{MetricRequestsWaiting, sig.RequestsWaiting, podOf},
+		{MetricKVCacheUsage, sig.KVCacheUsage, podOf},
+		{signalPoolQueueSize, sig.PoolQueueSize, keyOf("name")},
+		{signalPoolSaturation, sig.PoolSaturation, keyOf("inference_pool", "name")},
+		{signalObjectiveRunning, sig.ObjectiveRunning, keyOf("model_name")},
 	}
 	data := make([]signalData, len(queries))
 	var wg sync.WaitGroup
@@ -142,7 +174,7 @@ func Fetch(ctx context.Context, q metrics.Querier, sig Signals, now time.Time) (
 				data[i] = signalData{queried: true, err: fmt.Errorf("query %s: %w", x.metric, err)}
 				return
 			}
-			data[i] = signalData{queried: true, byPod: indexByPod(series)}
+			data[i] = signalData{queried: true, byPod: index(series, x.key)}
 		})
 	}
 	wg.Wait()
@@ -160,23 +192,16 @@ func Fetch(ctx context.Context, q metrics.Querier, sig Signals, now time.Time) (
 	return s, errors.Join(errs...)
 }
 
-// indexByPod maps series to pods and averages series that land on the same pod. Each of the
-// pod's namespace and name is read from its exported_ label whenever a series has it, else
-// from the plain label, independently of each other: Prometheus renames only the exporter's
-// labels that collide with a target label, so dcgm-exporter scraped with a namespace target
-// label but no pod target label gives exported_namespace (the workload's) beside pod (the
-// workload's too), and namespace is then the exporter's own.
-func indexByPod(series []metrics.Series) map[PodKey]float64 {
+// index maps series to the pod (or pool, or model name) key names, and averages series that
+// land on the same key. NaN and ±Inf values are skipped: no value is not zero.
+func index(series []metrics.Series, key func(map[string]string) PodKey) map[PodKey]float64 {
 	sums := make(map[PodKey]float64, len(series))
 	counts := make(map[PodKey]int, len(series))
 	for _, s := range series {
-		k := PodKey{Namespace: s.Labels["namespace"], Name: s.Labels["pod"]}
-		if ns := s.Labels["exported_namespace"]; ns != "" {
-			k.Namespace = ns
+		if math.IsNaN(s.Value) || math.IsInf(s.Value, 0) {
+			continue
 		}
-		if p := s.Labels["exported_pod"]; p != "" {
-			k.Name = p
-		}
+		k := key(s.Labels)
 		if k.Name == "" || k.Namespace == "" {
 			continue
 		}
@@ -191,12 +216,48 @@ func indexByPod(series []metrics.Series) map[PodKey]float64 {
 	return sums
 }
 
+// podOf reads the pod a series describes. Each of the pod's namespace and name is read from
+// its exported_ label whenever a series has it, else from the plain label, independently of
+// each other: Prometheus renames only the exporter's labels that collide with a target label,
+// so dcgm-exporter scraped with a namespace target label but no pod target label gives
+// exported_namespace (the workload's) beside pod (the workload's too), and namespace is then
+// the exporter's own.
+var podOf = keyOf("exported_pod", "pod")
+
+// keyOf reads a series' namespace (exported_namespace when present) and its name from the
+// first of names it has.
+func keyOf(names ...string) func(map[string]string) PodKey {
+	return func(l map[string]string) PodKey {
+		k := PodKey{Namespace: l["namespace"]}
+		if ns := l["exported_namespace"]; ns != "" {
+			k.Namespace = ns
+		}
+		for _, n := range names {
+			if v := l[n]; v != "" {
+				k.Name = v
+				break
+			}
+		}
+		return k
+	}
+}
+
+// Pool is one of a ModelServer's InferencePools (spec.gateway.backend InferencePool) and the
+// number of its Ready pods, the weight of its endpoint picker's averages.
+type Pool struct {
+	// Key is the pool's namespace and name.
+	Key PodKey
+	// Ready is the number of Ready pods the pool selects.
+	Ready int32
+}
+
 // Observe maps the snapshot onto one ModelServer: for each built-in metric of spec (the
-// default gpuUtilization when spec has none), an Observation over the given Ready pods. Series
-// of other pods, deleted pods or pods not Ready are not looked at. Custom metrics (prometheus,
-// resource, external) are not in the snapshot; the controller measures them and appends their
-// observations, named with MetricNames.
-func (s *Snapshot) Observe(spec v1alpha1.AutoscalingSpec, ready []PodKey) []Observation {
+// default gpuUtilization when spec has none), an Observation over the given Ready pods (and,
+// for endpointPicker metrics, its InferencePools). Series of other pods, deleted pods or pods
+// not Ready are not looked at. Custom metrics (prometheus, resource, external) are not in the
+// snapshot; the controller measures them and appends their observations, named with
+// MetricNames.
+func (s *Snapshot) Observe(spec v1alpha1.AutoscalingSpec, ready []PodKey, pools ...Pool) []Observation {
 	ms := spec.Metrics
 	if len(ms) == 0 {
 		ms = []v1alpha1.AutoscalingMetric{{GPUUtilization: &v1alpha1.GPUUtilizationMetric{}}}
@@ -212,6 +273,12 @@ func (s *Snapshot) Observe(spec v1alpha1.AutoscalingSpec, ready []PodKey) []Obse
 			key = MetricRequestsWaiting
 		case m.KVCacheUsage != nil:
 			key = MetricKVCacheUsage
+		case m.Saturation != nil:
+			out = append(out, s.observeSaturation(names[i], resolveSaturation(m.Saturation), ready))
+			continue
+		case m.EndpointPicker != nil:
+			out = append(out, s.observeEndpointPicker(names[i], m.EndpointPicker, pools))
+			continue
 		default:
 			continue
 		}
@@ -221,16 +288,24 @@ func (s *Snapshot) Observe(spec v1alpha1.AutoscalingSpec, ready []PodKey) []Obse
 	return out
 }
 
-func (s *Snapshot) observe(name, key string, k kind, ready []PodKey) Observation {
-	o := Observation{Metric: name}
+// usable returns a signal's data, or an observation saying why there is none.
+func (s *Snapshot) usable(name, key string) (signalData, *Observation) {
 	d := s.signals[key]
 	switch {
 	case !d.queried:
-		o.Status, o.Message = metrics.NoData, "signal not queried"
-		return o
+		return d, &Observation{Metric: name, Status: metrics.NoData, Message: "signal not queried"}
 	case d.err != nil:
-		o.Status, o.Message = metrics.Error, d.err.Error()
-		return o
+		return d, &Observation{Metric: name, Status: metrics.Error, Message: d.err.Error()}
+	}
+	return d, nil
+}
+
+func (s *Snapshot) observe(name, key string, k kind, ready []PodKey) Observation {
+	o := Observation{Metric: name}
+	d, bad := s.usable(name, key)
+	switch {
+	case bad != nil:
+		return *bad
 	case len(ready) == 0:
 		o.Status, o.Message = metrics.NoData, "no Ready pods"
 		return o

@@ -39,6 +39,18 @@ const (
 	MetricKVCacheUsage = "kvCacheUsage"
 	// MetricPrometheus names the (first) custom prometheus metric.
 	MetricPrometheus = "prometheus"
+	// MetricSaturation names the saturation metric.
+	MetricSaturation = "saturation"
+	// MetricEndpointPicker prefixes the endpointPicker metrics: endpointPicker/QueueSize,
+	// endpointPicker/PoolSaturation, endpointPicker/RunningRequests.
+	MetricEndpointPicker = "endpointPicker"
+)
+
+// Keys of the endpoint picker's signals in a Snapshot.
+const (
+	signalPoolQueueSize    = "poolQueueSize"
+	signalPoolSaturation   = "poolSaturation"
+	signalObjectiveRunning = "objectiveRunning"
 )
 
 // Observation is one metric's measured value for one ModelServer.
@@ -67,6 +79,8 @@ type Observation struct {
 	// HasTrend is false when it was not measured.
 	Trend    float64
 	HasTrend bool
+	// Saturation is the saturation metric's measurement (Value is then the saturated count).
+	Saturation *SaturationSample
 }
 
 // Input is everything Decide needs besides the clock.

@@ -240,7 +240,7 @@ func badSpecs() []badSpec {
 
 		// PromQL templates.
 		{name: "a query with a lower-case template key", mutate: analysisMetric(v1alpha1.AnalysisMetric{Name: "x", Query: `up{namespace="{{.namespace}}"}`, Max: qty("1")}),
-			want: []string{"spec.rollout.analysis.metrics[0].query", "may use only the template keys {{.Namespace}}, {{.Name}}, {{.Color}}, {{.Revision}}, {{.Pods}} and {{.Window}}"}},
+			want: []string{"spec.rollout.analysis.metrics[0].query", "may use only the template keys {{.Namespace}}, {{.Name}}, {{.Color}}, {{.Revision}}, {{.Pods}}, {{.Pool}} and {{.Window}}"}},
 		{name: "a query with a misspelt template key", mutate: analysisMetric(v1alpha1.AnalysisMetric{Name: "x", Query: `up{pod=~"{{.Pod}}"}`, Max: qty("1")}),
 			want: []string{"spec.rollout.analysis.metrics[0].query: Invalid value", "spec.rollout.analysis.metrics[*].query may use only the template keys"}},
 		{name: "a query with a template key without its dot", mutate: analysisMetric(v1alpha1.AnalysisMetric{Name: "x", Query: `up{pod=~"{{Pods}}"}`, Max: qty("1")}),
@@ -359,6 +359,45 @@ func badSpecs() []badSpec {
 			onPools(ms)
 			ms.Spec.Gateway.InferencePool.EndpointPickerRef.FailureMode = "Retry"
 		}, want: []string{"spec.gateway.inferencePool.endpointPickerRef.failureMode", "FailOpen", "FailClose"}},
+		// Saturation and the endpoint picker's metrics.
+		{name: "endpoint picker metrics on a Service backend", mutate: scaleOn(v1alpha1.AutoscalingMetric{EndpointPicker: &v1alpha1.EndpointPickerMetric{Signal: v1alpha1.EndpointPickerQueueSize, Target: resource.MustParse("2")}}),
+			want: []string{"spec.autoscaling.metrics[*].endpointPicker reads the InferencePools' endpoint picker and needs spec.gateway.backend InferencePool"}},
+		{name: "an endpoint picker signal it does not have", raw: func(spec map[string]any) {
+			spec["autoscaling"] = map[string]any{"maxReplicas": 4, "metrics": []any{map[string]any{"endpointPicker": map[string]any{"signal": "KVCache", "target": "1"}}}}
+			delete(spec, "replicas")
+		}, want: []string{"spec.autoscaling.metrics[0].endpointPicker.signal", "QueueSize", "PoolSaturation", "RunningRequests"}},
+		{name: "running requests without the model name", mutate: func(ms *v1alpha1.ModelServer) {
+			onPools(ms)
+			scaleOn(v1alpha1.AutoscalingMetric{EndpointPicker: &v1alpha1.EndpointPickerMetric{Signal: v1alpha1.EndpointPickerRunningRequests, Target: resource.MustParse("8")}})(ms)
+		}, want: []string{"spec.autoscaling.metrics[*].endpointPicker.objective (the model name) is required with signal RunningRequests"}},
+		{name: "a model name on the queue size", mutate: func(ms *v1alpha1.ModelServer) {
+			onPools(ms)
+			scaleOn(v1alpha1.AutoscalingMetric{EndpointPicker: &v1alpha1.EndpointPickerMetric{Signal: v1alpha1.EndpointPickerQueueSize, Target: resource.MustParse("2"), Objective: "llama"}})(ms)
+		}, want: []string{"spec.autoscaling.metrics[*].endpointPicker.objective (the model name) is required with signal RunningRequests and only with it"}},
+		{name: "a pool saturation target in percent", mutate: func(ms *v1alpha1.ModelServer) {
+			onPools(ms)
+			scaleOn(v1alpha1.AutoscalingMetric{EndpointPicker: &v1alpha1.EndpointPickerMetric{Signal: v1alpha1.EndpointPickerPoolSaturation, Target: resource.MustParse("80")}})(ms)
+		}, want: []string{"spec.autoscaling.metrics[*].endpointPicker.target must be a fraction greater than 0 and at most 1 with signal PoolSaturation"}},
+		{name: "a zero endpoint picker target", mutate: func(ms *v1alpha1.ModelServer) {
+			onPools(ms)
+			scaleOn(v1alpha1.AutoscalingMetric{EndpointPicker: &v1alpha1.EndpointPickerMetric{Signal: v1alpha1.EndpointPickerQueueSize, Target: resource.MustParse("0")}})(ms)
+		}, want: []string{"spec.autoscaling.metrics[0].endpointPicker.target: Invalid value", "must be greater than 0"}},
+		{name: "a KV-cache saturation threshold as a fraction", raw: func(spec map[string]any) {
+			spec["autoscaling"] = map[string]any{"maxReplicas": 4, "metrics": []any{map[string]any{"saturation": map[string]any{"kvCacheThresholdPercent": "0.8"}}}}
+			delete(spec, "replicas")
+		}, want: []string{"spec.autoscaling.metrics[0].saturation.kvCacheThresholdPercent", "integer"}},
+		{name: "a KV-cache spare trigger at the threshold", mutate: scaleOn(v1alpha1.AutoscalingMetric{Saturation: &v1alpha1.SaturationMetric{KVCacheThresholdPercent: 80, KVSpareTriggerPercent: ptr.To(int32(80))}}),
+			want: []string{"spec.autoscaling.metrics[*].saturation.kvSpareTriggerPercent must be less than kvCacheThresholdPercent"}},
+		{name: "a queue spare trigger above the default threshold", mutate: scaleOn(v1alpha1.AutoscalingMetric{Saturation: &v1alpha1.SaturationMetric{QueueSpareTrigger: ptr.To(int32(6))}}),
+			want: []string{"spec.autoscaling.metrics[*].saturation.queueSpareTrigger must be less than queueLengthThreshold"}},
+		{name: "a queue threshold of zero", raw: func(spec map[string]any) {
+			spec["autoscaling"] = map[string]any{"maxReplicas": 4, "metrics": []any{map[string]any{"saturation": map[string]any{"queueLengthThreshold": 0}}}}
+			delete(spec, "replicas")
+		}, want: []string{"spec.autoscaling.metrics[0].saturation.queueLengthThreshold", "greater than or equal to 1"}},
+		{name: "saturation beside another signal in one item", raw: func(spec map[string]any) {
+			spec["autoscaling"] = map[string]any{"maxReplicas": 4, "metrics": []any{map[string]any{"saturation": map[string]any{}, "gpuUtilization": map[string]any{"target": 70}}}}
+			delete(spec, "replicas")
+		}, want: []string{"exactly one of gpuUtilization, requestsWaiting, kvCacheUsage, prometheus, resource, external, saturation or endpointPicker"}},
 	}
 }
 
@@ -606,6 +645,20 @@ func goodSpecs() []badSpec {
 			delete(spec, "replicas")
 		}},
 		{name: "zero replicas", mutate: func(ms *v1alpha1.ModelServer) { ms.Spec.Replicas = ptr.To(int32(0)) }},
+		{name: "saturation with llm-d's defaults", raw: func(spec map[string]any) {
+			spec["autoscaling"] = map[string]any{"maxReplicas": 8, "metrics": []any{map[string]any{"saturation": map[string]any{}}}}
+			delete(spec, "replicas")
+		}},
+		{name: "saturation with zero triggers and the endpoint picker's three signals over pools", mutate: func(ms *v1alpha1.ModelServer) {
+			onPools(ms)
+			a := autoscaleOn(ms)
+			a.Metrics = []v1alpha1.AutoscalingMetric{
+				{Saturation: &v1alpha1.SaturationMetric{KVCacheThresholdPercent: 100, QueueLengthThreshold: 1, KVSpareTriggerPercent: ptr.To(int32(0)), QueueSpareTrigger: ptr.To(int32(0))}},
+				{EndpointPicker: &v1alpha1.EndpointPickerMetric{Signal: v1alpha1.EndpointPickerQueueSize, Target: resource.MustParse("2.5")}},
+				{EndpointPicker: &v1alpha1.EndpointPickerMetric{Signal: v1alpha1.EndpointPickerPoolSaturation, Target: resource.MustParse("1")}},
+				{EndpointPicker: &v1alpha1.EndpointPickerMetric{Signal: v1alpha1.EndpointPickerRunningRequests, Target: resource.MustParse("16"), Objective: "meta-llama/Llama-3.1-8B-Instruct"}},
+			}
+		}},
 		{name: "a route reference with a dotted name", mutate: func(ms *v1alpha1.ModelServer) {
 			ms.Spec.Gateway = v1alpha1.GatewaySpec{RouteRef: &v1alpha1.RouteReference{Name: "llm.shared-route"}}
 		}},

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 
@@ -47,6 +48,7 @@ func (r *ModelServerReconciler) autoscale(ctx context.Context, ms *v1alpha1.Mode
 	var readyKeys []autoscale.PodKey
 	var readyPods []corev1.Pod
 	var starting int32
+	readyOf := map[string]int32{}
 	for i := range pods.Items {
 		p := &pods.Items[i]
 		if p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
@@ -55,8 +57,16 @@ func (r *ModelServerReconciler) autoscale(ctx context.Context, ms *v1alpha1.Mode
 		if podReady(p) {
 			readyKeys = append(readyKeys, autoscale.PodKey{Namespace: p.Namespace, Name: p.Name})
 			readyPods = append(readyPods, *p)
+			readyOf[p.Labels[v1alpha1.LabelColor]]++
 		} else {
 			starting++
+		}
+	}
+	// The endpoint picker reports per InferencePool; each color's pool weighs by its Ready pods.
+	var pools []autoscale.Pool
+	if ms.UsesInferencePools() {
+		for _, c := range []v1alpha1.Color{v1alpha1.Blue, v1alpha1.Green} {
+			pools = append(pools, autoscale.Pool{Key: autoscale.PodKey{Namespace: ms.Namespace, Name: ms.PoolName(c)}, Ready: readyOf[string(c)]})
 		}
 	}
 
@@ -68,7 +78,7 @@ func (r *ModelServerReconciler) autoscale(ctx context.Context, ms *v1alpha1.Mode
 			ctrl.LoggerFrom(ctx).V(1).Info("Autoscaling signals unavailable", "error", err.Error())
 		}
 		if snap != nil {
-			observations = snap.Observe(spec, readyKeys)
+			observations = snap.Observe(spec, readyKeys, pools...)
 		}
 	}
 	names := autoscale.MetricNames(spec.Metrics)
@@ -136,6 +146,7 @@ func hasObservation(obs []autoscale.Observation, name string) bool {
 func (r *ModelServerReconciler) customMetric(ctx context.Context, ms *v1alpha1.ModelServer, name, tmpl string, now time.Time) autoscale.Observation {
 	q, err := metrics.Render(tmpl, metrics.Vars{
 		Namespace: ms.Namespace, Name: ms.Name, Pods: "(?:" + metrics.PodRegex(ms.DeploymentName(v1alpha1.Blue)) + "|" + metrics.PodRegex(ms.DeploymentName(v1alpha1.Green)) + ")",
+		Pool:   "(?:" + regexp.QuoteMeta(ms.PoolName(v1alpha1.Blue)) + "|" + regexp.QuoteMeta(ms.PoolName(v1alpha1.Green)) + ")",
 		Window: metrics.PromDuration(time.Minute),
 	})
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 
@@ -698,8 +699,8 @@ func (r *ModelServerReconciler) measure(ctx context.Context, ms *v1alpha1.ModelS
 	window := rollout.AnalysisWindow(ms)
 	target := analysis.Target{
 		Namespace: ms.Namespace, Name: ms.Name,
-		Candidate: analysis.ColorTarget{Color: cand.Color, Revision: cand.Revision, Pods: metrics.PodRegex(ms.DeploymentName(cand.Color))},
-		Stable:    analysis.ColorTarget{Color: stable.Color, Revision: stable.Revision, Pods: metrics.PodRegex(ms.DeploymentName(stable.Color))},
+		Candidate: analysis.ColorTarget{Color: cand.Color, Revision: cand.Revision, Pods: metrics.PodRegex(ms.DeploymentName(cand.Color)), Pool: regexp.QuoteMeta(ms.PoolName(cand.Color))},
+		Stable:    analysis.ColorTarget{Color: stable.Color, Revision: stable.Revision, Pods: metrics.PodRegex(ms.DeploymentName(stable.Color)), Pool: regexp.QuoteMeta(ms.PoolName(stable.Color))},
 	}
 	q := r.Prometheus
 	if q == nil {

@@ -1,7 +1,9 @@
 package controller
 
 import (
+	"fmt"
 	"maps"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -65,8 +67,16 @@ func validateFields(ms *v1alpha1.ModelServer) field.ErrorList {
 		}
 	}
 
+	if !ms.UsesInferencePools() {
+		errs = append(errs, poolKeyWithoutPools(ms)...)
+	}
 	if a := ms.Spec.Autoscaling; a != nil {
 		errs = append(errs, validateAutoscaling(a, spec.Child("autoscaling"))...)
+		for i, m := range a.Metrics {
+			if m.EndpointPicker != nil && !ms.UsesInferencePools() {
+				errs = append(errs, field.Invalid(spec.Child("autoscaling", "metrics").Index(i).Child("endpointPicker"), string(m.EndpointPicker.Signal), "reads the InferencePools' endpoint picker and needs spec.gateway.backend InferencePool"))
+			}
+		}
 	}
 	return errs
 }
@@ -96,6 +106,17 @@ func validateAutoscaling(a *v1alpha1.AutoscalingSpec, p *field.Path) field.Error
 			if t := m.KVCacheUsage.Target; t.Sign() <= 0 || t.Cmp(resource.MustParse("1")) > 0 {
 				errs = append(errs, field.Invalid(mp.Child("kvCacheUsage", "target"), t.String(), "must be a fraction greater than 0 and at most 1, such as 0.8 for 80%"))
 			}
+		case m.Saturation != nil:
+			errs = append(errs, validateSaturation(m.Saturation, mp.Child("saturation"))...)
+		case m.EndpointPicker != nil:
+			e, ep := m.EndpointPicker, mp.Child("endpointPicker")
+			errs = append(errs, positiveQuantity(ep.Child("target"), e.Target)...)
+			if e.Signal == v1alpha1.EndpointPickerPoolSaturation && e.Target.Cmp(resource.MustParse("1")) > 0 {
+				errs = append(errs, field.Invalid(ep.Child("target"), e.Target.String(), "must be a fraction greater than 0 and at most 1 with signal PoolSaturation, such as 0.8"))
+			}
+			if (e.Signal == v1alpha1.EndpointPickerRunningRequests) != (e.Objective != "") {
+				errs = append(errs, field.Invalid(ep.Child("objective"), e.Objective, "the model name is required with signal RunningRequests and only with it"))
+			}
 		}
 	}
 	for _, d := range []struct {
@@ -122,6 +143,63 @@ func validateAutoscaling(a *v1alpha1.AutoscalingSpec, p *field.Path) field.Error
 				errs = append(errs, field.Invalid(pp.Child("period"), pol.Period.String(), "must be at most 30m"))
 			}
 		}
+	}
+	return errs
+}
+
+// poolKey is the {{.Pool}} template key, in any of the forms the CRD's pattern allows.
+var poolKey = regexp.MustCompile(`\{\{-?\s*\.Pool\s*-?\}\}`)
+
+// poolKeyWithoutPools reports each query template that reads {{.Pool}} although the ModelServer
+// serves through Services: there is no pool, hence no endpoint picker metric, to read.
+func poolKeyWithoutPools(ms *v1alpha1.ModelServer) field.ErrorList {
+	var errs field.ErrorList
+	const why = "uses {{.Pool}}, the color's InferencePool, which exists only with spec.gateway.backend InferencePool"
+	ap := field.NewPath("spec", "rollout", "analysis")
+	a := ms.Spec.Rollout.Analysis
+	for i, m := range a.Metrics {
+		if poolKey.MatchString(m.Query) {
+			errs = append(errs, field.Invalid(ap.Child("metrics").Index(i).Child("query"), m.Query, why))
+		}
+		if h := m.Histogram; h != nil && poolKey.MatchString(h.BucketQuery) {
+			errs = append(errs, field.Invalid(ap.Child("metrics").Index(i).Child("histogram", "bucketQuery"), h.BucketQuery, why))
+		}
+	}
+	if poolKey.MatchString(a.SampleQuery) {
+		errs = append(errs, field.Invalid(ap.Child("sampleQuery"), a.SampleQuery, why))
+	}
+	if as := ms.Spec.Autoscaling; as != nil {
+		for i, m := range as.Metrics {
+			if m.Prometheus != nil && poolKey.MatchString(m.Prometheus.Query) {
+				errs = append(errs, field.Invalid(field.NewPath("spec", "autoscaling", "metrics").Index(i).Child("prometheus", "query"), m.Prometheus.Query, why))
+			}
+		}
+	}
+	return errs
+}
+
+// validateSaturation checks the thresholds' ranges and that each trigger is below its
+// threshold (zero values are unset: the defaults apply).
+func validateSaturation(m *v1alpha1.SaturationMetric, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	kv, queue := m.KVCacheThresholdPercent, m.QueueLengthThreshold
+	if kv < 0 || kv > 100 {
+		errs = append(errs, field.Invalid(p.Child("kvCacheThresholdPercent"), kv, "must be from 1 to 100"))
+	}
+	if queue < 0 || queue > 10000 {
+		errs = append(errs, field.Invalid(p.Child("queueLengthThreshold"), queue, "must be from 1 to 10000"))
+	}
+	if kv == 0 {
+		kv = 80
+	}
+	if queue == 0 {
+		queue = 5
+	}
+	if t := m.KVSpareTriggerPercent; t != nil && (*t < 0 || *t >= kv) {
+		errs = append(errs, field.Invalid(p.Child("kvSpareTriggerPercent"), *t, fmt.Sprintf("must be from 0 to below kvCacheThresholdPercent (%d)", kv)))
+	}
+	if t := m.QueueSpareTrigger; t != nil && (*t < 0 || *t >= queue) {
+		errs = append(errs, field.Invalid(p.Child("queueSpareTrigger"), *t, fmt.Sprintf("must be from 0 to below queueLengthThreshold (%d)", queue)))
 	}
 	return errs
 }

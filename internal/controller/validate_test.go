@@ -53,6 +53,30 @@ func TestValidateReportsTheFieldAdmissionShouldHaveRefused(t *testing.T) {
 			a.Interval, a.Tolerance = dur(`"15s"`), q("0")
 			a.Behavior.ScaleDown = &v1alpha1.ScalingRules{StabilizationWindow: ptr.To(dur(`"0s"`)), Policies: []v1alpha1.ScalingPolicy{{Type: v1alpha1.PodsScalingPolicy, Value: 1, Period: dur(`"30m"`)}}}
 		}},
+		{name: "endpoint picker metrics on a Service backend are refused", mutate: func(ms *v1alpha1.ModelServer) {
+			autoscaled(ms).Metrics = []v1alpha1.AutoscalingMetric{{EndpointPicker: &v1alpha1.EndpointPickerMetric{Signal: v1alpha1.EndpointPickerQueueSize, Target: resource.MustParse("2")}}}
+		}, want: []string{"spec.autoscaling.metrics[0].endpointPicker", "needs spec.gateway.backend InferencePool"}},
+		{name: "running requests without a model name are refused", mutate: func(ms *v1alpha1.ModelServer) {
+			onPools(ms)
+			autoscaled(ms).Metrics = []v1alpha1.AutoscalingMetric{{EndpointPicker: &v1alpha1.EndpointPickerMetric{Signal: v1alpha1.EndpointPickerRunningRequests, Target: resource.MustParse("8")}}}
+		}, want: []string{"spec.autoscaling.metrics[0].endpointPicker.objective", "required with signal RunningRequests"}},
+		{name: "a pool saturation target above 1 is refused", mutate: func(ms *v1alpha1.ModelServer) {
+			onPools(ms)
+			autoscaled(ms).Metrics = []v1alpha1.AutoscalingMetric{{EndpointPicker: &v1alpha1.EndpointPickerMetric{Signal: v1alpha1.EndpointPickerPoolSaturation, Target: resource.MustParse("80")}}}
+		}, want: []string{"spec.autoscaling.metrics[0].endpointPicker.target", "at most 1"}},
+		{name: "a saturation trigger at its threshold is refused", mutate: func(ms *v1alpha1.ModelServer) {
+			autoscaled(ms).Metrics = []v1alpha1.AutoscalingMetric{{Saturation: &v1alpha1.SaturationMetric{QueueLengthThreshold: 4, QueueSpareTrigger: ptr.To(int32(4))}}}
+		}, want: []string{"spec.autoscaling.metrics[0].saturation.queueSpareTrigger", "below queueLengthThreshold (4)"}},
+		{name: "a KV-cache spare trigger above the default threshold is refused", mutate: func(ms *v1alpha1.ModelServer) {
+			autoscaled(ms).Metrics = []v1alpha1.AutoscalingMetric{{Saturation: &v1alpha1.SaturationMetric{KVSpareTriggerPercent: ptr.To(int32(85))}}}
+		}, want: []string{"spec.autoscaling.metrics[0].saturation.kvSpareTriggerPercent", "below kvCacheThresholdPercent (80)"}},
+		{name: "an analysis query reading the pool of a ModelServer served through Services is refused", mutate: func(ms *v1alpha1.ModelServer) {
+			ms.Spec.Rollout.Analysis.Metrics = []v1alpha1.AnalysisMetric{{Name: "epp-queue", MaxRatioToStable: q("2"), Query: `avg(inference_pool_average_queue_size{name=~"{{ .Pool }}"})`}}
+		}, want: []string{"spec.rollout.analysis.metrics[0].query", "uses {{.Pool}}", "only with spec.gateway.backend InferencePool"}},
+		{name: "an analysis query reading the pool over InferencePools passes", mutate: func(ms *v1alpha1.ModelServer) {
+			onPools(ms)
+			ms.Spec.Rollout.Analysis.Metrics = []v1alpha1.AnalysisMetric{{Name: "epp-queue", MaxRatioToStable: q("2"), Query: `avg(inference_pool_average_queue_size{name=~"{{.Pool}}"})`}}
+		}},
 		{name: "a step duration in words names the field and the text", mutate: func(ms *v1alpha1.ModelServer) {
 			ms.Spec.Rollout.StepDuration = dur(`"2 minutes"`)
 		}, want: []string{"spec.rollout.stepDuration", `"2 minutes" is not a duration`}},

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
@@ -16,6 +17,7 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
+	"github.com/modelship/modelship/internal/autoscale"
 	"github.com/modelship/modelship/internal/routing"
 )
 
@@ -37,8 +39,14 @@ func getPool(ns, name string) (*unstructured.Unstructured, error) {
 func storyInferencePools(t *testing.T) {
 	t.Parallel()
 	ns := namespace(t, "story-pools")
-	ms := newModelServer(ns, "llama", imageV1, fixedReplicas(replicas), onPools)
-	given(t, "a %s, routed through one InferencePool per color", describe(ms))
+	ms := newModelServer(ns, "llama", imageV1, fixedReplicas(replicas), onPools, func(ms *v1alpha1.ModelServer) {
+		// The endpoint picker's own gauge for the color's pool, judged beside vLLM's latencies.
+		ms.Spec.Rollout.Analysis.Metrics = append(ms.Spec.Rollout.Analysis.Metrics, v1alpha1.AnalysisMetric{
+			Name: "epp-queue", Max: ptr.To(resource.MustParse("50")),
+			Query: `max(inference_pool_average_queue_size{namespace="{{.Namespace}}",name=~"{{.Pool}}"})`,
+		})
+	})
+	given(t, "a %s, routed through one InferencePool per color, whose analysis also reads the endpoint picker's queue of the color's pool", describe(ms))
 	v0 := create(t, ms, 3*time.Minute)
 
 	then(t, "each color has an InferencePool selecting its pods, the route points at the pools, and the Gateway accepted them")
@@ -70,6 +78,35 @@ func storyInferencePools(t *testing.T) {
 	v1, err := observe(context.Background(), ns, ms.Name)
 	if err != nil {
 		t.Fatal(err)
+	}
+	and(t, "the last measurement read the endpoint picker's queue of the candidate's pool from Prometheus")
+	var epp *v1alpha1.MetricResult
+	for i, r := range v1.ms.Status.Analysis {
+		if r.Name == "epp-queue" {
+			epp = &v1.ms.Status.Analysis[i]
+		}
+	}
+	if epp == nil || epp.Verdict != v1alpha1.VerdictPass || epp.Candidate == "" {
+		t.Errorf("epp-queue measurement %+v, want a Pass with the candidate pool's value (analysis %+v)", epp, v1.ms.Status.Analysis)
+	}
+	and(t, "the autoscaler's grouped endpoint picker queries find the serving pool and the model's running requests")
+	for _, q := range []string{autoscale.QueryPoolQueueSize, autoscale.QueryObjectiveRunning} {
+		series, err := prom.Vector(context.Background(), q, time.Now())
+		if err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		found := map[string]bool{}
+		for _, s := range series {
+			if s.Labels["namespace"] == ns {
+				found[s.Labels["name"]+s.Labels["model_name"]] = true
+			}
+		}
+		if q == autoscale.QueryPoolQueueSize && !found[ms.PoolName(v1.stableColor())] {
+			t.Errorf("%s: no series for pool %s (%v)", q, ms.PoolName(v1.stableColor()), series)
+		}
+		if q == autoscale.QueryObjectiveRunning && len(found) == 0 {
+			t.Errorf("%s: no running requests series in %s (%v)", q, ns, series)
+		}
 	}
 	slowVersionRolledBack(t, ms, v1, " over InferencePools")
 

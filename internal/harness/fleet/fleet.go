@@ -136,6 +136,16 @@ type Fleet struct {
 	gateway  map[gatewayKey]uint64
 	windows  map[msKey]*window
 	windowAt time.Time
+	pools    []PoolRef
+}
+
+// PoolRef is an InferencePool the simulated endpoint picker reports on: the pods of one color of
+// one ModelServer.
+type PoolRef struct {
+	// Namespace and Name of the pool.
+	Namespace, Name string
+	// ModelServer and Color select the pool's pods.
+	ModelServer, Color string
 }
 
 // gatewayKey is one gateway response counter.
@@ -196,6 +206,13 @@ func (f *Fleet) DeletePod(namespace, name string) {
 		f.windowFor(msKey{namespace, r.pod.ModelServer}).errors += lost
 	}
 	delete(f.pods, namespace+"/"+name)
+}
+
+// SetPools replaces the InferencePools the simulated endpoint picker reports on (see Collect).
+func (f *Fleet) SetPools(pools []PoolRef) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.pools = append([]PoolRef(nil), pools...)
 }
 
 // PodKeys lists the pods the fleet knows, as namespace/name, sorted.

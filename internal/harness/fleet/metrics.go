@@ -21,6 +21,12 @@ const (
 	MetricPromptTokens     = "vllm:prompt_tokens_total"
 	MetricGenerationTokens = "vllm:generation_tokens_total"
 	MetricGPUUtil          = "DCGM_FI_DEV_GPU_UTIL"
+	// The endpoint picker's metrics (Gateway API Inference Extension), per InferencePool and per
+	// model name.
+	MetricPoolQueueSize    = "inference_pool_average_queue_size"
+	MetricPoolKVCache      = "inference_pool_average_kv_cache_utilization"
+	MetricPoolReadyPods    = "inference_pool_ready_pods"
+	MetricObjectiveRunning = "inference_objective_running_requests"
 	// MetricGatewayResponses counts the simulated Gateway's responses per ModelServer, color and
 	// code; it is the simulator's own, not vLLM's.
 	MetricGatewayResponses = "fleetsim_gateway_responses_total"
@@ -33,25 +39,29 @@ var (
 	vllmLabels = []string{"namespace", "pod", "model_name"}
 	dcgmLabels = []string{"gpu", "UUID", "device", "modelName", "Hostname", "container", "namespace", "pod"}
 
-	descRunning  = prometheus.NewDesc(MetricRequestsRunning, "Number of requests in model execution batches.", vllmLabels, nil)
-	descWaiting  = prometheus.NewDesc(MetricRequestsWaiting, "Number of requests waiting to be processed.", vllmLabels, nil)
-	descKV       = prometheus.NewDesc(MetricKVCacheUsage, "KV-cache usage. 1 means 100 percent usage.", vllmLabels, nil)
-	descGPUCache = prometheus.NewDesc(MetricGPUCacheUsage, "GPU KV-cache usage. 1 means 100 percent usage (deprecated name).", vllmLabels, nil)
-	descTTFT     = prometheus.NewDesc(MetricTTFT, "Histogram of time to first token in seconds.", vllmLabels, nil)
-	descITL      = prometheus.NewDesc(MetricITL, "Histogram of inter-token latency in seconds.", vllmLabels, nil)
-	descE2E      = prometheus.NewDesc(MetricE2E, "Histogram of e2e request latency in seconds.", vllmLabels, nil)
-	descSuccess  = prometheus.NewDesc(MetricRequestSuccess, "Count of successfully processed requests.", append(slicesClone(vllmLabels), "finished_reason"), nil)
-	descPrompt   = prometheus.NewDesc(MetricPromptTokens, "Number of prefill tokens processed.", vllmLabels, nil)
-	descGen      = prometheus.NewDesc(MetricGenerationTokens, "Number of generation tokens processed.", vllmLabels, nil)
-	descGPUUtil  = prometheus.NewDesc(MetricGPUUtil, "GPU utilization (in %).", dcgmLabels, nil)
-	descGateway  = prometheus.NewDesc(MetricGatewayResponses, "Responses of the simulated Gateway per ModelServer color and HTTP code.", []string{"namespace", "modelserver", "color", "code"}, nil)
+	descRunning   = prometheus.NewDesc(MetricRequestsRunning, "Number of requests in model execution batches.", vllmLabels, nil)
+	descWaiting   = prometheus.NewDesc(MetricRequestsWaiting, "Number of requests waiting to be processed.", vllmLabels, nil)
+	descKV        = prometheus.NewDesc(MetricKVCacheUsage, "KV-cache usage. 1 means 100 percent usage.", vllmLabels, nil)
+	descGPUCache  = prometheus.NewDesc(MetricGPUCacheUsage, "GPU KV-cache usage. 1 means 100 percent usage (deprecated name).", vllmLabels, nil)
+	descTTFT      = prometheus.NewDesc(MetricTTFT, "Histogram of time to first token in seconds.", vllmLabels, nil)
+	descITL       = prometheus.NewDesc(MetricITL, "Histogram of inter-token latency in seconds.", vllmLabels, nil)
+	descE2E       = prometheus.NewDesc(MetricE2E, "Histogram of e2e request latency in seconds.", vllmLabels, nil)
+	descSuccess   = prometheus.NewDesc(MetricRequestSuccess, "Count of successfully processed requests.", append(slicesClone(vllmLabels), "finished_reason"), nil)
+	descPrompt    = prometheus.NewDesc(MetricPromptTokens, "Number of prefill tokens processed.", vllmLabels, nil)
+	descGen       = prometheus.NewDesc(MetricGenerationTokens, "Number of generation tokens processed.", vllmLabels, nil)
+	descGPUUtil   = prometheus.NewDesc(MetricGPUUtil, "GPU utilization (in %).", dcgmLabels, nil)
+	descPoolQueue = prometheus.NewDesc(MetricPoolQueueSize, "The average number of requests pending in the model server queue.", []string{"namespace", "name"}, nil)
+	descPoolKV    = prometheus.NewDesc(MetricPoolKVCache, "The average kv cache utilization for an inference server pool.", []string{"namespace", "name"}, nil)
+	descPoolReady = prometheus.NewDesc(MetricPoolReadyPods, "The number of ready pods in the inference server pool.", []string{"namespace", "name"}, nil)
+	descObjective = prometheus.NewDesc(MetricObjectiveRunning, "Inference objective number of running requests in each model.", []string{"namespace", "model_name"}, nil)
+	descGateway   = prometheus.NewDesc(MetricGatewayResponses, "Responses of the simulated Gateway per ModelServer color and HTTP code.", []string{"namespace", "modelserver", "color", "code"}, nil)
 )
 
 func slicesClone(s []string) []string { return append([]string(nil), s...) }
 
 // Describe sends the descriptors of every metric the fleet exposes (prometheus.Collector).
 func (f *Fleet) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descRunning, descWaiting, descKV, descGPUCache, descTTFT, descITL, descE2E, descSuccess, descPrompt, descGen, descGPUUtil, descGateway} {
+	for _, d := range []*prometheus.Desc{descRunning, descWaiting, descKV, descGPUCache, descTTFT, descITL, descE2E, descSuccess, descPrompt, descGen, descGPUUtil, descGateway, descPoolQueue, descPoolKV, descPoolReady, descObjective} {
 		ch <- d
 	}
 }
@@ -88,6 +98,39 @@ func (f *Fleet) Collect(ch chan<- prometheus.Metric) {
 	}
 	for k, v := range f.gateway {
 		sendConst(ch, descGateway, prometheus.CounterValue, float64(v), k.namespace, k.modelServer, k.color, k.code)
+	}
+	f.collectPools(ch)
+}
+
+// collectPools sends what an endpoint picker reports for each InferencePool: the average queue
+// and KV-cache use over the pool's pods that serve (Ready and loaded), their number, and the
+// running requests of each model name over the pools of a namespace. A pool with no serving
+// pod reports its ready pods only (the picker has nothing to average).
+func (f *Fleet) collectPools(ch chan<- prometheus.Metric) {
+	type objective struct{ namespace, model string }
+	running := map[objective]int{}
+	for _, pool := range f.pools {
+		var n, waiting int
+		var kv float64
+		for _, r := range f.pods {
+			p := r.pod
+			if p.Namespace != pool.Namespace || p.ModelServer != pool.ModelServer || p.Color != pool.Color || !p.Ready || p.Terminating || !r.loaded {
+				continue
+			}
+			n++
+			waiting += len(r.waiting)
+			kv += r.kvUsage()
+			running[objective{p.Namespace, p.ModelName}] += len(r.running)
+		}
+		sendConst(ch, descPoolReady, prometheus.GaugeValue, float64(n), pool.Namespace, pool.Name)
+		if n == 0 {
+			continue
+		}
+		sendConst(ch, descPoolQueue, prometheus.GaugeValue, float64(waiting)/float64(n), pool.Namespace, pool.Name)
+		sendConst(ch, descPoolKV, prometheus.GaugeValue, kv/float64(n), pool.Namespace, pool.Name)
+	}
+	for o, v := range running {
+		sendConst(ch, descObjective, prometheus.GaugeValue, float64(v), o.namespace, o.model)
 	}
 }
 

@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -69,5 +70,47 @@ func TestMetricsUseVLLMAndDCGMNamesAndLabels(t *testing.T) {
 		if !found {
 			t.Errorf("no DCGM_FI_DEV_GPU_UTIL series with %s and the pod's labels in\n%s", gpu, text)
 		}
+	}
+}
+
+// TestEndpointPickerMetricsPerPool: as an endpoint picker, the fleet reports each pool's average
+// queue and KV-cache over the pods that serve, their number, and each model name's running
+// requests; a pool without serving pods reports zero ready pods and no averages.
+func TestEndpointPickerMetricsPerPool(t *testing.T) {
+	f := newFleet(newPod("b1"), newPod("b2"), newPod("g1", func(p *Pod) { p.Color = "green"; p.Ready = false }))
+	f.SetPools([]PoolRef{{Namespace: "ns", Name: "llm-blue", ModelServer: "llm", Color: "blue"}, {Namespace: "ns", Name: "llm-green", ModelServer: "llm", Color: "green"}})
+	// Far more concurrent requests than two pods batch: some wait.
+	for i := range 600 {
+		f.Submit("ns", "llm", Request{Arrival: t0.Add(time.Duration(i) * time.Millisecond), ContextTokens: 2000, GeneratedTokens: 500})
+	}
+	f.Advance(t0.Add(time.Second))
+	var waiting, running int
+	for _, s := range f.Pods() {
+		if s.Pod.Color == "blue" {
+			waiting += s.Waiting
+			running += s.Running
+		}
+	}
+	if waiting == 0 || running == 0 {
+		t.Fatalf("no queue to report (waiting %d, running %d)", waiting, running)
+	}
+	text := scrape(t, f)
+	for _, w := range []string{
+		fmt.Sprintf(`inference_pool_average_queue_size{name="llm-blue",namespace="ns"} %g`, float64(waiting)/2),
+		`inference_pool_ready_pods{name="llm-blue",namespace="ns"} 2`,
+		`inference_pool_ready_pods{name="llm-green",namespace="ns"} 0`,
+		fmt.Sprintf(`inference_objective_running_requests{model_name="llama",namespace="ns"} %d`, running),
+		`inference_pool_average_kv_cache_utilization{name="llm-blue",namespace="ns"}`,
+	} {
+		if !strings.Contains(text, w) {
+			t.Errorf("missing %s", w)
+		}
+	}
+	if strings.Contains(text, `inference_pool_average_queue_size{name="llm-green"`) {
+		t.Error("a pool without serving pods reports an average queue")
+	}
+	f.SetPools(nil)
+	if strings.Contains(scrape(t, f), "inference_pool_") {
+		t.Error("pools still reported after they are gone")
 	}
 }

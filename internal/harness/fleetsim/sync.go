@@ -100,6 +100,11 @@ func (s *Syncer) Sync(ctx context.Context) ([]types.NamespacedName, error) {
 	}
 
 	errs = append(errs, s.syncPools(ctx, pools, targets, routes.Items, metav1.NewTime(now))...)
+	refs := make([]fleet.PoolRef, 0, len(targets))
+	for k, t := range targets {
+		refs = append(refs, fleet.PoolRef{Namespace: k.Namespace, Name: k.Name, ModelServer: t.ModelServer.Name, Color: t.Color})
+	}
+	s.Fleet.SetPools(refs)
 
 	if s.routed == nil {
 		s.routed = map[types.NamespacedName]bool{}
