@@ -4,10 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"regexp"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -24,9 +28,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	crevent "sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
@@ -106,6 +112,13 @@ type ModelServerReconciler struct {
 	cacheReader client.Reader
 	// scaledObjects is true when the cluster served KEDA's ScaledObjects at start.
 	scaledObjects bool
+	// JobWait is how long a pass waits for the background measurement or warm-up it starts
+	// (DefaultJobWait when zero; see jobs).
+	JobWait time.Duration
+	// measurements and warmups run analysis queries and warm-up probes off the workers (set
+	// by SetupWithManager; nil runs them inline).
+	measurements *jobs[*rollout.Measurement]
+	warmups      *jobs[bool]
 }
 
 // observed is everything one pass saw.
@@ -154,11 +167,26 @@ func (r *ModelServerReconciler) SetupWithManager(ctx context.Context, mgr ctrl.M
 	if workers <= 0 {
 		workers = DefaultWorkers
 	}
+	// A background job that ends after its pass gave up waiting enqueues the ModelServer.
+	woken := make(chan crevent.TypedGenericEvent[*v1alpha1.ModelServer], 256)
+	wake := func(k types.NamespacedName) {
+		select {
+		case woken <- crevent.TypedGenericEvent[*v1alpha1.ModelServer]{Object: &v1alpha1.ModelServer{ObjectMeta: metav1.ObjectMeta{Namespace: k.Namespace, Name: k.Name}}}:
+		case <-ctx.Done():
+		}
+	}
+	wait := r.JobWait
+	if wait == 0 {
+		wait = DefaultJobWait
+	}
+	r.measurements = newJobs[*rollout.Measurement](ctx, wait, DefaultJobTimeout, wake)
+	r.warmups = newJobs[bool](ctx, wait, DefaultJobTimeout, wake)
 	b := ctrl.NewControllerManagedBy(mgr).WithOptions(controller.Options{MaxConcurrentReconciles: workers})
 	if served {
 		b = b.Owns(routing.NewPool())
 	}
 	return b.
+		WatchesRawSource(source.Channel(woken, &handler.TypedEnqueueRequestForObject[*v1alpha1.ModelServer]{})).
 		For(&v1alpha1.ModelServer{}).
 		Owns(&appsv1.Deployment{}).
 		Owns(&corev1.Service{}).
@@ -196,6 +224,8 @@ func (r *ModelServerReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		if apierrors.IsNotFound(err) {
 			telemetry.Forget(req.NamespacedName)
 			r.fresh.forget(req.NamespacedName)
+			r.measurements.forget(req.NamespacedName)
+			r.warmups.forget(req.NamespacedName)
 			children := []string{req.Name, req.Name + "-" + string(v1alpha1.Blue), req.Name + "-" + string(v1alpha1.Green)}
 			r.applied.forget(req.Namespace, children...)
 			r.absent.forget(req.Namespace, children...)
@@ -578,7 +608,7 @@ func (r *ModelServerReconciler) warm(ctx context.Context, ms *v1alpha1.ModelServ
 	if w.Port != nil {
 		port = *w.Port
 	}
-	ready := 0
+	var targets []corev1.Pod
 	for i := range pods.Items {
 		p := &pods.Items[i]
 		if !podReady(p) {
@@ -593,13 +623,50 @@ func (r *ModelServerReconciler) warm(ctx context.Context, ms *v1alpha1.ModelServ
 			ctrl.LoggerFrom(ctx).V(1).Info("Not probing a pod that the color's Deployment does not own", "Pod", klog.KObj(p), "Deployment", klog.KObj(d))
 			continue
 		}
-		ready++
-		if err := r.Prober.Probe(ctx, p, port, w.Path); err != nil {
-			ctrl.LoggerFrom(ctx).V(1).Info("Pod not warm yet", "Pod", klog.KObj(p), "reason", err.Error())
-			return false, nil
-		}
+		targets = append(targets, *p.DeepCopy())
 	}
-	return ready > 0, nil
+	if len(targets) == 0 {
+		return false, nil
+	}
+	// The probes run in the background (see jobs), all pods at once; the id is the pods probed,
+	// so a result never speaks for a pod that became Ready after it was taken.
+	h := fnv.New64a()
+	for _, p := range targets {
+		_, _ = fmt.Fprintf(h, "%s/%s/%s,", p.Name, p.UID, p.Status.PodIP)
+	}
+	id := fmt.Sprintf("%s/%d/%s/%x", rev, port, w.Path, h.Sum64())
+	prober, log := r.Prober, ctrl.LoggerFrom(ctx)
+	warm, ok, err := r.warmups.do(ctx, client.ObjectKeyFromObject(ms), "warmup", id, func(ctx context.Context) (bool, error) {
+		return probeAll(ctx, prober, targets, port, w.Path, log), nil
+	})
+	if !ok {
+		return false, nil
+	}
+	return warm, err
+}
+
+// maxConcurrentProbes bounds the warm-up probes of one color that run at once.
+const maxConcurrentProbes = 8
+
+// probeAll reports whether every pod passes its warm-up probe, probing up to
+// maxConcurrentProbes at once.
+func probeAll(ctx context.Context, prober warmup.Prober, pods []corev1.Pod, port int32, path string, log logr.Logger) bool {
+	var cold atomic.Int32
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, maxConcurrentProbes)
+	for i := range pods {
+		p := &pods[i]
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if err := prober.Probe(ctx, p, port, path); err != nil {
+				log.V(1).Info("Pod not warm yet", "Pod", klog.KObj(p), "reason", err.Error())
+				cold.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	return cold.Load() == 0
 }
 
 // podOwnedBy reports whether the pod is controlled by a ReplicaSet that d controls (both read
@@ -706,11 +773,30 @@ func (r *ModelServerReconciler) measure(ctx context.Context, ms *v1alpha1.ModelS
 	if q == nil {
 		q = unavailable{}
 	}
-	results, err := analysis.Run(ctx, q, ms.Spec.Rollout.Analysis, target, window, now)
-	if err != nil {
-		return nil, fmt.Errorf("analysis: %w", err)
+	spec := *ms.Spec.Rollout.Analysis.DeepCopy()
+	// The measurement due now: of this candidate, at this step, after the last one, for this
+	// spec. A job of another id (the rollout moved on) is dropped.
+	st := ms.Status
+	id := fmt.Sprintf("%s/%s/%d/%d/%s/%s", cand.Revision, cand.Color, st.Step, ms.Generation, timeString(st.StepStartedAt), timeString(st.LastMeasuredAt))
+	m, ok, err := r.measurements.do(ctx, client.ObjectKeyFromObject(ms), "measurement", id, func(ctx context.Context) (*rollout.Measurement, error) {
+		results, err := analysis.Run(ctx, q, spec, target, window, now)
+		if err != nil {
+			return nil, fmt.Errorf("analysis: %w", err)
+		}
+		return &rollout.Measurement{At: now, Results: results}, nil
+	})
+	if !ok {
+		ctrl.LoggerFrom(ctx).V(1).Info("Measurement under way in the background", "id", id)
+		return nil, nil
 	}
-	return &rollout.Measurement{At: now, Results: results}, nil
+	return m, err
+}
+
+func timeString(t *metav1.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339Nano)
 }
 
 // unavailable answers every query with an error: no Prometheus is configured.

@@ -1,0 +1,142 @@
+package controller
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Slow I/O on a tenant's behalf (an analysis measurement's Prometheus queries, warm-up probes of
+// the candidate's pods) runs off the reconcile workers, as Argo Rollouts runs its AnalysisRuns
+// apart from the rollout: a blackholed Prometheus or a pod that accepts connections and never
+// answers holds one goroutine of its own, never a worker that other ModelServers (and this one's
+// abort) are waiting for.
+const (
+	// DefaultJobWait is how long a pass that starts a job waits for it: a healthy Prometheus
+	// answers a measurement within it, and the pass goes on with the result as if the call were
+	// inline. A pass that finds the job already running does not wait at all.
+	DefaultJobWait = time.Second
+	// DefaultJobTimeout bounds a job (each query and probe has its own, shorter, timeout).
+	DefaultJobTimeout = 2 * time.Minute
+)
+
+// jobs runs at most one job per object and kind (measurement, warm-up) in the background.
+//
+// A pass asks for the job identified by id (what it measures: the candidate, step and last
+// measurement; the pods probed): do starts it unless it runs or ended unclaimed, waits up to
+// wait when it started it, and returns its result once. A pass that got no result returns; the
+// job's end enqueues the object (wake), and that pass takes the result. A job whose id is no
+// longer asked for (the rollout moved on, the spec changed) is dropped when another id is asked
+// for. A nil *jobs runs every job inline (the tests that drive Reconcile by hand).
+type jobs[T any] struct {
+	base    context.Context // jobs outlive the pass that started them, not the manager
+	wait    time.Duration
+	timeout time.Duration
+	wake    func(types.NamespacedName)
+
+	mu      sync.Mutex
+	entries map[jobKey]*job[T]
+}
+
+type jobKey struct {
+	obj  types.NamespacedName
+	kind string
+}
+
+type job[T any] struct {
+	id      string
+	done    chan struct{}
+	val     T
+	err     error
+	waiting int // passes waiting for the result: they take it, no wake needed
+}
+
+func newJobs[T any](base context.Context, wait, timeout time.Duration, wake func(types.NamespacedName)) *jobs[T] {
+	if wait < 0 {
+		wait = 0
+	}
+	if timeout <= 0 {
+		timeout = DefaultJobTimeout
+	}
+	return &jobs[T]{base: base, wait: wait, timeout: timeout, wake: wake, entries: map[jobKey]*job[T]{}}
+}
+
+// do returns the result of job (obj, kind, id) with ok true, or ok false while it runs.
+func (j *jobs[T]) do(ctx context.Context, obj types.NamespacedName, kind, id string, run func(context.Context) (T, error)) (T, bool, error) {
+	if j == nil {
+		v, err := run(ctx)
+		return v, true, err
+	}
+	k := jobKey{obj, kind}
+	j.mu.Lock()
+	e := j.entries[k]
+	started := false
+	if e == nil || e.id != id {
+		e = &job[T]{id: id, done: make(chan struct{})}
+		j.entries[k] = e
+		started = true
+		go j.run(k, e, run)
+	}
+	wait := started && j.wait > 0
+	if wait {
+		e.waiting++
+	}
+	j.mu.Unlock()
+
+	if wait {
+		t := time.NewTimer(j.wait)
+		defer t.Stop()
+		select {
+		case <-e.done:
+		case <-t.C:
+		case <-ctx.Done():
+		}
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if wait {
+		e.waiting--
+	}
+	select {
+	case <-e.done:
+	default:
+		var zero T
+		return zero, false, nil
+	}
+	if j.entries[k] == e {
+		delete(j.entries, k)
+	}
+	return e.val, true, e.err
+}
+
+func (j *jobs[T]) run(k jobKey, e *job[T], run func(context.Context) (T, error)) {
+	ctx, cancel := context.WithTimeout(j.base, j.timeout)
+	defer cancel()
+	val, err := run(ctx)
+	j.mu.Lock()
+	e.val, e.err = val, err
+	close(e.done)
+	unclaimed := j.entries[k] == e && e.waiting == 0
+	j.mu.Unlock()
+	// Wake a pass to take the result, unless the pass that waited took it already or the job
+	// was superseded. The object is enqueued, so a wake after its pass is never lost.
+	if unclaimed && j.wake != nil {
+		j.wake(k.obj)
+	}
+}
+
+// forget drops an object's jobs (it was deleted); running ones end unclaimed.
+func (j *jobs[T]) forget(obj types.NamespacedName) {
+	if j == nil {
+		return
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for k := range j.entries {
+		if k.obj == obj {
+			delete(j.entries, k)
+		}
+	}
+}
