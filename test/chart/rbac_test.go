@@ -7,9 +7,11 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -24,7 +26,8 @@ import (
 
 // TestTheChartAppliesAndItsServiceAccountRunsTheControllerWithLeastPrivilege applies the
 // rendered chart (namespaced mode) to a real kube-apiserver, then runs modelship's reconciler
-// authenticated as the chart's ServiceAccount (impersonated) and checks what it may and may not do.
+// authenticated as the chart's ServiceAccount (a TokenRequest token): it serves a ModelServer and
+// rolls a new version out to the end, and is refused what it must not do.
 func TestTheChartAppliesAndItsServiceAccountRunsTheControllerWithLeastPrivilege(t *testing.T) {
 	if ok, why := testenv.Available(); !ok {
 		t.Skip(why)
@@ -62,9 +65,19 @@ func TestTheChartAppliesAndItsServiceAccountRunsTheControllerWithLeastPrivilege(
 		t.FailNow()
 	}
 
-	sa := rest.CopyConfig(cfg)
-	sa.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + namespace + ":modelship",
-		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"}}
+	// Authenticated as the chart's ServiceAccount with a token from the TokenRequest API, as a
+	// pod running it would be.
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := cs.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, "modelship",
+		&authnv1.TokenRequest{Spec: authnv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(3600))}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("TokenRequest for the chart's ServiceAccount: %v", err)
+	}
+	sa := rest.AnonymousClientConfig(cfg)
+	sa.BearerToken = tr.Status.Token
 	as, err := client.New(sa, client.Options{Scheme: testenv.Scheme()})
 	if err != nil {
 		t.Fatal(err)
@@ -145,4 +158,94 @@ func TestTheChartAppliesAndItsServiceAccountRunsTheControllerWithLeastPrivilege(
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+
+	// A whole rollout, still as the ServiceAccount: the stable Deployment becomes ready, a new
+	// image makes a candidate on the other color, and a person's promote --full (the
+	// annotation) moves all traffic to it and makes it stable.
+	markReady(t, admin, "team-a", "llama-blue")
+	eventually(t, 30*time.Second, "Healthy on blue", func() error {
+		got := &v1alpha1.ModelServer{}
+		if err := admin.Get(ctx, client.ObjectKeyFromObject(ms), got); err != nil {
+			return err
+		}
+		if got.Status.Phase != v1alpha1.PhaseHealthy {
+			return fmt.Errorf("phase %s", got.Status.Phase)
+		}
+		got.Spec.Template.Spec.Containers[0].Image = "vllm/vllm-openai:v0.11.0"
+		return admin.Update(ctx, got)
+	})
+	eventually(t, 30*time.Second, "a candidate on green", func() error {
+		got := &v1alpha1.ModelServer{}
+		if err := admin.Get(ctx, client.ObjectKeyFromObject(ms), got); err != nil {
+			return err
+		}
+		if c := got.Status.Candidate; c == nil || c.Color != v1alpha1.Green {
+			return fmt.Errorf("candidate %+v", c)
+		}
+		return nil
+	})
+	markReady(t, admin, "team-a", "llama-green")
+	eventually(t, 30*time.Second, "the promote --full annotation", func() error {
+		got := &v1alpha1.ModelServer{}
+		if err := admin.Get(ctx, client.ObjectKeyFromObject(ms), got); err != nil {
+			return err
+		}
+		if got.Status.Candidate == nil {
+			return fmt.Errorf("no candidate")
+		}
+		metav1.SetMetaDataAnnotation(&got.ObjectMeta, v1alpha1.AnnotationPromoteFull, got.Status.Candidate.Revision)
+		return admin.Update(ctx, got)
+	})
+	eventually(t, 45*time.Second, "green promoted with all traffic", func() error {
+		got := &v1alpha1.ModelServer{}
+		if err := admin.Get(ctx, client.ObjectKeyFromObject(ms), got); err != nil {
+			return err
+		}
+		st := got.Status
+		if st.Stable == nil || st.Stable.Color != v1alpha1.Green || st.Candidate != nil {
+			return fmt.Errorf("phase %s stable %+v candidate %+v", st.Phase, st.Stable, st.Candidate)
+		}
+		route := &gatewayv1.HTTPRoute{}
+		if err := admin.Get(ctx, client.ObjectKey{Namespace: "team-a", Name: "llama"}, route); err != nil {
+			return err
+		}
+		for _, b := range route.Spec.Rules[0].BackendRefs {
+			if w := ptr.Deref(b.Weight, 1); (string(b.Name) == "llama-green") != (w == 100) {
+				return fmt.Errorf("route weights %s=%d", b.Name, w)
+			}
+		}
+		return nil
+	})
+}
+
+// eventually retries cond every 200ms until it passes, failing the test with its last error
+// after timeout.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %v", what, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// markReady plays the Deployment controller (envtest runs none): the Deployment reports all its
+// replicas ready and available for its current generation.
+func markReady(t *testing.T, admin client.Client, ns, name string) {
+	t.Helper()
+	eventually(t, 30*time.Second, "mark "+name+" ready", func() error {
+		d := &appsv1.Deployment{}
+		if err := admin.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: name}, d); err != nil {
+			return err
+		}
+		n := ptr.Deref(d.Spec.Replicas, 1)
+		d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: n, ReadyReplicas: n, AvailableReplicas: n, UpdatedReplicas: n}
+		return admin.Status().Update(t.Context(), d)
+	})
 }
