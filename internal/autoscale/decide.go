@@ -290,7 +290,9 @@ func (s settings) project(o Observation, tgt float64, cur, n int32, msg string) 
 // Average metrics (HPA's ratio rule): ratio = value/target over the Ready pods with a sample;
 // within the tolerance the proposal is Current; else ceil(pods * ratio). Ready pods without a
 // sample count as 0 when scaling up and as on target when scaling down (HPA's treatment); if
-// that flips the direction or lands within the tolerance, the proposal is Current.
+// that flips the direction or lands within the tolerance, the proposal is Current, and it
+// never makes a utilization below target propose more than Current (mid-rollout, when both
+// colors' Ready pods outnumber the total).
 //
 // Cold start: pods not Ready bring no capacity and are not averaged as idle; the count is
 // computed relative to the Ready pods, and a proposal above them but not above Current is
@@ -334,6 +336,14 @@ func replicas(k kind, o Observation, tgt, tol float64, cur, ready int32) (int32,
 	}
 	base := pods + miss
 	n := ceil(float64(base) * adj)
+	if miss > 0 && ratio < 1 && n > cur {
+		// Pods without a sample are assumed on target only to soften a scale-down (HPA's rule,
+		// where Ready pods never outnumber Current). Mid-rollout both colors' Ready pods exceed
+		// the total, and the assumption alone must not turn a low utilization into a scale-up.
+		if m := ceil(float64(pods) * ratio); m <= cur {
+			return cur, fmt.Sprintf("%d of %d Ready pods without a sample: holding", miss, base), true
+		}
+	}
 	if n > base && n <= cur {
 		return cur, fmt.Sprintf("%d Ready pods need %d; the %d not Ready yet will take that load", base, n, cur-base), true
 	}

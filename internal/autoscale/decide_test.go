@@ -271,6 +271,23 @@ func TestDecide(t *testing.T) {
 			wantAvailable: true, wantReason: "4 -> 3",
 		},
 		{
+			// Mid-rollout both colors' Ready pods (9) exceed the total (6); just after a
+			// Prometheus restart most have no sample yet. Counted on target, they made a
+			// utilization far below target propose 8 (the e2e outage story, under CPU load).
+			name: "a utilization below target never proposes more than the current total, even with more Ready pods than the total",
+			in: Input{Spec: newSpec(2, 8, withGPU(40), noWindow), Current: 6, Ready: 9,
+				Observations: []Observation{{Metric: gpu, Status: metrics.OK, Value: 20.667, Pods: 3, MissingPods: 6}}},
+			want:          6, // (3*20.667 + 6*40)/(9*40) = 0.84 of 9 pods is 8: above the total, held
+			wantAvailable: true,
+		},
+		{
+			name: "a utilization above target never proposes fewer than the current total",
+			in: Input{Spec: newSpec(2, 20, withGPU(40), noWindow), Current: 12, Ready: 6,
+				Observations: []Observation{obs(gpu, 60, 6)}},
+			want:          12, // 6 * 1.5 = 9 pods' worth, below the 12 already asked for (6 still starting)
+			wantAvailable: true,
+		},
+		{
 			name: "keeps the highest recommendation of the scale-down window",
 			in: Input{Spec: newSpec(1, 20, withGPU(70)), Current: 6, Ready: 6,
 				Observations: []Observation{obs(gpu, 20, 6)}, Previous: recs(rec(100*time.Second, 6))},
