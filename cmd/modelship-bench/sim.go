@@ -85,6 +85,7 @@ func runSim(args []string) error {
 	policies := []policysim.Policy{
 		&policysim.Modelship{Label: "modelship", Start: start, Work: work, Spec: modelshipSpec(lo, hi, *coldStart, *msTarget, *msWaiting, *msDown, *msUp, *msTol)},
 		&policysim.Modelship{Label: "modelship-gpu70", Start: start, Spec: v1alpha1.AutoscalingSpec{MinReplicas: lo, MaxReplicas: hi}},
+		&policysim.Modelship{Label: "modelship-saturation", Start: start, Spec: saturationSpec(lo, hi, *msDown)},
 		policysim.NewHPA("hpa-gpu70", lo, hi, 70, false, func(s policysim.Signals) (float64, bool) { return s.GPUUtilization, s.HasGPU }),
 		policysim.NewKEDA(lo, hi, 5),
 		&policysim.Oracle{Arrivals: arr, Capacity: capa, PerReplica: *oracleTarget, Min: lo, Max: hi, Lookahead: time.Minute, Step: 15 * time.Second},
@@ -158,6 +159,15 @@ const oraclePerReplica = 0.6
 // modelshipSpec is modelship's SLO-minded recipe in today's API: the token work rate (prompt
 // tokens over the prefill rate plus generated tokens over the decode rate, a prometheus metric)
 // per replica, and the queue as a backstop.
+// saturationSpec is the saturation metric with llm-d's thresholds (and the recipe's scale-down
+// window), to compare llm-d's rule with the rest on the same fleet.
+func saturationSpec(lo, hi int32, down time.Duration) v1alpha1.AutoscalingSpec {
+	return v1alpha1.AutoscalingSpec{MinReplicas: lo, MaxReplicas: hi,
+		Metrics:  []v1alpha1.AutoscalingMetric{{Saturation: &v1alpha1.SaturationMetric{}}},
+		Behavior: v1alpha1.ScalingBehavior{ScaleDown: &v1alpha1.ScalingRules{StabilizationWindow: &v1alpha1.Duration{Duration: down}}},
+	}
+}
+
 func modelshipSpec(lo, hi int32, coldStart time.Duration, work float64, waiting int64, down, up time.Duration, tol float64) v1alpha1.AutoscalingSpec {
 	spec := v1alpha1.AutoscalingSpec{
 		MinReplicas: lo, MaxReplicas: hi, ColdStart: v1alpha1.Duration{Duration: coldStart},

@@ -1,6 +1,7 @@
 package policysim
 
 import (
+	"context"
 	"time"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
@@ -102,6 +103,8 @@ func (m *Modelship) Decide(s Signals) int32 {
 				m.work = m.work[1:]
 			}
 			o.Trend, o.HasTrend = Deriv(m.work)
+		case autoscale.MetricSaturation:
+			o = m.saturation(s)
 		default:
 			o.Status = metrics.NoData
 		}
@@ -114,4 +117,38 @@ func (m *Modelship) Decide(s Signals) int32 {
 	st := out.Status
 	m.prev = &st
 	return out.Desired
+}
+
+// simNamespace names the simulated pods for the grouped signal queries.
+const simNamespace = "sim"
+
+// saturation observes the saturation metric as the controller does: the grouped per-pod
+// KV-cache and queue series through autoscale.Fetch and Snapshot.Observe over the serving pods.
+func (m *Modelship) saturation(s Signals) autoscale.Observation {
+	q := podSeries{}
+	var ready []autoscale.PodKey
+	for _, p := range s.PerPod {
+		l := map[string]string{"namespace": simNamespace, "pod": p.Name}
+		q[autoscale.QueryKVCacheUsage] = append(q[autoscale.QueryKVCacheUsage], metrics.Series{Labels: l, Value: p.KVCacheUsage})
+		q[autoscale.QueryRequestsWaiting] = append(q[autoscale.QueryRequestsWaiting], metrics.Series{Labels: l, Value: p.Waiting})
+		ready = append(ready, autoscale.PodKey{Namespace: simNamespace, Name: p.Name})
+	}
+	snap, _ := autoscale.Fetch(context.Background(), q, autoscale.Signals{KVCacheUsage: autoscale.QueryKVCacheUsage, RequestsWaiting: autoscale.QueryRequestsWaiting}, m.Start.Add(s.Now))
+	for _, o := range snap.Observe(m.Spec, ready) {
+		if o.Metric == autoscale.MetricSaturation {
+			return o
+		}
+	}
+	return autoscale.Observation{Metric: autoscale.MetricSaturation, Status: metrics.NoData, Message: "not observed"}
+}
+
+// podSeries answers the grouped signal queries from memory.
+type podSeries map[string][]metrics.Series
+
+func (p podSeries) Scalar(context.Context, string, time.Time) metrics.Sample {
+	return metrics.Sample{Status: metrics.NoData}
+}
+
+func (p podSeries) Vector(_ context.Context, q string, _ time.Time) ([]metrics.Series, error) {
+	return p[q], nil
 }

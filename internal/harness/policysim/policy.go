@@ -35,6 +35,15 @@ type Signals struct {
 	// results. Each policy reads that as its documented behaviour does (modelship and HPA: no
 	// data, hold; KEDA's Prometheus scaler with its default ignoreNullValues: 0).
 	MetricsMissing bool
+	// PerPod are the serving pods' own gauges (vllm:kv_cache_usage_perc and
+	// vllm:num_requests_waiting per pod), for the policies that judge each replica.
+	PerPod []PodSignals
+}
+
+// PodSignals are one serving pod's gauges as scraped.
+type PodSignals struct {
+	Name                  string
+	KVCacheUsage, Waiting float64
 }
 
 // Policy decides the total replica count.
