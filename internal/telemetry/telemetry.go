@@ -7,6 +7,7 @@
 package telemetry
 
 import (
+	"regexp"
 	"strconv"
 	"sync"
 	"time"
@@ -50,13 +51,44 @@ var (
 
 var register sync.Once
 
+// collectors are every metric of the package.
+func collectors() []prometheus.Collector {
+	return []prometheus.Collector{phase, step, weight, analysisValue, analysisVerdict, replicas, desired, decisions, limited,
+		queryDuration, queryErrors}
+}
+
 // Register adds the metrics to controller-runtime's registry (served on /metrics). Safe to call
 // more than once.
 func Register() {
 	register.Do(func() {
-		ctrlmetrics.Registry.MustRegister(phase, step, weight, analysisValue, analysisVerdict, replicas, desired, decisions, limited,
-			queryDuration, queryErrors)
+		ctrlmetrics.Registry.MustRegister(collectors()...)
 	})
+}
+
+// MetricNames are the names of the metrics Register serves (a histogram by its base name),
+// series or not.
+func MetricNames() []string {
+	var names []string
+	for _, c := range collectors() {
+		names = append(names, DescribedNames(c)...)
+	}
+	return names
+}
+
+// fqName reads a descriptor's metric name (Desc has no accessor).
+var fqName = regexp.MustCompile(`fqName: "([^"]+)"`)
+
+// DescribedNames are the names of the metrics a collector describes.
+func DescribedNames(c prometheus.Collector) []string {
+	ch := make(chan *prometheus.Desc)
+	go func() { c.Describe(ch); close(ch) }()
+	var names []string
+	for d := range ch {
+		if m := fqName.FindStringSubmatch(d.String()); m != nil {
+			names = append(names, m[1])
+		}
+	}
+	return names
 }
 
 // Record exports a ModelServer's status as the controller just computed it.
