@@ -108,6 +108,35 @@ func (r FitResult) MessageFor(want int32) string {
 // existing pod (bound or not) is already charged in status.used; only replicas without a pod
 // are reserved.
 func Fit(in FitInput) FitResult {
+	return FitCluster(NewCluster(in.Nodes, in.Pods), in)
+}
+
+// Cluster is what every ModelServer's fit reads alike: the nodes and the GPUs the pods bound
+// to each already hold. The controller builds it once per interval and shares it (a cluster of
+// 10,000 pods is not walked per ModelServer); it is read-only once built.
+type Cluster struct {
+	// Nodes of the cluster.
+	Nodes []corev1.Node
+	// UsedOn is the GPUs held on each node by the pods bound to it (terminal pods excluded).
+	UsedOn map[string]int64
+}
+
+// NewCluster sums the GPUs each node's bound pods hold.
+func NewCluster(nodes []corev1.Node, pods []corev1.Pod) *Cluster {
+	c := &Cluster{Nodes: nodes, UsedOn: map[string]int64{}}
+	for i := range pods {
+		p := &pods[i]
+		if p.Spec.NodeName == "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		c.UsedOn[p.Spec.NodeName] += PodGPUs(&p.Spec)
+	}
+	return c
+}
+
+// FitCluster is Fit over a shared Cluster: in.Nodes are ignored and in.Pods need only be the
+// ModelServer's own pods (others are skipped).
+func FitCluster(c *Cluster, in FitInput) FitResult {
 	gpr := PodGPUs(&in.Template.Spec)
 	res := FitResult{MaxAdditional: Unlimited, GPUsPerReplica: gpr}
 	if gpr <= 0 {
@@ -116,16 +145,12 @@ func Fit(in FitInput) FitResult {
 
 	// Own pods: how many exist (not being deleted) and how many wait for a node.
 	var ownAlive, ownUnbound int32
-	usedOn := map[string]int64{}
 	for i := range in.Pods {
 		p := &in.Pods[i]
 		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
 		}
 		own := p.Namespace == in.Namespace && in.ModelServer != "" && p.Labels[v1alpha1.LabelModelServer] == in.ModelServer
-		if p.Spec.NodeName != "" {
-			usedOn[p.Spec.NodeName] += PodGPUs(&p.Spec)
-		}
 		if own && p.DeletionTimestamp == nil {
 			ownAlive++
 			if p.Spec.NodeName == "" {
@@ -137,8 +162,8 @@ func Fit(in FitInput) FitResult {
 
 	// Node capacity: slots of whole replicas on each matching node.
 	var slots, free int64
-	for i := range in.Nodes {
-		n := &in.Nodes[i]
+	for i := range c.Nodes {
+		n := &c.Nodes[i]
 		if !Schedulable(&in.Template.Spec, n) {
 			continue
 		}
@@ -147,7 +172,7 @@ func Fit(in FitInput) FitResult {
 			continue
 		}
 		res.MatchingNodes++
-		f := max(q.Value()-usedOn[n.Name], 0)
+		f := max(q.Value()-c.UsedOn[n.Name], 0)
 		free += f
 		slots += f / gpr
 	}

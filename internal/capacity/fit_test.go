@@ -346,6 +346,18 @@ func TestFit(t *testing.T) {
 			if got.Message != tc.wantMessage {
 				t.Errorf("Message = %q, want %q", got.Message, tc.wantMessage)
 			}
+			// The shared cluster snapshot, built from every pod once, with only the
+			// ModelServer's own pods passed per fit, decides the same.
+			own := FitInput(tc.in)
+			own.Nodes, own.Pods = nil, nil
+			for _, p := range tc.in.Pods {
+				if p.Namespace == tc.in.Namespace && p.Labels[v1alpha1.LabelModelServer] == tc.in.ModelServer {
+					own.Pods = append(own.Pods, p)
+				}
+			}
+			if shared := FitCluster(NewCluster(tc.in.Nodes, tc.in.Pods), own); shared != got {
+				t.Errorf("FitCluster = %+v, Fit = %+v", shared, got)
+			}
 		})
 	}
 }

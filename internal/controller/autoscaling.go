@@ -102,7 +102,7 @@ func (r *ModelServerReconciler) autoscale(ctx context.Context, ms *v1alpha1.Mode
 
 	current := desiredReplicas(ms)
 	need := podsFor(ms, obs, now)
-	fit, err := r.capacity(ctx, ms, need(current), need(max(spec.MaxReplicas, current))-need(current))
+	fit, err := r.capacity(ctx, ms, pods.Items, need(current), need(max(spec.MaxReplicas, current))-need(current))
 	if err != nil {
 		return nil, err
 	}
@@ -190,27 +190,23 @@ func (r *ModelServerReconciler) externalMetric(ctx context.Context, ms *v1alpha1
 }
 
 // capacity says how many more pods fit the GPUs of matching nodes and the namespace quota,
-// beyond the pods both colors run now (current) and wanting want more.
-func (r *ModelServerReconciler) capacity(ctx context.Context, ms *v1alpha1.ModelServer, current, want int32) (*capacity.FitResult, error) {
+// beyond the pods both colors run now (current) and wanting want more. own are the
+// ModelServer's pods; the nodes and the GPUs all pods hold come from the shared clusterView.
+func (r *ModelServerReconciler) capacity(ctx context.Context, ms *v1alpha1.ModelServer, own []corev1.Pod, current, want int32) (*capacity.FitResult, error) {
 	if capacity.PodGPUs(&ms.Spec.Template.Spec) == 0 || want <= 0 {
 		return nil, nil
 	}
-	// Read-only views of the cache (no deep copy of every node and pod per pass).
-	var nodes corev1.NodeList
-	if err := r.List(ctx, &nodes, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, fmt.Errorf("listing nodes: %w", err)
-	}
-	var pods corev1.PodList
-	if err := r.List(ctx, &pods, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, fmt.Errorf("listing pods: %w", err)
+	cluster, err := r.cluster.get(ctx, r.Client, r.Now())
+	if err != nil {
+		return nil, err
 	}
 	var quotas corev1.ResourceQuotaList
 	if err := r.List(ctx, &quotas, client.InNamespace(ms.Namespace)); err != nil {
 		return nil, fmt.Errorf("listing resource quotas: %w", err)
 	}
-	fit := capacity.Fit(capacity.FitInput{
+	fit := capacity.FitCluster(cluster, capacity.FitInput{
 		Template: ms.Spec.Template, Namespace: ms.Namespace, ModelServer: ms.Name, Replicas: current,
-		Nodes: nodes.Items, Pods: pods.Items, Quotas: quotas.Items, Want: want,
+		Pods: own, Quotas: quotas.Items, Want: want,
 	})
 	if fit.Limited && fit.Reason == v1alpha1.ReasonGPUCapacityLimited && fit.MatchingNodes == 0 {
 		// No node matches the template at all: nodes come on demand here (cluster-autoscaler,

@@ -112,6 +112,11 @@ type ModelServerReconciler struct {
 	cacheReader client.Reader
 	// scaledObjects is true when the cluster served KEDA's ScaledObjects at start.
 	scaledObjects bool
+	// CapacityInterval is how long one view of the nodes and their pods' GPUs serves every
+	// capacity check (DefaultCapacityInterval when zero).
+	CapacityInterval time.Duration
+	// cluster is that shared view.
+	cluster clusterView
 	// JobWait is how long a pass waits for the background measurement or warm-up it starts
 	// (DefaultJobWait when zero; see jobs).
 	JobWait time.Duration
@@ -178,6 +183,10 @@ func (r *ModelServerReconciler) SetupWithManager(ctx context.Context, mgr ctrl.M
 	wait := r.JobWait
 	if wait == 0 {
 		wait = DefaultJobWait
+	}
+	r.cluster.interval = r.CapacityInterval
+	if r.cluster.interval == 0 {
+		r.cluster.interval = DefaultCapacityInterval
 	}
 	r.measurements = newJobs[*rollout.Measurement](ctx, wait, DefaultJobTimeout, wake)
 	r.warmups = newJobs[bool](ctx, wait, DefaultJobTimeout, wake)
@@ -559,7 +568,11 @@ func (r *ModelServerReconciler) observe(ctx context.Context, ms *v1alpha1.ModelS
 		for _, c := range obs.Colors {
 			current += c.Replicas
 		}
-		fit, err := r.capacity(ctx, ms, current, obs.DesiredReplicas)
+		var own corev1.PodList
+		if err := r.List(ctx, &own, r.podsOf(ms, client.MatchingLabels(ms.SelectorLabels()))...); err != nil {
+			return o, fmt.Errorf("listing pods: %w", err)
+		}
+		fit, err := r.capacity(ctx, ms, own.Items, current, obs.DesiredReplicas)
 		if err != nil {
 			return o, err
 		}

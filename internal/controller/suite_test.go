@@ -79,7 +79,7 @@ func TestMain(m *testing.M) {
 			Prometheus: prom, Prober: warmup.NewHTTPProber(time.Second, ""), Now: time.Now,
 			// Analysis windows of four 100ms scrapes: the analysis interval (1s in the rollout
 			// stories) decides. Custom queries must be scoped to their namespace.
-			ScrapeInterval: 100 * time.Millisecond, QueryPolicy: metrics.QueryPolicyNamespaced,
+			ScrapeInterval: 100 * time.Millisecond, QueryPolicy: metrics.QueryPolicyNamespaced, CapacityInterval: signalInterval,
 			Signals:     autoscale.NewSignalCache(prom, autoscale.DefaultSignals(), signalInterval),
 			MetricsAPIs: kubeMetrics,
 		}
