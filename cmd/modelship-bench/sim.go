@@ -126,9 +126,9 @@ func runSim(args []string) error {
 		return err
 	}
 	fmt.Printf("trace=%s requests=%d duration=%s rate_scale=%g cold_start=%s slo_ttft=%s slo_itl=%s outage=%q\n", *tracePath, len(arr), dur, *rateScale, *coldStart, *sloTTFT, *sloITL, *outage)
-	fmt.Printf("%-16s %10s %10s %8s %8s %10s %8s\n", "policy", "slo_min", "gpu_hours", "events", "osc/h", "requests", "errors")
+	fmt.Printf("%-20s %10s %10s %8s %8s %10s %8s\n", "policy", "slo_min", "gpu_hours", "events", "osc/h", "requests", "errors")
 	for _, r := range results {
-		fmt.Printf("%-16s %10.3f %10.2f %8d %8.1f %10d %8d\n", r.Policy, r.SLOMinutes, r.GPUHours, r.ScaleEvents, r.Oscillations, r.Requests, r.Errors)
+		fmt.Printf("%-20s %10.3f %10.2f %8d %8.1f %10d %8d\n", r.Policy, r.SLOMinutes, r.GPUHours, r.ScaleEvents, r.Oscillations, r.Requests, r.Errors)
 	}
 	fmt.Printf("timeline=%s\nplot=%s\nautoscale_wall_seconds=%.1f\nwall_seconds=%.1f\n", csvPath, pngPath, autoscaleWall.Seconds(), time.Since(began).Seconds())
 	ms, hpa, orc := byName["modelship"], byName["hpa-gpu70"], byName["oracle"]

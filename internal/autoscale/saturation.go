@@ -17,9 +17,9 @@ import (
 //     have on average less spare room than a trigger: one replica more than are measured, plus
 //     one per saturated replica beyond the first (a burst that saturates several replicas
 //     asks for as many);
-//   - scale down only when no replica is saturated and none is missing a sample: to the
-//     fewest replicas that, with the measured load spread over them, still keep the trigger's
-//     room (llm-d's scale-down simulation, solved for the count instead of tried one by one);
+//   - scale down only when no replica is saturated and none is missing a sample, by one
+//     replica, when the measured load spread over one replica fewer still keeps the triggers'
+//     room (llm-d's scale-down simulation);
 //   - else hold. The triggers give the hysteresis, so the tolerance does not apply.
 //
 // As for the other metrics, a proposal above the Ready replicas but not above Current is
@@ -152,9 +152,11 @@ func proposeSaturation(st saturationSettings, o Observation, cur int32) (int32, 
 	if x.Saturated > 0 || o.MissingPods > 0 {
 		return cur, fmt.Sprintf("%d of %d replicas saturated, %d without samples: holding", x.Saturated, x.Pods, o.MissingPods)
 	}
-	// The fewest replicas that carry the load with the triggers' room left.
-	n := max(ceil(x.KVCache/(st.kv-st.kvSpare)), ceil(x.Queue/(st.queue-st.queueSpare)), 1)
-	if n >= cur {
+	// llm-d's scale-down simulation: one replica fewer, the load spread over the others, must
+	// still leave the triggers' room. One at a time: KV-cache and queues say nothing of the
+	// compute a replica spends, so a fleet idle by these signals may still be busy.
+	n := x.Pods - 1
+	if n < 1 || n >= cur || x.KVCache/float64(n) > st.kv-st.kvSpare || x.Queue/float64(n) > st.queue-st.queueSpare {
 		return cur, fmt.Sprintf("no replica saturated; spare KV-cache %s%%, queue %s", fmtNum(x.SpareKVCache*100), fmtNum(x.SpareQueue))
 	}
 	return n, fmt.Sprintf("no replica saturated; %d replicas keep the spare room for KV-cache %s and queue %s", n, fmtNum(x.KVCache), fmtNum(x.Queue))

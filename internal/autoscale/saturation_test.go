@@ -77,8 +77,10 @@ func TestSaturationProposals(t *testing.T) {
 			loads: []replicaLoad{{0.1, 5}, {0.1, 5}, {0.1, 0}}, ready: -1, current: 3, want: 3, wantReason: "2 of 3 replicas saturated, 0 without samples: holding"},
 		{name: "enough spare room on every replica holds", spec: newSpec(1, 20, defaults, noWindow),
 			loads: even(4, 0.6, 1), ready: -1, current: 4, want: 4, wantReason: "no replica saturated; spare KV-cache 20%"},
-		{name: "light load scales down to the fewest replicas that keep the spare room", spec: newSpec(1, 20, defaults, noWindow),
-			loads: even(6, 0.3, 0), ready: -1, current: 6, want: 3, wantReason: "3 replicas keep the spare room"},
+		{name: "light load scales down one replica at a time (llm-d's simulation of one fewer)", spec: newSpec(1, 20, defaults, noWindow),
+			loads: even(6, 0.3, 0), ready: -1, current: 6, want: 5, wantReason: "5 replicas keep the spare room"},
+		{name: "no scale-down when one replica fewer would lack the spare room", spec: newSpec(1, 20, defaults, noWindow),
+			loads: even(3, 0.5, 0), ready: -1, current: 3, want: 3, wantReason: "no replica saturated; spare KV-cache 30%"},
 		{name: "queued requests bound the scale-down too", spec: newSpec(1, 20, defaults, noWindow),
 			loads: even(6, 0.1, 1.5), ready: -1, current: 6, want: 5},
 		{name: "a saturated replica forbids a scale-down however idle the others", spec: newSpec(1, 20, defaults, noWindow),
@@ -148,8 +150,8 @@ func TestSaturationMissingDataHolds(t *testing.T) {
 
 // TestSaturationSettlesWithoutOscillating drives Decide on a fleet whose KV-cache load spreads
 // evenly over the Ready replicas (each new replica Ready at the next pass): it settles on the
-// fewest replicas that keep the trigger's room, and a load change moves it once, never back
-// and forth.
+// fewest replicas that keep the trigger's room, and a drop in load walks it down one replica
+// at a time, never back and forth.
 func TestSaturationSettlesWithoutOscillating(t *testing.T) {
 	spec := newSpec(1, 40, withSaturation(v1alpha1.SaturationMetric{}))
 	var prev *v1alpha1.AutoscalingStatus
@@ -176,12 +178,17 @@ func TestSaturationSettlesWithoutOscillating(t *testing.T) {
 	if got := run(2.6, 80); got != 4 || changes != settledAfter {
 		t.Fatalf("moved after settling: %d replicas, %d more changes", got, changes-settledAfter)
 	}
-	// The load drops to 1.0: after the 5-minute window, 2 replicas (50% each).
-	if got := run(1.0, 40); got != 2 {
+	// The load drops to 1.0: one replica at a time, each after the 5-minute window, down to 2
+	// (50% each; 1 would hold 100%).
+	if got := run(1.0, 80); got != 2 {
 		t.Fatalf("settled at %d replicas for a load of 1.0, want 2", got)
 	}
-	if changes-settledAfter != 1 {
-		t.Errorf("%d changes for one drop in load, want 1", changes-settledAfter)
+	if changes-settledAfter != 2 {
+		t.Errorf("%d changes for one drop in load, want 2 (4 -> 3 -> 2)", changes-settledAfter)
+	}
+	dropped := changes
+	if got := run(1.0, 80); got != 2 || changes != dropped {
+		t.Fatalf("moved after settling at the lower load: %d replicas, %d more changes", got, changes-dropped)
 	}
 }
 

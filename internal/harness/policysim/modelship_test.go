@@ -29,7 +29,7 @@ func TestModelshipSaturationReadsEachPod(t *testing.T) {
 	}{
 		{"all four saturated", pods(4, 0.95, 0), 8},
 		{"queues at the threshold", pods(4, 0.1, 6), 8},
-		{"idle", pods(4, 0.05, 0), 1},
+		{"idle: one replica fewer", pods(4, 0.05, 0), 3},
 		{"no series", nil, 4},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
