@@ -119,23 +119,36 @@ type Cluster struct {
 	Nodes []corev1.Node
 	// UsedOn is the GPUs held on each node by the pods bound to it (terminal pods excluded).
 	UsedOn map[string]int64
+	// ByModelServer is the part of UsedOn held by each ModelServer's pods (namespace/name),
+	// so that a fit replaces its own, possibly stale, share with its pods as they are now.
+	ByModelServer map[string]map[string]int64
 }
 
 // NewCluster sums the GPUs each node's bound pods hold.
 func NewCluster(nodes []corev1.Node, pods []corev1.Pod) *Cluster {
-	c := &Cluster{Nodes: nodes, UsedOn: map[string]int64{}}
+	c := &Cluster{Nodes: nodes, UsedOn: map[string]int64{}, ByModelServer: map[string]map[string]int64{}}
 	for i := range pods {
 		p := &pods[i]
 		if p.Spec.NodeName == "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
 		}
-		c.UsedOn[p.Spec.NodeName] += PodGPUs(&p.Spec)
+		g := PodGPUs(&p.Spec)
+		c.UsedOn[p.Spec.NodeName] += g
+		if ms := p.Labels[v1alpha1.LabelModelServer]; ms != "" {
+			k := p.Namespace + "/" + ms
+			if c.ByModelServer[k] == nil {
+				c.ByModelServer[k] = map[string]int64{}
+			}
+			c.ByModelServer[k][p.Spec.NodeName] += g
+		}
 	}
 	return c
 }
 
-// FitCluster is Fit over a shared Cluster: in.Nodes are ignored and in.Pods need only be the
-// ModelServer's own pods (others are skipped).
+// FitCluster is Fit over a shared Cluster, which may be older than in.Pods: in.Nodes are
+// ignored and in.Pods need only be the ModelServer's own pods (others are skipped). The
+// ModelServer's own GPUs are counted from in.Pods, not from the Cluster, so that its pods
+// created or bound since the Cluster was built are never counted as free.
 func FitCluster(c *Cluster, in FitInput) FitResult {
 	gpr := PodGPUs(&in.Template.Spec)
 	res := FitResult{MaxAdditional: Unlimited, GPUsPerReplica: gpr}
@@ -143,14 +156,19 @@ func FitCluster(c *Cluster, in FitInput) FitResult {
 		return res
 	}
 
-	// Own pods: how many exist (not being deleted) and how many wait for a node.
+	// Own pods: how many exist (not being deleted), how many wait for a node, and the GPUs
+	// they hold on each node now.
 	var ownAlive, ownUnbound int32
+	ownOn := map[string]int64{}
 	for i := range in.Pods {
 		p := &in.Pods[i]
 		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
 		}
 		own := p.Namespace == in.Namespace && in.ModelServer != "" && p.Labels[v1alpha1.LabelModelServer] == in.ModelServer
+		if own && p.Spec.NodeName != "" {
+			ownOn[p.Spec.NodeName] += PodGPUs(&p.Spec)
+		}
 		if own && p.DeletionTimestamp == nil {
 			ownAlive++
 			if p.Spec.NodeName == "" {
@@ -172,7 +190,8 @@ func FitCluster(c *Cluster, in FitInput) FitResult {
 			continue
 		}
 		res.MatchingNodes++
-		f := max(q.Value()-c.UsedOn[n.Name], 0)
+		used := c.UsedOn[n.Name] - c.ByModelServer[in.Namespace+"/"+in.ModelServer][n.Name] + ownOn[n.Name]
+		f := max(q.Value()-used, 0)
 		free += f
 		slots += f / gpr
 	}

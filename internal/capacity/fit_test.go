@@ -387,3 +387,22 @@ func TestPodGPUs(t *testing.T) {
 		})
 	}
 }
+
+// A shared Cluster may be older than the ModelServer's own pods: those created and bound since
+// it was built hold GPUs that must not be counted as free again (the e2e GPU story scaled past
+// what fits when they were), and its own pods deleted since free theirs.
+func TestFitClusterCountsTheModelServersOwnPodsAsTheyAreNow(t *testing.T) {
+	nodes := []corev1.Node{newNode("n1", 8), newNode("n2", 8)}
+	in := FitInput{Template: newTemplate(4), Namespace: "ml", ModelServer: "llama", Want: 8}
+	// Built when one own pod ran on n1, beside another tenant's 4 GPUs on n2.
+	stale := NewCluster(nodes, []corev1.Pod{newPod("ml", "a", "n1", 4, own), newPod("other", "x", "n2", 4)})
+
+	in.Replicas, in.Pods = 3, []corev1.Pod{newPod("ml", "a", "n1", 4, own), newPod("ml", "b", "n1", 4, own), newPod("ml", "c", "n2", 4, own)}
+	if got := FitCluster(stale, in); got.MaxAdditional != 0 {
+		t.Errorf("with 3 own pods bound since: MaxAdditional = %d, want 0 (n1 full, n2 full)", got.MaxAdditional)
+	}
+	in.Replicas, in.Pods = 0, nil
+	if got := FitCluster(stale, in); got.MaxAdditional != 3 {
+		t.Errorf("with the own pod gone since: MaxAdditional = %d, want 3 (n1 free, n2 half)", got.MaxAdditional)
+	}
+}
