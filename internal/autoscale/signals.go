@@ -15,7 +15,7 @@ import (
 // PromQL of the built-in signals. Each is one query for every pod (or pool) of every
 // ModelServer, grouped by pod (or pool); Snapshot.Observe picks a ModelServer's pods in memory.
 // Every grouping keeps both label variants (namespace/pod and exported_namespace/exported_pod):
-// a label that a series lacks is simply empty in its group (see indexByPod).
+// a label that a series lacks is simply empty in its group (see podOf and keyOf).
 const (
 	// QueryGPUUtilization averages NVIDIA DCGM's GPU utilization (percent) per pod over the
 	// pod's GPUs. dcgm-exporter labels the workload pod as pod/namespace when scraped with
@@ -113,6 +113,14 @@ func NewSignalCache(querier metrics.Querier, signals Signals, interval time.Dura
 	return &SignalCache{querier: querier, signals: signals, interval: interval}
 }
 
+// SkipEndpointPicker stops querying the endpoint picker's signals, for a cluster that serves no
+// InferencePools (no picker reports on a pool there). Call it before the first Get.
+func (c *SignalCache) SkipEndpointPicker() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.signals.PoolQueueSize, c.signals.PoolSaturation, c.signals.ObjectiveRunning = "", "", ""
+}
+
 // Get returns the snapshot, refreshing it when it is older than the interval at now. The
 // snapshot is never nil: a signal whose query failed is kept as failed (Observe reports
 // metrics.Error for it) and the error says which ones failed. A failed refresh is not retried
@@ -140,8 +148,9 @@ func (c *SignalCache) Get(ctx context.Context, now time.Time) (*Snapshot, error)
 	}
 	done := make(chan struct{})
 	c.fetching = done
+	sig := c.signals
 	c.mu.Unlock()
-	snap, err := Fetch(ctx, c.querier, c.signals, now)
+	snap, err := Fetch(ctx, c.querier, sig, now)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.snap, c.err, c.fetching = snap, err, nil

@@ -289,3 +289,21 @@ func TestSignalCacheServesThePreviousSnapshotWhileASlowRefreshRuns(t *testing.T)
 		t.Errorf("after the refresh the snapshot is of %v, want the refreshed one", s.At)
 	}
 }
+
+// A cluster without InferencePools does not query the endpoint picker's signals.
+func TestSignalCacheSkipsTheEndpointPickerWhenAsked(t *testing.T) {
+	q := &fakeQuerier{series: map[string][]metrics.Series{}}
+	c := NewSignalCache(q, DefaultSignals(), 15*time.Second)
+	c.SkipEndpointPicker()
+	if _, err := c.Get(context.Background(), t0); err != nil {
+		t.Fatal(err)
+	}
+	for _, query := range []string{QueryPoolQueueSize, QueryPoolSaturation, QueryObjectiveRunning} {
+		if n := q.calls[query]; n != 0 {
+			t.Errorf("%s queried %d times", query, n)
+		}
+	}
+	if n := q.calls[QueryGPUUtilization]; n != 1 {
+		t.Errorf("GPU utilization queried %d times, want 1", n)
+	}
+}

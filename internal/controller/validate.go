@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
+	"github.com/modelship/modelship/internal/autoscale"
 )
 
 // Bounds that admission enforces too (see the CEL rules in api/v1alpha1); the controller checks
@@ -190,10 +191,10 @@ func validateSaturation(m *v1alpha1.SaturationMetric, p *field.Path) field.Error
 		errs = append(errs, field.Invalid(p.Child("queueLengthThreshold"), queue, "must be from 1 to 10000"))
 	}
 	if kv == 0 {
-		kv = 80
+		kv = autoscale.DefaultKVCacheThresholdPercent
 	}
 	if queue == 0 {
-		queue = 5
+		queue = autoscale.DefaultQueueLengthThreshold
 	}
 	if t := m.KVSpareTriggerPercent; t != nil && (*t < 0 || *t >= kv) {
 		errs = append(errs, field.Invalid(p.Child("kvSpareTriggerPercent"), *t, fmt.Sprintf("must be from 0 to below kvCacheThresholdPercent (%d)", kv)))
