@@ -107,12 +107,34 @@ type PodOptions struct {
 	Profiles []ProfileRule
 }
 
-// PodToReplica maps a ModelServer's pod to a fleet pod. ok is false for pods that are not
-// modelship model servers (no ModelServer or color label), not yet on a node, or finished.
-// now stands in for a Ready condition without a transition time.
+// LabelPeerServer marks the pods of a model server that modelship does not run (a peer's
+// workload in make bench-peers: a Deployment scaled by KEDA's HPA, or a Flagger canary): the
+// simulator serves them as the replicas of the model server named by the label's value, grouped
+// by their LabelPeerGroup label (Flagger's primary and canary Deployments differ by it) in
+// place of a color. Routes reach them through Services that select that group.
+const (
+	LabelPeerServer = "bench.modelship.dev/server"
+	LabelPeerGroup  = "app"
+)
+
+// serverAndColor is the model server and color (or group) a pod serves, "" when it is neither a
+// ModelServer's pod nor a peer's.
+func serverAndColor(pod *corev1.Pod) (string, string) {
+	if ms, color := pod.Labels[v1alpha1.LabelModelServer], pod.Labels[v1alpha1.LabelColor]; ms != "" && color != "" {
+		return ms, color
+	}
+	if ms, group := pod.Labels[LabelPeerServer], pod.Labels[LabelPeerGroup]; ms != "" && group != "" {
+		return ms, group
+	}
+	return "", ""
+}
+
+// PodToReplica maps a model server's pod to a fleet pod: a ModelServer's (by its ModelServer
+// and color labels) or a peer's (LabelPeerServer and LabelPeerGroup). ok is false for other
+// pods, pods not yet on a node, and finished ones. now stands in for a Ready condition without
+// a transition time.
 func PodToReplica(pod *corev1.Pod, opts PodOptions, now time.Time) (fleet.Pod, bool) {
-	ms := pod.Labels[v1alpha1.LabelModelServer]
-	color := pod.Labels[v1alpha1.LabelColor]
+	ms, color := serverAndColor(pod)
 	if ms == "" || color == "" || pod.Spec.NodeName == "" ||
 		pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
 		return fleet.Pod{}, false
@@ -225,11 +247,12 @@ func PoolTargetOf(namespace string, matchLabels map[string]string) (PoolTarget, 
 }
 
 // RouteWeights reads an HTTPRoute's backendRef weights for each ModelServer it routes to. A
-// backendRef counts when it names a Service "<modelserver>-<color>" of a known ModelServer, or an
-// InferencePool of pools (whose selector picks one color's pods), in the backend's namespace (the
+// backendRef counts when it names a Service "<modelserver>-<color>" of a known ModelServer, an
+// InferencePool of pools (whose selector picks one color's pods), or a Service of services (a
+// peer's, whose selector picks one group of a peer's pods), in the backend's namespace (the
 // route's by default). The first rule that references a ModelServer gives its weights; a
 // backendRef without a weight weighs 1, as in the Gateway API.
-func RouteWeights(route *gatewayv1.HTTPRoute, modelServers map[types.NamespacedName]bool, pools map[types.NamespacedName]PoolTarget) map[types.NamespacedName]map[string]int32 {
+func RouteWeights(route *gatewayv1.HTTPRoute, modelServers map[types.NamespacedName]bool, pools, services map[types.NamespacedName]PoolTarget) map[types.NamespacedName]map[string]int32 {
 	out := map[types.NamespacedName]map[string]int32{}
 	for _, rule := range route.Spec.Rules {
 		inRule := map[types.NamespacedName]map[string]int32{}
@@ -258,6 +281,10 @@ func RouteWeights(route *gatewayv1.HTTPRoute, modelServers map[types.NamespacedN
 				continue
 			}
 			if ref.Kind != nil && *ref.Kind != "Service" {
+				continue
+			}
+			if t, ok := services[types.NamespacedName{Namespace: ns, Name: string(ref.Name)}]; ok {
+				add(t.ModelServer, t.Color, ref)
 				continue
 			}
 			for _, color := range []v1alpha1.Color{v1alpha1.Blue, v1alpha1.Green} {

@@ -256,7 +256,7 @@ func TestRouteWeights(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := RouteWeights(tt.route, known, nil)
+			got := RouteWeights(tt.route, known, nil, nil)
 			if len(got) != len(tt.want) {
 				t.Fatalf("got %v, want %v", got, tt.want)
 			}

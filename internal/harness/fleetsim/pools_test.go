@@ -25,7 +25,7 @@ func TestRouteWeightsFollowInferencePoolsToTheColorTheySelect(t *testing.T) {
 	blue, _ := PoolTargetOf("ns", map[string]string{v1alpha1.LabelModelServer: "llm", v1alpha1.LabelColor: "blue"})
 	green, _ := PoolTargetOf("ns", map[string]string{v1alpha1.LabelModelServer: "llm", v1alpha1.LabelColor: "green"})
 	pools := map[types.NamespacedName]PoolTarget{{Namespace: "ns", Name: "pool-a"}: blue, {Namespace: "ns", Name: "pool-b"}: green}
-	got := RouteWeights(newRoute([]gatewayv1.HTTPBackendRef{poolRef("pool-a", 70), poolRef("pool-b", 30), poolRef("unknown-pool", 5)}), known, pools)
+	got := RouteWeights(newRoute([]gatewayv1.HTTPBackendRef{poolRef("pool-a", 70), poolRef("pool-b", 30), poolRef("unknown-pool", 5)}), known, pools, nil)
 	if w := got[llm]; len(got) != 1 || w["blue"] != 70 || w["green"] != 30 {
 		t.Errorf("weights %v, want llm blue 70 green 30 (pools resolved by their selectors, unknown pools ignored)", got)
 	}

@@ -46,15 +46,25 @@ func (s *Syncer) Sync(ctx context.Context) ([]types.NamespacedName, error) {
 	}
 
 	var pods corev1.PodList
-	if err := s.Client.List(ctx, &pods, client.HasLabels{v1alpha1.LabelModelServer}); err != nil {
+	if err := s.Client.List(ctx, &pods); err != nil {
 		return nil, fmt.Errorf("listing pods: %w", err)
 	}
 	present := map[string]bool{}
+	peerGroups := map[types.NamespacedName]string{} // namespace/group -> peer server
 	for i := range pods.Items {
-		if p, ok := PodToReplica(&pods.Items[i], s.Pods, now); ok {
+		pod := &pods.Items[i]
+		if server, group := pod.Labels[LabelPeerServer], pod.Labels[LabelPeerGroup]; server != "" && group != "" && pod.Labels[v1alpha1.LabelModelServer] == "" {
+			peerGroups[types.NamespacedName{Namespace: pod.Namespace, Name: group}] = server
+			known[types.NamespacedName{Namespace: pod.Namespace, Name: server}] = true
+		}
+		if p, ok := PodToReplica(pod, s.Pods, now); ok {
 			s.Fleet.SetPod(p)
 			present[p.Key()] = true
 		}
+	}
+	services, err := peerServices(ctx, s.Client, peerGroups)
+	if err != nil {
+		return nil, err
 	}
 	for _, key := range s.Fleet.PodKeys() {
 		if !present[key] {
@@ -79,7 +89,7 @@ func (s *Syncer) Sync(ctx context.Context) ([]types.NamespacedName, error) {
 	var errs []error
 	for i := range routes.Items {
 		route := &routes.Items[i]
-		ws := RouteWeights(route, known, targets)
+		ws := RouteWeights(route, known, targets, services)
 		if len(ws) == 0 {
 			continue
 		}
@@ -124,6 +134,31 @@ func (s *Syncer) Sync(ctx context.Context) ([]types.NamespacedName, error) {
 	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
 	if len(errs) > 0 {
 		return out, joinErrors(errs)
+	}
+	return out, nil
+}
+
+// peerServices maps the Services that select one group of a peer's pods (by LabelPeerGroup) to
+// that peer server and group. groups holds the groups that have pods; a Service of a group
+// without pods (a canary scaled to zero) resolves to nothing, and the route's weight on it is
+// not served.
+func peerServices(ctx context.Context, c client.Client, groups map[types.NamespacedName]string) (map[types.NamespacedName]PoolTarget, error) {
+	if len(groups) == 0 {
+		return nil, nil
+	}
+	var list corev1.ServiceList
+	if err := c.List(ctx, &list); err != nil {
+		return nil, fmt.Errorf("listing Services: %w", err)
+	}
+	out := map[types.NamespacedName]PoolTarget{}
+	for _, svc := range list.Items {
+		group := svc.Spec.Selector[LabelPeerGroup]
+		server, ok := groups[types.NamespacedName{Namespace: svc.Namespace, Name: group}]
+		if group == "" || !ok {
+			continue
+		}
+		out[types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}] = PoolTarget{
+			ModelServer: types.NamespacedName{Namespace: svc.Namespace, Name: server}, Color: group}
 	}
 	return out, nil
 }

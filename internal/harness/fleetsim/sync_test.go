@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -102,6 +103,43 @@ func TestSyncMirrorsPodsAndRoutes(t *testing.T) {
 	routed, err = s.Sync(ctx)
 	if err != nil || len(routed) != 0 || s.Fleet.Weights("ns", "llm") != nil {
 		t.Errorf("after deleting the route: routed %v err %v weights %v", routed, err, s.Fleet.Weights("ns", "llm"))
+	}
+}
+
+// A peer's workload (make bench-peers): Flagger's primary and canary Deployments' pods carry the
+// peer label and differ by their app label; the route names Flagger's Services, which select by
+// app. The fleet serves them as one model server whose groups are the colors.
+func TestSyncServesAPeersPodsThroughTheServicesThatSelectThem(t *testing.T) {
+	ctx := context.Background()
+	peer := func(name, group string) *corev1.Pod {
+		return newK8sPod(name, ready(now.Add(-time.Hour)), withLabels(v1alpha1.LabelModelServer, "", v1alpha1.LabelColor, "",
+			v1alpha1.LabelRevision, "", LabelPeerServer, "llm", LabelPeerGroup, group))
+	}
+	service := func(name, group string) *corev1.Service {
+		return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name},
+			Spec: corev1.ServiceSpec{Selector: map[string]string{LabelPeerGroup: group}}}
+	}
+	route := newRoute([]gatewayv1.HTTPBackendRef{backend("llm-primary", ptr.To[int32](90)), backend("llm-canary", ptr.To[int32](10)),
+		backend("other", ptr.To[int32](5))})
+	s, _ := newSyncer(t,
+		peer("llm-primary-1", "llm-primary"), peer("llm-primary-2", "llm-primary"), peer("llm-1", "llm"),
+		service("llm", "llm-primary"), service("llm-primary", "llm-primary"), service("llm-canary", "llm"),
+		service("other", "nothing-runs-this"),
+		newK8sPod("no-group", withLabels(v1alpha1.LabelModelServer, "", v1alpha1.LabelColor, "", LabelPeerServer, "llm")),
+		route,
+	)
+	routed, err := s.Sync(ctx)
+	if err != nil {
+		t.Fatalf("Sync: %v", err)
+	}
+	if len(routed) != 1 || routed[0] != (types.NamespacedName{Namespace: "ns", Name: "llm"}) {
+		t.Fatalf("routed %v, want ns/llm", routed)
+	}
+	if keys := s.Fleet.PodKeys(); strings.Join(keys, ",") != "ns/llm-1,ns/llm-primary-1,ns/llm-primary-2" {
+		t.Errorf("fleet pods %v, want the three grouped pods", keys)
+	}
+	if w := s.Fleet.Weights("ns", "llm"); len(w) != 2 || w["llm-primary"] != 90 || w["llm"] != 10 {
+		t.Errorf("weights %v, want llm-primary 90 and llm 10", w)
 	}
 }
 
