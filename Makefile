@@ -109,6 +109,11 @@ bench-scale: ## Many ModelServers on one controller (SIZES=100,1000 by default):
 	@hack/controlplane.sh all >/dev/null
 	go run ./cmd/modelship-bench scale --sizes $(SIZES)
 
+.PHONY: bench-peers
+bench-peers: ## modelship beside the real KEDA + HPA and Flagger on one local stack (~35 min warm; builds the peers once, ~20 min): key=value figures, CSV and PNG into .work/bench/peers/.
+	@hack/controlplane.sh all >/dev/null && hack/prometheus.sh >/dev/null && hack/peers.sh all >/dev/null
+	go run ./cmd/modelship-bench peers $(PEERS_FLAGS)
+
 .PHONY: image
 image: ## The controller's OCI image without Docker: bin/image/oci (multi-arch OCI layout) and docker-load tarballs.
 	cd hack/tools/image && go run . --version $(or $(VERSION),$(shell git describe --tags --always --dirty 2>/dev/null || echo dev))

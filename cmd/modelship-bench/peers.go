@@ -7,33 +7,52 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
+	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
+	ctrl "sigs.k8s.io/controller-runtime"
 
-	"github.com/modelship/modelship/internal/harness/devenv"
+	"github.com/modelship/modelship/internal/harness/peerbench"
 	"github.com/modelship/modelship/internal/harness/peers"
-	"github.com/modelship/modelship/internal/harness/testenv"
+	"github.com/modelship/modelship/internal/harness/stack"
 )
 
 func init() {
-	register("peers", "the real Flagger and KEDA started on the local environment (the side-by-side scenarios are not written yet)", runPeers)
+	register("peers", "modelship against the real KEDA + HPA and Flagger on one local stack: autoscaling, rollouts, Prometheus outages (make bench-peers)", runPeers)
 }
 
-// runPeers starts the local environment with the peers' CRDs, then Flagger (Gateway API
-// provider, the environment's Prometheus) and KEDA's operator, and reports how long each took
-// to answer its health check. The scenarios of issue #14 (autoscaling against KEDA + the real
-// HPA, rollouts against a Flagger Canary, Prometheus outages) build on this.
+// runPeers starts one stack (control plane, kwok GPU nodes, Prometheus, the trace-driven fleet
+// simulator, modelship's controller) and the peers, then runs each scenario for each
+// contender, one after the other, and prints key=value figures, a CSV and a PNG.
 func runPeers(args []string) error {
 	fs := flag.NewFlagSet("peers", flag.ContinueOnError)
-	dir := fs.String("dir", ".work/bench/peers", "working folder")
+	dir := fs.String("dir", ".work/bench/peers", "working folder (logs, peers-timeline.csv, peers.png)")
+	contenders := fs.String("contenders", "modelship,keda-hpa,flagger", "contenders to run, comma-separated")
+	smoke := fs.Bool("smoke", false, "only start the stack and the peers and check that they answer")
+	rate := fs.Float64("rate-scale", 0.5, "the trace's rate at the start of each scenario")
+	stepFactor := fs.Float64("step-factor", 2, "the load step of the autoscaling scenario")
+	scaleFor := fs.Duration("scale-duration", 7*time.Minute, "length of the autoscaling scenario")
+	stepAt := fs.Duration("step-at", 2*time.Minute, "when the load steps up")
+	outageAt := fs.Duration("outage-at", 5*time.Minute, "when Prometheus stops in the autoscaling scenario")
+	outage := fs.Duration("outage", time.Minute, "how long Prometheus stays down")
+	verdictTimeout := fs.Duration("verdict-timeout", 5*time.Minute, "longest wait for a rollout's verdict")
+	badHorizon := fs.Duration("bad-horizon", 3*time.Minute, "how long the slower release is watched (its requests are counted over it)")
+	sloTTFT := fs.Duration("slo-ttft", 2*time.Second, "p95 time-to-first-token SLO")
+	sloITL := fs.Duration("slo-itl", 100*time.Millisecond, "p95 inter-token latency SLO")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if ok, why := peers.Built(); !ok {
-		return fmt.Errorf("the peers are not built: %s", why)
+	want := map[string]bool{}
+	for _, c := range strings.Split(*contenders, ",") {
+		want[strings.TrimSpace(c)] = true
+	}
+	if want["keda-hpa"] || want["flagger"] || *smoke {
+		if ok, why := peers.Built(); !ok {
+			return fmt.Errorf("the peers are not built: %s", why)
+		}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -41,31 +60,88 @@ func runPeers(args []string) error {
 	if err != nil {
 		return err
 	}
-	root := testenv.RepoRoot()
-	crds := append([]string{filepath.Join(root, "config", "crd", "bases"),
-		filepath.Join(root, "third_party", "gateway-api-inference-extension-v1.6.0")}, peers.CRDDirs()...)
-	env, err := devenv.Start(ctx, devenv.Options{Dir: filepath.Join(abs, "env"), GPUNodes: 2, WithPrometheus: true, CRDDirs: crds})
+	began := time.Now()
+	logf := func(format string, args ...any) {
+		fmt.Printf("[%s +%4.0fs] %s\n", time.Now().Format("15:04:05"), time.Since(began).Seconds(), fmt.Sprintf(format, args...))
+	}
+	ctrl.SetLogger(logr.Discard())
+	log := funcr.New(func(_, args string) { logf("%s", args) }, funcr.Options{})
+	st, err := stack.Start(ctx, stack.Options{
+		Dir: abs, GPUNodes: 4, RateScale: *rate, Logger: log, CRDDirs: peers.CRDDirs(),
+		Profiles: []string{"revision=" + slowMarker + ":latency=1.5"},
+	})
 	if err != nil {
 		return err
 	}
-	defer env.Stop()
-	c, err := client.New(env.RESTConfig(), client.Options{Scheme: testenv.Scheme()})
-	if err != nil {
+	defer st.Stop()
+	logf("stack up (control plane, 4 GPU nodes of 8, Prometheus, fleet simulator, modelship)")
+
+	if want["flagger"] || *smoke {
+		p, err := peers.StartFlagger(ctx, st.Env, st.Env.PrometheusURL())
+		if err != nil {
+			return err
+		}
+		logf("flagger %s answered %s after %s", peers.FlaggerVersion, p.Health, p.Ready.Round(time.Millisecond))
+	}
+	if want["keda-hpa"] || *smoke {
+		p, err := peers.StartKEDA(ctx, st.Env)
+		if err != nil {
+			return err
+		}
+		logf("keda-operator %s answered %s after %s", peers.KEDAVersion, p.Health, p.Ready.Round(time.Millisecond))
+	}
+	if *smoke {
+		return nil
+	}
+
+	o := &peerbench.Options{
+		Stack: st, Client: st.Client, RateScale: *rate, StepFactor: *stepFactor,
+		ScaleDuration: *scaleFor, StepAt: *stepAt, OutageAt: *outageAt, Outage: *outage,
+		BaseImage: "vllm/vllm-openai:v0.10.0", GoodImage: "vllm/vllm-openai:v0.10.1",
+		BadImage: "vllm/vllm-openai:v0.10.2" + slowMarker, OutageImage: "vllm/vllm-openai:v0.10.3",
+		VerdictTimeout: *verdictTimeout, BadHorizon: *badHorizon, Log: logf,
+	}
+	slo := peerbench.SLO{TTFT: *sloTTFT, ITL: *sloITL}
+	scale, rollouts := map[string]*peerbench.Run{}, map[string]*peerbench.Run{}
+	var runs []*peerbench.Run
+	prom := st.Env.PrometheusURL()
+	for _, k := range []peerbench.Contender{peerbench.Modelship{}, peerbench.KEDAHPA{PrometheusURL: prom}} {
+		if !want[k.Name()] {
+			continue
+		}
+		r, err := o.Autoscaling(ctx, k)
+		if err != nil {
+			return fmt.Errorf("%s autoscaling: %w", k.Name(), err)
+		}
+		scale[k.Name()] = r
+		runs = append(runs, r)
+	}
+	for _, k := range []peerbench.Contender{peerbench.Modelship{}, peerbench.Flagger{PrometheusURL: prom}} {
+		if !want[k.Name()] {
+			continue
+		}
+		r, err := o.Rollouts(ctx, k)
+		if err != nil {
+			return fmt.Errorf("%s rollouts: %w", k.Name(), err)
+		}
+		rollouts[k.Name()] = r
+		runs = append(runs, r)
+	}
+	csvPath, pngPath := filepath.Join(abs, "peers-timeline.csv"), filepath.Join(abs, "peers.png")
+	if err := peerbench.WriteCSV(csvPath, runs); err != nil {
 		return err
 	}
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "keda"}}); err != nil {
+	if err := peerbench.Plot(pngPath, scale, rollouts, slo); err != nil {
 		return err
 	}
-	flagger, err := peers.StartFlagger(ctx, env, env.PrometheusURL())
-	if err != nil {
-		return err
+	fmt.Printf("trace=%s rate_scale=%g step_factor=%g speed=10 slo_ttft=%s slo_itl=%s outage=%s took=%s\n",
+		stack.DefaultTrace, *rate, *stepFactor, *sloTTFT, *sloITL, *outage, time.Since(began).Round(time.Second))
+	for _, l := range peerbench.Summary(scale, rollouts, o, slo) {
+		fmt.Println(l)
 	}
-	keda, err := peers.StartKEDA(ctx, env)
-	if err != nil {
-		return err
-	}
-	fmt.Printf("flagger %s answered %s after %s\n", peers.FlaggerVersion, flagger.Health, flagger.Ready.Round(1e6))
-	fmt.Printf("keda-operator %s answered %s after %s\n", peers.KEDAVersion, keda.Health, keda.Ready.Round(1e6))
-	fmt.Printf("flagger_ready_s=%.1f keda_operator_ready_s=%.1f\n", flagger.Ready.Seconds(), keda.Ready.Seconds())
+	fmt.Printf("csv=%s\npng=%s\n", csvPath, pngPath)
 	return nil
 }
+
+// slowMarker is in the slower release's image; the simulator's profile makes it 1.5x slower.
+const slowMarker = "-slow"

@@ -177,8 +177,7 @@ func (o Options) withDefaults() (Options, error) {
 		o.RepoRoot = root
 	}
 	if o.CRDDirs == nil {
-		o.CRDDirs = []string{filepath.Join(o.RepoRoot, "config", "crd", "bases"),
-			filepath.Join(o.RepoRoot, "third_party", "gateway-api-inference-extension-v1.6.0")}
+		o.CRDDirs = DefaultCRDDirs(o.RepoRoot)
 	}
 	if o.GPUNodes < 0 {
 		return o, fmt.Errorf("devenv: Options.GPUNodes is %d, want 0 or more", o.GPUNodes)
@@ -460,3 +459,10 @@ func (e *Env) Timings() []PartTiming {
 
 // Options returns the options the environment runs with, defaults filled in.
 func (e *Env) Options() Options { return e.opts }
+
+// DefaultCRDDirs are the CRD folders an environment installs when Options.CRDDirs is nil:
+// modelship's and the InferencePool API's.
+func DefaultCRDDirs(repoRoot string) []string {
+	return []string{filepath.Join(repoRoot, "config", "crd", "bases"),
+		filepath.Join(repoRoot, "third_party", "gateway-api-inference-extension-v1.6.0")}
+}

@@ -44,6 +44,9 @@ type Options struct {
 	ColdStart time.Duration
 	// GPUNodes and GPUsPerNode size the fake GPU fleet.
 	GPUNodes, GPUsPerNode int
+	// CRDDirs are more CRD folders to install after the project's (the peers' CRDs for
+	// make bench-peers).
+	CRDDirs []string
 	// ControllerArgs are added to the controller's flags.
 	ControllerArgs []string
 	// Seed makes the simulator deterministic.
@@ -117,8 +120,12 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 		return nil, fmt.Errorf("stack: %w", err)
 	}
 	simAddr := "127.0.0.1:" + strconv.Itoa(simPort)
+	var crds []string
+	if len(o.CRDDirs) > 0 {
+		crds = append(devenv.DefaultCRDDirs(root), o.CRDDirs...)
+	}
 	env, err := devenv.Start(ctx, devenv.Options{
-		Dir: filepath.Join(o.Dir, "env"), RepoRoot: root, GPUNodes: o.GPUNodes, GPUsPerNode: o.GPUsPerNode,
+		Dir: filepath.Join(o.Dir, "env"), RepoRoot: root, GPUNodes: o.GPUNodes, GPUsPerNode: o.GPUsPerNode, CRDDirs: crds,
 		WithPrometheus: true, PrometheusScrapeTargets: []string{simAddr}, Logger: o.Logger,
 	})
 	if err != nil {

@@ -1,0 +1,165 @@
+package peerbench
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
+	"github.com/modelship/modelship/internal/harness/stack"
+)
+
+// Verdicts of a rollout.
+const (
+	Undecided  = ""
+	Promoted   = "promoted"
+	RolledBack = "rolled-back"
+)
+
+// Workload is the model server every contender runs: its name, the image it starts at and its
+// size. Scenarios give every contender the same.
+const (
+	WorkloadName = "llm"
+	// RolloutReplicas is the fixed size of the rollout scenarios' workload.
+	RolloutReplicas = 4
+	// MinReplicas and MaxReplicas bound the autoscaling scenarios (the seeds' recipe).
+	MinReplicas, MaxReplicas = 2, 10
+	// GPUTarget is the DCGM GPU utilization every autoscaler aims at, in percent.
+	GPUTarget = 70
+)
+
+// Contender is one way of running the workload: modelship, or a peer.
+type Contender interface {
+	Name() string
+	// Deploy creates the workload at image in ns: autoscaled on GPU utilization, or with
+	// RolloutReplicas replicas and the contender's canary analysis.
+	Deploy(ctx context.Context, c client.Client, ns, image string, autoscaled bool) error
+	// Serving reports whether the workload serves from Ready pods through its route.
+	Serving(ctx context.Context, c client.Client, ns string) (bool, error)
+	// SetImage starts a rollout to image.
+	SetImage(ctx context.Context, c client.Client, ns, image string) error
+	// State is the contender's view: desired replicas, rollout phase and candidate weight.
+	State(ctx context.Context, c client.Client, ns string) (State, error)
+	// Verdict is the outcome of the rollout to image: Promoted, RolledBack or Undecided.
+	Verdict(ctx context.Context, c client.Client, ns, image string) (string, error)
+}
+
+// Modelship runs the workload as a ModelServer.
+type Modelship struct{}
+
+// Name implements Contender.
+func (Modelship) Name() string { return "modelship" }
+
+// ModelServer is the benchmark's ModelServer: the demo's pod template and Gateway, the vLLM
+// analysis preset with 20s steps of 10/25/50%; autoscaled on DCGM GPU utilization at 70%
+// between 2 and 10 replicas with the API's defaults otherwise (15s interval, 5m scale-down
+// stabilization, the HPA's), or RolloutReplicas fixed replicas.
+func ModelServer(ns, image string, autoscaled bool) *v1alpha1.ModelServer {
+	ms := stack.ModelServer(ns, WorkloadName, image)
+	ms.Spec.Replicas = ptr.To(int32(RolloutReplicas))
+	ms.Spec.Rollout.Steps = []int32{10, 25, 50, 100}
+	ms.Spec.Autoscaling = nil
+	if autoscaled {
+		ms.Spec.Replicas = ptr.To(int32(MinReplicas))
+		ms.Spec.Autoscaling = &v1alpha1.AutoscalingSpec{
+			MinReplicas: MinReplicas, MaxReplicas: MaxReplicas,
+			Metrics: []v1alpha1.AutoscalingMetric{{GPUUtilization: &v1alpha1.GPUUtilizationMetric{Target: GPUTarget}}},
+		}
+	}
+	return ms
+}
+
+// Deploy implements Contender.
+func (Modelship) Deploy(ctx context.Context, c client.Client, ns, image string, autoscaled bool) error {
+	return c.Create(ctx, ModelServer(ns, image, autoscaled))
+}
+
+func getModelServer(ctx context.Context, c client.Client, ns string) (*v1alpha1.ModelServer, error) {
+	ms := &v1alpha1.ModelServer{}
+	return ms, c.Get(ctx, client.ObjectKey{Namespace: ns, Name: WorkloadName}, ms)
+}
+
+// Serving implements Contender.
+func (Modelship) Serving(ctx context.Context, c client.Client, ns string) (bool, error) {
+	ms, err := getModelServer(ctx, c, ns)
+	if err != nil {
+		return false, err
+	}
+	return ms.Status.Phase == v1alpha1.PhaseHealthy && ms.Status.Stable != nil && ms.Status.Stable.ReadyReplicas > 0, nil
+}
+
+// SetImage implements Contender.
+func (Modelship) SetImage(ctx context.Context, c client.Client, ns, image string) error {
+	ms, err := getModelServer(ctx, c, ns)
+	if err != nil {
+		return err
+	}
+	patch := client.MergeFrom(ms.DeepCopy())
+	ms.Spec.Template.Spec.Containers[0].Image = image
+	return c.Patch(ctx, ms, patch)
+}
+
+// State implements Contender.
+func (Modelship) State(ctx context.Context, c client.Client, ns string) (State, error) {
+	ms, err := getModelServer(ctx, c, ns)
+	if err != nil {
+		return State{}, err
+	}
+	st := State{Desired: ptr.Deref(ms.Spec.Replicas, 0), Phase: string(ms.Status.Phase), Weight: ms.Status.Weights.Candidate}
+	if a := ms.Status.Autoscaling; a != nil && ms.Spec.Autoscaling != nil {
+		st.Desired = a.DesiredReplicas
+	}
+	return st, nil
+}
+
+// Verdict implements Contender.
+func (Modelship) Verdict(ctx context.Context, c client.Client, ns, image string) (string, error) {
+	ms, err := getModelServer(ctx, c, ns)
+	if err != nil {
+		return Undecided, err
+	}
+	switch {
+	case ms.Status.Phase == v1alpha1.PhaseRolledBack:
+		return RolledBack, nil
+	case ms.Status.Phase == v1alpha1.PhaseHealthy && ms.Status.Stable != nil && ms.Status.Stable.Image == image && ms.Status.Candidate == nil:
+		return Promoted, nil
+	}
+	return Undecided, nil
+}
+
+// podTemplate is the model server's pod for the peers' Deployments: the ModelServer's
+// container, node selector and tolerations, labelled for the simulator as a peer's pod.
+func podTemplate(image string) corev1.PodTemplateSpec {
+	ms := stack.ModelServer("", WorkloadName, image)
+	spec := *ms.Spec.Template.Spec.DeepCopy()
+	spec.Containers[0].Resources.Limits = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}
+	return corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": WorkloadName, "bench.modelship.dev/server": WorkloadName}},
+		Spec:       spec,
+	}
+}
+
+// WaitServing polls the contender until it serves or the timeout passes.
+func WaitServing(ctx context.Context, c client.Client, k Contender, ns string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	var last error
+	for time.Now().Before(deadline) {
+		ok, err := k.Serving(ctx, c, ns)
+		if ok {
+			return nil
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+	return fmt.Errorf("%s in %s did not serve within %s (last error: %v)", k.Name(), ns, timeout, last)
+}

@@ -1,0 +1,307 @@
+package peerbench
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/modelship/modelship/internal/harness/devenv"
+)
+
+// deployment is the peers' model-server Deployment.
+func deployment(ns, name, image string, replicas int32) *appsv1.Deployment {
+	tmpl := podTemplate(image)
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(replicas),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
+			Template: tmpl,
+		},
+	}
+}
+
+func setDeploymentImage(ctx context.Context, c client.Client, ns, name, image string) error {
+	d := &appsv1.Deployment{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, d); err != nil {
+		return err
+	}
+	patch := client.MergeFrom(d.DeepCopy())
+	d.Spec.Template.Spec.Containers[0].Image = image
+	return c.Patch(ctx, d, patch)
+}
+
+func deploymentState(ctx context.Context, c client.Client, ns, name string) (*appsv1.Deployment, error) {
+	d := &appsv1.Deployment{}
+	return d, c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, d)
+}
+
+// gatewayParent is the local Gateway, the parent of every contender's route.
+func gatewayParent() gatewayv1.ParentReference {
+	return gatewayv1.ParentReference{Name: devenv.DefaultGatewayName, Namespace: ptr.To(gatewayv1.Namespace(devenv.DefaultGatewayNamespace))}
+}
+
+// KEDAHPA runs the workload as a Deployment behind a Service and an HTTPRoute, scaled by a KEDA
+// ScaledObject whose Prometheus trigger reads the namespace's DCGM GPU utilization, through the
+// HPA KEDA creates and kube-controller-manager runs. It has no rollout of its own.
+type KEDAHPA struct {
+	// PrometheusURL is the trigger's serverAddress.
+	PrometheusURL string
+}
+
+// Name implements Contender.
+func (KEDAHPA) Name() string { return "keda-hpa" }
+
+// ScaledObject is KEDA's recipe of the seeds: the Prometheus scaler on the total GPU
+// utilization of the namespace's pods with a threshold of GPUTarget per replica (AverageValue,
+// so the HPA asks for ceil(total / 70)), between MinReplicas and MaxReplicas, with KEDA's and
+// the HPA's defaults otherwise (30s polling, 5m scale-down stabilization).
+func ScaledObject(ns, name, prometheusURL string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject",
+		"metadata": map[string]any{"namespace": ns, "name": name},
+		"spec": map[string]any{
+			"scaleTargetRef":  map[string]any{"name": name},
+			"minReplicaCount": int64(MinReplicas),
+			"maxReplicaCount": int64(MaxReplicas),
+			"triggers": []any{map[string]any{
+				"type":       "prometheus",
+				"metricType": "AverageValue",
+				"metadata": map[string]any{
+					"serverAddress": prometheusURL,
+					"query":         fmt.Sprintf(`sum(DCGM_FI_DEV_GPU_UTIL{namespace=%q})`, ns),
+					"threshold":     strconv.Itoa(GPUTarget),
+				},
+			}},
+		},
+	}}
+	return u
+}
+
+// Deploy implements Contender. The rollout scenario's workload is not autoscaled.
+func (k KEDAHPA) Deploy(ctx context.Context, c client.Client, ns, image string, autoscaled bool) error {
+	replicas := int32(RolloutReplicas)
+	if autoscaled {
+		replicas = MinReplicas
+	}
+	objs := []client.Object{
+		deployment(ns, WorkloadName, image, replicas),
+		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: WorkloadName}, Spec: corev1.ServiceSpec{
+			Selector: map[string]string{"app": WorkloadName},
+			Ports:    []corev1.ServicePort{{Name: "http", Port: 8000, TargetPort: intstr.FromInt32(8000)}},
+		}},
+		&gatewayv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: WorkloadName}, Spec: gatewayv1.HTTPRouteSpec{
+			CommonRouteSpec: gatewayv1.CommonRouteSpec{ParentRefs: []gatewayv1.ParentReference{gatewayParent()}},
+			Hostnames:       []gatewayv1.Hostname{"llm.local"},
+			Rules: []gatewayv1.HTTPRouteRule{{BackendRefs: []gatewayv1.HTTPBackendRef{{BackendRef: gatewayv1.BackendRef{
+				BackendObjectReference: gatewayv1.BackendObjectReference{Name: WorkloadName, Port: ptr.To(gatewayv1.PortNumber(8000))},
+			}}}}},
+		}},
+	}
+	if autoscaled {
+		objs = append(objs, ScaledObject(ns, WorkloadName, k.PrometheusURL))
+	}
+	for _, o := range objs {
+		if err := c.Create(ctx, o); err != nil {
+			return fmt.Errorf("creating %T %s: %w", o, o.GetName(), err)
+		}
+	}
+	return nil
+}
+
+// Serving implements Contender.
+func (KEDAHPA) Serving(ctx context.Context, c client.Client, ns string) (bool, error) {
+	d, err := deploymentState(ctx, c, ns, WorkloadName)
+	if err != nil {
+		return false, err
+	}
+	return d.Status.ReadyReplicas > 0, nil
+}
+
+// SetImage implements Contender: a plain rolling update.
+func (KEDAHPA) SetImage(ctx context.Context, c client.Client, ns, image string) error {
+	return setDeploymentImage(ctx, c, ns, WorkloadName, image)
+}
+
+// State implements Contender: the replicas the HPA set.
+func (KEDAHPA) State(ctx context.Context, c client.Client, ns string) (State, error) {
+	d, err := deploymentState(ctx, c, ns, WorkloadName)
+	if err != nil {
+		return State{}, err
+	}
+	return State{Desired: ptr.Deref(d.Spec.Replicas, 0)}, nil
+}
+
+// Verdict implements Contender: a rolling update has none.
+func (KEDAHPA) Verdict(context.Context, client.Client, string, string) (string, error) {
+	return Undecided, nil
+}
+
+// Flagger runs the workload as a Deployment that a Flagger Canary rolls out with the Gateway
+// API provider: Flagger makes the primary Deployment, the Services and the HTTPRoute, and moves
+// the route's weights step by step while MetricTemplates read the canary's vLLM latency from
+// Prometheus. It has no autoscaling of its own (Flagger defers to an HPA).
+type Flagger struct {
+	// PrometheusURL is the MetricTemplates' provider address.
+	PrometheusURL string
+}
+
+// Name implements Contender.
+func (Flagger) Name() string { return "flagger" }
+
+// FlaggerAnalysis is the Canary's analysis: the steps of modelship's rollout (10, 25, 50%),
+// one check per interval, rollback after threshold failed checks, and the canary's p95 TTFT and
+// ITL each within the SLO (Flagger judges a canary against fixed bounds, not against the
+// primary).
+type FlaggerAnalysis struct {
+	Interval    string
+	Threshold   int64
+	MaxTTFT     float64
+	MaxITL      float64
+	MetricRange string
+}
+
+// canaryPods selects the canary Deployment's pods (llm-<hash>-<hash>) and not the primary's
+// (llm-primary-<hash>-<hash>): PromQL regular expressions are anchored.
+const canaryPods = `pod=~"{{ target }}-[0-9a-z]+-[0-9a-z]+"`
+
+// MetricTemplates are the analysis' queries, for the canary's pods.
+func MetricTemplates(ns, prometheusURL string) []*unstructured.Unstructured {
+	tmpl := func(name, query string) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "flagger.app/v1beta1", "kind": "MetricTemplate",
+			"metadata": map[string]any{"namespace": ns, "name": name},
+			"spec": map[string]any{
+				"provider": map[string]any{"type": "prometheus", "address": prometheusURL},
+				"query":    query,
+			},
+		}}
+	}
+	p95 := func(metric string) string {
+		return `histogram_quantile(0.95, sum by (le) (rate(` + metric + `_bucket{namespace="{{ namespace }}",` + canaryPods + `}[{{ interval }}])))`
+	}
+	return []*unstructured.Unstructured{
+		tmpl("ttft-p95", p95("vllm:time_to_first_token_seconds")),
+		tmpl("itl-p95", p95("vllm:inter_token_latency_seconds")),
+	}
+}
+
+// Canary is the Flagger Canary of the Deployment.
+func Canary(ns, name string, a FlaggerAnalysis) *unstructured.Unstructured {
+	metric := func(tmpl string, max float64) map[string]any {
+		return map[string]any{
+			"name":           tmpl,
+			"templateRef":    map[string]any{"name": tmpl, "namespace": ns},
+			"thresholdRange": map[string]any{"max": max},
+			"interval":       a.MetricRange,
+		}
+	}
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "flagger.app/v1beta1", "kind": "Canary",
+		"metadata": map[string]any{"namespace": ns, "name": name},
+		"spec": map[string]any{
+			"targetRef":               map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "name": name},
+			"progressDeadlineSeconds": int64(600),
+			"service": map[string]any{
+				"port": int64(8000), "targetPort": int64(8000), "hosts": []any{"llm.local"},
+				"gatewayRefs": []any{map[string]any{"name": devenv.DefaultGatewayName, "namespace": devenv.DefaultGatewayNamespace}},
+			},
+			"analysis": map[string]any{
+				"interval":    a.Interval,
+				"threshold":   a.Threshold,
+				"stepWeights": []any{int64(10), int64(25), int64(50)},
+				"metrics":     []any{metric("ttft-p95", a.MaxTTFT), metric("itl-p95", a.MaxITL)},
+			},
+		},
+	}}
+}
+
+// Analysis is the Canary's analysis settings (see FlaggerAnalysis).
+func (f Flagger) Analysis() FlaggerAnalysis {
+	return FlaggerAnalysis{Interval: "15s", Threshold: 5, MaxTTFT: 2, MaxITL: 0.1, MetricRange: "30s"}
+}
+
+// Deploy implements Contender. The autoscaling scenario is not Flagger's.
+func (f Flagger) Deploy(ctx context.Context, c client.Client, ns, image string, autoscaled bool) error {
+	if autoscaled {
+		return fmt.Errorf("flagger has no autoscaling of its own")
+	}
+	objs := []client.Object{deployment(ns, WorkloadName, image, RolloutReplicas)}
+	for _, t := range MetricTemplates(ns, f.PrometheusURL) {
+		objs = append(objs, t)
+	}
+	objs = append(objs, Canary(ns, WorkloadName, f.Analysis()))
+	for _, o := range objs {
+		if err := c.Create(ctx, o); err != nil {
+			return fmt.Errorf("creating %s %s: %w", o.GetObjectKind().GroupVersionKind().Kind, o.GetName(), err)
+		}
+	}
+	return nil
+}
+
+func getCanary(ctx context.Context, c client.Client, ns string) (*unstructured.Unstructured, error) {
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion("flagger.app/v1beta1")
+	u.SetKind("Canary")
+	return u, c.Get(ctx, client.ObjectKey{Namespace: ns, Name: WorkloadName}, u)
+}
+
+// Serving implements Contender: the Canary is initialized (the primary serves).
+func (Flagger) Serving(ctx context.Context, c client.Client, ns string) (bool, error) {
+	u, err := getCanary(ctx, c, ns)
+	if err != nil {
+		return false, err
+	}
+	phase, _, _ := unstructured.NestedString(u.Object, "status", "phase")
+	return phase == "Initialized" || phase == "Succeeded", nil
+}
+
+// SetImage implements Contender: Flagger sees the Deployment change and starts its analysis.
+func (Flagger) SetImage(ctx context.Context, c client.Client, ns, image string) error {
+	return setDeploymentImage(ctx, c, ns, WorkloadName, image)
+}
+
+// State implements Contender.
+func (Flagger) State(ctx context.Context, c client.Client, ns string) (State, error) {
+	u, err := getCanary(ctx, c, ns)
+	if err != nil {
+		return State{}, err
+	}
+	phase, _, _ := unstructured.NestedString(u.Object, "status", "phase")
+	weight, _, _ := unstructured.NestedInt64(u.Object, "status", "canaryWeight")
+	st := State{Phase: phase, Weight: int32(weight), Desired: -1}
+	if d, err := deploymentState(ctx, c, ns, WorkloadName+"-primary"); err == nil {
+		st.Desired = ptr.Deref(d.Spec.Replicas, 0)
+	}
+	return st, nil
+}
+
+// Verdict implements Contender: Succeeded with the image on the primary, or Failed with it on
+// the canary.
+func (Flagger) Verdict(ctx context.Context, c client.Client, ns, image string) (string, error) {
+	u, err := getCanary(ctx, c, ns)
+	if err != nil {
+		return Undecided, err
+	}
+	phase, _, _ := unstructured.NestedString(u.Object, "status", "phase")
+	switch phase {
+	case "Succeeded":
+		if d, err := deploymentState(ctx, c, ns, WorkloadName+"-primary"); err == nil && d.Spec.Template.Spec.Containers[0].Image == image {
+			return Promoted, nil
+		}
+	case "Failed":
+		if d, err := deploymentState(ctx, c, ns, WorkloadName); err == nil && d.Spec.Template.Spec.Containers[0].Image == image {
+			return RolledBack, nil
+		}
+	}
+	return Undecided, nil
+}
