@@ -24,11 +24,14 @@ func init() {
 
 // runPeers starts the local environment with the peers' CRDs, then Flagger (Gateway API
 // provider, the environment's Prometheus) and KEDA's operator, and reports how long each took
-// to answer its health check. The scenarios of issue #14 (autoscaling against KEDA + the real
+// to answer its health check. With -smoke it then starts KEDA's metrics adapter and checks the
+// KEDA + HPA path end to end (kedaSmoke). The scenarios of issue #14 (autoscaling against KEDA + the real
 // HPA, rollouts against a Flagger Canary, Prometheus outages) build on this.
 func runPeers(args []string) error {
 	fs := flag.NewFlagSet("peers", flag.ContinueOnError)
 	dir := fs.String("dir", ".work/bench/peers", "working folder")
+	smoke := fs.Bool("smoke", false, "also start KEDA's metrics adapter and check that the real HPA scales a Deployment from a ScaledObject (needs CAP_NET_ADMIN: the adapter gets an address of its own on lo)")
+	outage := fs.Duration("outage", 0, "with -smoke: then stop Prometheus this long and report what the HPA does")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -67,5 +70,8 @@ func runPeers(args []string) error {
 	fmt.Printf("flagger %s answered %s after %s\n", peers.FlaggerVersion, flagger.Health, flagger.Ready.Round(1e6))
 	fmt.Printf("keda-operator %s answered %s after %s\n", peers.KEDAVersion, keda.Health, keda.Ready.Round(1e6))
 	fmt.Printf("flagger_ready_s=%.1f keda_operator_ready_s=%.1f\n", flagger.Ready.Seconds(), keda.Ready.Seconds())
+	if *smoke {
+		return kedaSmoke(ctx, env, keda, *outage)
+	}
 	return nil
 }
