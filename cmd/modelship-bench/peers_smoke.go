@@ -11,6 +11,7 @@ import (
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
@@ -108,14 +109,14 @@ func kedaSmoke(ctx context.Context, env *devenv.Env, operator *peers.Peer, outag
 		adapter.Ready.Seconds(), adapter.Available.Seconds(), hpaAt.Seconds(), scaledAt.Seconds())
 
 	if outage > 0 {
-		return prometheusOutage(ctx, env, cs, ns, hpaName, outage)
+		return prometheusOutage(ctx, env, cs, dyn, ns, hpaName, outage)
 	}
 	return nil
 }
 
 // prometheusOutage stops Prometheus for d, sampling the Deployment's replicas and the HPA's
 // conditions every 5 s, then starts it again and waits for the HPA to read metrics again.
-func prometheusOutage(ctx context.Context, env *devenv.Env, cs kubernetes.Interface, ns, hpaName string, d time.Duration) error {
+func prometheusOutage(ctx context.Context, env *devenv.Env, cs kubernetes.Interface, dyn dynamic.Interface, ns, hpaName string, d time.Duration) error {
 	prom := env.Process(devenv.PartPrometheus)
 	if prom == nil {
 		return fmt.Errorf("no Prometheus in this environment")
@@ -133,7 +134,8 @@ func prometheusOutage(ctx context.Context, env *devenv.Env, cs kubernetes.Interf
 		if err != nil {
 			return err
 		}
-		fmt.Printf("  +%2.0fs replicas=%d HPA: %s\n", time.Since(began).Seconds(), ptr.Deref(dep.Spec.Replicas, 0), hpaSummary(ctx, cs, ns, hpaName))
+		fmt.Printf("  +%2.0fs replicas=%d ScaledObject: %s HPA: %s\n", time.Since(began).Seconds(), ptr.Deref(dep.Spec.Replicas, 0),
+			scaledObjectSummary(ctx, dyn, ns), hpaSummary(ctx, cs, ns, hpaName))
 	}
 	if err := prom.Restart(); err != nil {
 		return err
@@ -207,6 +209,22 @@ func hpaSummary(ctx context.Context, cs kubernetes.Interface, ns, name string) s
 		fmt.Fprintf(&b, " %s=%s(%s: %s)", c.Type, c.Status, c.Reason, c.Message)
 	}
 	return b.String()
+}
+
+// scaledObjectSummary is the smoke ScaledObject's conditions in one line.
+func scaledObjectSummary(ctx context.Context, dyn dynamic.Interface, ns string) string {
+	so, err := dyn.Resource(peers.ScaledObjectGVR).Namespace(ns).Get(ctx, smokeName, metav1.GetOptions{})
+	if err != nil {
+		return err.Error()
+	}
+	conds, _, _ := unstructured.NestedSlice(so.Object, "status", "conditions")
+	var parts []string
+	for _, c := range conds {
+		if m, ok := c.(map[string]any); ok {
+			parts = append(parts, fmt.Sprintf("%v=%v(%v)", m["type"], m["status"], m["reason"]))
+		}
+	}
+	return strings.Join(parts, " ")
 }
 
 func conditionTrue(conds []autoscalingv2.HorizontalPodAutoscalerCondition, t autoscalingv2.HorizontalPodAutoscalerConditionType) bool {
