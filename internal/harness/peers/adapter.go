@@ -47,8 +47,8 @@ type KEDAAdapterOptions struct {
 	// API server refuses those in EndpointSlices). Defaults to an address AddHostAddress adds to
 	// lo, removed again when env stops.
 	Address net.IP
-	// Timeout bounds each wait: for the adapter's /healthz, then for the APIService to become
-	// Available. Defaults to 2 minutes.
+	// Timeout bounds the wait for the APIService to become Available, once the adapter answers
+	// its /healthz (waited for up to 2 minutes, as for every peer). Defaults to 2 minutes.
 	Timeout time.Duration
 	// LogLevel is the adapter's --zap-log-level (debug, info, error or a number). Defaults to
 	// "info".
