@@ -31,7 +31,8 @@ func runPeers(args []string) error {
 	fs := flag.NewFlagSet("peers", flag.ContinueOnError)
 	dir := fs.String("dir", ".work/bench/peers", "working folder (logs, peers-timeline.csv, peers.png)")
 	contenders := fs.String("contenders", "modelship,keda-hpa,flagger", "contenders to run, comma-separated")
-	smoke := fs.Bool("smoke", false, "only start the stack and the peers and check that they answer")
+	smoke := fs.Bool("smoke", false, "only start the stack and the peers, check that they answer and that the real HPA scales a Deployment from a KEDA ScaledObject (needs CAP_NET_ADMIN: KEDA's adapter gets an address of its own on lo)")
+	smokeOutage := fs.Duration("smoke-outage", 0, "with -smoke: then stop Prometheus this long and report what the HPA does")
 	rate := fs.Float64("rate-scale", 0.5, "the trace's rate at the start of each scenario")
 	stepFactor := fs.Float64("step-factor", 2, "the load step of the autoscaling scenario")
 	scaleFor := fs.Duration("scale-duration", 7*time.Minute, "length of the autoscaling scenario")
@@ -84,14 +85,19 @@ func runPeers(args []string) error {
 		logf("flagger %s answered %s after %s", peers.FlaggerVersion, p.Health, p.Ready.Round(time.Millisecond))
 	}
 	if want["keda-hpa"] || *smoke {
-		p, err := peers.StartKEDA(ctx, st.Env)
+		op, err := peers.StartKEDA(ctx, st.Env)
 		if err != nil {
 			return err
 		}
-		logf("keda-operator %s answered %s after %s", peers.KEDAVersion, p.Health, p.Ready.Round(time.Millisecond))
-	}
-	if *smoke {
-		return nil
+		logf("keda-operator %s answered %s after %s", peers.KEDAVersion, op.Health, op.Ready.Round(time.Millisecond))
+		if *smoke {
+			return kedaSmoke(ctx, st.Env, op, *smokeOutage)
+		}
+		ad, err := peers.StartKEDAAdapter(ctx, st.Env, op, peers.KEDAAdapterOptions{})
+		if err != nil {
+			return err
+		}
+		logf("keda-adapter serves external.metrics.k8s.io on %s (APIService Available after %s)", ad.Address, ad.Available.Round(time.Millisecond))
 	}
 
 	o := &peerbench.Options{

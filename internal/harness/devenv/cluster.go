@@ -57,8 +57,9 @@ func (e *Env) startEtcd(ctx context.Context) error {
 }
 
 // startAPIServer runs kube-apiserver on a free loopback port with the generated serving
-// certificate, token-file authentication, RBAC and the ExtendedResourceToleration admission
-// plugin, then writes the kubeconfigs of the admin and of each part.
+// certificate, token-file authentication, RBAC, the ExtendedResourceToleration admission
+// plugin and an aggregator ready for extension API servers (front-proxy certificates, routing
+// to endpoints), then writes the kubeconfigs of the admin and of each part.
 func (e *Env) startAPIServer(ctx context.Context) error {
 	port, err := freePort()
 	if err != nil {
@@ -88,6 +89,17 @@ func (e *Env) startAPIServer(ctx context.Context) error {
 		"--enable-admission-plugins=ExtendedResourceToleration",
 		"--allow-privileged=true",
 		"--profiling=false",
+		// The aggregator, for extension API servers such as an external metrics adapter: it
+		// proxies with the front-proxy client certificate and passes the user in headers, and
+		// dials an APIService's endpoints directly (no kube-proxy routes a ClusterIP here).
+		"--requestheader-client-ca-file=" + e.pki.frontProxyCA,
+		"--requestheader-allowed-names=" + FrontProxyClientName,
+		"--requestheader-username-headers=X-Remote-User",
+		"--requestheader-group-headers=X-Remote-Group",
+		"--requestheader-extra-headers-prefix=X-Remote-Extra-",
+		"--proxy-client-cert-file=" + e.pki.proxyCert,
+		"--proxy-client-key-file=" + e.pki.proxyKey,
+		"--enable-aggregator-routing=true",
 	})
 	if err != nil {
 		return err

@@ -134,6 +134,7 @@ type Env struct {
 	stopOnce  sync.Once
 	stopped   bool
 	processes []*Process // started through StartProcess
+	cleanups  []func()   // added through OnStop; run in reverse order after every process stopped
 	failed    chan error // the first unexpected exit (see Failed); made on first use
 	// started is set once Start has every part ready: before that, start steps report their
 	// own failures (and a part retried on fresh ports exits on purpose).
@@ -421,9 +422,24 @@ func (e *Env) Processes() []*Process {
 	return all
 }
 
+// OnStop registers f to run when the environment stops, after every process has stopped:
+// for changes a companion made to the host (an address added to an interface). Functions run
+// in reverse order of registration. If the environment is already stopped, f runs at once.
+func (e *Env) OnStop(f func()) {
+	e.mu.Lock()
+	if e.stopped {
+		e.mu.Unlock()
+		f()
+		return
+	}
+	e.cleanups = append(e.cleanups, f)
+	e.mu.Unlock()
+}
+
 // Stop stops every process started, companions first, then Prometheus, kwok, the scheduler,
 // the controller manager, kube-apiserver and etcd, each with SIGTERM to its process group and
-// SIGKILL after 10 s. Logs and data stay in Dir. Calling it again does nothing.
+// SIGKILL after 10 s, then runs the functions given to OnStop. Logs and data stay in Dir.
+// Calling it again does nothing.
 func (e *Env) Stop() {
 	e.stopOnce.Do(func() {
 		e.mu.Lock()
@@ -433,6 +449,13 @@ func (e *Env) Stop() {
 			if err := p.Stop(); err != nil {
 				e.log.Error(err, "Stopping", "process", p.Name())
 			}
+		}
+		e.mu.Lock()
+		cleanups := e.cleanups
+		e.cleanups = nil
+		e.mu.Unlock()
+		for i := len(cleanups) - 1; i >= 0; i-- {
+			cleanups[i]()
 		}
 		e.log.Info("Stopped", "dir", e.opts.Dir)
 	})

@@ -47,7 +47,17 @@ type pki struct {
 	tokenFile  string
 	adminToken string
 	tokens     map[string]string // user name -> bearer token
+	// The front proxy: kube-apiserver's aggregator presents proxyCert to extension API servers
+	// (an external metrics adapter), which trust it through frontProxyCA, published in
+	// kube-system/extension-apiserver-authentication.
+	frontProxyCA string
+	proxyCert    string
+	proxyKey     string
 }
+
+// FrontProxyClientName is the common name of the client certificate the aggregator of
+// kube-apiserver presents to extension API servers (--requestheader-allowed-names).
+const FrontProxyClientName = "front-proxy-client"
 
 // componentUsers are the identities in the token file; every one is in system:masters: this is a
 // throw-away local cluster, and the parts' own RBAC roles would add nothing to test here.
@@ -136,7 +146,65 @@ func newPKI(dir string) (*pki, error) {
 	if err := writeFiles(map[string][]byte{p.tokenFile: []byte(csv.String())}); err != nil {
 		return nil, err
 	}
+	if err := p.writeFrontProxy(); err != nil {
+		return nil, err
+	}
 	return p, nil
+}
+
+// writeFrontProxy writes the front-proxy CA and the aggregator's client certificate signed by
+// it (CN FrontProxyClientName), as kubeadm does. Only extension API servers use them.
+func (p *pki) writeFrontProxy() error {
+	p.frontProxyCA = filepath.Join(p.dir, "front-proxy-ca.crt")
+	p.proxyCert = filepath.Join(p.dir, "front-proxy-client.crt")
+	p.proxyKey = filepath.Join(p.dir, "front-proxy-client.key")
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return fmt.Errorf("pki: front-proxy CA key: %w", err)
+	}
+	now := time.Now()
+	caTmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "modelship-devenv-front-proxy-ca"},
+		NotBefore:             now.Add(-time.Hour),
+		NotAfter:              now.Add(7 * 24 * time.Hour),
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		return fmt.Errorf("pki: front-proxy CA: %w", err)
+	}
+	ca, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		return fmt.Errorf("pki: front-proxy CA: %w", err)
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return fmt.Errorf("pki: front-proxy client key: %w", err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(2),
+		Subject:      pkix.Name{CommonName: FrontProxyClientName},
+		NotBefore:    now.Add(-time.Hour),
+		NotAfter:     now.Add(7 * 24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		return fmt.Errorf("pki: front-proxy client certificate: %w", err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return fmt.Errorf("pki: front-proxy client key: %w", err)
+	}
+	return writeFiles(map[string][]byte{
+		p.frontProxyCA: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
+		p.proxyCert:    pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		p.proxyKey:     pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}),
+	})
 }
 
 func writeFiles(files map[string][]byte) error {

@@ -3,7 +3,6 @@ package peerbench
 import (
 	"context"
 	"fmt"
-	"strconv"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -15,6 +14,7 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/modelship/modelship/internal/harness/devenv"
+	"github.com/modelship/modelship/internal/harness/peers"
 )
 
 // deployment is the peers' model-server Deployment.
@@ -64,27 +64,13 @@ func (KEDAHPA) Name() string { return "keda-hpa" }
 // ScaledObject is KEDA's recipe of the seeds: the Prometheus scaler on the total GPU
 // utilization of the namespace's pods with a threshold of GPUTarget per replica (AverageValue,
 // so the HPA asks for ceil(total / 70)), between MinReplicas and MaxReplicas, with KEDA's and
-// the HPA's defaults otherwise (30s polling, 5m scale-down stabilization).
-func ScaledObject(ns, name, prometheusURL string) *unstructured.Unstructured {
-	u := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject",
-		"metadata": map[string]any{"namespace": ns, "name": name},
-		"spec": map[string]any{
-			"scaleTargetRef":  map[string]any{"name": name},
-			"minReplicaCount": int64(MinReplicas),
-			"maxReplicaCount": int64(MaxReplicas),
-			"triggers": []any{map[string]any{
-				"type":       "prometheus",
-				"metricType": "AverageValue",
-				"metadata": map[string]any{
-					"serverAddress": prometheusURL,
-					"query":         fmt.Sprintf(`sum(DCGM_FI_DEV_GPU_UTIL{namespace=%q})`, ns),
-					"threshold":     strconv.Itoa(GPUTarget),
-				},
-			}},
-		},
-	}}
-	return u
+// the HPA's defaults otherwise (30s polling, 15s HPA sync, 5m scale-down stabilization).
+func ScaledObject(ns, name, prometheusURL string) (*unstructured.Unstructured, error) {
+	return peers.ScaledObject(peers.ScaledObjectSpec{
+		Namespace: ns, Name: name, Deployment: name, MinReplicas: MinReplicas, MaxReplicas: MaxReplicas,
+		Prometheus: peers.PrometheusTrigger{ServerAddress: prometheusURL, Threshold: GPUTarget,
+			Query: fmt.Sprintf(`sum(DCGM_FI_DEV_GPU_UTIL{namespace=%q})`, ns)},
+	})
 }
 
 // Deploy implements Contender. The rollout scenario's workload is not autoscaled.
@@ -108,7 +94,11 @@ func (k KEDAHPA) Deploy(ctx context.Context, c client.Client, ns, image string, 
 		}},
 	}
 	if autoscaled {
-		objs = append(objs, ScaledObject(ns, WorkloadName, k.PrometheusURL))
+		so, err := ScaledObject(ns, WorkloadName, k.PrometheusURL)
+		if err != nil {
+			return err
+		}
+		objs = append(objs, so)
 	}
 	for _, o := range objs {
 		if err := c.Create(ctx, o); err != nil {

@@ -59,6 +59,12 @@ type Peer struct {
 	Health  string
 	// Ready is how long it took from start to a healthy answer.
 	Ready time.Duration
+	// MetricsService is, for KEDA's operator, the address (host:port) of its gRPC metrics
+	// service, which KEDA's adapter asks for metric values.
+	MetricsService string
+	// CertDir is, for KEDA's operator, the folder of the certificates of that gRPC link (ca.crt,
+	// tls.crt, tls.key); the adapter uses the same ones, as both ends check the peer's.
+	CertDir string
 }
 
 // freePort is devenv.FreePort as text, for flags.
@@ -82,7 +88,7 @@ func StartFlagger(ctx context.Context, env *devenv.Env, prometheusURL string) (*
 		return nil, err
 	}
 	peer := &Peer{Process: p, Health: "http://127.0.0.1:" + port + "/healthz"}
-	return peer, waitHealthy(ctx, peer, began)
+	return peer, waitHealthy(ctx, peer, began, http.DefaultClient)
 }
 
 // StartKEDA runs KEDA's operator against env (all namespaces, its objects in namespace keda,
@@ -101,7 +107,7 @@ func StartKEDA(ctx context.Context, env *devenv.Env) (*Peer, error) {
 		return nil, err
 	}
 	certs := filepath.Join(env.Dir(), "keda-certs")
-	if err := writeSelfSigned(certs); err != nil {
+	if _, err := writeSelfSigned(certs, nil, nil); err != nil {
 		return nil, err
 	}
 	began := time.Now()
@@ -113,15 +119,18 @@ func StartKEDA(ctx context.Context, env *devenv.Env) (*Peer, error) {
 	if err != nil {
 		return nil, err
 	}
-	peer := &Peer{Process: p, Health: "http://127.0.0.1:" + probe + "/healthz"}
-	return peer, waitHealthy(ctx, peer, began)
+	peer := &Peer{Process: p, Health: "http://127.0.0.1:" + probe + "/healthz",
+		MetricsService: "127.0.0.1:" + grpcPort, CertDir: certs}
+	return peer, waitHealthy(ctx, peer, began, http.DefaultClient)
 }
 
-func waitHealthy(ctx context.Context, p *Peer, began time.Time) error {
+// waitHealthy waits up to 2 minutes for p.Health to answer 200 OK through client, and records
+// in p.Ready how long it took since began.
+func waitHealthy(ctx context.Context, p *Peer, began time.Time, client *http.Client) error {
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.Health, nil)
-		if res, err := http.DefaultClient.Do(req); err == nil {
+		if res, err := client.Do(req); err == nil {
 			_ = res.Body.Close()
 			if res.StatusCode == http.StatusOK {
 				p.Ready = time.Since(began)
