@@ -33,7 +33,7 @@ func runPeers(args []string) error {
 	contenders := fs.String("contenders", "modelship,keda-hpa,flagger", "contenders to run, comma-separated")
 	smoke := fs.Bool("smoke", false, "only start the stack and the peers, check that they answer and that the real HPA scales a Deployment from a KEDA ScaledObject (needs CAP_NET_ADMIN: KEDA's adapter gets an address of its own on lo)")
 	smokeOutage := fs.Duration("smoke-outage", 0, "with -smoke: then stop Prometheus this long and report what the HPA does")
-	rate := fs.Float64("rate-scale", 0.5, "the trace's rate at the start of each scenario")
+	rate := fs.Float64("rate-scale", 0.2, "the trace's rate at the start of each scenario (0.2: about 4 replicas' worth at 70% GPU)")
 	stepFactor := fs.Float64("step-factor", 2, "the load step of the autoscaling scenario")
 	scaleFor := fs.Duration("scale-duration", 7*time.Minute, "length of the autoscaling scenario")
 	stepAt := fs.Duration("step-at", 2*time.Minute, "when the load steps up")
@@ -105,7 +105,7 @@ func runPeers(args []string) error {
 		ScaleDuration: *scaleFor, StepAt: *stepAt, OutageAt: *outageAt, Outage: *outage,
 		BaseImage: "vllm/vllm-openai:v0.10.0", GoodImage: "vllm/vllm-openai:v0.10.1",
 		BadImage: "vllm/vllm-openai:v0.10.2" + slowMarker, OutageImage: "vllm/vllm-openai:v0.10.3",
-		VerdictTimeout: *verdictTimeout, BadHorizon: *badHorizon, Log: logf,
+		Settle: 15 * time.Second, VerdictTimeout: *verdictTimeout, BadHorizon: *badHorizon, Log: logf,
 	}
 	slo := peerbench.SLO{TTFT: *sloTTFT, ITL: *sloITL}
 	scale, rollouts := map[string]*peerbench.Run{}, map[string]*peerbench.Run{}

@@ -26,8 +26,10 @@ const (
 // size. Scenarios give every contender the same.
 const (
 	WorkloadName = "llm"
-	// RolloutReplicas is the fixed size of the rollout scenarios' workload.
-	RolloutReplicas = 4
+	// RolloutReplicas is the fixed size of the rollout scenarios' workload: at the scenarios'
+	// base rate its GPUs are about half busy, so that latency is the model's and not a queue's
+	// (a saturated stable color is slower than any lightly loaded candidate, good or bad).
+	RolloutReplicas = 6
 	// MinReplicas and MaxReplicas bound the autoscaling scenarios (the seeds' recipe).
 	MinReplicas, MaxReplicas = 2, 10
 	// GPUTarget is the DCGM GPU utilization every autoscaler aims at, in percent.

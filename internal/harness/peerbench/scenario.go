@@ -28,6 +28,9 @@ type Options struct {
 	// one (the simulator's profile makes it so), OutageImage a good release rolled out across
 	// the Prometheus outage.
 	BaseImage, GoodImage, BadImage, OutageImage string
+	// Settle is the wait between a workload serving and the start of its scenario (longer than
+	// the simulator's cold start).
+	Settle time.Duration
 	// VerdictTimeout bounds each rollout; BadHorizon is how long the bad release is watched
 	// from its start (its requests are counted over it, whatever the verdict).
 	VerdictTimeout, BadHorizon time.Duration
@@ -74,6 +77,10 @@ func (o *Options) prepare(ctx context.Context, k Contender, scenario string, aut
 		return nil, nil, nil, fmt.Errorf("%s: deploying: %w", k.Name(), err)
 	}
 	if err := WaitServing(ctx, o.Client, k, ns, 4*time.Minute); err != nil {
+		return nil, nil, nil, err
+	}
+	// Let the pods load their model (the simulator's cold start) before the clock starts.
+	if err := sleepUntil(ctx, time.Now().Add(o.Settle)); err != nil {
 		return nil, nil, nil, err
 	}
 	if err := o.Stack.RestartSimulator(o.RateScale); err != nil {
