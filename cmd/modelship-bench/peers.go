@@ -7,7 +7,9 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,6 +31,8 @@ func init() {
 func runPeers(args []string) error {
 	fs := flag.NewFlagSet("peers", flag.ContinueOnError)
 	dir := fs.String("dir", ".work/bench/peers", "working folder")
+	smoke := fs.Bool("flagger-smoke", false, "drive a Flagger Canary of a model-server Deployment through initialization, a promotion and a rollback (constant queries; KEDA is not started)")
+	outage := fs.Duration("outage", 0, "with -flagger-smoke: also stop Prometheus this long during a fourth rollout")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -60,6 +64,10 @@ func runPeers(args []string) error {
 	if err != nil {
 		return err
 	}
+	if *smoke {
+		fmt.Printf("flagger %s answered %s after %s; log %s\n", peers.FlaggerVersion, flagger.Health, flagger.Ready.Round(1e6), flagger.Process.LogPath())
+		return runFlaggerSmoke(ctx, env, c, *outage)
+	}
 	keda, err := peers.StartKEDA(ctx, env)
 	if err != nil {
 		return err
@@ -68,4 +76,37 @@ func runPeers(args []string) error {
 	fmt.Printf("keda-operator %s answered %s after %s\n", peers.KEDAVersion, keda.Health, keda.Ready.Round(1e6))
 	fmt.Printf("flagger_ready_s=%.1f keda_operator_ready_s=%.1f\n", flagger.Ready.Seconds(), keda.Ready.Seconds())
 	return nil
+}
+
+// runFlaggerSmoke runs peers.FlaggerSmoke and prints its steps, the route and Services Flagger
+// wrote, and key=value lines of the times.
+func runFlaggerSmoke(ctx context.Context, env *devenv.Env, c client.Client, outage time.Duration) error {
+	report, err := peers.FlaggerSmoke(ctx, env, c, peers.SmokeOptions{Outage: outage, Log: os.Stdout})
+	if report == nil {
+		return err
+	}
+	if report.Route != nil {
+		fmt.Printf("HTTPRoute backends after initialization: %s\n", strings.Join(report.Route.Backends, " "))
+	}
+	for _, s := range report.Services {
+		fmt.Printf("Service %s\n", s)
+	}
+	for _, s := range report.Steps {
+		var weights []string
+		for _, o := range s.History {
+			if o.Route != nil && (len(weights) == 0 || weights[len(weights)-1] != fmt.Sprintf("%d/%d", o.Route.Primary, o.Route.Canary)) {
+				weights = append(weights, fmt.Sprintf("%d/%d", o.Route.Primary, o.Route.Canary))
+			}
+		}
+		status := "ok"
+		if s.Err != nil {
+			status = s.Err.Error()
+		}
+		fmt.Printf("%-10s reached %-12s after %6.1fs, route primary/canary %s: %s\n", s.Name, s.Reached, s.Took.Seconds(), strings.Join(weights, " -> "), status)
+	}
+	for _, s := range report.Steps {
+		fmt.Printf("flagger_%s_s=%.1f ", s.Name, s.Took.Seconds())
+	}
+	fmt.Println()
+	return err
 }
