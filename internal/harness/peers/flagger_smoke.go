@@ -113,16 +113,26 @@ func FlaggerSmoke(ctx context.Context, env *devenv.Env, c client.Client, o Smoke
 		return report, fmt.Errorf("create Canary: %w", err)
 	}
 	timeout := 20*o.Interval + time.Minute
-	run := func(step string, began time.Time, want []string, fail ...string) error {
+	// run watches the Canary until it reaches want; with rollout, it first waits for
+	// Progressing, as the phase a rollout starts from (Succeeded, Failed) may be the one wanted
+	// or the one that fails.
+	run := func(step string, began time.Time, rollout bool, want []string, fail ...string) error {
 		w := &CanaryWatch{Client: c, Namespace: ns, Name: name, OnChange: func(ob Observation) {
 			fmt.Fprintf(o.Log, "%s +%5.1fs %s\n", step, ob.At.Sub(began).Seconds(), ob)
 		}}
-		last, err := w.Until(ctx, timeout, want, fail...)
+		var last Observation
+		var err error
+		if rollout {
+			last, err = w.Until(ctx, timeout, []string{PhaseProgressing})
+		}
+		if err == nil {
+			last, err = w.Until(ctx, timeout, want, fail...)
+		}
 		report.Steps = append(report.Steps, SmokeStep{Name: step, Reached: last.State.Phase, Took: last.At.Sub(began), History: w.History(), Err: err})
 		return err
 	}
 
-	if err := run("initialize", began, []string{PhaseInitialized}, PhaseFailed); err != nil {
+	if err := run("initialize", began, false, []string{PhaseInitialized}, PhaseFailed); err != nil {
 		return report, err
 	}
 	route, err := GetRoute(ctx, c, ns, name)
@@ -143,7 +153,7 @@ func FlaggerSmoke(ctx context.Context, env *devenv.Env, c client.Client, o Smoke
 		if err := SetImage(ctx, c, ns, name, image); err != nil {
 			return err
 		}
-		return run(step, began, want, fail...)
+		return run(step, began, true, want, fail...)
 	}
 	if err := rollout("promote", "vllm/vllm-openai:good-1", smokePassQuery, []string{PhaseSucceeded}, PhaseFailed); err != nil {
 		return report, err
