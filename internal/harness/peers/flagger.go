@@ -452,3 +452,20 @@ func SetQuery(ctx context.Context, c client.Client, namespace, name, query strin
 	}
 	return c.Patch(ctx, u, patch)
 }
+
+// QuantileQuery is a MetricTemplate query for the q-quantile of a vLLM histogram (its name
+// without _bucket, e.g. vllm:e2e_request_latency_seconds) over the Canary's namespace and the
+// pods of its canary (or primary), rated over the metric's {{ interval }}. The model-server
+// series carry namespace and pod labels; Flagger renders {{ namespace }}, {{ target }} and
+// {{ interval }}. A window with no request gives NaN, which Flagger counts as a failed check.
+func QuantileQuery(histogram string, q float64, primary bool) string {
+	return fmt.Sprintf(`histogram_quantile(%g, sum by (le) (rate(%s_bucket{namespace="{{ namespace }}",pod=~"%s"}[{{ interval }}])))`,
+		q, histogram, PodRegex("{{ target }}", primary))
+}
+
+// QuantileRatioQuery is the canary's q-quantile of histogram over the primary's: with a
+// thresholdRange max of, say, 1.2 it fails a canary more than 20 % slower than the primary
+// under the same traffic mix, whatever the absolute latency.
+func QuantileRatioQuery(histogram string, q float64) string {
+	return QuantileQuery(histogram, q, false) + " / " + QuantileQuery(histogram, q, true)
+}
