@@ -32,6 +32,7 @@ func runPeers(args []string) error {
 	fs := flag.NewFlagSet("peers", flag.ContinueOnError)
 	dir := fs.String("dir", ".work/bench/peers", "working folder")
 	smoke := fs.Bool("flagger-smoke", false, "drive a Flagger Canary of a model-server Deployment through initialization, a promotion and a rollback (constant queries; KEDA is not started)")
+	threshold := fs.Int("threshold", 2, "with -flagger-smoke: the Canary's analysis.threshold (failed checks that roll back)")
 	outage := fs.Duration("outage", 0, "with -flagger-smoke: also stop Prometheus this long during a fourth rollout")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -66,7 +67,7 @@ func runPeers(args []string) error {
 	}
 	if *smoke {
 		fmt.Printf("flagger %s answered %s after %s; log %s\n", peers.FlaggerVersion, flagger.Health, flagger.Ready.Round(1e6), flagger.Process.LogPath())
-		return runFlaggerSmoke(ctx, env, c, *outage)
+		return runFlaggerSmoke(ctx, env, c, *threshold, *outage)
 	}
 	keda, err := peers.StartKEDA(ctx, env)
 	if err != nil {
@@ -80,8 +81,8 @@ func runPeers(args []string) error {
 
 // runFlaggerSmoke runs peers.FlaggerSmoke and prints its steps, the route and Services Flagger
 // wrote, and key=value lines of the times.
-func runFlaggerSmoke(ctx context.Context, env *devenv.Env, c client.Client, outage time.Duration) error {
-	report, err := peers.FlaggerSmoke(ctx, env, c, peers.SmokeOptions{Outage: outage, Log: os.Stdout})
+func runFlaggerSmoke(ctx context.Context, env *devenv.Env, c client.Client, threshold int, outage time.Duration) error {
+	report, err := peers.FlaggerSmoke(ctx, env, c, peers.SmokeOptions{Threshold: threshold, Outage: outage, Log: os.Stdout})
 	if report == nil {
 		return err
 	}
@@ -99,6 +100,9 @@ func runFlaggerSmoke(ctx context.Context, env *devenv.Env, c client.Client, outa
 			}
 		}
 		status := "ok"
+		if s.Note != "" {
+			status = s.Note + "; " + status
+		}
 		if s.Err != nil {
 			status = s.Err.Error()
 		}

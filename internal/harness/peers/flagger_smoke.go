@@ -44,7 +44,9 @@ type SmokeStep struct {
 	Reached string
 	Took    time.Duration
 	History []Observation
-	Err     error
+	// Note says what else happened (the outage's timing).
+	Note string
+	Err  error
 }
 
 // SmokeReport is what FlaggerSmoke saw.
@@ -219,6 +221,14 @@ func flaggerOutage(ctx context.Context, env *devenv.Env, c client.Client, o Smok
 	fmt.Fprintf(o.Log, "outage +%5.1fs Prometheus started again\n", time.Since(began).Seconds())
 	last, err := w.Until(ctx, 20*o.Interval+time.Minute, []string{PhaseSucceeded, PhaseFailed})
 	step.Reached, step.Took, step.Err = last.State.Phase, last.At.Sub(began), err
+	// The end phase may have come during the outage: time it from its first sighting.
+	for _, ob := range w.History() {
+		if ob.State.Phase == last.State.Phase && ob.At.After(stoppedAt) {
+			step.Took = ob.At.Sub(began)
+			break
+		}
+	}
+	step.Note = fmt.Sprintf("Prometheus stopped at +%.1fs for %s", stoppedAt.Sub(began).Seconds(), o.Outage)
 	return err
 }
 
