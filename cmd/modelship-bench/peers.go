@@ -15,6 +15,9 @@ import (
 	"github.com/go-logr/logr/funcr"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/modelship/modelship/internal/harness/devenv"
 	"github.com/modelship/modelship/internal/harness/peerbench"
 	"github.com/modelship/modelship/internal/harness/peers"
 	"github.com/modelship/modelship/internal/harness/stack"
@@ -32,7 +35,9 @@ func runPeers(args []string) error {
 	dir := fs.String("dir", ".work/bench/peers", "working folder (logs, peers-timeline.csv, peers.png)")
 	contenders := fs.String("contenders", "modelship,keda-hpa,flagger", "contenders to run, comma-separated")
 	smoke := fs.Bool("smoke", false, "only start the stack and the peers, check that they answer and that the real HPA scales a Deployment from a KEDA ScaledObject (needs CAP_NET_ADMIN: KEDA's adapter gets an address of its own on lo)")
-	smokeOutage := fs.Duration("smoke-outage", 0, "with -smoke: then stop Prometheus this long and report what the HPA does")
+	smokeOutage := fs.Duration("smoke-outage", 0, "with -smoke or -flagger-smoke: then stop Prometheus this long and report what the HPA (or Flagger, during a fourth rollout) does")
+	flaggerSmoke := fs.Bool("flagger-smoke", false, "only drive a Flagger Canary of a model-server Deployment through initialization, a promotion and a rollback (constant queries)")
+	threshold := fs.Int("threshold", 2, "with -flagger-smoke: the Canary's analysis.threshold (failed checks that roll back)")
 	rate := fs.Float64("rate-scale", 0.2, "the trace's rate at the start of each scenario (0.2: about 4 replicas' worth at 70% GPU)")
 	stepFactor := fs.Float64("step-factor", 2, "the load step of the autoscaling scenario")
 	scaleFor := fs.Duration("scale-duration", 7*time.Minute, "length of the autoscaling scenario")
@@ -50,7 +55,7 @@ func runPeers(args []string) error {
 	for _, c := range strings.Split(*contenders, ",") {
 		want[strings.TrimSpace(c)] = true
 	}
-	if want["keda-hpa"] || want["flagger"] || *smoke {
+	if want["keda-hpa"] || want["flagger"] || *smoke || *flaggerSmoke {
 		if ok, why := peers.Built(); !ok {
 			return fmt.Errorf("the peers are not built: %s", why)
 		}
@@ -77,12 +82,15 @@ func runPeers(args []string) error {
 	defer st.Stop()
 	logf("stack up (control plane, 4 GPU nodes of 8, Prometheus, fleet simulator, modelship)")
 
-	if want["flagger"] || *smoke {
+	if want["flagger"] || *smoke || *flaggerSmoke {
 		p, err := peers.StartFlagger(ctx, st.Env, st.Env.PrometheusURL())
 		if err != nil {
 			return err
 		}
 		logf("flagger %s answered %s after %s", peers.FlaggerVersion, p.Health, p.Ready.Round(time.Millisecond))
+		if *flaggerSmoke {
+			return runFlaggerSmoke(ctx, st.Env, st.Client, *threshold, *smokeOutage)
+		}
 	}
 	if want["keda-hpa"] || *smoke {
 		op, err := peers.StartKEDA(ctx, st.Env)
@@ -151,3 +159,39 @@ func runPeers(args []string) error {
 
 // slowMarker is in the slower release's image; the simulator's profile makes it 1.5x slower.
 const slowMarker = "-slow"
+
+// runFlaggerSmoke runs peers.FlaggerSmoke and prints its steps, the route and Services Flagger
+// wrote, and key=value lines of the times.
+func runFlaggerSmoke(ctx context.Context, env *devenv.Env, c client.Client, threshold int, outage time.Duration) error {
+	report, err := peers.FlaggerSmoke(ctx, env, c, peers.SmokeOptions{Threshold: threshold, Outage: outage, Log: os.Stdout})
+	if report == nil {
+		return err
+	}
+	if report.Route != nil {
+		fmt.Printf("HTTPRoute backends after initialization: %s\n", strings.Join(report.Route.Backends, " "))
+	}
+	for _, s := range report.Services {
+		fmt.Printf("Service %s\n", s)
+	}
+	for _, s := range report.Steps {
+		var weights []string
+		for _, o := range s.History {
+			if o.Route != nil && (len(weights) == 0 || weights[len(weights)-1] != fmt.Sprintf("%d/%d", o.Route.Primary, o.Route.Canary)) {
+				weights = append(weights, fmt.Sprintf("%d/%d", o.Route.Primary, o.Route.Canary))
+			}
+		}
+		status := "ok"
+		if s.Note != "" {
+			status = s.Note + "; " + status
+		}
+		if s.Err != nil {
+			status = s.Err.Error()
+		}
+		fmt.Printf("%-10s reached %-12s after %6.1fs, route primary/canary %s: %s\n", s.Name, s.Reached, s.Took.Seconds(), strings.Join(weights, " -> "), status)
+	}
+	for _, s := range report.Steps {
+		fmt.Printf("flagger_%s_s=%.1f ", s.Name, s.Took.Seconds())
+	}
+	fmt.Println()
+	return err
+}
