@@ -3,6 +3,7 @@ package peerbench
 import (
 	"context"
 	"fmt"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -148,76 +149,27 @@ type Flagger struct {
 // Name implements Contender.
 func (Flagger) Name() string { return "flagger" }
 
-// FlaggerAnalysis is the Canary's analysis: the steps of modelship's rollout (10, 25, 50%),
-// one check per interval, rollback after threshold failed checks, and the canary's p95 TTFT and
-// ITL each within the SLO (Flagger judges a canary against fixed bounds, not against the
-// primary).
-type FlaggerAnalysis struct {
-	Interval    string
-	Threshold   int64
-	MaxTTFT     float64
-	MaxITL      float64
-	MetricRange string
+// FlaggerChecks are the Canary's checks: the canary's p95 TTFT, ITL and e2e latency each at
+// most 1.2x the primary's over the last minute, the bounds modelship's vLLM preset sets (the
+// strongest Flagger can be told: its built-in checks and the simulator's Flagger judge against
+// fixed bounds instead).
+var FlaggerChecks = []struct{ Name, Histogram string }{
+	{"ttft-p95-ratio", "vllm:time_to_first_token_seconds"},
+	{"itl-p95-ratio", "vllm:inter_token_latency_seconds"},
+	{"e2e-p95-ratio", "vllm:e2e_request_latency_seconds"},
 }
 
-// canaryPods selects the canary Deployment's pods (llm-<hash>-<hash>) and not the primary's
-// (llm-primary-<hash>-<hash>): PromQL regular expressions are anchored.
-const canaryPods = `pod=~"{{ target }}-[0-9a-z]+-[0-9a-z]+"`
-
-// MetricTemplates are the analysis' queries, for the canary's pods.
-func MetricTemplates(ns, prometheusURL string) []*unstructured.Unstructured {
-	tmpl := func(name, query string) *unstructured.Unstructured {
-		return &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": "flagger.app/v1beta1", "kind": "MetricTemplate",
-			"metadata": map[string]any{"namespace": ns, "name": name},
-			"spec": map[string]any{
-				"provider": map[string]any{"type": "prometheus", "address": prometheusURL},
-				"query":    query,
-			},
-		}}
+// FlaggerCanary is the Canary: Flagger's shortest interval (10s), the steps of modelship's
+// rollout (10, 25, 50%), rollback after 5 failed checks (Flagger's documented examples), and
+// FlaggerChecks.
+func FlaggerCanary(ns string) peers.Canary {
+	c := peers.Canary{Name: WorkloadName, Namespace: ns, GatewayName: devenv.DefaultGatewayName,
+		GatewayNamespace: devenv.DefaultGatewayNamespace, Interval: 10 * time.Second, Threshold: 5,
+		StepWeights: []int{10, 25, 50}}
+	for _, m := range FlaggerChecks {
+		c.Metrics = append(c.Metrics, peers.CanaryMetric{Name: m.Name, Template: m.Name, Interval: "1m", Max: ptr.To(1.2)})
 	}
-	p95 := func(metric string) string {
-		return `histogram_quantile(0.95, sum by (le) (rate(` + metric + `_bucket{namespace="{{ namespace }}",` + canaryPods + `}[{{ interval }}])))`
-	}
-	return []*unstructured.Unstructured{
-		tmpl("ttft-p95", p95("vllm:time_to_first_token_seconds")),
-		tmpl("itl-p95", p95("vllm:inter_token_latency_seconds")),
-	}
-}
-
-// Canary is the Flagger Canary of the Deployment.
-func Canary(ns, name string, a FlaggerAnalysis) *unstructured.Unstructured {
-	metric := func(tmpl string, max float64) map[string]any {
-		return map[string]any{
-			"name":           tmpl,
-			"templateRef":    map[string]any{"name": tmpl, "namespace": ns},
-			"thresholdRange": map[string]any{"max": max},
-			"interval":       a.MetricRange,
-		}
-	}
-	return &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "flagger.app/v1beta1", "kind": "Canary",
-		"metadata": map[string]any{"namespace": ns, "name": name},
-		"spec": map[string]any{
-			"targetRef":               map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "name": name},
-			"progressDeadlineSeconds": int64(600),
-			"service": map[string]any{
-				"port": int64(8000), "targetPort": int64(8000), "hosts": []any{"llm.local"},
-				"gatewayRefs": []any{map[string]any{"name": devenv.DefaultGatewayName, "namespace": devenv.DefaultGatewayNamespace}},
-			},
-			"analysis": map[string]any{
-				"interval":    a.Interval,
-				"threshold":   a.Threshold,
-				"stepWeights": []any{int64(10), int64(25), int64(50)},
-				"metrics":     []any{metric("ttft-p95", a.MaxTTFT), metric("itl-p95", a.MaxITL)},
-			},
-		},
-	}}
-}
-
-// Analysis is the Canary's analysis settings (see FlaggerAnalysis).
-func (f Flagger) Analysis() FlaggerAnalysis {
-	return FlaggerAnalysis{Interval: "15s", Threshold: 5, MaxTTFT: 2, MaxITL: 0.1, MetricRange: "30s"}
+	return c
 }
 
 // Deploy implements Contender. The autoscaling scenario is not Flagger's.
@@ -226,10 +178,10 @@ func (f Flagger) Deploy(ctx context.Context, c client.Client, ns, image string, 
 		return fmt.Errorf("flagger has no autoscaling of its own")
 	}
 	objs := []client.Object{deployment(ns, WorkloadName, image, RolloutReplicas)}
-	for _, t := range MetricTemplates(ns, f.PrometheusURL) {
-		objs = append(objs, t)
+	for _, m := range FlaggerChecks {
+		objs = append(objs, peers.MetricTemplate(m.Name, ns, f.PrometheusURL, peers.QuantileRatioQuery(m.Histogram, 0.95)))
 	}
-	objs = append(objs, Canary(ns, WorkloadName, f.Analysis()))
+	objs = append(objs, FlaggerCanary(ns).Object())
 	for _, o := range objs {
 		if err := c.Create(ctx, o); err != nil {
 			return fmt.Errorf("creating %s %s: %w", o.GetObjectKind().GroupVersionKind().Kind, o.GetName(), err)
@@ -238,21 +190,13 @@ func (f Flagger) Deploy(ctx context.Context, c client.Client, ns, image string, 
 	return nil
 }
 
-func getCanary(ctx context.Context, c client.Client, ns string) (*unstructured.Unstructured, error) {
-	u := &unstructured.Unstructured{}
-	u.SetAPIVersion("flagger.app/v1beta1")
-	u.SetKind("Canary")
-	return u, c.Get(ctx, client.ObjectKey{Namespace: ns, Name: WorkloadName}, u)
-}
-
 // Serving implements Contender: the Canary is initialized (the primary serves).
 func (Flagger) Serving(ctx context.Context, c client.Client, ns string) (bool, error) {
-	u, err := getCanary(ctx, c, ns)
+	st, err := peers.GetCanaryState(ctx, c, ns, WorkloadName)
 	if err != nil {
 		return false, err
 	}
-	phase, _, _ := unstructured.NestedString(u.Object, "status", "phase")
-	return phase == "Initialized" || phase == "Succeeded", nil
+	return st.Phase == peers.PhaseInitialized || st.Phase == peers.PhaseSucceeded, nil
 }
 
 // SetImage implements Contender: Flagger sees the Deployment change and starts its analysis.
@@ -260,15 +204,17 @@ func (Flagger) SetImage(ctx context.Context, c client.Client, ns, image string) 
 	return setDeploymentImage(ctx, c, ns, WorkloadName, image)
 }
 
-// State implements Contender.
+// State implements Contender: the weight is the route's (Flagger's status says 0 from
+// Promoting on while the route still sends the canary its last step's share).
 func (Flagger) State(ctx context.Context, c client.Client, ns string) (State, error) {
-	u, err := getCanary(ctx, c, ns)
+	cs, err := peers.GetCanaryState(ctx, c, ns, WorkloadName)
 	if err != nil {
 		return State{}, err
 	}
-	phase, _, _ := unstructured.NestedString(u.Object, "status", "phase")
-	weight, _, _ := unstructured.NestedInt64(u.Object, "status", "canaryWeight")
-	st := State{Phase: phase, Weight: int32(weight), Desired: -1}
+	st := State{Phase: cs.Phase, Weight: int32(cs.CanaryWeight), Desired: -1}
+	if r, err := peers.GetRoute(ctx, c, ns, WorkloadName); err == nil && r != nil {
+		st.Weight = int32(r.Canary)
+	}
 	if d, err := deploymentState(ctx, c, ns, WorkloadName+"-primary"); err == nil {
 		st.Desired = ptr.Deref(d.Spec.Replicas, 0)
 	}
@@ -278,17 +224,16 @@ func (Flagger) State(ctx context.Context, c client.Client, ns string) (State, er
 // Verdict implements Contender: Succeeded with the image on the primary, or Failed with it on
 // the canary.
 func (Flagger) Verdict(ctx context.Context, c client.Client, ns, image string) (string, error) {
-	u, err := getCanary(ctx, c, ns)
+	cs, err := peers.GetCanaryState(ctx, c, ns, WorkloadName)
 	if err != nil {
 		return Undecided, err
 	}
-	phase, _, _ := unstructured.NestedString(u.Object, "status", "phase")
-	switch phase {
-	case "Succeeded":
+	switch cs.Phase {
+	case peers.PhaseSucceeded:
 		if d, err := deploymentState(ctx, c, ns, WorkloadName+"-primary"); err == nil && d.Spec.Template.Spec.Containers[0].Image == image {
 			return Promoted, nil
 		}
-	case "Failed":
+	case peers.PhaseFailed:
 		if d, err := deploymentState(ctx, c, ns, WorkloadName); err == nil && d.Spec.Template.Spec.Containers[0].Image == image {
 			return RolledBack, nil
 		}
