@@ -48,8 +48,9 @@ type Contender interface {
 	SetImage(ctx context.Context, c client.Client, ns, image string) error
 	// State is the contender's view: desired replicas, rollout phase and candidate weight.
 	State(ctx context.Context, c client.Client, ns string) (State, error)
-	// Verdict is the outcome of the rollout to image: Promoted, RolledBack or Undecided.
-	Verdict(ctx context.Context, c client.Client, ns, image string) (string, error)
+	// Verdict is the outcome of the rollout to image started at since: Promoted, RolledBack or
+	// Undecided (a verdict on an earlier rollout, still shown, is not this one's).
+	Verdict(ctx context.Context, c client.Client, ns, image string, since time.Time) (string, error)
 }
 
 // Modelship runs the workload as a ModelServer.
@@ -121,12 +122,14 @@ func (Modelship) State(ctx context.Context, c client.Client, ns string) (State, 
 }
 
 // Verdict implements Contender.
-func (Modelship) Verdict(ctx context.Context, c client.Client, ns, image string) (string, error) {
+func (Modelship) Verdict(ctx context.Context, c client.Client, ns, image string, _ time.Time) (string, error) {
 	ms, err := getModelServer(ctx, c, ns)
 	if err != nil {
 		return Undecided, err
 	}
 	switch {
+	case ms.Status.ObservedGeneration < ms.Generation:
+		return Undecided, nil // the status still speaks of the previous spec
 	case ms.Status.Phase == v1alpha1.PhaseRolledBack:
 		return RolledBack, nil
 	case ms.Status.Phase == v1alpha1.PhaseHealthy && ms.Status.Stable != nil && ms.Status.Stable.Image == image && ms.Status.Candidate == nil:

@@ -133,7 +133,7 @@ func (KEDAHPA) State(ctx context.Context, c client.Client, ns string) (State, er
 }
 
 // Verdict implements Contender: a rolling update has none.
-func (KEDAHPA) Verdict(context.Context, client.Client, string, string) (string, error) {
+func (KEDAHPA) Verdict(context.Context, client.Client, string, string, time.Time) (string, error) {
 	return Undecided, nil
 }
 
@@ -222,11 +222,14 @@ func (Flagger) State(ctx context.Context, c client.Client, ns string) (State, er
 }
 
 // Verdict implements Contender: Succeeded with the image on the primary, or Failed with it on
-// the canary.
-func (Flagger) Verdict(ctx context.Context, c client.Client, ns, image string) (string, error) {
+// the canary, entered since the rollout began (second resolution, as the API keeps it).
+func (Flagger) Verdict(ctx context.Context, c client.Client, ns, image string, since time.Time) (string, error) {
 	cs, err := peers.GetCanaryState(ctx, c, ns, WorkloadName)
 	if err != nil {
 		return Undecided, err
+	}
+	if cs.LastTransitionTime.Before(since.Truncate(time.Second)) {
+		return Undecided, nil // the phase is the previous rollout's
 	}
 	switch cs.Phase {
 	case peers.PhaseSucceeded:

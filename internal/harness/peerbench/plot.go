@@ -1,6 +1,7 @@
 package peerbench
 
 import (
+	"errors"
 	"fmt"
 	"image/color"
 	"math"
@@ -31,7 +32,7 @@ func colorOf(name string) color.RGBA {
 // its p95 TTFT; for the rollout runs, the candidate's traffic weight and the p95 TTFT. Time is
 // in minutes from each run's start.
 func Plot(path string, scale, rollouts map[string]*Run, slo SLO) error {
-	gpus, scaleTTFT := newPanel("Autoscaling: GPUs held (load steps up at the dashed mark)", "GPUs", false),
+	gpus, scaleTTFT := newPanel("Autoscaling: GPUs held (dashed marks below: the load step, then Prometheus stopping)", "GPUs", false),
 		newPanel(fmt.Sprintf("Autoscaling: p95 TTFT per %s (SLO %s)", Window, slo.TTFT), "seconds", true)
 	weight, rolloutTTFT := newPanel("Rollouts (good, 1.5x slower, good across a Prometheus outage): candidate weight", "percent", false),
 		newPanel(fmt.Sprintf("Rollouts: p95 TTFT per %s", Window), "seconds", true)
@@ -41,11 +42,24 @@ func Plot(path string, scale, rollouts map[string]*Run, slo SLO) error {
 	if err := addRuns(weight, rolloutTTFT, rollouts, slo, func(p Point) float64 { return float64(p.Weight) }); err != nil {
 		return err
 	}
-	img := vgimg.New(vg.Points(1000), vg.Points(1100))
+	var panels []*plot.Plot
+	if len(scale) > 0 {
+		panels = append(panels, gpus, scaleTTFT)
+	}
+	if len(rollouts) > 0 {
+		panels = append(panels, weight, rolloutTTFT)
+	}
+	if len(panels) == 0 {
+		return errors.New("no run to plot")
+	}
+	img := vgimg.New(vg.Points(1000), vg.Points(275*float64(len(panels))))
 	dc := draw.New(img)
-	tiles := draw.Tiles{Rows: 4, Cols: 1, PadTop: vg.Points(4), PadBottom: vg.Points(4), PadLeft: vg.Points(4), PadRight: vg.Points(4), PadY: vg.Points(8)}
-	panels := []*plot.Plot{gpus, scaleTTFT, weight, rolloutTTFT}
-	canvases := plot.Align([][]*plot.Plot{{panels[0]}, {panels[1]}, {panels[2]}, {panels[3]}}, tiles, dc)
+	tiles := draw.Tiles{Rows: len(panels), Cols: 1, PadTop: vg.Points(4), PadBottom: vg.Points(4), PadLeft: vg.Points(4), PadRight: vg.Points(4), PadY: vg.Points(8)}
+	rows := make([][]*plot.Plot, len(panels))
+	for i, p := range panels {
+		rows[i] = []*plot.Plot{p}
+	}
+	canvases := plot.Align(rows, tiles, dc)
 	for i, p := range panels {
 		p.Draw(canvases[i][0])
 	}

@@ -2,6 +2,7 @@ package peerbench
 
 import (
 	"math"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -135,5 +136,27 @@ func TestRolloutFiguresCountTheImagesRequestsOverTheRollout(t *testing.T) {
 	}
 	if f.ImageRequests != 25 || f.ServedTotal != 275 {
 		t.Errorf("bad requests %v of %v, want 25 of 275 (from the point at 10s to the one at 60s)", f.ImageRequests, f.ServedTotal)
+	}
+}
+
+// A bench of rollouts only (no autoscaling run) still plots: its empty log-scale panels are
+// left out rather than drawn without values.
+func TestPlotDrawsOnlyTheScenariosThatRan(t *testing.T) {
+	start := time.Date(2026, 12, 4, 9, 0, 0, 0, time.UTC)
+	r := &Run{Contender: "flagger", Start: start, Events: map[string]time.Time{"good": start.Add(10 * time.Second)}}
+	for s := 0; s <= 60; s += 2 {
+		r.Points = append(r.Points, Point{At: start.Add(time.Duration(s) * time.Second), Weight: int32(s / 10 * 10),
+			TTFT: metrics.Histogram{{UpperBound: 0.5, Count: float64(s)}, {UpperBound: 1, Count: float64(2 * s)}, {UpperBound: math.Inf(1), Count: float64(2 * s)}}})
+	}
+	path := t.TempDir() + "/peers.png"
+	if err := Plot(path, nil, map[string]*Run{"flagger": r}, SLO{TTFT: 2 * time.Second, ITL: 100 * time.Millisecond}); err != nil {
+		t.Fatalf("Plot: %v", err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil || len(b) < 8 || string(b[1:4]) != "PNG" {
+		t.Fatalf("no PNG written (%d bytes, %v)", len(b), err)
+	}
+	if err := Plot(path, nil, nil, SLO{}); err == nil {
+		t.Error("Plot without runs did not fail")
 	}
 }

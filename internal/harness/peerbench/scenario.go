@@ -184,7 +184,7 @@ func (o *Options) Rollouts(ctx context.Context, k Contender) (*Run, error) {
 					outage = false
 				}
 			}
-			if verdict, err = k.Verdict(ctx, o.Client, run.Namespace, r.image); err != nil {
+			if verdict, err = k.Verdict(ctx, o.Client, run.Namespace, r.image, began); err != nil {
 				o.Log("%s rollout: reading the verdict: %v", k.Name(), err)
 			}
 			if verdict == Undecided {
