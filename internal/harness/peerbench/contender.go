@@ -30,8 +30,10 @@ const (
 	// base rate its GPUs are about half busy, so that latency is the model's and not a queue's
 	// (a saturated stable color is slower than any lightly loaded candidate, good or bad).
 	RolloutReplicas = 6
-	// MinReplicas and MaxReplicas bound the autoscaling scenarios (the seeds' recipe).
-	MinReplicas, MaxReplicas = 2, 10
+	// MinReplicas bounds the autoscaling scenarios from below (the seeds' recipe).
+	MinReplicas = 2
+	// MaxReplicas bounds them from above.
+	MaxReplicas = 10
 	// GPUTarget is the DCGM GPU utilization every autoscaler aims at, in percent.
 	GPUTarget = 70
 )
