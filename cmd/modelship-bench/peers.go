@@ -33,19 +33,19 @@ func init() {
 func runPeers(args []string) error {
 	fs := flag.NewFlagSet("peers", flag.ContinueOnError)
 	dir := fs.String("dir", ".work/bench/peers", "working folder (logs, peers-timeline.csv, peers.png)")
-	contenders := fs.String("contenders", "modelship,keda-hpa,flagger", "contenders to run, comma-separated")
+	contenders := fs.String("contenders", "modelship,modelship-recipe,keda-hpa,flagger", "contenders to run, comma-separated (modelship-recipe: autoscaling only; keda-hpa: autoscaling only; flagger: rollouts only)")
 	smoke := fs.Bool("smoke", false, "only start the stack and the peers, check that they answer and that the real HPA scales a Deployment from a KEDA ScaledObject (needs CAP_NET_ADMIN: KEDA's adapter gets an address of its own on lo)")
 	smokeOutage := fs.Duration("smoke-outage", 0, "with -smoke or -flagger-smoke: then stop Prometheus this long and report what the HPA (or Flagger, during a fourth rollout) does")
 	flaggerSmoke := fs.Bool("flagger-smoke", false, "only drive a Flagger Canary of a model-server Deployment through initialization, a promotion and a rollback (constant queries)")
 	threshold := fs.Int("threshold", 2, "with -flagger-smoke: the Canary's analysis.threshold (failed checks that roll back)")
 	rate := fs.Float64("rate-scale", 0.2, "the trace's rate at the start of each scenario (0.2: about 4 replicas' worth at 70% GPU)")
 	stepFactor := fs.Float64("step-factor", 2, "the load step of the autoscaling scenario")
-	scaleFor := fs.Duration("scale-duration", 7*time.Minute, "length of the autoscaling scenario")
-	stepAt := fs.Duration("step-at", 2*time.Minute, "when the load steps up")
-	outageAt := fs.Duration("outage-at", 5*time.Minute, "when Prometheus stops in the autoscaling scenario")
+	scaleFor := fs.Duration("scale-duration", 6*time.Minute, "length of the autoscaling scenario")
+	stepAt := fs.Duration("step-at", 90*time.Second, "when the load steps up")
+	outageAt := fs.Duration("outage-at", 225*time.Second, "when Prometheus stops in the autoscaling scenario")
 	outage := fs.Duration("outage", time.Minute, "how long Prometheus stays down")
 	verdictTimeout := fs.Duration("verdict-timeout", 5*time.Minute, "longest wait for a rollout's verdict")
-	badHorizon := fs.Duration("bad-horizon", 3*time.Minute, "how long the slower release is watched (its requests are counted over it)")
+	badHorizon := fs.Duration("bad-horizon", 150*time.Second, "how long the slower release is watched (its requests are counted over it)")
 	sloTTFT := fs.Duration("slo-ttft", 2*time.Second, "p95 time-to-first-token SLO")
 	sloITL := fs.Duration("slo-itl", 100*time.Millisecond, "p95 inter-token latency SLO")
 	if err := fs.Parse(args); err != nil {
@@ -119,7 +119,7 @@ func runPeers(args []string) error {
 	scale, rollouts := map[string]*peerbench.Run{}, map[string]*peerbench.Run{}
 	var runs []*peerbench.Run
 	prom := st.Env.PrometheusURL()
-	for _, k := range []peerbench.Contender{peerbench.Modelship{}, peerbench.KEDAHPA{PrometheusURL: prom}} {
+	for _, k := range []peerbench.Contender{peerbench.Modelship{}, peerbench.Modelship{Recipe: true}, peerbench.KEDAHPA{PrometheusURL: prom}} {
 		if !want[k.Name()] {
 			continue
 		}

@@ -14,7 +14,6 @@ import (
 	"sync"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/resource"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
 	"github.com/modelship/modelship/internal/harness/fleet"
@@ -83,7 +82,7 @@ func runSim(args []string) error {
 		return capa.Work(s.PromptTPS, s.GeneratedTPS)
 	}
 	policies := []policysim.Policy{
-		&policysim.Modelship{Label: "modelship", Start: start, Work: work, Spec: modelshipSpec(lo, hi, *coldStart, *msTarget, *msWaiting, *msDown, *msUp, *msTol)},
+		&policysim.Modelship{Label: "modelship", Start: start, Work: work, Spec: policysim.RecipeSpec(lo, hi, *coldStart, *msTarget, *msWaiting, *msDown, *msUp, *msTol)},
 		&policysim.Modelship{Label: "modelship-gpu70", Start: start, Spec: v1alpha1.AutoscalingSpec{MinReplicas: lo, MaxReplicas: hi}},
 		&policysim.Modelship{Label: "modelship-saturation", Start: start, Spec: saturationSpec(lo, hi, *msDown)},
 		policysim.NewHPA("hpa-gpu70", lo, hi, 70, false, func(s policysim.Signals) (float64, bool) { return s.GPUUtilization, s.HasGPU }),
@@ -156,9 +155,6 @@ func runSim(args []string) error {
 // replica model still meets the default SLO.
 const oraclePerReplica = 0.6
 
-// modelshipSpec is modelship's SLO-minded recipe in today's API: the token work rate (prompt
-// tokens over the prefill rate plus generated tokens over the decode rate, a prometheus metric)
-// per replica, and the queue as a backstop.
 // saturationSpec is the saturation metric with llm-d's thresholds (and the recipe's scale-down
 // window), to compare llm-d's rule with the rest on the same fleet.
 func saturationSpec(lo, hi int32, down time.Duration) v1alpha1.AutoscalingSpec {
@@ -167,33 +163,6 @@ func saturationSpec(lo, hi int32, down time.Duration) v1alpha1.AutoscalingSpec {
 		Behavior: v1alpha1.ScalingBehavior{ScaleDown: &v1alpha1.ScalingRules{StabilizationWindow: &v1alpha1.Duration{Duration: down}}},
 	}
 }
-
-func modelshipSpec(lo, hi int32, coldStart time.Duration, work float64, waiting int64, down, up time.Duration, tol float64) v1alpha1.AutoscalingSpec {
-	spec := v1alpha1.AutoscalingSpec{
-		MinReplicas: lo, MaxReplicas: hi, ColdStart: v1alpha1.Duration{Duration: coldStart},
-		Metrics: []v1alpha1.AutoscalingMetric{
-			{Prometheus: &v1alpha1.PrometheusMetric{
-				Query:            workQuery,
-				TargetPerReplica: *resource.NewMilliQuantity(int64(math.Round(work*1000)), resource.DecimalSI),
-			}},
-		},
-		Behavior: v1alpha1.ScalingBehavior{
-			ScaleDown: &v1alpha1.ScalingRules{StabilizationWindow: &v1alpha1.Duration{Duration: down}},
-			ScaleUp:   &v1alpha1.ScalingRules{StabilizationWindow: &v1alpha1.Duration{Duration: up}},
-		},
-		Tolerance: resource.NewMilliQuantity(int64(math.Round(tol*1000)), resource.DecimalSI),
-	}
-	if waiting > 0 {
-		spec.Metrics = append(spec.Metrics, v1alpha1.AutoscalingMetric{RequestsWaiting: &v1alpha1.PerReplicaMetric{TargetPerReplica: *resource.NewQuantity(waiting, resource.DecimalSI)}})
-	}
-	return spec
-}
-
-// workQuery is fleet.Capacity.Work in PromQL for the default capacity: the larger of
-// prefill/0.5 and prefill+decode, in replicas' worth of time.
-const workQuery = `(sum(rate(vllm:prompt_tokens_total{namespace="{{.Namespace}}"}[1m]))/8000 > ` +
-	`(sum(rate(vllm:prompt_tokens_total{namespace="{{.Namespace}}"}[1m]))/16000 + sum(rate(vllm:generation_tokens_total{namespace="{{.Namespace}}"}[1m]))/3000)) or ` +
-	`(sum(rate(vllm:prompt_tokens_total{namespace="{{.Namespace}}"}[1m]))/16000 + sum(rate(vllm:generation_tokens_total{namespace="{{.Namespace}}"}[1m]))/3000)`
 
 // Rollout scenarios: the trace at a quarter of the autoscaling run's rate on 8 pods per color,
 // the candidate deployed at 2m, followed for 30m.

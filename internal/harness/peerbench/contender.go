@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
+	"github.com/modelship/modelship/internal/harness/policysim"
 	"github.com/modelship/modelship/internal/harness/stack"
 )
 
@@ -56,16 +57,26 @@ type Contender interface {
 }
 
 // Modelship runs the workload as a ModelServer.
-type Modelship struct{}
+type Modelship struct {
+	// Recipe autoscales on modelship's SLO-minded recipe (the token work per replica and the
+	// queue, policysim.RecipeSpec) rather than on the peers' GPU utilization at 70%.
+	Recipe bool
+}
 
 // Name implements Contender.
-func (Modelship) Name() string { return "modelship" }
+func (m Modelship) Name() string {
+	if m.Recipe {
+		return "modelship-recipe"
+	}
+	return "modelship"
+}
 
 // ModelServer is the benchmark's ModelServer: the demo's pod template and Gateway, the vLLM
-// analysis preset with 20s steps of 10/25/50%; autoscaled on DCGM GPU utilization at 70%
-// between 2 and 10 replicas with the API's defaults otherwise (15s interval, 5m scale-down
-// stabilization, the HPA's), or RolloutReplicas fixed replicas.
-func ModelServer(ns, image string, autoscaled bool) *v1alpha1.ModelServer {
+// analysis preset with 20s steps of 10/25/50%; autoscaled between 2 and 10 replicas on DCGM GPU
+// utilization at 70% with the API's defaults otherwise (15s interval, 5m scale-down
+// stabilization: the HPA's), or on the recipe (make bench-sim's, with the simulator's cold
+// start), or RolloutReplicas fixed replicas.
+func ModelServer(ns, image string, autoscaled, recipe bool) *v1alpha1.ModelServer {
 	ms := stack.ModelServer(ns, WorkloadName, image)
 	ms.Spec.Replicas = ptr.To(int32(RolloutReplicas))
 	ms.Spec.Rollout.Steps = []int32{10, 25, 50, 100}
@@ -76,13 +87,17 @@ func ModelServer(ns, image string, autoscaled bool) *v1alpha1.ModelServer {
 			MinReplicas: MinReplicas, MaxReplicas: MaxReplicas,
 			Metrics: []v1alpha1.AutoscalingMetric{{GPUUtilization: &v1alpha1.GPUUtilizationMetric{Target: GPUTarget}}},
 		}
+		if recipe {
+			spec := policysim.RecipeSpec(MinReplicas, MaxReplicas, stack.DefaultColdStart, 0.57, 2, 180*time.Second, 0, 0.1)
+			ms.Spec.Autoscaling = &spec
+		}
 	}
 	return ms
 }
 
 // Deploy implements Contender.
-func (Modelship) Deploy(ctx context.Context, c client.Client, ns, image string, autoscaled bool) error {
-	return c.Create(ctx, ModelServer(ns, image, autoscaled))
+func (m Modelship) Deploy(ctx context.Context, c client.Client, ns, image string, autoscaled bool) error {
+	return c.Create(ctx, ModelServer(ns, image, autoscaled, m.Recipe))
 }
 
 func getModelServer(ctx context.Context, c client.Client, ns string) (*v1alpha1.ModelServer, error) {

@@ -224,9 +224,9 @@ func WriteCSV(path string, runs []*Run) error {
 	return f.Close()
 }
 
-// ratio formats a/b, "n/a" when b is 0.
+// ratio formats a/b, "n/a" when b is not positive or a is negative (an absent figure).
 func ratio(a, b float64) string {
-	if b == 0 {
+	if b <= 0 || a < 0 {
 		return "n/a"
 	}
 	return fmt.Sprintf("%.3f", a/b)
@@ -245,6 +245,7 @@ func seconds(d time.Duration) string {
 func Summary(scale, rollouts map[string]*Run, o *Options, slo SLO) []string {
 	var lines []string
 	add := func(k string, v any) { lines = append(lines, fmt.Sprintf("%s=%v", k, v)) }
+	key := func(name string) string { return strings.ReplaceAll(name, "-", "_") }
 	names := func(m map[string]*Run) []string {
 		var out []string
 		for n := range m {
@@ -257,16 +258,16 @@ func Summary(scale, rollouts map[string]*Run, o *Options, slo SLO) []string {
 	for _, n := range names(scale) {
 		f := Scale(scale[n], slo)
 		sf[n] = f
-		add(n+"_slo_minutes", fmt.Sprintf("%.2f", f.SLOMinutes))
-		add(n+"_minutes", fmt.Sprintf("%.2f", f.Minutes))
-		add(n+"_gpu_hours", fmt.Sprintf("%.4f", f.GPUHours))
-		add(n+"_scale_events", f.ScaleEvents)
-		add(n+"_step_to_first_replica_s", seconds(f.StepToReplica))
-		add(n+"_outage_replicas_before", f.BeforeOutage)
-		add(n+"_outage_replicas_min", f.OutageMin)
-		add(n+"_outage_replicas_max", f.OutageMax)
-		add(n+"_scale_5xx", fmt.Sprintf("%.0f", f.Errors5xx))
-		add(n+"_scale_served", fmt.Sprintf("%.0f", f.Served))
+		add(key(n)+"_slo_minutes", fmt.Sprintf("%.2f", f.SLOMinutes))
+		add(key(n)+"_minutes", fmt.Sprintf("%.2f", f.Minutes))
+		add(key(n)+"_gpu_hours", fmt.Sprintf("%.4f", f.GPUHours))
+		add(key(n)+"_scale_events", f.ScaleEvents)
+		add(key(n)+"_step_to_first_replica_s", seconds(f.StepToReplica))
+		add(key(n)+"_outage_replicas_before", f.BeforeOutage)
+		add(key(n)+"_outage_replicas_min", f.OutageMin)
+		add(key(n)+"_outage_replicas_max", f.OutageMax)
+		add(key(n)+"_scale_5xx", fmt.Sprintf("%.0f", f.Errors5xx))
+		add(key(n)+"_scale_served", fmt.Sprintf("%.0f", f.Served))
 	}
 	rf := map[string]map[string]RolloutFigures{}
 	for _, n := range names(rollouts) {
@@ -278,32 +279,39 @@ func Summary(scale, rollouts map[string]*Run, o *Options, slo SLO) []string {
 			if verdict == Undecided {
 				verdict = "undecided"
 			}
-			add(n+"_"+r.name+"_verdict", verdict)
-			add(n+"_"+r.name+"_decided_s", seconds(f.Decided))
-			add(n+"_"+r.name+"_5xx", fmt.Sprintf("%.0f", f.Errors5xx))
+			add(key(n)+"_"+r.name+"_verdict", verdict)
+			add(key(n)+"_"+r.name+"_decided_s", seconds(f.Decided))
+			add(key(n)+"_"+r.name+"_5xx", fmt.Sprintf("%.0f", f.Errors5xx))
 			if r.name == "bad" {
-				add(n+"_bad_requests", fmt.Sprintf("%.0f", f.ImageRequests))
-				add(n+"_bad_share", ratio(f.ImageRequests, f.ServedTotal))
+				add(key(n)+"_bad_requests", fmt.Sprintf("%.0f", f.ImageRequests))
+				add(key(n)+"_bad_share", ratio(f.ImageRequests, f.ServedTotal))
 			}
 		}
 	}
-	if m, ok := sf["modelship"]; ok {
+	for _, base := range names(scale) {
+		if !strings.HasPrefix(base, "modelship") {
+			continue
+		}
 		for _, n := range names(scale) {
-			f := sf[n]
-			if n == "modelship" {
+			if strings.HasPrefix(n, "modelship") {
 				continue
 			}
-			add("gpu_hours_vs_"+n, ratio(m.GPUHours, f.GPUHours))
-			add("slo_minutes_vs_"+n, ratio(m.SLOMinutes, f.SLOMinutes))
+			prefix := key(strings.TrimPrefix(strings.TrimPrefix(base, "modelship"), "-"))
+			if prefix != "" {
+				prefix += "_"
+			}
+			add(prefix+"gpu_hours_vs_"+key(n), ratio(sf[base].GPUHours, sf[n].GPUHours))
+			add(prefix+"slo_minutes_vs_"+key(n), ratio(sf[base].SLOMinutes, sf[n].SLOMinutes))
 		}
 	}
 	if m, ok := rf["modelship"]; ok {
 		for _, n := range names(rollouts) {
-			f := rf[n]
 			if n == "modelship" {
 				continue
 			}
-			add("bad_requests_vs_"+n, ratio(m["bad"].ImageRequests, f["bad"].ImageRequests))
+			add("bad_requests_vs_"+key(n), ratio(m["bad"].ImageRequests, rf[n]["bad"].ImageRequests))
+			add("bad_decided_vs_"+key(n), ratio(m["bad"].Decided.Seconds(), rf[n]["bad"].Decided.Seconds()))
+			add("good_decided_vs_"+key(n), ratio(m["good"].Decided.Seconds(), rf[n]["good"].Decided.Seconds()))
 		}
 	}
 	return lines

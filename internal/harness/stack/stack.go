@@ -26,6 +26,9 @@ import (
 // repository with its source and license (test/traces/README.md).
 const DefaultTrace = "test/traces/azure-llm-2023-conv.csv"
 
+// DefaultColdStart is the simulated pods' model load time when Options.ColdStart is zero.
+const DefaultColdStart = 5 * time.Second
+
 // simulatorStartTimeout bounds the wait for the fleet simulator to serve after its start.
 const simulatorStartTimeout = time.Minute
 
@@ -102,7 +105,7 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 		o.RateScale = 0.5
 	}
 	if o.ColdStart == 0 {
-		o.ColdStart = 5 * time.Second
+		o.ColdStart = DefaultColdStart
 	}
 	if o.GPUNodes == 0 {
 		o.GPUNodes = 2
