@@ -14,7 +14,6 @@ import (
 	"sync"
 	"time"
 
-
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
 	"github.com/modelship/modelship/internal/harness/fleet"
 	"github.com/modelship/modelship/internal/harness/policysim"

@@ -656,7 +656,9 @@ func TestDuringARolloutTheAutoscaledTotalSizesBothColors(t *testing.T) {
 	})
 
 	// A new image starts a rollout: green is sized for its first weight, 50% of 2.
-	updateMS(t, ms, func(got *v1alpha1.ModelServer) { got.Spec.Template.Spec.Containers[0].Image = "vllm/vllm-openai:v0.11.0" })
+	updateMS(t, ms, func(got *v1alpha1.ModelServer) {
+		got.Spec.Template.Spec.Containers[0].Image = "vllm/vllm-openai:v0.11.0"
+	})
 	waitReplicas(t, ns, "split-green", 1)
 	if n := deploymentReplicas(t, ns, "split-blue"); n != 2 {
 		t.Fatalf("stable at %d replicas during the rollout, want 2", n)
@@ -703,7 +705,9 @@ func TestDuringARolloutTheGPUCapCountsTheCandidatePods(t *testing.T) {
 		}
 		return nil
 	})
-	updateMS(t, ms, func(got *v1alpha1.ModelServer) { got.Spec.Template.Spec.Containers[0].Image = "vllm/vllm-openai:v0.11.0" })
+	updateMS(t, ms, func(got *v1alpha1.ModelServer) {
+		got.Spec.Template.Spec.Containers[0].Image = "vllm/vllm-openai:v0.11.0"
+	})
 	waitReplicas(t, ns, "tight-green", 1)
 	// The candidate's pod is on the node, loading its model: 3 of the 4 GPUs are taken.
 	startPods(t, ms, v1alpha1.Green, 1, node)
