@@ -31,16 +31,6 @@ func deployment(ns, name, image string, replicas int32) *appsv1.Deployment {
 	}
 }
 
-func setDeploymentImage(ctx context.Context, c client.Client, ns, name, image string) error {
-	d := &appsv1.Deployment{}
-	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, d); err != nil {
-		return err
-	}
-	patch := client.MergeFrom(d.DeepCopy())
-	d.Spec.Template.Spec.Containers[0].Image = image
-	return c.Patch(ctx, d, patch)
-}
-
 func deploymentState(ctx context.Context, c client.Client, ns, name string) (*appsv1.Deployment, error) {
 	d := &appsv1.Deployment{}
 	return d, c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, d)
@@ -120,7 +110,7 @@ func (KEDAHPA) Serving(ctx context.Context, c client.Client, ns string) (bool, e
 
 // SetImage implements Contender: a plain rolling update.
 func (KEDAHPA) SetImage(ctx context.Context, c client.Client, ns, image string) error {
-	return setDeploymentImage(ctx, c, ns, WorkloadName, image)
+	return peers.SetImage(ctx, c, ns, WorkloadName, image)
 }
 
 // State implements Contender: the replicas the HPA set.
@@ -201,7 +191,7 @@ func (Flagger) Serving(ctx context.Context, c client.Client, ns string) (bool, e
 
 // SetImage implements Contender: Flagger sees the Deployment change and starts its analysis.
 func (Flagger) SetImage(ctx context.Context, c client.Client, ns, image string) error {
-	return setDeploymentImage(ctx, c, ns, WorkloadName, image)
+	return peers.SetImage(ctx, c, ns, WorkloadName, image)
 }
 
 // State implements Contender: the weight is the route's (Flagger's status says 0 from

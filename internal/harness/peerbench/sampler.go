@@ -7,10 +7,7 @@ package peerbench
 
 import (
 	"context"
-	"fmt"
-	"io"
 	"math"
-	"net/http"
 	"sort"
 	"strconv"
 	"strings"
@@ -18,12 +15,11 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/modelship/modelship/internal/harness/fleet"
+	"github.com/modelship/modelship/internal/harness/scalebench"
 	"github.com/modelship/modelship/internal/metrics"
 )
 
@@ -161,21 +157,7 @@ func modelImage(pod *corev1.Pod) string {
 func scrape(ctx context.Context, url string) (map[string]*dto.MetricFamily, error) {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return nil, err
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = res.Body.Close() }()
-	if res.StatusCode != http.StatusOK {
-		_, _ = io.Copy(io.Discard, res.Body)
-		return nil, fmt.Errorf("%s: %s", url, res.Status)
-	}
-	parser := expfmt.NewTextParser(model.LegacyValidation)
-	return parser.TextToMetricFamilies(res.Body)
+	return scalebench.ScrapeMetrics(ctx, url)
 }
 
 // accumulator turns the simulator's counters, which restart with the simulator and vanish with
