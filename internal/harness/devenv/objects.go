@@ -21,6 +21,7 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/restmapper"
 )
@@ -69,6 +70,9 @@ func (e *Env) installCRDs(ctx context.Context) error {
 		files = append(files, found...)
 	}
 	cfg := e.RESTConfig()
+	// Peers' CRDs (KEDA's) carry OpenAPI formats the apiserver does not know and warns about on
+	// every create; the warnings say nothing about this environment.
+	cfg.WarningHandler = rest.NoWarnings{}
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return fmt.Errorf("crds: %w", err)
