@@ -650,17 +650,26 @@ func (m *machine) promote(why string) {
 	st.Phase = m.steadyPhase()
 }
 
-// rollback sends all traffic to stable and keeps the candidate in status, at zero replicas
-// (RolledBack) or at its replicas until the scale-down delay (Aborted).
+// rollback sends all traffic to stable and keeps the candidate in status, at its replicas until
+// ScaleDownAt: the scale-down delay for inspection (Aborted), or RollbackDrain (RolledBack) so
+// that requests a Gateway still routes to it while it applies the new weights, and those in
+// flight, do not meet terminating pods. A candidate that never had weight (rolled back in its
+// warm-up) has nothing to drain and scales to zero at once. holdRolledBack plans it; in swap
+// mode the stable color's need for the GPUs wins over both.
 func (m *machine) rollback(outcome v1alpha1.Outcome, reason string) {
 	st := m.st
 	c := st.Candidate
+	served := st.Step >= 1 || m.ms.Status.Weights.Candidate > 0
 	m.record(c, outcome, reason)
 	st.RolledBackRevision = c.Revision
-	if outcome == v1alpha1.OutcomeAborted {
+	switch {
+	case outcome == v1alpha1.OutcomeAborted:
 		st.ScaleDownAt = m.timeP(m.now.Add(m.pol.scaleDownDelay))
 		m.event(corev1.EventTypeWarning, EventAborted, "rollout of %s aborted; all traffic on %s (%s), candidate kept until %s", c.Revision, st.Stable.Color, st.Stable.Revision, st.ScaleDownAt.UTC().Format(time.RFC3339))
-	} else {
+	case served:
+		st.ScaleDownAt = m.timeP(m.now.Add(RollbackDrain))
+		m.event(corev1.EventTypeWarning, EventRolledBack, "rollout of %s rolled back; all traffic on %s (%s), candidate drained until %s: %s", c.Revision, st.Stable.Color, st.Stable.Revision, st.ScaleDownAt.UTC().Format(time.RFC3339), reason)
+	default:
 		st.ScaleDownAt = nil
 		m.event(corev1.EventTypeWarning, EventRolledBack, "rollout of %s rolled back; all traffic on %s (%s): %s", c.Revision, st.Stable.Color, st.Stable.Revision, reason)
 	}
