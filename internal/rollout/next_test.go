@@ -835,14 +835,19 @@ func TestNext(t *testing.T) {
 			},
 		},
 		{
-			name: "a rolled-back candidate shrinks in step as the stable color's Ready pods grow back",
+			name: "a rolled-back candidate shrinks in step as the stable color's Ready pods grow back, draining only where there is room beside the stable total",
 			ms: newModelServer(withSteps(25, 50, 100), withStatus(stableOn(blue, revA, 12), rolledBack(revB, v1alpha1.OutcomeRolledBack, "error-ratio"),
 				weights(50, 50))),
 			obs: newObs(revB, 12, deploy(blue, revA, 12, 9), deploy(green, revB, 6, 6), withCapacity(16)),
 			now: t0.Add(time.Minute),
 			want: want{
 				phase: v1alpha1.PhaseRolledBack, weights: w(75, 25),
-				plans: map[v1alpha1.Color]ColorPlan{blue: {Revision: revA, Replicas: 12}, green: {Revision: revB, Replicas: 3}},
+				plans: map[v1alpha1.Color]ColorPlan{blue: {Revision: revA, Replicas: 12}, green: {Revision: revB, Replicas: 4}},
+				check: func(t *testing.T, d Decision) {
+					if sd := d.Status.ScaleDownAt; sd == nil || !sd.Time.Equal(t0.Add(time.Minute+RollbackDrain)) {
+						t.Errorf("ScaleDownAt = %v, want RollbackDrain after the weight went down", sd)
+					}
+				},
 			},
 		},
 		{
@@ -854,14 +859,35 @@ func TestNext(t *testing.T) {
 			want: want{phase: v1alpha1.PhaseRolledBack, weights: w(75, 25)},
 		},
 		{
-			name: "a rolled-back candidate gives up all weight and its pods once the stable color carries everything",
+			name: "a rolled-back candidate gives up all weight once the stable color carries everything, and drains for RollbackDrain from then",
 			ms: newModelServer(withSteps(25, 50, 100), withStatus(stableOn(blue, revA, 12), rolledBack(revB, v1alpha1.OutcomeRolledBack, "error-ratio"),
 				weights(75, 25))),
 			obs: newObs(revB, 12, deploy(blue, revA, 12, 12), deploy(green, revB, 3, 3), withCapacity(16)),
 			now: t0.Add(time.Minute),
 			want: want{
+				phase: v1alpha1.PhaseRolledBack, weights: w(100, 0), requeue: dur(RollbackDrain),
+				plans: map[v1alpha1.Color]ColorPlan{blue: {Revision: revA, Replicas: 12}, green: {Revision: revB, Replicas: 3}},
+			},
+		},
+		{
+			name: "a rolled-back candidate without weight gives up its pods at the end of its drain",
+			ms: newModelServer(withSteps(25, 50, 100), withStatus(stableOn(blue, revA, 12), rolledBack(revB, v1alpha1.OutcomeRolledBack, "error-ratio"),
+				weights(100, 0), scaleDownAt(t0.Add(time.Minute)))),
+			obs: newObs(revB, 12, deploy(blue, revA, 12, 12), deploy(green, revB, 3, 3), withCapacity(16)),
+			now: t0.Add(time.Minute),
+			want: want{
 				phase: v1alpha1.PhaseRolledBack, weights: w(100, 0), requeue: dur(0),
 				plans: map[v1alpha1.Color]ColorPlan{blue: {Revision: revA, Replicas: 12}, green: {Revision: revB, Replicas: 0}},
+			},
+		},
+		{
+			name: "a stable color that lost pods holds weight on a rolled-back candidate past its drain; when it carries everything again the candidate drains anew",
+			ms:   newModelServer(steps, withStatus(stableOn(blue, revA, 4), rolledBack(revB, v1alpha1.OutcomeRolledBack, "ttft"), weights(90, 10))),
+			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 2, 2)),
+			now:  t0.Add(time.Minute),
+			want: want{
+				phase: v1alpha1.PhaseRolledBack, weights: w(100, 0), requeue: dur(RollbackDrain),
+				plans: map[v1alpha1.Color]ColorPlan{blue: {Revision: revA, Replicas: 4}, green: {Revision: revB, Replicas: 2}},
 			},
 		},
 		{

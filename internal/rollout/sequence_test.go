@@ -368,6 +368,23 @@ func checkPass(ms *v1alpha1.ModelServer, pol policy, prev *v1alpha1.ModelServerS
 			}
 		}
 	}
+	// A rolled-back candidate whose weight goes down keeps its pods (where there is room in swap
+	// mode) for RollbackDrain after that, also when drainWeight held weight on it past its
+	// first ScaleDownAt.
+	if st.Phase == v1alpha1.PhaseRolledBack && prev.Phase == v1alpha1.PhaseRolledBack && prev.RolledBackRevision == st.RolledBackRevision && st.Weights.Candidate < prev.Weights.Candidate {
+		if sd := st.ScaleDownAt; sd == nil || sd.Time.Before(now.Add(RollbackDrain)) {
+			return fmt.Errorf("rolled-back candidate's weight went %d -> %d with ScaleDownAt %v, want at least now+%s", prev.Weights.Candidate, st.Weights.Candidate, sd, RollbackDrain)
+		}
+		if co, ok := obs.Colors[st.Candidate.Color]; ok && co.Exists {
+			keep := co.Replicas
+			if obs.Capacity > 0 {
+				keep = min(keep, max(obs.Capacity-obs.DesiredReplicas, 0))
+			}
+			if p := d.Plans[st.Candidate.Color]; p.Replicas < keep {
+				return fmt.Errorf("rolled-back candidate scaled %d -> %d in the pass its weight went %d -> %d", co.Replicas, p.Replicas, prev.Weights.Candidate, st.Weights.Candidate)
+			}
+		}
+	}
 	// RolledBack is sticky until the spec revision changes.
 	if prev.Phase == v1alpha1.PhaseRolledBack && prev.Revision == obs.Revision && st.Phase != v1alpha1.PhaseRolledBack {
 		return fmt.Errorf("left RolledBack for %s while the spec still asks for %s", st.Phase, obs.Revision)

@@ -176,6 +176,16 @@ func TestSwapModeRollbackAbortAndSupersedeMoveWeightBackInStepWithTheStableColor
 			want := int32(0)
 			if abort {
 				want = capacity - total // kept for inspection where there is room, until the scale-down delay
+			} else if !supersede {
+				// Drained where there is room beside the stable total for RollbackDrain after the
+				// weight reached 0, then scaled to zero.
+				if c.replicas[green] > capacity-total {
+					t.Errorf("draining candidate has %d replicas, more than the room %d beside the stable total", c.replicas[green], capacity-total)
+				}
+				now = now.Add(RollbackDrain)
+				d := Next(ms, c.observe(spec, total), now)
+				ms.Status = d.Status
+				c.apply(d)
 			}
 			if supersede {
 				if c.rev[green] != revC {
