@@ -133,8 +133,9 @@ type ModelServerStatus struct {
 	// +optional
 	RolledBackRevision string `json:"rolledBackRevision,omitempty"`
 
-	// ScaleDownAt is when the previous stable color, kept warm after a promotion for an
-	// instant rollback, scales to zero.
+	// ScaleDownAt is when the color that serves no traffic scales to zero: the previous
+	// stable color, kept warm after a promotion for an instant rollback, or a rolled-back
+	// candidate, kept for inspection after an abort or draining after an automatic rollback.
 	// +optional
 	ScaleDownAt *metav1.Time `json:"scaleDownAt,omitempty"`
 

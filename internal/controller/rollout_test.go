@@ -21,6 +21,7 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
+	"github.com/modelship/modelship/internal/rollout"
 	"github.com/modelship/modelship/internal/routing"
 )
 
@@ -515,8 +516,18 @@ func TestRolloutRollsBackACandidateWithThreeTimesTheStableTTFT(t *testing.T) {
 	if st.Stable == nil || st.Stable.Color != v1alpha1.Blue || st.Stable.Revision != v1 || st.Weights != (v1alpha1.Weights{Stable: 100}) {
 		t.Errorf("after the rollback: stable %+v weights %+v; want %s on blue with all traffic", st.Stable, st.Weights, v1)
 	}
-	if st.Candidate == nil || st.Candidate.Revision != v2 || st.Candidate.Replicas != 0 {
-		t.Errorf("the rejected candidate should be kept in status at 0 replicas: %+v", st.Candidate)
+	// The rejected candidate is kept in status; its pods drain for rollout.RollbackDrain after
+	// its weight went to 0 (requests a Gateway still routes to it must not meet terminating
+	// pods), then it scales to zero (checked below).
+	if st.Candidate == nil || st.Candidate.Revision != v2 {
+		t.Errorf("the rejected candidate should be kept in status: %+v", st.Candidate)
+	}
+	sd := st.ScaleDownAt
+	if sd == nil && (st.Candidate == nil || st.Candidate.Replicas != 0) {
+		t.Errorf("no scaleDownAt while the rejected candidate is kept at %+v", st.Candidate)
+	}
+	if sd != nil && len(st.History) > 0 && !sd.Time.Equal(st.History[0].At.Add(rollout.RollbackDrain)) {
+		t.Errorf("scaleDownAt %v, rolled back at %v: want %s later", sd, st.History[0].At, rollout.RollbackDrain)
 	}
 	why := []string{"ttft-p95", "0.9", "0.36"}
 	containsAll := func(s string) bool {
@@ -537,12 +548,18 @@ func TestRolloutRollsBackACandidateWithThreeTimesTheStableTTFT(t *testing.T) {
 		t.Errorf("Ready %+v; want False", c)
 	}
 	tr.waitWeights(t, "100/0")
-	eventually(t, 20*time.Second, "green scaled to zero", func() error {
+	eventually(t, rollout.RollbackDrain+20*time.Second, "green scaled to zero", func() error {
 		if n := deploymentReplicas(t, ms.Namespace, ms.DeploymentName(v1alpha1.Green)); n != 0 {
 			return fmt.Errorf("green has %d replicas", n)
 		}
 		return nil
 	})
+	if now := time.Now(); sd != nil && now.Before(sd.Time) {
+		t.Errorf("green scaled to zero at %s, before its drain ended at %s", now.Format(time.StampMilli), sd.Format(time.StampMilli))
+	}
+	if c := getMS(t, ms).Status.Candidate; c == nil || c.Revision != v2 || c.Replicas != 0 {
+		t.Errorf("after the drain the rejected candidate should be kept in status at 0 replicas: %+v", c)
+	}
 	if e := waitEvent(t, ms, corev1.EventTypeWarning, "RolledBack"); !containsAll(e.Note) {
 		t.Errorf("the RolledBack event should name %v: %q", why, e.Note)
 	}

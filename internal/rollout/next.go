@@ -85,7 +85,9 @@ const (
 //   - A rolled-back or aborted candidate gives its weight back only as fast as the stable
 //     color's Ready pods can carry it (in swap mode the stable color was shrunk to its share):
 //     it keeps min(its last weight, what it carries, what stable cannot carry yet), sized for
-//     exactly that, so that the stable color grows back in step as it shrinks. In swap mode
+//     exactly that, so that the stable color grows back in step as it shrinks. Its pods stay
+//     (status.scaleDownAt) for RollbackDrain after its weight last went down, in swap mode only
+//     where there is room beside the stable color's total. In swap mode
 //     an aborted candidate keeps its pods for inspection only where there is room beside the
 //     stable color's total; its GPUs are freed at once when the stable color needs them.
 //     A candidate superseded by a spec change drains the same way (phase Progressing, reason
@@ -298,6 +300,12 @@ func (m *machine) holdRolledBack() {
 	}
 	m.clearRollout()
 	m.planStable()
+	if st.Candidate != nil {
+		m.drain = m.drainWeight()
+		if m.drain < m.ms.Status.Weights.Candidate {
+			m.drainUntil(m.now.Add(RollbackDrain))
+		}
+	}
 	plan := m.planIdle(st.Stable.Color.Other())
 	if c := st.Candidate; c != nil {
 		c.ReadyReplicas = m.readyOf(c.Color, c.Revision)
@@ -305,11 +313,11 @@ func (m *machine) holdRolledBack() {
 		c.UnreadySince = nil
 		c.SizedSince = nil
 		if m.obs.Capacity > 0 && plan > 0 {
-			// Swap mode: an aborted candidate keeps pods for inspection only where there is
-			// room beside the stable color's total; the stable color needs the rest now.
+			// Swap mode: a candidate kept for inspection (aborted) or draining (rolled back)
+			// keeps pods only where there is room beside the stable color's total; the stable
+			// color needs the rest now.
 			plan = min(plan, max(m.obs.Capacity-m.total, 0))
 		}
-		m.drain = m.drainWeight()
 		if m.drain > 0 {
 			plan = max(plan, need(m.total, m.drain))
 			m.wakeAt(m.now.Add(WarmupPollInterval))
@@ -330,6 +338,16 @@ func (m *machine) holdRolledBack() {
 		}
 	}
 	st.Phase = v1alpha1.PhaseRolledBack
+}
+
+// drainUntil keeps the idle color's pods at least until t (ScaleDownAt, see planIdle): a
+// rolled-back or aborted candidate whose weight goes down this pass keeps its pods for
+// RollbackDrain after it, while the Gateway applies the change and requests in flight finish,
+// also when drainWeight held weight on it past its first ScaleDownAt.
+func (m *machine) drainUntil(t time.Time) {
+	if sd := m.st.ScaleDownAt; sd == nil || sd.Time.Before(t) {
+		m.st.ScaleDownAt = m.timeP(t)
+	}
 }
 
 // drainWeight is the weight a rolled-back or aborted candidate keeps this pass: the part of
@@ -650,17 +668,26 @@ func (m *machine) promote(why string) {
 	st.Phase = m.steadyPhase()
 }
 
-// rollback sends all traffic to stable and keeps the candidate in status, at zero replicas
-// (RolledBack) or at its replicas until the scale-down delay (Aborted).
+// rollback sends all traffic to stable and keeps the candidate in status, at its replicas until
+// ScaleDownAt: the scale-down delay for inspection (Aborted), or RollbackDrain (RolledBack) so
+// that requests a Gateway still routes to it while it applies the new weights, and those in
+// flight, do not meet terminating pods. A candidate that never had weight (rolled back in its
+// warm-up) has nothing to drain and scales to zero at once. holdRolledBack plans it; in swap
+// mode the stable color's need for the GPUs wins over both.
 func (m *machine) rollback(outcome v1alpha1.Outcome, reason string) {
 	st := m.st
 	c := st.Candidate
+	served := st.Step >= 1 || m.ms.Status.Weights.Candidate > 0
 	m.record(c, outcome, reason)
 	st.RolledBackRevision = c.Revision
-	if outcome == v1alpha1.OutcomeAborted {
+	switch {
+	case outcome == v1alpha1.OutcomeAborted:
 		st.ScaleDownAt = m.timeP(m.now.Add(m.pol.scaleDownDelay))
 		m.event(corev1.EventTypeWarning, EventAborted, "rollout of %s aborted; all traffic on %s (%s), candidate kept until %s", c.Revision, st.Stable.Color, st.Stable.Revision, st.ScaleDownAt.UTC().Format(time.RFC3339))
-	} else {
+	case served:
+		st.ScaleDownAt = m.timeP(m.now.Add(RollbackDrain))
+		m.event(corev1.EventTypeWarning, EventRolledBack, "rollout of %s rolled back; all traffic on %s (%s), candidate drained until %s: %s", c.Revision, st.Stable.Color, st.Stable.Revision, st.ScaleDownAt.UTC().Format(time.RFC3339), reason)
+	default:
 		st.ScaleDownAt = nil
 		m.event(corev1.EventTypeWarning, EventRolledBack, "rollout of %s rolled back; all traffic on %s (%s): %s", c.Revision, st.Stable.Color, st.Stable.Revision, reason)
 	}

@@ -268,17 +268,20 @@ func TestNext(t *testing.T) {
 			want: want{step: i32(0), weights: w(100, 0)},
 		},
 		{
-			name: "the progress deadline rolls back a candidate that never becomes Ready",
+			name: "the progress deadline rolls back a candidate that never becomes Ready, at once to zero: it never had weight to drain",
 			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 0, t0.Add(-30*time.Minute), 0))),
 			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 1, 0)),
 			now:  t0,
 			want: want{
-				phase: v1alpha1.PhaseRolledBack, weights: w(100, 0), events: []string{EventRolledBack},
+				phase: v1alpha1.PhaseRolledBack, weights: w(100, 0), events: []string{EventRolledBack}, requeue: dur(0),
 				plans: map[v1alpha1.Color]ColorPlan{blue: {Revision: revA, Replicas: 4}, green: {Revision: revB, Replicas: 0}},
 				conds: map[string]string{"Stalled": "True/RolledBack", "Ready": "False/RolledBack", "Reconciling": "False/RolledBack", "Progressing": "False/RolledBack"},
 				check: func(t *testing.T, d Decision) {
 					if !strings.Contains(d.Status.History[0].Reason, v1alpha1.ReasonProgressDeadline) {
 						t.Errorf("history reason %q, want it to name %s", d.Status.History[0].Reason, v1alpha1.ReasonProgressDeadline)
+					}
+					if d.Status.ScaleDownAt != nil {
+						t.Errorf("ScaleDownAt = %v, want none: the candidate never had traffic", d.Status.ScaleDownAt)
 					}
 				},
 			},
@@ -371,13 +374,13 @@ func TestNext(t *testing.T) {
 			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 4, 4), measurement(t0, fail)),
 			now:  t0,
 			want: want{
-				phase: v1alpha1.PhaseRolledBack, weights: w(100, 0), step: i32(0), events: []string{EventRolledBack},
-				plans: map[v1alpha1.Color]ColorPlan{blue: {Revision: revA, Replicas: 4}, green: {Revision: revB, Replicas: 0}},
+				phase: v1alpha1.PhaseRolledBack, weights: w(100, 0), step: i32(0), events: []string{EventRolledBack}, requeue: dur(RollbackDrain),
+				plans: map[v1alpha1.Color]ColorPlan{blue: {Revision: revA, Replicas: 4}, green: {Revision: revB, Replicas: 4}},
 				conds: map[string]string{"Stalled": "True/RolledBack", "Ready": "False/RolledBack", "Reconciling": "False/RolledBack"},
 				check: func(t *testing.T, d Decision) {
 					st := d.Status
-					if st.RolledBackRevision != revB || st.Candidate == nil || st.Candidate.Replicas != 0 {
-						t.Errorf("rolledBack %q candidate %+v, want %s kept at 0 replicas", st.RolledBackRevision, st.Candidate, revB)
+					if st.RolledBackRevision != revB || st.Candidate == nil || st.Candidate.Replicas != 4 {
+						t.Errorf("rolledBack %q candidate %+v, want %s kept at its 4 replicas while it drains", st.RolledBackRevision, st.Candidate, revB)
 					}
 					r := st.History[0]
 					if r.Outcome != v1alpha1.OutcomeRolledBack || !strings.Contains(r.Reason, "ttft-p95 = 0.9") || !strings.Contains(r.Reason, "<= 0.5") {
@@ -385,6 +388,30 @@ func TestNext(t *testing.T) {
 					}
 					if msg := cond(st, "Stalled").Message; !strings.Contains(msg, "ttft-p95") {
 						t.Errorf("Stalled message %q, want the metric", msg)
+					}
+				},
+			},
+		},
+		{
+			name: "a rollback moves all weight to stable at once but keeps the candidate at its replicas for RollbackDrain, then looks again",
+			ms:   newModelServer(steps, withFailureLimit(0), withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 1, t0.Add(-time.Minute), 10))),
+			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 2, 2), measurement(t0, fail)),
+			now:  t0,
+			want: want{
+				phase: v1alpha1.PhaseRolledBack, weights: w(100, 0), events: []string{EventRolledBack}, requeue: dur(RollbackDrain),
+				plans: map[v1alpha1.Color]ColorPlan{blue: {Revision: revA, Replicas: 4}, green: {Revision: revB, Replicas: 2}},
+				check: func(t *testing.T, d Decision) {
+					st := d.Status
+					if st.ScaleDownAt == nil || !st.ScaleDownAt.Time.Equal(t0.Add(RollbackDrain)) {
+						t.Errorf("ScaleDownAt = %v, want now+%s", st.ScaleDownAt, RollbackDrain)
+					}
+					if st.Weights != (v1alpha1.Weights{Stable: 100}) || st.Candidate.Replicas != 2 {
+						t.Errorf("weights %+v candidate %+v, want all on stable and the candidate at 2 replicas", st.Weights, st.Candidate)
+					}
+					for _, e := range d.Events {
+						if e.Reason == EventRolledBack && !strings.Contains(e.Message, "candidate drained until 2026-03-01T12:00:15Z") {
+							t.Errorf("RolledBack event %q does not say until when the candidate drains", e.Message)
+						}
 					}
 				},
 			},
@@ -553,6 +580,9 @@ func TestNext(t *testing.T) {
 					if d.Status.History[0].Outcome != v1alpha1.OutcomeAborted || d.Status.RolledBackRevision != revB {
 						t.Errorf("history[0] %+v rolledBack %q, want Aborted %s", d.Status.History[0], d.Status.RolledBackRevision, revB)
 					}
+					if sd := d.Status.ScaleDownAt; sd == nil || !sd.Time.Equal(t0.Add(DefaultScaleDownDelay)) {
+						t.Errorf("ScaleDownAt = %v, want now+%s (the scale-down delay, not RollbackDrain)", sd, DefaultScaleDownDelay)
+					}
 				},
 			},
 		},
@@ -581,6 +611,57 @@ func TestNext(t *testing.T) {
 						t.Errorf("Stalled message %q, want the rollback reason", msg)
 					}
 				},
+			},
+		},
+		{
+			name: "a rolled back candidate keeps its replicas without weight until ScaleDownAt, which is the requeue",
+			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhaseRolledBack), stableOn(blue, revA, 4), rolledBack(revB, v1alpha1.OutcomeRolledBack, "ttft"), scaleDownAt(t0.Add(5*time.Second)))),
+			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 2, 2)),
+			now:  t0,
+			want: want{
+				phase: v1alpha1.PhaseRolledBack, weights: w(100, 0), requeue: dur(5 * time.Second),
+				plans: map[v1alpha1.Color]ColorPlan{blue: {Revision: revA, Replicas: 4}, green: {Revision: revB, Replicas: 2}},
+				conds: map[string]string{"Stalled": "True/RolledBack"},
+			},
+		},
+		{
+			name: "a rolled back candidate scales to zero once its drain is over, and ScaleDownAt is cleared",
+			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhaseRolledBack), stableOn(blue, revA, 4), rolledBack(revB, v1alpha1.OutcomeRolledBack, "ttft"), scaleDownAt(t0.Add(-time.Second)))),
+			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 2, 2)),
+			now:  t0,
+			want: want{
+				phase: v1alpha1.PhaseRolledBack, weights: w(100, 0), requeue: dur(0),
+				plans: map[v1alpha1.Color]ColorPlan{blue: {Revision: revA, Replicas: 4}, green: {Revision: revB, Replicas: 0}},
+				check: func(t *testing.T, d Decision) {
+					if d.Status.ScaleDownAt != nil || d.Status.Candidate == nil || d.Status.Candidate.Replicas != 0 {
+						t.Errorf("ScaleDownAt %v candidate %+v, want cleared and the candidate at 0", d.Status.ScaleDownAt, d.Status.Candidate)
+					}
+				},
+			},
+		},
+		{
+			name: "a new revision during a rollback's drain starts its rollout on the candidate color at once",
+			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhaseRolledBack), stableOn(blue, revA, 4), rolledBack(revB, v1alpha1.OutcomeRolledBack, "ttft"), scaleDownAt(t0.Add(10*time.Second)))),
+			obs:  newObs(revC, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 2, 2)),
+			now:  t0,
+			want: want{
+				phase: v1alpha1.PhaseProgressing, weights: w(100, 0), step: i32(0), events: []string{EventRolloutStarted}, requeue: dur(WarmupPollInterval),
+				plans: map[v1alpha1.Color]ColorPlan{blue: {Revision: revA, Replicas: 4}, green: {Revision: revC, Replicas: 1}},
+				check: func(t *testing.T, d Decision) {
+					if d.Status.ScaleDownAt != nil || d.Status.RolledBackRevision != "" || d.Status.Candidate.Revision != revC {
+						t.Errorf("ScaleDownAt %v rolledBack %q candidate %+v, want cleared, cleared and %s", d.Status.ScaleDownAt, d.Status.RolledBackRevision, d.Status.Candidate, revC)
+					}
+				},
+			},
+		},
+		{
+			name: "a spec returned to the stable revision during a rollback's drain still drains the candidate until ScaleDownAt",
+			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhaseRolledBack), stableOn(blue, revA, 4), rolledBack(revB, v1alpha1.OutcomeRolledBack, "ttft"), scaleDownAt(t0.Add(10*time.Second)))),
+			obs:  newObs(revA, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 2, 2)),
+			now:  t0,
+			want: want{
+				phase: v1alpha1.PhaseHealthy, weights: w(100, 0), requeue: dur(10 * time.Second),
+				plans: map[v1alpha1.Color]ColorPlan{blue: {Revision: revA, Replicas: 4}, green: {Revision: revB, Replicas: 2}},
 			},
 		},
 		{
@@ -754,14 +835,19 @@ func TestNext(t *testing.T) {
 			},
 		},
 		{
-			name: "a rolled-back candidate shrinks in step as the stable color's Ready pods grow back",
+			name: "a rolled-back candidate shrinks in step as the stable color's Ready pods grow back, draining only where there is room beside the stable total",
 			ms: newModelServer(withSteps(25, 50, 100), withStatus(stableOn(blue, revA, 12), rolledBack(revB, v1alpha1.OutcomeRolledBack, "error-ratio"),
 				weights(50, 50))),
 			obs: newObs(revB, 12, deploy(blue, revA, 12, 9), deploy(green, revB, 6, 6), withCapacity(16)),
 			now: t0.Add(time.Minute),
 			want: want{
 				phase: v1alpha1.PhaseRolledBack, weights: w(75, 25),
-				plans: map[v1alpha1.Color]ColorPlan{blue: {Revision: revA, Replicas: 12}, green: {Revision: revB, Replicas: 3}},
+				plans: map[v1alpha1.Color]ColorPlan{blue: {Revision: revA, Replicas: 12}, green: {Revision: revB, Replicas: 4}},
+				check: func(t *testing.T, d Decision) {
+					if sd := d.Status.ScaleDownAt; sd == nil || !sd.Time.Equal(t0.Add(time.Minute+RollbackDrain)) {
+						t.Errorf("ScaleDownAt = %v, want RollbackDrain after the weight went down", sd)
+					}
+				},
 			},
 		},
 		{
@@ -773,14 +859,35 @@ func TestNext(t *testing.T) {
 			want: want{phase: v1alpha1.PhaseRolledBack, weights: w(75, 25)},
 		},
 		{
-			name: "a rolled-back candidate gives up all weight and its pods once the stable color carries everything",
+			name: "a rolled-back candidate gives up all weight once the stable color carries everything, and drains for RollbackDrain from then",
 			ms: newModelServer(withSteps(25, 50, 100), withStatus(stableOn(blue, revA, 12), rolledBack(revB, v1alpha1.OutcomeRolledBack, "error-ratio"),
 				weights(75, 25))),
 			obs: newObs(revB, 12, deploy(blue, revA, 12, 12), deploy(green, revB, 3, 3), withCapacity(16)),
 			now: t0.Add(time.Minute),
 			want: want{
+				phase: v1alpha1.PhaseRolledBack, weights: w(100, 0), requeue: dur(RollbackDrain),
+				plans: map[v1alpha1.Color]ColorPlan{blue: {Revision: revA, Replicas: 12}, green: {Revision: revB, Replicas: 3}},
+			},
+		},
+		{
+			name: "a rolled-back candidate without weight gives up its pods at the end of its drain",
+			ms: newModelServer(withSteps(25, 50, 100), withStatus(stableOn(blue, revA, 12), rolledBack(revB, v1alpha1.OutcomeRolledBack, "error-ratio"),
+				weights(100, 0), scaleDownAt(t0.Add(time.Minute)))),
+			obs: newObs(revB, 12, deploy(blue, revA, 12, 12), deploy(green, revB, 3, 3), withCapacity(16)),
+			now: t0.Add(time.Minute),
+			want: want{
 				phase: v1alpha1.PhaseRolledBack, weights: w(100, 0), requeue: dur(0),
 				plans: map[v1alpha1.Color]ColorPlan{blue: {Revision: revA, Replicas: 12}, green: {Revision: revB, Replicas: 0}},
+			},
+		},
+		{
+			name: "a stable color that lost pods holds weight on a rolled-back candidate past its drain; when it carries everything again the candidate drains anew",
+			ms:   newModelServer(steps, withStatus(stableOn(blue, revA, 4), rolledBack(revB, v1alpha1.OutcomeRolledBack, "ttft"), weights(90, 10))),
+			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 2, 2)),
+			now:  t0.Add(time.Minute),
+			want: want{
+				phase: v1alpha1.PhaseRolledBack, weights: w(100, 0), requeue: dur(RollbackDrain),
+				plans: map[v1alpha1.Color]ColorPlan{blue: {Revision: revA, Replicas: 4}, green: {Revision: revB, Replicas: 2}},
 			},
 		},
 		{

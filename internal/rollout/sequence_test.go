@@ -27,6 +27,8 @@ type outcomes struct {
 	capped, drains, unreadyRollbacks, routeHolds, stalls int
 	// supersedeDrains: passes where a superseded candidate still held weight.
 	supersedeDrains int
+	// drainedRollbacks: rollbacks (not aborts) that kept the candidate's pods for RollbackDrain.
+	drainedRollbacks int
 }
 
 func TestSequencesKeepInvariants(t *testing.T) {
@@ -56,6 +58,7 @@ func TestSequencesKeepInvariants(t *testing.T) {
 		total.routeHolds += o.routeHolds
 		total.stalls += o.stalls
 		total.supersedeDrains += o.supersedeDrains
+		total.drainedRollbacks += o.drainedRollbacks
 	}
 	t.Logf("outcomes over %d seeds: %+v", seeds, total)
 	for name, n := range map[string]int{
@@ -64,6 +67,7 @@ func TestSequencesKeepInvariants(t *testing.T) {
 		"kept operations": total.keptOps, "awaiting promotion": total.awaiting,
 		"capped weights": total.capped, "drains after rollback": total.drains, "rollbacks of an unready candidate": total.unreadyRollbacks,
 		"route holds": total.routeHolds, "inconclusive stalls": total.stalls, "superseded candidates draining": total.supersedeDrains,
+		"rollbacks draining the candidate's pods": total.drainedRollbacks,
 	} {
 		if n < seeds/20 {
 			t.Errorf("only %d %s over %d seeds: the random runs do not exercise this rule", n, name, seeds)
@@ -356,8 +360,28 @@ func checkPass(ms *v1alpha1.ModelServer, pol policy, prev *v1alpha1.ModelServerS
 				o.aborts++
 			case v1alpha1.OutcomeRolledBack:
 				o.rollbacks++
+				if err := checkRollbackDrain(prev, obs, d, now, o); err != nil {
+					return err
+				}
 			default:
 				return fmt.Errorf("rollback recorded as %s", st.History[0].Outcome)
+			}
+		}
+	}
+	// A rolled-back candidate whose weight goes down keeps its pods (where there is room in swap
+	// mode) for RollbackDrain after that, also when drainWeight held weight on it past its
+	// first ScaleDownAt.
+	if st.Phase == v1alpha1.PhaseRolledBack && prev.Phase == v1alpha1.PhaseRolledBack && prev.RolledBackRevision == st.RolledBackRevision && st.Weights.Candidate < prev.Weights.Candidate {
+		if sd := st.ScaleDownAt; sd == nil || sd.Time.Before(now.Add(RollbackDrain)) {
+			return fmt.Errorf("rolled-back candidate's weight went %d -> %d with ScaleDownAt %v, want at least now+%s", prev.Weights.Candidate, st.Weights.Candidate, sd, RollbackDrain)
+		}
+		if co, ok := obs.Colors[st.Candidate.Color]; ok && co.Exists {
+			keep := co.Replicas
+			if obs.Capacity > 0 {
+				keep = min(keep, max(obs.Capacity-obs.DesiredReplicas, 0))
+			}
+			if p := d.Plans[st.Candidate.Color]; p.Replicas < keep {
+				return fmt.Errorf("rolled-back candidate scaled %d -> %d in the pass its weight went %d -> %d", co.Replicas, p.Replicas, prev.Weights.Candidate, st.Weights.Candidate)
 			}
 		}
 	}
@@ -448,6 +472,39 @@ func checkPass(ms *v1alpha1.ModelServer, pol policy, prev *v1alpha1.ModelServerS
 	}
 	if st.Phase == v1alpha1.PhaseProgressing && d.RequeueAfter == 0 {
 		return fmt.Errorf("a progressing rollout with nothing timed")
+	}
+	return nil
+}
+
+// checkRollbackDrain: in the pass that rolls a candidate back, its weight goes to the stable
+// color (as far as that carries it) but a candidate that had traffic keeps its pods until
+// now+RollbackDrain, so that requests a Gateway still routes to it meet no terminating pod; in
+// swap mode only where there is room beside the stable color's total. One that never had
+// weight scales to zero at once.
+func checkRollbackDrain(prev *v1alpha1.ModelServerStatus, obs Observation, d Decision, now time.Time, o *outcomes) error {
+	st := d.Status
+	if prev.Step < 1 && prev.Weights.Candidate == 0 {
+		if st.ScaleDownAt != nil {
+			return fmt.Errorf("rollback of a candidate that never had weight keeps it until %v", st.ScaleDownAt)
+		}
+		return nil
+	}
+	if sd := st.ScaleDownAt; sd == nil || !sd.Time.Equal(now.Add(RollbackDrain)) {
+		return fmt.Errorf("rollback: ScaleDownAt %v, want now+%s", sd, RollbackDrain)
+	}
+	co, ok := obs.Colors[st.Candidate.Color]
+	if !ok || !co.Exists {
+		return nil
+	}
+	keep := co.Replicas
+	if obs.Capacity > 0 {
+		keep = min(keep, max(obs.Capacity-obs.DesiredReplicas, 0))
+	}
+	if p := d.Plans[st.Candidate.Color]; p.Replicas < keep {
+		return fmt.Errorf("rollback scaled the candidate %d -> %d in the pass its weight went to %d%% (capacity %d, total %d)", co.Replicas, p.Replicas, st.Weights.Candidate, obs.Capacity, obs.DesiredReplicas)
+	}
+	if keep > 0 {
+		o.drainedRollbacks++
 	}
 	return nil
 }

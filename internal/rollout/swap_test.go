@@ -176,6 +176,16 @@ func TestSwapModeRollbackAbortAndSupersedeMoveWeightBackInStepWithTheStableColor
 			want := int32(0)
 			if abort {
 				want = capacity - total // kept for inspection where there is room, until the scale-down delay
+			} else if !supersede {
+				// Drained where there is room beside the stable total for RollbackDrain after the
+				// weight reached 0, then scaled to zero.
+				if c.replicas[green] > capacity-total {
+					t.Errorf("draining candidate has %d replicas, more than the room %d beside the stable total", c.replicas[green], capacity-total)
+				}
+				now = now.Add(RollbackDrain)
+				d := Next(ms, c.observe(spec, total), now)
+				ms.Status = d.Status
+				c.apply(d)
 			}
 			if supersede {
 				if c.rev[green] != revC {
@@ -185,6 +195,57 @@ func TestSwapModeRollbackAbortAndSupersedeMoveWeightBackInStepWithTheStableColor
 				t.Errorf("candidate left with %d replicas, want %d", c.replicas[green], want)
 			}
 			t.Logf("FIGURE swap-mode %s: all traffic back on a full stable color after %d passes (stable 6 -> %d Ready, never carrying more than its pods)", name, passes, total)
+		})
+	}
+}
+
+func TestSwapModeRollbackDrainYieldsTheGPUsToTheStableColorFirst(t *testing.T) {
+	// total 4 at step 1 (25%) of 25,50,100, the analysis fails (failure limit 0).
+	ms := func() *v1alpha1.ModelServer {
+		return newModelServer(withSteps(25, 50, 100), withFailureLimit(0),
+			withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 1, t0.Add(-time.Minute), 25)))
+	}
+	cases := []struct {
+		name                 string
+		obs                  Observation
+		wantCand, wantWeight int32
+	}{
+		{
+			name: "with no room beside the stable total the candidate scales to zero at once, drain or not",
+			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 2, 2), measurement(t0, fail), withCapacity(4)),
+		},
+		{
+			name:     "the candidate keeps only the pods that fit beside the stable total",
+			obs:      newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 2, 2), measurement(t0, fail), withCapacity(5)),
+			wantCand: 1,
+		},
+		{
+			name:     "a stable color shrunk to its share keeps the weight it cannot carry on the candidate, sized for just that",
+			obs:      newObs(revB, 4, deploy(blue, revA, 3, 3), deploy(green, revB, 2, 2), measurement(t0, fail), withCapacity(5)),
+			wantCand: 1, wantWeight: 25,
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			d := Next(ms(), tc.obs, t0)
+			if d.Status.Phase != v1alpha1.PhaseRolledBack || d.Status.History[0].Outcome != v1alpha1.OutcomeRolledBack {
+				t.Fatalf("phase %s history %+v, want RolledBack", d.Status.Phase, d.Status.History)
+			}
+			if p := d.Plans[blue]; p.Revision != revA || p.Replicas != 4 {
+				t.Errorf("stable plan %+v, want %s×4", p, revA)
+			}
+			if got := d.Plans[green].Replicas; got != tc.wantCand {
+				t.Errorf("candidate plan %d, want %d", got, tc.wantCand)
+			}
+			if got := d.Weights[green]; got != tc.wantWeight {
+				t.Errorf("candidate weight %d, want %d", got, tc.wantWeight)
+			}
+			if sum := d.Plans[blue].Replicas + d.Plans[green].Replicas; sum > tc.obs.Capacity {
+				t.Errorf("plans %v exceed the capacity %d", d.Plans, tc.obs.Capacity)
+			}
+			if sd := d.Status.ScaleDownAt; sd == nil || !sd.Time.Equal(t0.Add(RollbackDrain)) {
+				t.Errorf("ScaleDownAt = %v, want now+%s", sd, RollbackDrain)
+			}
 		})
 	}
 }
