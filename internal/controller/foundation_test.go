@@ -109,7 +109,14 @@ func TestServesOneVersionThroughADeploymentServicesAndAnHTTPRoute(t *testing.T) 
 		}
 		return ownedBy(r, getMS(t, ms))
 	})
-	// Not Ready until the Deployment is available; the route's acceptance is Unknown.
+	// Not Ready until the Deployment is available; the route's acceptance is Unknown. (The
+	// status may be written a moment after the route: wait for the condition, then judge it.)
+	eventually(t, 10*time.Second, "a Ready condition", func() error {
+		if condition(getMS(t, ms), v1alpha1.ConditionReady) == nil {
+			return fmt.Errorf("no Ready condition yet")
+		}
+		return nil
+	})
 	got := getMS(t, ms)
 	if c := condition(got, v1alpha1.ConditionReady); c == nil || c.Status == metav1.ConditionTrue {
 		t.Fatalf("Ready before the Deployment is available: %+v", c)
