@@ -5,14 +5,13 @@ import (
 	"fmt"
 	"image/color"
 	"math"
-	"os"
 	"sort"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
-	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgimg"
+
+	"github.com/modelship/modelship/internal/harness/policysim"
 )
 
 var palette = map[string]color.RGBA{
@@ -52,26 +51,7 @@ func Plot(path string, scale, rollouts map[string]*Run, slo SLO) error {
 	if len(panels) == 0 {
 		return errors.New("no run to plot")
 	}
-	img := vgimg.New(vg.Points(1000), vg.Points(275*float64(len(panels))))
-	dc := draw.New(img)
-	tiles := draw.Tiles{Rows: len(panels), Cols: 1, PadTop: vg.Points(4), PadBottom: vg.Points(4), PadLeft: vg.Points(4), PadRight: vg.Points(4), PadY: vg.Points(8)}
-	rows := make([][]*plot.Plot, len(panels))
-	for i, p := range panels {
-		rows[i] = []*plot.Plot{p}
-	}
-	canvases := plot.Align(rows, tiles, dc)
-	for i, p := range panels {
-		p.Draw(canvases[i][0])
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
-		_ = f.Close()
-		return err
-	}
-	return f.Close()
+	return policysim.WritePNG(path, vg.Points(1000), vg.Points(275*float64(len(panels))), panels...)
 }
 
 func newPanel(title, y string, log bool) *plot.Plot {

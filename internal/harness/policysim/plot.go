@@ -97,12 +97,22 @@ func Plot(path string, results []Result, slo time.Duration) error {
 	top.Add(plotter.NewGrid())
 	bottom.Add(plotter.NewGrid())
 
-	img := vgimg.New(vg.Points(900), vg.Points(700))
-	dc := draw.New(img)
-	tiles := draw.Tiles{Rows: 2, Cols: 1, PadTop: vg.Points(4), PadBottom: vg.Points(4), PadLeft: vg.Points(4), PadRight: vg.Points(4), PadY: vg.Points(8)}
-	canvases := plot.Align([][]*plot.Plot{{top}, {bottom}}, tiles, dc)
-	top.Draw(canvases[0][0])
-	bottom.Draw(canvases[1][0])
+	return WritePNG(path, vg.Points(900), vg.Points(700), top, bottom)
+}
+
+// WritePNG draws panels stacked top to bottom, their x axes aligned, into a PNG of the given
+// size (make bench-sim's and make bench-peers' plots).
+func WritePNG(path string, width, height vg.Length, panels ...*plot.Plot) error {
+	img := vgimg.New(width, height)
+	tiles := draw.Tiles{Rows: len(panels), Cols: 1, PadTop: vg.Points(4), PadBottom: vg.Points(4), PadLeft: vg.Points(4), PadRight: vg.Points(4), PadY: vg.Points(8)}
+	rows := make([][]*plot.Plot, len(panels))
+	for i, p := range panels {
+		rows[i] = []*plot.Plot{p}
+	}
+	canvases := plot.Align(rows, tiles, draw.New(img))
+	for i, p := range panels {
+		p.Draw(canvases[i][0])
+	}
 	f, err := os.Create(path)
 	if err != nil {
 		return err
