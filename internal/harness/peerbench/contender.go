@@ -6,8 +6,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -155,16 +153,10 @@ func (Modelship) Verdict(ctx context.Context, c client.Client, ns, image string,
 	return Undecided, nil
 }
 
-// podTemplate is the model server's pod for the peers' Deployments: the ModelServer's
-// container, node selector and tolerations, labelled for the simulator as a peer's pod.
-func podTemplate(image string) corev1.PodTemplateSpec {
-	ms := stack.ModelServer("", WorkloadName, image)
-	spec := *ms.Spec.Template.Spec.DeepCopy()
-	spec.Containers[0].Resources.Limits = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}
-	return corev1.PodTemplateSpec{
-		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": WorkloadName, "bench.modelship.dev/server": WorkloadName}},
-		Spec:       spec,
-	}
+// podSpec is the ModelServer's pod spec (container, node selector, tolerations) for the peers'
+// Deployments.
+func podSpec(image string) corev1.PodSpec {
+	return *stack.ModelServer("", WorkloadName, image).Spec.Template.Spec.DeepCopy()
 }
 
 // WaitServing polls the contender until it serves or the timeout passes.

@@ -18,17 +18,13 @@ import (
 	"github.com/modelship/modelship/internal/harness/peers"
 )
 
-// deployment is the peers' model-server Deployment.
+// deployment is the peers' model-server Deployment (peers.ModelServerDeployment: the labels the
+// simulator and Flagger read) with the ModelServer's pod spec, so that every contender runs the
+// same pods.
 func deployment(ns, name, image string, replicas int32) *appsv1.Deployment {
-	tmpl := podTemplate(image)
-	return &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To(replicas),
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
-			Template: tmpl,
-		},
-	}
+	d := peers.ModelServerDeployment(name, ns, image, replicas)
+	d.Spec.Template.Spec = podSpec(image)
+	return d
 }
 
 func deploymentState(ctx context.Context, c client.Client, ns, name string) (*appsv1.Deployment, error) {
@@ -64,14 +60,17 @@ func ScaledObject(ns, name, prometheusURL string) (*unstructured.Unstructured, e
 	})
 }
 
-// Deploy implements Contender. The rollout scenario's workload is not autoscaled.
+// Deploy implements Contender. The rollout scenarios are not KEDA's.
 func (k KEDAHPA) Deploy(ctx context.Context, c client.Client, ns, image string, autoscaled bool) error {
-	replicas := int32(RolloutReplicas)
-	if autoscaled {
-		replicas = MinReplicas
+	if !autoscaled {
+		return fmt.Errorf("keda-hpa has no rollout of its own")
+	}
+	so, err := ScaledObject(ns, WorkloadName, k.PrometheusURL)
+	if err != nil {
+		return err
 	}
 	objs := []client.Object{
-		deployment(ns, WorkloadName, image, replicas),
+		deployment(ns, WorkloadName, image, MinReplicas),
 		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: WorkloadName}, Spec: corev1.ServiceSpec{
 			Selector: map[string]string{"app": WorkloadName},
 			Ports:    []corev1.ServicePort{{Name: "http", Port: 8000, TargetPort: intstr.FromInt32(8000)}},
@@ -83,13 +82,7 @@ func (k KEDAHPA) Deploy(ctx context.Context, c client.Client, ns, image string, 
 				BackendObjectReference: gatewayv1.BackendObjectReference{Name: WorkloadName, Port: ptr.To(gatewayv1.PortNumber(8000))},
 			}}}}},
 		}},
-	}
-	if autoscaled {
-		so, err := ScaledObject(ns, WorkloadName, k.PrometheusURL)
-		if err != nil {
-			return err
-		}
-		objs = append(objs, so)
+		so,
 	}
 	for _, o := range objs {
 		if err := c.Create(ctx, o); err != nil {

@@ -93,45 +93,28 @@ func addRuns(top, bottom *plot.Plot, runs map[string]*Run, slo SLO, value func(P
 			continue
 		}
 		end = math.Max(end, vals[len(vals)-1].X)
-		l, err := plotter.NewLine(vals)
-		if err != nil {
+		if err := policysim.AddLine(top, vals, c, 1.5, n); err != nil {
 			return err
 		}
-		l.Color, l.Width = c, vg.Points(1.5)
-		top.Add(l)
-		top.Legend.Add(n, l)
 		if len(ttft) > 0 {
-			t, err := plotter.NewLine(ttft)
-			if err != nil {
+			if err := policysim.AddLine(bottom, ttft, c, 1, n); err != nil {
 				return err
 			}
-			t.Color, t.Width = c, vg.Points(1)
-			bottom.Add(t)
-			bottom.Legend.Add(n, t)
 		}
 		for name, t := range r.Events {
 			if name != "step" && name != "good" && name != "bad" && name != "outage" && name != "outage-start" {
 				continue
 			}
 			x := t.Sub(r.Start).Minutes()
-			m, err := plotter.NewLine(plotter.XYs{{X: x, Y: 0.01}, {X: x, Y: 1}})
-			if err != nil {
+			if err := policysim.AddLine(bottom, plotter.XYs{{X: x, Y: 0.01}, {X: x, Y: 1}}, c, 0.5, "", 2, 2); err != nil {
 				return err
 			}
-			m.Color, m.Width = c, vg.Points(0.5)
-			m.Dashes = []vg.Length{vg.Points(2), vg.Points(2)}
-			bottom.Add(m)
 		}
 	}
 	if end > 0 {
-		s, err := plotter.NewLine(plotter.XYs{{X: 0, Y: slo.TTFT.Seconds()}, {X: end, Y: slo.TTFT.Seconds()}})
-		if err != nil {
+		if err := policysim.AddLine(bottom, plotter.XYs{{X: 0, Y: slo.TTFT.Seconds()}, {X: end, Y: slo.TTFT.Seconds()}}, color.Black, 1.5, "SLO", 6, 3); err != nil {
 			return err
 		}
-		s.Color, s.Width = color.Black, vg.Points(1.5)
-		s.Dashes = []vg.Length{vg.Points(6), vg.Points(3)}
-		bottom.Add(s)
-		bottom.Legend.Add("SLO", s)
 	}
 	return nil
 }

@@ -47,6 +47,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/modelship/modelship/internal/harness/fleetsim"
 )
 
 // Flagger's API and the Gateway API objects it writes.
@@ -73,9 +75,9 @@ const (
 const (
 	// AppLabel is the pod label Flagger selects on (one of its -selector-labels): <name> on the
 	// canary's pods, <name>-primary on the primary's.
-	AppLabel = "app"
+	AppLabel = fleetsim.LabelPeerGroup
 	// ServerLabel names the model server a pod serves, on primary and canary pods alike.
-	ServerLabel = "bench.modelship.dev/server"
+	ServerLabel = fleetsim.LabelPeerServer
 )
 
 // ModelServerPort is the port vLLM serves on, the containerPort and the Canary's service port.

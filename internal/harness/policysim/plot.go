@@ -66,38 +66,43 @@ func Plot(path string, results []Result, slo time.Duration) error {
 				ttft = append(ttft, plotter.XY{X: m.At.Minutes(), Y: math.Max(m.TTFTP95, 0.01)})
 			}
 		}
-		l, err := plotter.NewLine(gpus)
-		if err != nil {
+		if err := AddLine(top, gpus, c, 1.5, fmt.Sprintf("%s (%.1f GPU-h, SLO %.0f%%)", r.Policy, r.GPUHours, 100*r.SLOMinutes)); err != nil {
 			return err
 		}
-		l.Color, l.Width = c, vg.Points(1.5)
-		top.Add(l)
-		top.Legend.Add(fmt.Sprintf("%s (%.1f GPU-h, SLO %.0f%%)", r.Policy, r.GPUHours, 100*r.SLOMinutes), l)
 		if len(ttft) > 0 {
-			t, err := plotter.NewLine(ttft)
-			if err != nil {
+			if err := AddLine(bottom, ttft, c, 1, r.Policy); err != nil {
 				return err
 			}
-			t.Color, t.Width = c, vg.Points(1)
-			bottom.Add(t)
-			bottom.Legend.Add(r.Policy, t)
 		}
 	}
 	if len(results) > 0 && len(results[0].Timeline) > 0 {
 		end := results[0].Timeline[len(results[0].Timeline)-1].At.Minutes()
-		s, err := plotter.NewLine(plotter.XYs{{X: 0, Y: slo.Seconds()}, {X: end, Y: slo.Seconds()}})
-		if err != nil {
+		if err := AddLine(bottom, plotter.XYs{{X: 0, Y: slo.Seconds()}, {X: end, Y: slo.Seconds()}}, color.Black, 1.5, "SLO", 6, 3); err != nil {
 			return err
 		}
-		s.Color, s.Width = color.Black, vg.Points(1.5)
-		s.Dashes = []vg.Length{vg.Points(6), vg.Points(3)}
-		bottom.Add(s)
-		bottom.Legend.Add("SLO", s)
 	}
 	top.Add(plotter.NewGrid())
 	bottom.Add(plotter.NewGrid())
 
 	return WritePNG(path, vg.Points(900), vg.Points(700), top, bottom)
+}
+
+// AddLine draws xys on p in color c, width points wide, dashed when dashes (in points) are
+// given, with a legend entry unless legend is empty.
+func AddLine(p *plot.Plot, xys plotter.XYs, c color.Color, width float64, legend string, dashes ...float64) error {
+	l, err := plotter.NewLine(xys)
+	if err != nil {
+		return err
+	}
+	l.Color, l.Width = c, vg.Points(width)
+	for _, d := range dashes {
+		l.Dashes = append(l.Dashes, vg.Points(d))
+	}
+	p.Add(l)
+	if legend != "" {
+		p.Legend.Add(legend, l)
+	}
+	return nil
 }
 
 // WritePNG draws panels stacked top to bottom, their x axes aligned, into a PNG of the given
