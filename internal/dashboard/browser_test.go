@@ -387,6 +387,17 @@ func TestDashboardInChromium(t *testing.T) {
 		}
 	})
 
+	t.Run("a pushed change keeps the buttons under the pointer", func(t *testing.T) {
+		b.do(t, chromedp.Navigate(url+"#/ml/llama"), visible(`button[data-action="abort"]`))
+		b.eval(t, `(window.__abort = document.querySelector('button[data-action="abort"]'), true)`)
+		w := k.get("llama").Spec.Rollout.Steps[0]
+		k.setStatus("llama", v1alpha1.PhaseProgressing, 1)
+		b.do(t, waitText(`#detail-summary [data-field="weights"]`, fmt.Sprintf("%d/%d", 100-w, w)))
+		if !b.eval(t, `document.querySelector('button[data-action="abort"]') === window.__abort`) {
+			t.Error("the push rebuilt the Abort button: a click in flight would be lost")
+		}
+	})
+
 	t.Run("abort clicked and confirmed sends the rollout back to stable", func(t *testing.T) {
 		b.do(t, chromedp.Navigate(url+"#/ml/llama"), visible(`button[data-action="abort"]`),
 			click(`button[data-action="abort"]`), visible(`#confirm-cancel`), click(`#confirm-cancel`),

@@ -115,7 +115,7 @@ async function loadDetail() {
   if (!res.ok) {
     $("#detail-title").textContent = key;
     $("#detail-summary").textContent = body.error || res.statusText;
-    $("#actions").replaceChildren();
+    renderIfChanged($("#actions"), null, () => []);
     return;
   }
   renderDetail(body);
@@ -130,6 +130,15 @@ const actionLabels = {
   "rollback": ["Roll back", "Go back to the stable revision."],
 };
 
+// renderIfChanged replaces host's children with build() unless what they show (sig, any JSON
+// value) is what they already show: the nodes stay, and with them a pending click.
+function renderIfChanged(host, sig, build) {
+  const s = JSON.stringify(sig);
+  if (host.dataset.sig === s) return;
+  host.dataset.sig = s;
+  host.replaceChildren(...build());
+}
+
 function renderDetail(d) {
   const key = d.namespace + "/" + d.name;
   document.title = d.name + " · modelship";
@@ -141,13 +150,14 @@ function renderDetail(d) {
     el("span", { class: "hint" }, d.healthMessage), d.step ? " · " + d.step : "",
     " · weights ", el("span", { "data-field": "weights" }, d.weights.stable + "/" + d.weights.candidate));
 
-  const actions = $("#actions");
-  actions.replaceChildren(...d.actions.filter((a) => a !== "rollback").map((a) =>
-    el("button", { type: "button", "data-action": a, class: a === "abort" ? "danger" : "",
+  // The buttons are rebuilt only when what they offer changes: a push that re-renders the page
+  // must not swap a button out from under the pointer and lose the user's click.
+  const offered = d.actions.filter((a) => a !== "rollback");
+  if (d.actions.includes("rollback") && d.inProgress) offered.push("rollback");
+  renderIfChanged($("#actions"), [key, offered], () => offered.map((a) => a === "rollback"
+    ? el("button", { type: "button", "data-action": "rollback", onclick: () => confirmAction(d, "rollback", "") }, "Roll back to stable")
+    : el("button", { type: "button", "data-action": a, class: a === "abort" ? "danger" : "",
       onclick: () => confirmAction(d, a, "") }, actionLabels[a][0])));
-  if (d.actions.includes("rollback") && d.inProgress) {
-    actions.append(el("button", { type: "button", "data-action": "rollback", onclick: () => confirmAction(d, "rollback", "") }, "Roll back to stable"));
-  }
 
   $("#steps").replaceChildren(...d.steps.map((s) => el("li", { class: s.state, "data-state": s.state,
     "aria-current": s.state === "current" ? "step" : null },
@@ -192,10 +202,11 @@ function renderDetail(d) {
     el("td", {}, p.metric), el("td", {}, p.value || "no data"), el("td", {}, p.target || ""),
     el("td", {}, p.replicas != null ? p.replicas : "–"), el("td", {}, p.message || ""))));
 
-  $("#history tbody").replaceChildren(...d.history.map((h) => el("tr", { "data-revision": h.revision },
+  const canRollBack = d.actions.includes("rollback");
+  renderIfChanged($("#history tbody"), [key, canRollBack, d.history], () => d.history.map((h) => el("tr", { "data-revision": h.revision },
     el("td", {}, h.revision + (h.current ? " (spec)" : "")), el("td", {}, h.image || ""), el("td", {}, h.outcome),
     el("td", {}, h.reason || ""), el("td", { title: h.at }, ago(h.at)),
-    el("td", {}, d.actions.includes("rollback") && !h.current ? el("button", { type: "button", "data-action": "rollback",
+    el("td", {}, canRollBack && !h.current ? el("button", { type: "button", "data-action": "rollback",
       "aria-label": "Roll back to revision " + h.revision, onclick: () => confirmAction(d, "rollback", h.revision) }, "Roll back here") : ""))));
 
   $("#conditions tbody").replaceChildren(...(d.conditions || []).map((c) => el("tr", {},
@@ -297,6 +308,12 @@ function route() {
   $("#action-result").textContent = "";
   $("#action-error").textContent = "";
   if (detailKey) {
+    // Until the new object's detail arrives, show none of the previous one's: its buttons would
+    // act on the object the page just left.
+    $("#detail-title").textContent = detailKey;
+    $("#detail-summary").textContent = "loading…";
+    renderIfChanged($("#actions"), null, () => []);
+    renderIfChanged($("#history tbody"), null, () => []);
     loadDetail();
   } else {
     document.title = "modelship dashboard";
