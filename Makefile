@@ -80,11 +80,12 @@ bench-sim: ## Policy simulator: the conversation trace in virtual time, modelshi
 	go run ./cmd/modelship-bench sim $(SIM_FLAGS)
 
 .PHONY: test
-test: ## Unit and envtest integration tests against a real kube-apiserver and etcd (and the dashboard in headless Chromium).
+test: ## Unit and envtest integration tests against a real kube-apiserver and etcd (the dashboard in headless Chromium, PromQL in Prometheus's promtool).
 	@assets=$$(hack/controlplane.sh assets | tail -n1) && \
 	chromium=$$(hack/chromium.sh | tail -n1) && \
+	promtool=$$(dirname "$$(hack/prometheus.sh | tail -n1)")/promtool && \
 	go build -o $(BIN)/testsummary ./hack/testsummary && \
-	{ CHROMIUM=$$chromium KUBEBUILDER_ASSETS=$$assets go test -json -count=1 $(GO_TEST_FLAGS) ./... ; \
+	{ PROMTOOL=$$promtool CHROMIUM=$$chromium KUBEBUILDER_ASSETS=$$assets go test -json -count=1 $(GO_TEST_FLAGS) ./... ; \
 	  (cd test/chart && KUBEBUILDER_ASSETS=$$assets go test -json -count=1 $(GO_TEST_FLAGS) ./...) ; \
 	  (cd hack/tools/image && go test -json -count=1 $(GO_TEST_FLAGS) ./...) ; } | $(BIN)/testsummary
 

@@ -24,13 +24,26 @@ func FromSample(metric string, s metrics.Sample) Observation {
 	return Observation{Metric: metric, Status: metrics.OK, Value: s.Value}
 }
 
-// TrendWindow is the range over which a total metric's trend is measured for spec.coldStart.
-const TrendWindow = 5 * time.Minute
+// TrendWindow is the range over which a total metric's trend is measured for spec.coldStart,
+// sampled every TrendStep.
+const (
+	TrendWindow = 5 * time.Minute
+	TrendStep   = 30 * time.Second
+)
+
+// TrendMinSpan is how much of TrendWindow the load must have been measured over before its
+// trend counts: a deriv over the first two or three samples of a series that just appeared (a
+// new ModelServer, traffic just moved to it, the controller's Prometheus just started) is the
+// ramp of the rate window filling, and projected over a cold start of minutes it asks for the
+// maximum.
+const TrendMinSpan = TrendWindow / 2
 
 // TrendQuery is the PromQL for the trend of a rendered total-load query: deriv over
-// TrendWindow of a subquery sampled every 30s, in units per second.
+// TrendWindow of a subquery sampled every TrendStep, in units per second, and nothing (no
+// projection) until the subquery has samples spanning TrendMinSpan.
 func TrendQuery(q string) string {
-	return fmt.Sprintf("deriv((%s)[%s:30s])", q, metrics.PromDuration(TrendWindow))
+	sub := fmt.Sprintf("(%s)[%s:%s]", q, metrics.PromDuration(TrendWindow), metrics.PromDuration(TrendStep))
+	return fmt.Sprintf("deriv(%s) and on() (count_over_time(%s) >= %d)", sub, sub, int(TrendMinSpan/TrendStep)+1)
 }
 
 // WithTrend attaches the outcome of TrendQuery to an observation; a trend without data leaves

@@ -22,16 +22,13 @@ type Modelship struct {
 	Work func(Signals) float64
 
 	prev *v1alpha1.AutoscalingStatus
-	work []sample // the work series, for its trend (PromQL deriv over 5m)
+	work []sample // the work series, for its trend (autoscale.TrendQuery)
 }
 
 type sample struct {
 	at time.Duration
 	v  float64
 }
-
-// trendWindow is the range of the deriv the controller asks Prometheus for.
-const trendWindow = 5 * time.Minute
 
 // Deriv is PromQL's deriv: the least-squares slope per second of the samples.
 func Deriv(xs []sample) (float64, bool) {
@@ -99,10 +96,13 @@ func (m *Modelship) Decide(s Signals) int32 {
 			}
 			o.Value = m.Work(s)
 			m.work = append(m.work, sample{at: s.Now, v: o.Value})
-			for len(m.work) > 0 && m.work[0].at <= s.Now-trendWindow {
+			for len(m.work) > 0 && m.work[0].at <= s.Now-autoscale.TrendWindow {
 				m.work = m.work[1:]
 			}
-			o.Trend, o.HasTrend = Deriv(m.work)
+			// As autoscale.TrendQuery: no trend until the load was measured over TrendMinSpan.
+			if s.Now-m.work[0].at >= autoscale.TrendMinSpan {
+				o.Trend, o.HasTrend = Deriv(m.work)
+			}
 		case autoscale.MetricSaturation:
 			o = m.saturation(s)
 		default:

@@ -1,0 +1,112 @@
+package autoscale
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// promtool finds Prometheus's promtool: $PROMTOOL (make test sets it from hack/prometheus.sh),
+// else PATH.
+func promtool(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("PROMTOOL"); p != "" {
+		return p
+	}
+	if p, err := exec.LookPath("promtool"); err == nil {
+		return p
+	}
+	t.Skip("no promtool: run `make test` (hack/prometheus.sh installs Debian's prometheus) or set PROMTOOL")
+	return ""
+}
+
+// promCase is one query evaluated by Prometheus's own engine (promtool test rules) over
+// synthetic series; want nil means the query must return nothing.
+type promCase struct {
+	name   string
+	series map[string]string // series -> promtool's expanding notation, one sample per 15s
+	expr   string
+	at     string
+	want   *float64
+}
+
+func num(v float64) *float64 { return &v }
+
+// runPromtool evaluates every case with promtool and reports promtool's verdict per case.
+func runPromtool(t *testing.T, cases []promCase) {
+	t.Helper()
+	bin := promtool(t)
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			type sample struct {
+				Labels string  `json:"labels"`
+				Value  float64 `json:"value"`
+			}
+			type exprTest struct {
+				Expr       string   `json:"expr"`
+				EvalTime   string   `json:"eval_time"`
+				ExpSamples []sample `json:"exp_samples"`
+			}
+			type input struct {
+				Series string `json:"series"`
+				Values string `json:"values"`
+			}
+			test := struct {
+				Interval string     `json:"interval"`
+				Input    []input    `json:"input_series"`
+				Exprs    []exprTest `json:"promql_expr_test"`
+			}{Interval: "15s", Exprs: []exprTest{{Expr: c.expr, EvalTime: c.at, ExpSamples: []sample{}}}}
+			for s, v := range c.series {
+				test.Input = append(test.Input, input{Series: s, Values: v})
+			}
+			if c.want != nil {
+				test.Exprs[0].ExpSamples = []sample{{Labels: "{}", Value: *c.want}}
+			}
+			// JSON is YAML: promtool reads the file as YAML.
+			doc, err := json.Marshal(map[string]any{"rule_files": []string{}, "evaluation_interval": "15s", "tests": []any{test}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			f := filepath.Join(t.TempDir(), "test.yml")
+			if err := os.WriteFile(f, doc, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			out, err := exec.Command(bin, "test", "rules", f).CombinedOutput()
+			if err != nil {
+				t.Errorf("%s at %s: want %s; promtool: %v\n%s", c.expr, c.at, describe(c.want), err, strings.TrimSpace(string(out)))
+			}
+		})
+	}
+}
+
+func describe(v *float64) string {
+	if v == nil {
+		return "no result"
+	}
+	b, _ := json.Marshal(*v)
+	return string(b)
+}
+
+// TestTrendQueryInPrometheus runs TrendQuery through Prometheus's engine: a load that rises
+// 0.1/s has the trend 0.1 once it has been measured over TrendMinSpan, and no trend before
+// that (where a bare deriv already answers from the first samples of the new series).
+func TestTrendQueryInPrometheus(t *testing.T) {
+	const q = `sum(work{namespace="ml"})`
+	rising := map[string]string{`work{namespace="ml",pod="a"}`: "0+1.5x60"}
+	lateRising := map[string]string{`work{namespace="ml",pod="a"}`: "_x20 0+1.5x40"}
+	flat := map[string]string{`work{namespace="ml",pod="a"}`: "4x60", `work{namespace="ml",pod="b"}`: "3x60"}
+	bare := "deriv((" + q + ")[5m:30s])"
+	runPromtool(t, []promCase{
+		{name: "a bare deriv answers from the first minute of a new series", series: rising, expr: bare, at: "1m", want: num(0.1)},
+		{name: "no trend before the load was measured over half the window", series: rising, expr: TrendQuery(q), at: "1m"},
+		{name: "no trend two minutes in", series: rising, expr: TrendQuery(q), at: "2m"},
+		{name: "the trend once measured over half the window", series: rising, expr: TrendQuery(q), at: "2m30s", want: num(0.1)},
+		{name: "the trend over the whole window", series: rising, expr: TrendQuery(q), at: "10m", want: num(0.1)},
+		{name: "a series that appeared a minute ago has no trend yet", series: lateRising, expr: TrendQuery(q), at: "6m"},
+		{name: "a series that appeared three minutes ago has one", series: lateRising, expr: TrendQuery(q), at: "8m", want: num(0.1)},
+		{name: "a flat load has a zero trend", series: flat, expr: TrendQuery(q), at: "10m", want: num(0)},
+	})
+}
