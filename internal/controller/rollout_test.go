@@ -306,7 +306,7 @@ func setImage(t *testing.T, ms *v1alpha1.ModelServer, image string) {
 func waitCandidate(t *testing.T, ms *v1alpha1.ModelServer, image string) string {
 	t.Helper()
 	var rev string
-	eventually(t, 20*time.Second, "candidate running "+image, func() error {
+	eventually(t, 40*time.Second, "candidate running "+image, func() error {
 		got := getMS(t, ms)
 		c := got.Status.Candidate
 		if c == nil || c.Image != image || c.Revision != got.Status.Revision {
@@ -708,8 +708,22 @@ func TestRolloutOfASupersededCandidateSendsTrafficBackToStableBeforeTheNewOne(t 
 	v2 := waitCandidate(t, ms, imageV2)
 	tr.waitCandidateWeight(t, 20)
 
-	// A newer template arrives mid-rollout: it replaces the candidate on green.
+	// A newer template arrives mid-rollout: all traffic goes back to stable, green keeps v2's
+	// pods while the route drains (rollout.RollbackDrain), then v3 replaces them.
 	setImage(t, ms, imageV3)
+	eventually(t, 20*time.Second, "route back on stable with v2's pods still on green", func() error {
+		got := getMS(t, ms)
+		c := condition(got, v1alpha1.ConditionReconciling)
+		if tr.current() != "100/0" || c == nil || c.Reason != v1alpha1.ReasonSuperseding || got.Status.ScaleDownAt == nil {
+			return fmt.Errorf("route %s, Reconciling %+v, scaleDownAt %v", tr.current(), c, got.Status.ScaleDownAt)
+		}
+		return nil
+	})
+	if d, err := getDeployment(ns, "superseded-green"); err != nil {
+		t.Fatal(err)
+	} else if img := d.Spec.Template.Spec.Containers[0].Image; img != imageV2 || d.Spec.Replicas == nil || *d.Spec.Replicas == 0 {
+		t.Errorf("green runs %s x %v while the route drains, want %s's pods kept", img, d.Spec.Replicas, imageV2)
+	}
 	v3 := waitCandidate(t, ms, imageV3)
 	got := getMS(t, ms)
 	if h := got.Status.History; len(h) == 0 || h[0].Revision != v2 || h[0].Outcome != v1alpha1.OutcomeSuperseded {

@@ -102,6 +102,10 @@ func setReadyCondition(st *v1alpha1.ModelServerStatus, f facts) {
 	switch {
 	case st.Stable == nil || st.Stable.Revision != f.specRevision || st.Weights.Stable != 100:
 		setCondition(st, f, v1alpha1.ConditionReady, false, v1alpha1.ReasonRolloutInProgress, fmt.Sprintf("revision %s does not serve all traffic yet", f.specRevision))
+	case f.superseding != "":
+		// A spec returned to the stable revision: it serves all traffic, but the superseded
+		// candidate's pods are still draining (phase Progressing, not done yet).
+		setCondition(st, f, v1alpha1.ConditionReady, false, v1alpha1.ReasonRolloutInProgress, f.superseding)
 	case f.stableAvailable < f.total:
 		setCondition(st, f, v1alpha1.ConditionReady, false, v1alpha1.ReasonDeploymentsNotReady, fmt.Sprintf("revision %s on %s: %s", f.specRevision, st.Stable.Color, availability(f)))
 	default:

@@ -91,7 +91,9 @@ const (
 //     an aborted candidate keeps its pods for inspection only where there is room beside the
 //     stable color's total; its GPUs are freed at once when the stable color needs them.
 //     A candidate superseded by a spec change drains the same way (phase Progressing, reason
-//     Superseding; measurements are ignored) before the new revision takes its color.
+//     Superseding; measurements are ignored), and once its weight is 0 keeps its pods for
+//     RollbackDrain, before the new revision takes its color or, the spec back on the stable
+//     revision, the color scales to zero.
 //   - A route that a Gateway rejected (Observation.RouteAccepted False) holds the rollout: no
 //     step, no promotion, not even by request (the request is kept); deadlines and aborts
 //     still act. Unknown (no Gateway answered) does not hold.
@@ -195,8 +197,11 @@ func (m *machine) run() {
 // drainSuperseded keeps a candidate that a spec change superseded serving the part of its
 // weight that the stable color's Ready pods cannot carry yet (in swap mode the stable color was
 // shrunk to its share), sized for just that, while the stable color grows back to its total.
-// It returns false, and the superseding revision starts, once the stable color carries all
-// traffic (at once when it was never shrunk).
+// Once its weight is 0 its pods stay for RollbackDrain (status.scaleDownAt), as a rolled-back
+// candidate's do: the Gateway applies the route after the pass that wrote it, and requests in
+// flight finish, before the new revision replaces the pods or the color scales to zero. It
+// returns false, and the superseding revision (or the stable revision the spec returned to)
+// takes over, after that; at once when the candidate never had weight.
 func (m *machine) drainSuperseded() bool {
 	st := m.st
 	c := st.Candidate
@@ -204,21 +209,53 @@ func (m *machine) drainSuperseded() bool {
 		return false
 	}
 	c.ReadyReplicas = m.readyOf(c.Color, c.Revision)
-	if m.drain = m.drainWeight(); m.drain == 0 {
+	m.drain = m.drainWeight()
+	if m.drain == 0 && !m.drainPods(c) {
 		return false
 	}
 	c.UnreadySince = nil
 	st.InconclusiveSince = nil // the superseded rollout's analysis is over
-	c.Replicas = need(m.total, m.drain)
-	m.plans[c.Color] = ColorPlan{Revision: c.Revision, Replicas: c.Replicas}
+	if m.drain > 0 {
+		c.Replicas = need(m.total, m.drain)
+		m.plans[c.Color] = ColorPlan{Revision: c.Revision, Replicas: c.Replicas}
+		m.superseding = fmt.Sprintf("rollout of %s superseded by %s: %s keeps %d%% until %s's Ready pods carry all traffic", c.Revision, m.obs.Revision, c.Revision, m.drain, st.Stable.Color)
+		m.wakeAt(m.now.Add(WarmupPollInterval))
+	} else {
+		m.superseding = fmt.Sprintf("rollout of %s superseded by %s: all traffic on %s; %s's pods drain until %s", c.Revision, m.obs.Revision, st.Stable.Color, c.Revision, st.ScaleDownAt.UTC().Format(time.RFC3339))
+	}
 	m.planStable()
 	st.Phase = v1alpha1.PhaseProgressing
-	m.superseding = fmt.Sprintf("rollout of %s superseded by %s: %s keeps %d%% until %s's Ready pods carry all traffic", c.Revision, m.obs.Revision, c.Revision, m.drain, st.Stable.Color)
 	if !hasReason(m.ms.Status, v1alpha1.ConditionReconciling, v1alpha1.ReasonSuperseding) {
 		m.event(corev1.EventTypeNormal, EventSuperseded, "%s", m.superseding)
 	}
 	m.keepOp = m.obs.Operation == OpPromote || m.obs.Operation == OpPromoteFull
-	m.wakeAt(m.now.Add(WarmupPollInterval))
+	return true
+}
+
+// drainPods keeps a superseded candidate whose weight is 0 at its pods until
+// status.scaleDownAt, set to RollbackDrain from the pass its weight went to 0, and reports
+// whether it does.
+func (m *machine) drainPods(c *v1alpha1.ColorStatus) bool {
+	st := m.st
+	if m.ms.Status.Weights.Candidate > 0 {
+		m.drainUntil(m.now.Add(RollbackDrain))
+	}
+	sd := st.ScaleDownAt
+	if sd == nil {
+		return false
+	}
+	if !m.now.Before(sd.Time) {
+		st.ScaleDownAt = nil
+		return false
+	}
+	o, ok := m.colorObs(c.Color, c.Revision)
+	if !ok {
+		st.ScaleDownAt = nil
+		return false
+	}
+	c.Replicas = o.Replicas
+	m.plans[c.Color] = ColorPlan{Revision: c.Revision, Replicas: o.Replicas}
+	m.wakeAt(sd.Time)
 	return true
 }
 

@@ -154,10 +154,27 @@ func TestNext(t *testing.T) {
 			},
 		},
 		{
-			name: "a spec reverted to the stable revision mid-rollout supersedes the candidate and sends all traffic to stable",
+			name: "a spec reverted to the stable revision mid-rollout sends all traffic to stable and keeps the candidate's pods while the route drains",
 			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 2, t0.Add(-time.Minute), 50))),
 			obs:  newObs(revA, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 4, 4)),
 			now:  t0,
+			want: want{
+				phase: v1alpha1.PhaseProgressing, weights: w(100, 0), events: []string{EventSuperseded}, requeue: dur(RollbackDrain),
+				plans: map[v1alpha1.Color]ColorPlan{blue: {Revision: revA, Replicas: 4}, green: {Revision: revB, Replicas: 4}},
+				conds: map[string]string{"Reconciling": "True/Superseding"},
+				check: func(t *testing.T, d Decision) {
+					if sd := d.Status.ScaleDownAt; sd == nil || !sd.Time.Equal(t0.Add(RollbackDrain)) {
+						t.Errorf("ScaleDownAt = %v, want %v", sd, t0.Add(RollbackDrain))
+					}
+				},
+			},
+		},
+		{
+			name: "a spec reverted to the stable revision scales the superseded candidate down once its drain is over",
+			ms: newModelServer(steps, withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 2, t0.Add(-time.Minute), 0),
+				scaleDownAt(t0), condition("Reconciling", "True", v1alpha1.ReasonSuperseding))),
+			obs: newObs(revA, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 4, 4)),
+			now: t0,
 			want: want{
 				phase: v1alpha1.PhaseHealthy, weights: w(100, 0), step: i32(0), events: []string{EventSuperseded},
 				plans: map[v1alpha1.Color]ColorPlan{blue: {Revision: revA, Replicas: 4}, green: {Revision: revB, Replicas: 0}},
@@ -168,7 +185,20 @@ func TestNext(t *testing.T) {
 					if h := d.Status.History; len(h) == 0 || h[0].Revision != revB || h[0].Outcome != v1alpha1.OutcomeSuperseded {
 						t.Errorf("history = %+v, want %s Superseded first", h, revB)
 					}
+					if d.Status.ScaleDownAt != nil {
+						t.Errorf("ScaleDownAt = %v, want cleared", d.Status.ScaleDownAt)
+					}
 				},
+			},
+		},
+		{
+			name: "a candidate superseded before it had weight gives way at once",
+			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 0, t0.Add(-time.Minute), 0))),
+			obs:  newObs(revC, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 1, 1)),
+			now:  t0,
+			want: want{
+				phase: v1alpha1.PhaseProgressing, weights: w(100, 0), step: i32(0), events: []string{EventSuperseded, EventRolloutStarted},
+				plans: map[v1alpha1.Color]ColorPlan{blue: {Revision: revA, Replicas: 4}, green: {Revision: revC, Replicas: 1}},
 			},
 		},
 		// A new rollout.
@@ -194,10 +224,22 @@ func TestNext(t *testing.T) {
 			},
 		},
 		{
-			name: "a newer revision mid-rollout supersedes the candidate and restarts at warm-up with all traffic on stable",
+			name: "a newer revision mid-rollout sends all traffic to stable and waits while the superseded candidate's route drains",
 			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 2, t0.Add(-time.Minute), 50), failures(1), measured(t0.Add(-10*time.Second), fail))),
 			obs:  newObs(revC, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 2, 2)),
 			now:  t0,
+			want: want{
+				phase: v1alpha1.PhaseProgressing, weights: w(100, 0), events: []string{EventSuperseded}, noEvent: []string{EventRolloutStarted}, requeue: dur(RollbackDrain),
+				plans: map[v1alpha1.Color]ColorPlan{blue: {Revision: revA, Replicas: 4}, green: {Revision: revB, Replicas: 2}},
+				conds: map[string]string{"Reconciling": "True/Superseding"},
+			},
+		},
+		{
+			name: "a newer revision restarts at warm-up with a clean slate once the superseded candidate has drained",
+			ms: newModelServer(steps, withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 2, t0.Add(-time.Minute), 0), failures(1),
+				measured(t0.Add(-10*time.Second), fail), scaleDownAt(t0.Add(-time.Second)), condition("Reconciling", "True", v1alpha1.ReasonSuperseding))),
+			obs: newObs(revC, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 2, 2)),
+			now: t0,
 			want: want{
 				phase: v1alpha1.PhaseProgressing, weights: w(100, 0), step: i32(0), events: []string{EventSuperseded, EventRolloutStarted},
 				plans: map[v1alpha1.Color]ColorPlan{blue: {Revision: revA, Replicas: 4}, green: {Revision: revC, Replicas: 1}},
@@ -207,6 +249,9 @@ func TestNext(t *testing.T) {
 					}
 					if d.Status.History[0].Revision != revB || d.Status.History[0].Outcome != v1alpha1.OutcomeSuperseded {
 						t.Errorf("history[0] = %+v, want %s Superseded", d.Status.History[0], revB)
+					}
+					if d.Status.ScaleDownAt != nil {
+						t.Errorf("ScaleDownAt = %v, want cleared", d.Status.ScaleDownAt)
 					}
 				},
 			},
@@ -930,19 +975,17 @@ func TestNext(t *testing.T) {
 			},
 		},
 		{
-			name: "a superseded candidate gives way to the new revision once the stable color carries all traffic",
+			name: "a superseded candidate in swap mode keeps its pods for the route's drain once the stable color carries all traffic",
 			ms: newModelServer(withSteps(25, 50, 100), withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 12),
 				inRollout(revB, 2, t0.Add(-time.Minute), 50), weights(75, 25), condition("Reconciling", "True", v1alpha1.ReasonSuperseding))),
 			obs: newObs(revC, 12, deploy(blue, revA, 12, 12), deploy(green, revB, 3, 3), withCapacity(16)),
 			now: t0,
 			want: want{
-				phase: v1alpha1.PhaseProgressing, step: i32(0), weights: w(100, 0), events: []string{EventSuperseded, EventRolloutStarted},
+				phase: v1alpha1.PhaseProgressing, weights: w(100, 0), noEvent: []string{EventRolloutStarted}, requeue: dur(RollbackDrain),
+				plans: map[v1alpha1.Color]ColorPlan{blue: {Revision: revA, Replicas: 12}, green: {Revision: revB, Replicas: 3}},
 				check: func(t *testing.T, d Decision) {
-					if c := d.Status.Candidate; c.Revision != revC || d.Plans[green].Revision != revC {
-						t.Errorf("candidate %+v plans %v, want %s started on green", c, d.Plans, revC)
-					}
-					if r := d.Status.History[0]; r.Revision != revB || r.Outcome != v1alpha1.OutcomeSuperseded {
-						t.Errorf("history[0] = %+v, want %s Superseded", r, revB)
+					if sd := d.Status.ScaleDownAt; sd == nil || !sd.Time.Equal(t0.Add(RollbackDrain)) {
+						t.Errorf("ScaleDownAt = %v, want %v", sd, t0.Add(RollbackDrain))
 					}
 				},
 			},

@@ -29,6 +29,8 @@ type outcomes struct {
 	supersedeDrains int
 	// drainedRollbacks: rollbacks (not aborts) that kept the candidate's pods for RollbackDrain.
 	drainedRollbacks int
+	// drainedSupersedes: passes where a superseded candidate at weight 0 kept its pods.
+	drainedSupersedes int
 }
 
 func TestSequencesKeepInvariants(t *testing.T) {
@@ -59,6 +61,7 @@ func TestSequencesKeepInvariants(t *testing.T) {
 		total.stalls += o.stalls
 		total.supersedeDrains += o.supersedeDrains
 		total.drainedRollbacks += o.drainedRollbacks
+		total.drainedSupersedes += o.drainedSupersedes
 	}
 	t.Logf("outcomes over %d seeds: %+v", seeds, total)
 	for name, n := range map[string]int{
@@ -67,7 +70,8 @@ func TestSequencesKeepInvariants(t *testing.T) {
 		"kept operations": total.keptOps, "awaiting promotion": total.awaiting,
 		"capped weights": total.capped, "drains after rollback": total.drains, "rollbacks of an unready candidate": total.unreadyRollbacks,
 		"route holds": total.routeHolds, "inconclusive stalls": total.stalls, "superseded candidates draining": total.supersedeDrains,
-		"rollbacks draining the candidate's pods": total.drainedRollbacks,
+		"rollbacks draining the candidate's pods":                 total.drainedRollbacks,
+		"superseded candidates' pods kept while the route drains": total.drainedSupersedes,
 	} {
 		if n < seeds/20 {
 			t.Errorf("only %d %s over %d seeds: the random runs do not exercise this rule", n, name, seeds)
@@ -104,6 +108,7 @@ func runRandom(seed uint64, passes int, log *passLog) (outcomes, error) {
 	}
 	failedInRollout := 0 // Fail verdicts judged for the current candidate
 
+	drained := map[string]supersededAt{} // superseded candidates' revisions -> their weight's drop to 0
 	for pass := range passes {
 		// The world changes.
 		switch r := rng.IntN(100); {
@@ -147,6 +152,9 @@ func runRandom(seed uint64, passes int, log *passLog) (outcomes, error) {
 			}
 		}
 		if err := checkPass(ms, pol, prev, obs, d, s.now, failedInRollout, &o); err != nil {
+			return o, fmt.Errorf("pass %d: %w", pass, err)
+		}
+		if err := checkSupersedeDrain(prev, obs, d, s.now, drained, &o); err != nil {
 			return o, fmt.Errorf("pass %d: %w", pass, err)
 		}
 		// An inconclusive measurement must not cause a step or a rollback.
@@ -472,6 +480,38 @@ func checkPass(ms *v1alpha1.ModelServer, pol policy, prev *v1alpha1.ModelServerS
 	}
 	if st.Phase == v1alpha1.PhaseProgressing && d.RequeueAfter == 0 {
 		return fmt.Errorf("a progressing rollout with nothing timed")
+	}
+	return nil
+}
+
+// supersededAt is where and when a superseded candidate's weight went to 0.
+type supersededAt struct {
+	color v1alpha1.Color
+	at    time.Time
+}
+
+// checkSupersedeDrain: a candidate superseded by a spec change (a newer revision, or the
+// stable one again) that had weight keeps its pods, on its revision, for RollbackDrain from
+// the pass its weight went to 0: requests a Gateway still routes to it meet no terminating
+// pod, before the new revision replaces them or the color scales to zero.
+func checkSupersedeDrain(prev *v1alpha1.ModelServerStatus, obs Observation, d Decision, now time.Time, drained map[string]supersededAt, o *outcomes) error {
+	if c := prev.Candidate; c != nil && c.Revision != prev.RolledBackRevision && c.Revision != obs.Revision &&
+		prev.Weights.Candidate > 0 && d.Status.Weights.Candidate == 0 {
+		drained[c.Revision] = supersededAt{color: c.Color, at: now}
+	}
+	for rev, s := range drained {
+		if !now.Before(s.at.Add(RollbackDrain)) {
+			delete(drained, rev)
+			continue
+		}
+		co, ok := obs.Colors[s.color]
+		if !ok || !co.Exists || co.Revision != rev {
+			continue
+		}
+		if p := d.Plans[s.color]; p.Revision != rev || p.Replicas < co.Replicas {
+			return fmt.Errorf("superseded candidate %s on %s (weight 0 since %s) planned %+v after %s, before its drain of %s", rev, s.color, s.at.Format(time.TimeOnly), p, now.Sub(s.at), RollbackDrain)
+		}
+		o.drainedSupersedes++
 	}
 	return nil
 }
