@@ -40,6 +40,7 @@ func runSim(args []string) error {
 	msWaiting := fs.Int64("modelship-waiting-per-replica", 2, "modelship's requestsWaiting target per replica (0: no queue metric)")
 	msDown := fs.Duration("modelship-scale-down-window", 180*time.Second, "modelship's scale-down stabilization window")
 	outage := fs.String("outage", "", "span FROM:TO (e.g. 20m:30m) during which the pods' metrics are missing from Prometheus")
+	nanSpan := fs.String("nan", "", "span FROM:TO during which the pods' metrics are NaN in Prometheus (series present)")
 	aaRuns := fs.Int("aa-runs", 200, "seeded rollouts of an identical candidate (false rollbacks)")
 	msTol := fs.Float64("modelship-tolerance", 0.1, "modelship's tolerance")
 	msUp := fs.Duration("modelship-scale-up-window", 0, "modelship's scale-up stabilization window")
@@ -66,14 +67,20 @@ func runSim(args []string) error {
 		ScrapeInterval: 15 * time.Second, Step: 50 * time.Millisecond,
 		SLOTTFT: *sloTTFT, SLOITL: *sloITL, Seed: *seed,
 	}
-	if *outage != "" {
-		from, to, ok := strings.Cut(*outage, ":")
+	for _, o := range []struct {
+		flag, span string
+		nan        bool
+	}{{"outage", *outage, false}, {"nan", *nanSpan, true}} {
+		if o.span == "" {
+			continue
+		}
+		from, to, ok := strings.Cut(o.span, ":")
 		f, err1 := time.ParseDuration(from)
 		t, err2 := time.ParseDuration(to)
 		if !ok || err1 != nil || err2 != nil || t <= f {
-			return fmt.Errorf("--outage %q: want FROM:TO durations with FROM < TO, such as 20m:30m", *outage)
+			return fmt.Errorf("--%s %q: want FROM:TO durations with FROM < TO, such as 20m:30m", o.flag, o.span)
 		}
-		cfg.Outages = []policysim.Outage{{From: f, To: t}}
+		cfg.Outages = append(cfg.Outages, policysim.Outage{From: f, To: t, NaN: o.nan})
 	}
 	lo, hi := int32(*minR), int32(*maxR)
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -123,7 +130,7 @@ func runSim(args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("trace=%s requests=%d duration=%s rate_scale=%g cold_start=%s slo_ttft=%s slo_itl=%s outage=%q\n", *tracePath, len(arr), dur, *rateScale, *coldStart, *sloTTFT, *sloITL, *outage)
+	fmt.Printf("trace=%s requests=%d duration=%s rate_scale=%g cold_start=%s slo_ttft=%s slo_itl=%s outage=%q nan=%q\n", *tracePath, len(arr), dur, *rateScale, *coldStart, *sloTTFT, *sloITL, *outage, *nanSpan)
 	fmt.Printf("%-20s %10s %10s %8s %8s %10s %8s\n", "policy", "slo_min", "gpu_hours", "events", "osc/h", "requests", "errors")
 	for _, r := range results {
 		fmt.Printf("%-20s %10.3f %10.2f %8d %8.1f %10d %8d\n", r.Policy, r.SLOMinutes, r.GPUHours, r.ScaleEvents, r.Oscillations, r.Requests, r.Errors)

@@ -57,7 +57,9 @@ func (h *HPA) Interval() time.Duration { return h.SyncPeriod }
 func (h *HPA) Decide(s Signals) int32 {
 	cur := s.Pods
 	v, ok := h.Metric(s)
-	if !ok {
+	if !ok || math.IsNaN(v) {
+		// No data, or a NaN sample (which the metrics APIs cannot carry as a quantity: the
+		// HPA's read fails): the HPA holds.
 		return clamp(cur, h.Min, h.Max)
 	}
 	if h.recs == nil {

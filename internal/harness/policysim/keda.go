@@ -1,6 +1,9 @@
 package policysim
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // KEDA is KEDA's Prometheus scaler feeding the HPA it creates (ScaledObject defaults): KEDA's
 // operator polls the query every PollingInterval (30s) and the HPA, syncing every 15s, reads
@@ -32,6 +35,11 @@ func (k *KEDA) Interval() time.Duration { return k.hpa.SyncPeriod }
 func (k *KEDA) Decide(s Signals) int32 {
 	if !k.polled || s.Now-k.polledAt >= k.PollingInterval {
 		k.value, k.polled, k.polledAt = s.Waiting, true, s.Now
+		if math.IsNaN(k.value) || math.IsInf(k.value, 0) {
+			// KEDA v2.21's Prometheus scaler with its default ignoreNullValues: a NaN or
+			// infinite sample is 0 (pkg/scalers/prometheus_scaler.go), as an empty result is.
+			k.value = 0
+		}
 	}
 	return k.hpa.Decide(s)
 }

@@ -175,3 +175,40 @@ func TestDuringAMetricsOutageModelshipAndHPAHoldTheirCount(t *testing.T) {
 		}
 	}
 }
+
+// TestOnNaNSamplesModelshipAndHPAHoldWhileKEDAReadsZero: the same load with the pods' series
+// reporting NaN for 12 minutes. modelship (NaN is no value) and the HPA (a NaN sample fails the
+// metrics API read) hold; KEDA's Prometheus scaler reads NaN as 0 (ignoreNullValues) and
+// scales down to its minimum under a load that needs more.
+func TestOnNaNSamplesModelshipAndHPAHoldWhileKEDAReadsZero(t *testing.T) {
+	var arr []fleet.Arrival
+	for i := range 16 * 60 * 10 {
+		arr = append(arr, fleet.Arrival{At: time.Duration(i) * 100 * time.Millisecond, ContextTokens: 1000, GeneratedTokens: 200})
+	}
+	cfg := Config{Arrivals: arr, Duration: 16 * time.Minute, Capacity: fleet.DefaultCapacity(), ColdStart: time.Minute,
+		Initial: 6, ScrapeInterval: 15 * time.Second, Step: 50 * time.Millisecond, SLOTTFT: 2 * time.Second, SLOITL: 100 * time.Millisecond,
+		Outages: []Outage{{From: 2 * time.Minute, To: 14 * time.Minute, NaN: true}}}
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	work := func(s Signals) float64 { return cfg.Capacity.Work(s.PromptTPS, s.GeneratedTPS) }
+	for _, p := range []Policy{
+		&Modelship{Label: "modelship-gpu", Start: start, Spec: v1alpha1.AutoscalingSpec{MinReplicas: 1, MaxReplicas: 20}},
+		&Modelship{Label: "modelship-recipe", Start: start, Work: work, Spec: RecipeSpec(1, 20, time.Minute, 0.57, 2, 3*time.Minute, 0, 0.1)},
+		NewHPA("hpa", 1, 20, 70, false, gpu),
+	} {
+		r := Run(cfg, p)
+		at2 := r.Timeline[1].Pods
+		for _, m := range r.Timeline[2:13] {
+			if m.Pods != at2 {
+				t.Fatalf("%s: %d pods at %s while the samples are NaN, want %d held", p.Name(), m.Pods, m.At, at2)
+			}
+		}
+	}
+	k := Run(cfg, NewKEDA(1, 20, 5))
+	if got := k.Timeline[12].Pods; got != 1 {
+		t.Fatalf("KEDA: %d pods at 13m after 11 minutes of NaN, want its minimum 1 (NaN read as 0)", got)
+	}
+	cfg.Outages = nil
+	if got := Run(cfg, NewKEDA(1, 20, 5)).Timeline[12].Pods; got <= 1 {
+		t.Fatalf("KEDA without NaN: %d pods at 13m; the scale-down must be the NaN's doing", got)
+	}
+}

@@ -33,7 +33,8 @@ type Signals struct {
 	HasLatency      bool
 	// MetricsMissing is true during an outage of the pods' metrics: queries return empty
 	// results. Each policy reads that as its documented behaviour does (modelship and HPA: no
-	// data, hold; KEDA's Prometheus scaler with its default ignoreNullValues: 0).
+	// data, hold; KEDA's Prometheus scaler with its default ignoreNullValues: 0). During a NaN
+	// outage (Outage.NaN) the gauges and rates are NaN instead, read the same way by each.
 	MetricsMissing bool
 	// PerPod are the serving pods' own gauges (vllm:kv_cache_usage_perc and
 	// vllm:num_requests_waiting per pod), for the policies that judge each replica.

@@ -31,21 +31,26 @@ type Config struct {
 	// Seed for the fleet's draws.
 	Seed uint64
 	// Outages are spans during which the pods' metrics are missing from Prometheus (exporters
-	// down, series absent): queries about them return empty results. Pod counts still come from
-	// the API server.
+	// down, series absent): queries about them return empty results; or, with Outage.NaN, the
+	// series are there with NaN values. Pod counts still come from the API server.
 	Outages []Outage
 }
 
-// Outage is a span [From, To) of virtual time.
-type Outage struct{ From, To time.Duration }
+// Outage is a span [From, To) of virtual time. NaN: the queries answer NaN (an exporter that
+// reports NaN, a ratio over no traffic) instead of nothing.
+type Outage struct {
+	From, To time.Duration
+	NaN      bool
+}
 
-func (c Config) inOutage(t time.Duration) bool {
+// outageAt returns the outage in force at t.
+func (c Config) outageAt(t time.Duration) (Outage, bool) {
 	for _, o := range c.Outages {
 		if t >= o.From && t < o.To {
-			return true
+			return o, true
 		}
 	}
-	return false
+	return Outage{}, false
 }
 
 // Minute is one minute of a policy's timeline.
@@ -197,11 +202,14 @@ func Run(cfg Config, p Policy) Result {
 			kept = append(kept, sp)
 		}
 		pods = kept
-		if cfg.inOutage(now) {
+		switch o, out := cfg.outageAt(now); {
+		case out && o.NaN:
+			sig = withNaN(sc.scrape(now, f.Pods(), int32(len(active())), sig))
+		case out:
 			// Empty results: no gauge, no rate; the pods are still counted from the API.
 			sig = Signals{Now: now, Pods: int32(len(active())), Ready: sig.Ready, MetricsMissing: true,
 				TTFTP95: sig.TTFTP95, ITLP95: sig.ITLP95, HasLatency: sig.HasLatency}
-		} else {
+		default:
 			sig = sc.scrape(now, f.Pods(), int32(len(active())), sig)
 		}
 		if now%time.Minute == 0 {
@@ -267,4 +275,17 @@ func minuteOf(f *fleet.Fleet, now time.Duration, cfg Config, pods int) Minute {
 	okErr := m.Requests == 0 || float64(m.Errors) <= 0.01*float64(m.Requests)
 	m.Met = okTTFT && okITL && okErr
 	return m
+}
+
+// withNaN is what the queries answer when the pods' series carry NaN: every gauge and rate is
+// NaN (series present, so HasGPU stays true); the pods are still counted from the API.
+func withNaN(s Signals) Signals {
+	nan := math.NaN()
+	s.GPUUtilization, s.KVCacheUsage, s.Waiting, s.Running, s.PromptTPS, s.GeneratedTPS = nan, nan, nan, nan, nan, nan
+	pods := make([]PodSignals, len(s.PerPod))
+	for i, p := range s.PerPod {
+		pods[i] = PodSignals{Name: p.Name, KVCacheUsage: nan, Waiting: nan}
+	}
+	s.PerPod = pods
+	return s
 }
