@@ -57,6 +57,11 @@ const (
 	// ReasonAnalysisInconclusive (Stalled True, Reconciling False) says that a rollout has held
 	// on inconclusive analysis past the stall deadline; the message says why and hints at the cause.
 	ReasonAnalysisInconclusive = "AnalysisInconclusive"
+	// ReasonNoRoomForCandidate (Stalled True, Reconciling False) says that in swap mode the
+	// cluster cannot hold the candidate's pods for its next step beside the pods the stable
+	// color's traffic share needs: the rollout holds at its step (analysis goes on, a failure
+	// still rolls back) until GPUs are freed, the replicas lowered or the steps changed.
+	ReasonNoRoomForCandidate = "NoRoomForCandidate"
 	// ReasonCandidateUnready (Reconciling, Progressing) says that the candidate lost Ready,
 	// warm pods it needs for its step's weight; its weight is capped to what the rest carry.
 	ReasonCandidateUnready = "CandidateUnready"

@@ -26,8 +26,10 @@ type facts struct {
 	routeHeld string
 	// superseding explains a superseded candidate that still drains.
 	superseding string
-	// stall explains a rollout stalled on inconclusive analysis ("" when it is not).
-	stall string
+	// stall explains a rollout stalled ("" when it is not): on inconclusive analysis, or with
+	// no room for the candidate's next step (stallReason says which).
+	stall       string
+	stallReason string
 	// unreadyDeadline is when a candidate below its step's need is rolled back (zero: not below).
 	unreadyDeadline time.Time
 }
@@ -123,7 +125,7 @@ func setReconcilingCondition(st *v1alpha1.ModelServerStatus, f facts) {
 	}
 	switch {
 	case st.Phase == v1alpha1.PhaseProgressing && st.Candidate != nil && f.stall != "":
-		setCondition(st, f, v1alpha1.ConditionReconciling, false, v1alpha1.ReasonAnalysisInconclusive, f.stall)
+		setCondition(st, f, v1alpha1.ConditionReconciling, false, f.stallReason, f.stall)
 	case st.Phase == v1alpha1.PhaseProgressing && st.Candidate != nil:
 		reason, msg := progressReason(st, f)
 		setCondition(st, f, v1alpha1.ConditionReconciling, true, reason, msg)
@@ -144,7 +146,7 @@ func setStalledCondition(st *v1alpha1.ModelServerStatus, f facts) {
 		return
 	}
 	if f.stall != "" {
-		setCondition(st, f, v1alpha1.ConditionStalled, true, v1alpha1.ReasonAnalysisInconclusive, f.stall)
+		setCondition(st, f, v1alpha1.ConditionStalled, true, f.stallReason, f.stall)
 		return
 	}
 	setCondition(st, f, v1alpha1.ConditionStalled, false, v1alpha1.ReasonReconciled, "")
@@ -159,7 +161,7 @@ func setProgressingCondition(st *v1alpha1.ModelServerStatus, f facts) {
 	}
 	switch {
 	case st.Phase == v1alpha1.PhaseProgressing && st.Candidate != nil && f.stall != "":
-		setCondition(st, f, v1alpha1.ConditionProgressing, false, v1alpha1.ReasonAnalysisInconclusive, f.stall)
+		setCondition(st, f, v1alpha1.ConditionProgressing, false, f.stallReason, f.stall)
 	case st.Phase == v1alpha1.PhaseProgressing && st.Candidate != nil && f.routeHeld != "":
 		setCondition(st, f, v1alpha1.ConditionProgressing, false, v1alpha1.ReasonRouteNotAccepted, f.routeHeld)
 	case st.Phase == v1alpha1.PhaseProgressing && st.Candidate != nil:

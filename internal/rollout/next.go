@@ -48,6 +48,9 @@ const (
 	// EventAnalysisStalled: the rollout has held on inconclusive analysis past
 	// DefaultInconclusiveStall; it is reported Stalled.
 	EventAnalysisStalled = "AnalysisStalled"
+	// EventNoRoomForCandidate: in swap mode the candidate's next step does not fit beside the
+	// stable color's share; the rollout holds (reported Stalled).
+	EventNoRoomForCandidate = "NoRoomForCandidate"
 )
 
 // Next is one pass of the blue/green state machine. It does not modify ms: it starts from a
@@ -163,6 +166,8 @@ type machine struct {
 	routeHeld string
 	// superseding explains a superseded candidate still draining (see drainSuperseded).
 	superseding string
+	// noRoom explains a swap-mode rollout whose next step does not fit (see planCandidate).
+	noRoom string
 }
 
 func (m *machine) run() {
@@ -253,8 +258,9 @@ func (m *machine) drainPods(c *v1alpha1.ColorStatus) bool {
 		st.ScaleDownAt = nil
 		return false
 	}
-	c.Replicas = o.Replicas
-	m.plans[c.Color] = ColorPlan{Revision: c.Revision, Replicas: o.Replicas}
+	// Never more than the total (no double GPUs), should the total have shrunk meanwhile.
+	c.Replicas = min(o.Replicas, max(m.total, 1))
+	m.plans[c.Color] = ColorPlan{Revision: c.Revision, Replicas: c.Replicas}
 	m.wakeAt(sd.Time)
 	return true
 }
@@ -396,8 +402,19 @@ func (m *machine) drainWeight() int32 {
 		return 0
 	}
 	s := m.st.Stable
-	overflow := 100 - carries(m.total, m.servingReady(s.Color, s.Revision))
-	return max(0, min(m.ms.Status.Weights.Candidate, m.carryOf(c), overflow))
+	stableReady := m.servingReady(s.Color, s.Revision)
+	overflow := 100 - carries(m.total, stableReady)
+	d := max(0, min(m.ms.Status.Weights.Candidate, m.carryOf(c), overflow))
+	// Swap mode: the stable color grows back on the GPUs the candidate frees as it shrinks.
+	// When the drain would keep every pod the candidate has and no GPU is free, the stable
+	// color's next pod waits for one of the candidate's, and the drain would wait for that pod
+	// forever: the candidate gives one pod's worth back now, and the stable color's Ready pods
+	// carry it until their new pod is Ready.
+	if co, ok := m.colorObs(c.Color, c.Revision); ok && d > 0 && m.obs.Capacity > 0 && stableReady < m.total &&
+		need(m.total, d) >= co.Replicas && m.obs.Capacity-stableReady-co.Replicas <= 0 {
+		d = min(d, carries(m.total, co.Replicas-1))
+	}
+	return d
 }
 
 // carryOf is what the candidate's Ready pods carry (see carries). Warm-up gates only a
@@ -752,15 +769,28 @@ func (m *machine) planStable() {
 
 // planCandidate sizes the candidate for the weight it is about to get, and in swap mode
 // shrinks the stable color to make room for it.
+//
+// In swap mode the candidate's pods for the next weight may not fit beside those the stable
+// color's current share needs (with few pods the rounding up of both overlaps: a total of 3
+// at 75/25 needs 3 stable pods, and 50% needs 2 candidate pods, 5 in a cluster of 4). Then
+// the candidate is sized for what fits (at least what its current weight needs), so that its
+// analysis goes on and a failure still rolls it back, and the rollout holds at its step,
+// reported Stalled (NoRoomForCandidate), instead of waiting forever on a Pending pod.
 func (m *machine) planCandidate(weight int32) {
 	c := m.st.Candidate
 	c.Replicas = m.candidateNeed(weight)
-	m.plans[c.Color] = ColorPlan{Revision: c.Revision, Replicas: c.Replicas}
 	if m.swap(weight) {
+		if room := m.obs.Capacity - m.stableShare(); room < c.Replicas {
+			cw := m.candidateWeight()
+			m.noRoom = fmt.Sprintf("no room for step %d of %s: %d%% needs %d candidate pods beside the %d that the stable color's %d%% needs, and the cluster holds %d of this ModelServer's pods; it holds at %d%% (analysis goes on; a failure rolls back) until GPUs are freed, spec.replicas is lowered or the steps fit (promote-full swaps the colors now)",
+				m.st.Step+1, c.Revision, weight, c.Replicas, m.stableShare(), 100-cw, m.obs.Capacity, cw)
+			c.Replicas = max(room, need(m.total, cw))
+		}
 		m.planStableSwap(weight)
 	} else {
 		m.planStable()
 	}
+	m.plans[c.Color] = ColorPlan{Revision: c.Revision, Replicas: c.Replicas}
 }
 
 // swap reports whether the stable color at full size and the candidate sized for weight do
@@ -948,12 +978,20 @@ func (m *machine) decision() Decision {
 		routeHeld:       m.routeHeld,
 		superseding:     m.superseding,
 		stall:           m.inconclusiveStall(),
+		stallReason:     v1alpha1.ReasonAnalysisInconclusive,
+	}
+	if m.noRoom != "" && st.Phase == v1alpha1.PhaseProgressing && m.candidateHas {
+		f.stall, f.stallReason = m.noRoom, v1alpha1.ReasonNoRoomForCandidate
 	}
 	if c := st.Candidate; c != nil && c.UnreadySince != nil {
 		f.unreadyDeadline = c.UnreadySince.Add(m.pol.progressDeadline)
 	}
-	if f.stall != "" && !hasReason(m.ms.Status, v1alpha1.ConditionStalled, v1alpha1.ReasonAnalysisInconclusive) {
-		m.event(corev1.EventTypeWarning, EventAnalysisStalled, "%s", f.stall)
+	if f.stall != "" && !hasReason(m.ms.Status, v1alpha1.ConditionStalled, f.stallReason) {
+		ev := EventAnalysisStalled
+		if f.stallReason == v1alpha1.ReasonNoRoomForCandidate {
+			ev = EventNoRoomForCandidate
+		}
+		m.event(corev1.EventTypeWarning, ev, "%s", f.stall)
 	}
 	setReadyCondition(st, f)
 	setReconcilingCondition(st, f)

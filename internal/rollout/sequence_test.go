@@ -109,6 +109,7 @@ func runRandom(seed uint64, passes int, log *passLog) (outcomes, error) {
 	failedInRollout := 0 // Fail verdicts judged for the current candidate
 
 	drained := map[string]supersededAt{} // superseded candidates' revisions -> their weight's drop to 0
+	var drainingSince time.Time          // since when a candidate the spec no longer asks for holds weight
 	for pass := range passes {
 		// The world changes.
 		switch r := rng.IntN(100); {
@@ -157,6 +158,19 @@ func runRandom(seed uint64, passes int, log *passLog) (outcomes, error) {
 		if err := checkSupersedeDrain(prev, obs, d, s.now, drained, &o); err != nil {
 			return o, fmt.Errorf("pass %d: %w", pass, err)
 		}
+		// Liveness: a candidate the spec no longer asks for (rolled back, aborted or
+		// superseded) gives its weight back within drainLimit: the stable color's pods come up,
+		// in swap mode on the GPUs the candidate frees.
+		if st := d.Status; st.Candidate != nil && st.Weights.Candidate > 0 && (st.Phase == v1alpha1.PhaseRolledBack || st.Candidate.Revision != obs.Revision) {
+			if drainingSince.IsZero() {
+				drainingSince = s.now
+			}
+			if held := s.now.Sub(drainingSince); held > drainLimit {
+				return o, fmt.Errorf("pass %d: candidate %s still holds %d%% after draining for %s", pass, st.Candidate.Revision, st.Weights.Candidate, held)
+			}
+		} else {
+			drainingSince = time.Time{}
+		}
 		// An inconclusive measurement must not cause a step or a rollback.
 		if m := obs.Measurement; m != nil {
 			if v, _ := verdictOf(m.Results); v == v1alpha1.VerdictInconclusive {
@@ -197,6 +211,9 @@ func checkContract(st v1alpha1.ModelServerStatus) error {
 		if st.InconclusiveSince == nil {
 			return fmt.Errorf("stalled on inconclusive analysis without inconclusiveSince")
 		}
+		want = health.StalledProgressing(0)
+	}
+	if c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionStalled); st.Phase == v1alpha1.PhaseProgressing && c != nil && c.Reason == v1alpha1.ReasonNoRoomForCandidate {
 		want = health.StalledProgressing(0)
 	}
 	for _, want := range want {
@@ -484,6 +501,10 @@ func checkPass(ms *v1alpha1.ModelServer, pol policy, prev *v1alpha1.ModelServerS
 	return nil
 }
 
+// drainLimit bounds how long a rolled-back or superseded candidate holds weight in the random
+// sequences: long enough for the stable color's pods to come up through crashes.
+const drainLimit = 30 * time.Minute
+
 // supersededAt is where and when a superseded candidate's weight went to 0.
 type supersededAt struct {
 	color v1alpha1.Color
@@ -508,7 +529,7 @@ func checkSupersedeDrain(prev *v1alpha1.ModelServerStatus, obs Observation, d De
 		if !ok || !co.Exists || co.Revision != rev {
 			continue
 		}
-		if p := d.Plans[s.color]; p.Revision != rev || p.Replicas < co.Replicas {
+		if p := d.Plans[s.color]; p.Revision != rev || p.Replicas < min(co.Replicas, max(obs.DesiredReplicas, 1)) {
 			return fmt.Errorf("superseded candidate %s on %s (weight 0 since %s) planned %+v after %s, before its drain of %s", rev, s.color, s.at.Format(time.TimeOnly), p, now.Sub(s.at), RollbackDrain)
 		}
 		o.drainedSupersedes++
@@ -592,6 +613,13 @@ func checkCarried(st v1alpha1.ModelServerStatus, prev *v1alpha1.ModelServerStatu
 	draining := st.Phase == v1alpha1.PhaseRolledBack || c.Revision != obs.Revision
 	if draining {
 		limit = drainCap(st, prev)
+		// Swap mode: a drain never keeps every pod of the candidate while the stable color
+		// waits for a GPU (none free): it gives one pod's worth back.
+		stableReady := readyOn(st.Stable.Color, st.Stable.Revision)
+		if co, ok := obs.Colors[c.Color]; ok && co.Exists && co.Revision == c.Revision && obs.Capacity > 0 &&
+			stableReady < total && obs.Capacity-stableReady-co.Replicas <= 0 {
+			limit = min(limit, carries(total, co.Replicas-1))
+		}
 	}
 	stableCarry := carries(total, readyOn(st.Stable.Color, st.Stable.Revision))
 	if 100-cw > stableCarry && cw < min(limit, candCarry) {

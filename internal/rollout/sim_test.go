@@ -35,8 +35,11 @@ func (q quality) String() string {
 type simDeployment struct {
 	rev      string
 	replicas int32
-	ready    int32
-	warm     bool
+	// scheduled pods hold a GPU (starting or Ready); with a capacity, a pod waits for a free
+	// one (Pending) before it can start.
+	scheduled int32
+	ready     int32
+	warm      bool
 }
 
 type sim struct {
@@ -129,6 +132,7 @@ func (s *sim) apply(d Decision) {
 			*dep = simDeployment{rev: p.Revision}
 		}
 		dep.replicas = p.Replicas
+		dep.scheduled = min(dep.scheduled, dep.replicas)
 		dep.ready = min(dep.ready, dep.replicas)
 		if dep.ready == 0 {
 			dep.warm = false
@@ -142,6 +146,7 @@ func (s *sim) apply(d Decision) {
 
 // evolve lets pods come up (or crash) for elapsed time.
 func (s *sim) evolve(rng *rand.Rand) {
+	s.schedule()
 	for _, c := range []v1alpha1.Color{blue, green} { // in order: a seed replays the same run
 		d := s.deps[c]
 		if d == nil {
@@ -152,8 +157,8 @@ func (s *sim) evolve(rng *rand.Rand) {
 			d.ready = 0
 			continue
 		}
-		if d.ready < d.replicas {
-			d.ready += min(int32(rng.IntN(3)), d.replicas-d.ready)
+		if d.ready < d.scheduled {
+			d.ready += min(int32(rng.IntN(3)), d.scheduled-d.ready)
 		}
 		if d.ready > 0 && rng.IntN(50) == 0 {
 			d.ready-- // a pod crashed
@@ -162,6 +167,25 @@ func (s *sim) evolve(rng *rand.Rand) {
 			d.warm = false
 		} else if q != coldPods && rng.IntN(2) == 0 {
 			d.warm = true
+		}
+	}
+}
+
+// schedule gives pods GPUs: all of them without a capacity; with one, the free GPUs (the
+// capacity less the pods already holding one) go to the pods still Pending, blue first.
+func (s *sim) schedule() {
+	var held int32
+	for _, d := range s.deps {
+		if s.capacity == 0 {
+			d.scheduled = d.replicas
+		}
+		held += d.scheduled
+	}
+	for _, c := range []v1alpha1.Color{blue, green} {
+		if d := s.deps[c]; d != nil && s.capacity > 0 {
+			n := min(max(s.capacity-held, 0), d.replicas-d.scheduled)
+			d.scheduled += n
+			held += n
 		}
 	}
 }
@@ -186,9 +210,10 @@ func (s *sim) loseCandidatePods(crashLoop bool) bool {
 
 // evolveSteady lets every Deployment come up by one pod per pass, warm once complete.
 func (s *sim) evolveSteady() {
+	s.schedule()
 	for _, d := range s.deps {
 		q := s.quality[d.rev]
-		if q != broken && d.ready < d.replicas {
+		if q != broken && d.ready < d.scheduled {
 			d.ready++
 		}
 		d.warm = d.ready > 0 && d.ready == d.replicas && q != coldPods && q != broken

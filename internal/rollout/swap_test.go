@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -247,5 +248,107 @@ func TestSwapModeRollbackDrainYieldsTheGPUsToTheStableColorFirst(t *testing.T) {
 				t.Errorf("ScaleDownAt = %v, want now+%s", sd, RollbackDrain)
 			}
 		})
+	}
+}
+
+// TestSwapModeDrainNeverHoldsTheGPUTheStableColorWaitsFor: capacity exactly the total, rolled
+// back at 25%: the stable color has 3 of its 4 pods, the candidate's one pod holds the 4th GPU
+// and 25%. Keeping that weight until the stable color carries it would wait forever (its 4th
+// pod needs the candidate's GPU): the candidate gives its weight back and its GPU goes to the
+// stable color.
+func TestSwapModeDrainNeverHoldsTheGPUTheStableColorWaitsFor(t *testing.T) {
+	ms := newModelServer(withSteps(25, 50, 100), withStatus(stableOn(blue, revA, 3), rolledBack(revB, v1alpha1.OutcomeRolledBack, "ttft"),
+		weights(75, 25), scaleDownAt(t0.Add(-time.Second))))
+	obs := newObs(revB, 4, deploy(blue, revA, 4, 3), deploy(green, revB, 1, 1), withCapacity(4))
+	d := Next(ms, obs, t0)
+	if got := d.Weights[green]; got != 0 {
+		t.Errorf("candidate weight %d, want 0: the stable color's last pod waits for the candidate's GPU", got)
+	}
+	if p := d.Plans[green]; p.Replicas != 0 {
+		t.Errorf("candidate plan %+v, want 0 pods", p)
+	}
+	if p := d.Plans[blue]; p.Revision != revA || p.Replicas != 4 {
+		t.Errorf("stable plan %+v, want %s×4", p, revA)
+	}
+
+	// With a free GPU the stable color grows on its own: the candidate keeps its share meanwhile.
+	obs = newObs(revB, 4, deploy(blue, revA, 4, 3), deploy(green, revB, 1, 1), withCapacity(5))
+	if d := Next(ms, obs, t0); d.Weights[green] != 25 || d.Plans[green].Replicas != 1 {
+		t.Errorf("with room for the stable color's 4th pod: candidate weight %d plan %+v, want 25%% on its 1 pod", d.Weights[green], d.Plans[green])
+	}
+}
+
+// TestTightSwapModeRolloutsRollBackWholeOrReportNoRoom plays rollouts on clusters that hold the
+// total plus 0 to 2 pods (every rollout swaps), failing at each step in turn, with pods
+// scheduled only on free GPUs. Each either rolls back and ends with all traffic on a whole
+// stable color and the candidate scaled away (never holding weight for a GPU the stable color
+// waits for), or, where the candidate's next step cannot fit beside the stable color's share,
+// reports Stalled (NoRoomForCandidate) with the counts that say so: never a silent wait on a
+// Pending pod.
+func TestTightSwapModeRolloutsRollBackWholeOrReportNoRoom(t *testing.T) {
+	steps := []int32{25, 50, 100}
+	var whole, noRoom int
+	for total := int32(2); total <= 6; total++ {
+		for slack := int32(0); slack <= 2; slack++ {
+			for failAt := int32(1); failAt < int32(len(steps)); failAt++ {
+				name := fmt.Sprintf("total %d, capacity %d, failing at step %d", total, total+slack, failAt)
+				ms := newModelServer(withSteps(steps...), withStepDuration(time.Minute), withInterval(20*time.Second), withFailureLimit(0))
+				s := newSim(ms, total, good)
+				s.capacity = total + slack
+				var log passLog
+				var rolledBackAt time.Time
+				done := false
+				for i := 0; i < 300 && !done; i++ {
+					if i == 5 {
+						s.newRevision(bad)
+					}
+					obs := s.observe()
+					if MeasureDue(ms, s.now) {
+						v := v1alpha1.VerdictPass
+						if ms.Status.Step >= failAt {
+							v = v1alpha1.VerdictFail
+						}
+						obs.Measurement = &Measurement{At: s.now, Results: results(s.now, v)}
+					}
+					d := Next(ms, obs, s.now)
+					log.add(loggedPass{i, s.now, s.start, false, obs, d})
+					st := d.Status
+					if c := cond(st, v1alpha1.ConditionStalled); rolledBackAt.IsZero() && c != nil && c.Status == "True" && c.Reason == v1alpha1.ReasonNoRoomForCandidate {
+						next := steps[st.Step]
+						share := need(total, 100-st.Weights.Candidate)
+						if s.capacity-share >= need(total, next) {
+							t.Fatalf("%s: NoRoomForCandidate at step %d, but %d candidate pods for %d%% fit beside %d stable in %d: %s", name, st.Step, need(total, next), next, share, s.capacity, c.Message)
+						}
+						noRoom++
+						done = true
+						break
+					}
+					if st.Phase == v1alpha1.PhaseRolledBack && rolledBackAt.IsZero() {
+						rolledBackAt = s.now
+					}
+					s.apply(d)
+					if !rolledBackAt.IsZero() {
+						stable, cand := s.deps[st.Stable.Color], s.deps[st.Candidate.Color]
+						if d.Weights[st.Candidate.Color] == 0 && stable.ready == total && (cand == nil || cand.replicas == 0) {
+							whole++
+							done = true
+							break
+						}
+						if s.now.Sub(rolledBackAt) > 10*time.Minute {
+							t.Fatalf("%s: 10 minutes after the rollback: weights %v, stable %d/%d Ready\n%s", name, d.Weights, stable.ready, total, log.String())
+						}
+					}
+					s.evolveSteady()
+					s.now = s.now.Add(5 * time.Second)
+				}
+				if !done {
+					t.Fatalf("%s: neither rolled back nor reported NoRoomForCandidate\n%s", name, log.String())
+				}
+			}
+		}
+	}
+	t.Logf("FIGURE: tight swap-mode rollouts: %d rolled back to a whole stable color, %d reported NoRoomForCandidate", whole, noRoom)
+	if whole == 0 || noRoom == 0 {
+		t.Errorf("want both outcomes among the cases (whole %d, no room %d)", whole, noRoom)
 	}
 }
