@@ -201,10 +201,10 @@ type ColorStatus struct {
 	// Warm is true once the candidate's pods passed the warm-up check.
 	// +optional
 	Warm bool `json:"warm,omitempty"`
-	// SizedSince is when the candidate last reached its planned replicas, all Ready. Analysis
-	// of a step waits for it (plus one interval), so that a candidate still loading the pods
-	// pre-scaled for its next weight, and so more loaded per pod than the stable color, is not
-	// compared with it.
+	// SizedSince is when the candidate last reached its planned replicas, all Ready and warm
+	// (their model loaded). Analysis of a step waits for it (plus one window), so that a
+	// candidate still loading the pods pre-scaled for its next weight, and so more loaded per
+	// serving pod than the stable color, is not compared with it.
 	// +optional
 	SizedSince *metav1.Time `json:"sizedSince,omitempty"`
 	// UnreadySince is when the candidate, holding a step's weight, last went below the Ready,

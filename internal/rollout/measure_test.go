@@ -133,3 +133,18 @@ func TestAnalysisWindow(t *testing.T) {
 		})
 	}
 }
+
+// TestTheCandidateIsSizedOnlyOnceItsPodsAreWarm: pods added for the next step are Ready before
+// they have loaded their model; until they pass the warm-up check the candidate's weight rides
+// on fewer pods, so the sizing (and with it the next measurement's window) waits for them.
+func TestTheCandidateIsSizedOnlyOnceItsPodsAreWarm(t *testing.T) {
+	ms := newModelServer(withSteps(25, 50, 100), withStatus(stableOn(blue, revA, 8), inRollout(revB, 2, t0.Add(-time.Minute), 50), unsized()))
+	cold := Next(ms, newObs(revB, 8, deploy(blue, revA, 8, 8), deploy(green, revB, 8, 8), cold(green)), t0)
+	if s := cold.Status.Candidate.SizedSince; s != nil {
+		t.Errorf("sized at %v with its 8 Ready pods not warm yet, want unsized", s)
+	}
+	warm := Next(ms, newObs(revB, 8, deploy(blue, revA, 8, 8), deploy(green, revB, 8, 8)), t0)
+	if s := warm.Status.Candidate.SizedSince; s == nil || !s.Time.Equal(t0) {
+		t.Errorf("sized at %v with its 8 Ready pods warm, want %v", s, t0)
+	}
+}

@@ -125,14 +125,17 @@ func Next(ms *v1alpha1.ModelServer, obs Observation, now time.Time) Decision {
 	return m.decision()
 }
 
-// markSized records when the candidate reached its planned size, all Ready (see MeasureDue).
+// markSized records when the candidate reached its planned size, all Ready and warm (see
+// MeasureDue): pods added for the next step that are Ready but still loading their model serve
+// nothing, and a window measured meanwhile would judge the candidate on the fewer pods that
+// carry its weight (2x the stable pods' load at 50% with half its pods loading).
 func (m *machine) markSized() {
 	c := m.st.Candidate
 	if c == nil {
 		return
 	}
 	p, ok := m.plans[c.Color]
-	if !ok || p.Revision != c.Revision || c.ReadyReplicas < p.Replicas {
+	if !ok || p.Revision != c.Revision || c.ReadyReplicas < p.Replicas || !c.Warm {
 		c.SizedSince = nil
 		return
 	}

@@ -477,7 +477,9 @@ func checkPass(ms *v1alpha1.ModelServer, pol policy, prev *v1alpha1.ModelServerS
 		if !strings.Contains(c.Message, "inconclusive since") || !strings.Contains(c.Message, "(") {
 			return fmt.Errorf("stall message does not say why: %q", c.Message)
 		}
-	} else if st.Phase == v1alpha1.PhaseProgressing && st.Step >= 1 && st.InconclusiveSince != nil && now.Sub(st.InconclusiveSince.Time) >= pol.inconclusiveStall {
+	} else if st.Phase == v1alpha1.PhaseProgressing && st.Step >= 1 && st.InconclusiveSince != nil && now.Sub(st.InconclusiveSince.Time) >= pol.inconclusiveStall &&
+		(c == nil || c.Status != metav1.ConditionTrue || c.Reason != v1alpha1.ReasonNoRoomForCandidate) {
+		// (A rollout that has no room for its next step reports that instead: it is the cause.)
 		return fmt.Errorf("inconclusive since %s, past %s, but not Stalled", st.InconclusiveSince.Time, pol.inconclusiveStall)
 	}
 	if st.Phase == v1alpha1.PhasePaused && prev.Phase != v1alpha1.PhasePaused {
