@@ -126,7 +126,7 @@ func runSim(args []string) error {
 	if err := policysim.Plot(pngPath, results, *sloTTFT); err != nil {
 		return err
 	}
-	rollouts, aa, err := runRolloutScenarios(tr, capa, *seed, *aaRuns, *sloTTFT)
+	rollouts, aa, err := runRolloutScenarios(tr, capa, *seed, *aaRuns, *sloTTFT, *coldStart)
 	if err != nil {
 		return err
 	}
@@ -150,8 +150,8 @@ func runSim(args []string) error {
 	fmt.Printf("aa_promoted=%d\naa_slowest_promotion_s=%.0f\n", aa.promoted, aa.slowest.Seconds())
 	for _, k := range sortedKeys(rollouts) {
 		r := rollouts[k]
-		fmt.Printf("rollout.%s.outcome=%s\nrollout.%s.decided_after_s=%.0f\nrollout.%s.candidate_requests=%d\n",
-			k, r.Outcome, k, r.DecidedAfter.Seconds(), k, r.CandidateRequests)
+		fmt.Printf("rollout.%s.outcome=%s\nrollout.%s.decided_after_s=%.0f\nrollout.%s.candidate_requests=%d\nrollout.%s.unavailable=%d\n",
+			k, r.Outcome, k, r.DecidedAfter.Seconds(), k, r.CandidateRequests, k, r.Unavailable)
 	}
 	fmt.Printf("aa_runs=%d\n", *aaRuns)
 	return nil
@@ -181,14 +181,14 @@ const (
 // Flagger and Argo Rollouts, then aa seeded A/A runs of modelship (each starting at another
 // point of the trace), and returns the results by "bad/<strategy>" and "good/<strategy>" and
 // the number of A/A runs rolled back.
-func runRolloutScenarios(tr fleet.Trace, capa fleet.Capacity, seed uint64, aa int, slo time.Duration) (map[string]policysim.RolloutResult, aaSummary, error) {
+func runRolloutScenarios(tr fleet.Trace, capa fleet.Capacity, seed uint64, aa int, slo, coldStart time.Duration) (map[string]policysim.RolloutResult, aaSummary, error) {
 	rp, err := fleet.NewReplay(tr, fleet.ReplayOptions{RateScale: rolloutRateScale, Seed: seed, Loop: true})
 	if err != nil {
 		return nil, aaSummary{}, err
 	}
 	arr := rp.Until(2 * rp.CycleDuration())
 	base := policysim.RolloutConfig{Arrivals: arr, Replicas: rolloutReplicas, Capacity: capa, StartAt: 2 * time.Minute,
-		Horizon: 32 * time.Minute, Tick: 5 * time.Second, Step: 50 * time.Millisecond, Seed: seed, SLOTTFT: slo}
+		Horizon: 32 * time.Minute, Tick: 5 * time.Second, Step: 50 * time.Millisecond, Seed: seed, SLOTTFT: slo, ColdStart: coldStart}
 	type job struct {
 		key string
 		cfg policysim.RolloutConfig

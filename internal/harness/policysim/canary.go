@@ -14,8 +14,13 @@ import (
 type RolloutConfig struct {
 	// Arrivals are the replayed requests, sorted by At.
 	Arrivals []fleet.Arrival
-	// Replicas is the pod count per color (a candidate color is sized to it; no cold start).
+	// Replicas is the pod count per color (a candidate color is sized to it).
 	Replicas int32
+	// ColdStart is how long a candidate pod loads its model after it becomes Ready (Ready at
+	// once, as with a readiness probe that does not ask the model): until then it serves
+	// nothing, and the gateway answers 503 for the candidate's weight while none of its pods
+	// serves. Zero: pods serve at once.
+	ColdStart time.Duration
 	// Capacity of every replica.
 	Capacity fleet.Capacity
 	// Candidate is the candidate revision's performance (LatencyMultiplier 1.5: 1.5x slower).
@@ -52,6 +57,9 @@ type RolloutResult struct {
 	DecidedAfter time.Duration
 	// CandidateRequests is the number of requests the candidate served up to the horizon.
 	CandidateRequests uint64
+	// Unavailable is the number of requests routed to the candidate that the gateway refused
+	// with 503 because none of its pods served yet (loading its model).
+	Unavailable uint64
 }
 
 // Canary is a progressive-delivery strategy: each Tick it looks at the fleet and says the
@@ -59,7 +67,7 @@ type RolloutResult struct {
 type Canary interface {
 	Name() string
 	// Tick is called every RolloutConfig.Tick from the start of the rollout. Pods are
-	// created Ready and serving at once (the scenario leaves cold starts out).
+	// created Ready; they serve after RolloutConfig.ColdStart (View.Loaded says which do).
 	Tick(v *View) (candidateWeight, candidatePods int32, out Outcome)
 }
 
@@ -77,16 +85,18 @@ type View struct {
 	cur   snapshot
 }
 
-// snapshot holds, per pod, its color and cumulative counters.
+// snapshot holds, per pod, its color and cumulative counters, and the gateway's 503s per color.
 type snapshot struct {
-	at   time.Duration
-	pods map[string]podCounters
+	at      time.Duration
+	pods    map[string]podCounters
+	refused map[string]uint64
 }
 
 type podCounters struct {
 	color          string
 	ttft, itl, e2e []uint64
 	ok, failed     uint64
+	loaded         bool
 }
 
 // ColorWindow is one color's activity over a window.
@@ -94,6 +104,22 @@ type ColorWindow struct {
 	TTFT, ITL, E2E metrics.Histogram
 	// Finished requests and Failed among them.
 	Finished, Failed float64
+	// Refused are the requests routed to the color that the gateway answered 503 (none of its
+	// pods served), as a gateway's or mesh's request metrics count them.
+	Refused float64
+}
+
+// Loaded returns how many of a color's pods there are now and how many serve (model loaded).
+func (v *View) Loaded(color string) (pods, loaded int32) {
+	for _, c := range v.cur.pods {
+		if c.color == color {
+			pods++
+			if c.loaded {
+				loaded++
+			}
+		}
+	}
+	return pods, loaded
 }
 
 // Window returns the color's increase over the last d (never before the rollout started).
@@ -118,6 +144,7 @@ func (v *View) Window(color string, d time.Duration) ColorWindow {
 		w.Finished += float64(c.ok+c.failed) - float64(o.ok+o.failed)
 		w.Failed += float64(c.failed) - float64(o.failed)
 	}
+	w.Refused = float64(v.cur.refused[color]) - float64(base.refused[color])
 	w.TTFT, w.ITL, w.E2E = toHistogram(fleet.TTFTBuckets, ttft), toHistogram(fleet.ITLBuckets, itl), toHistogram(fleet.E2EBuckets, e2e)
 	return w
 }
@@ -182,10 +209,13 @@ func RunRollout(cfg RolloutConfig, c Canary) RolloutResult {
 	res := RolloutResult{Strategy: c.Name(), Outcome: OutcomeInProgress}
 	view := &View{since: cfg.StartAt}
 	snap := func(now time.Duration) snapshot {
-		s := snapshot{at: now, pods: map[string]podCounters{}}
+		s := snapshot{at: now, pods: map[string]podCounters{}, refused: map[string]uint64{}}
 		for _, p := range f.Pods() {
 			s.pods[p.Pod.Name] = podCounters{color: p.Pod.Color, ttft: p.TTFT, itl: p.ITL, e2e: p.E2E,
-				ok: p.Success[fleet.FinishStop] + p.Success[fleet.FinishLength], failed: p.Success[fleet.FinishAbort]}
+				ok: p.Success[fleet.FinishStop] + p.Success[fleet.FinishLength], failed: p.Success[fleet.FinishAbort], loaded: p.Loaded}
+		}
+		for _, color := range []string{stableColor, candidateColor} {
+			s.refused[color] = f.GatewayCount(namespace, modelServer, color, fleet.CodeUnavailable)
 		}
 		return s
 	}
@@ -196,7 +226,7 @@ func RunRollout(cfg RolloutConfig, c Canary) RolloutResult {
 	resize := func(now time.Duration, n int32) {
 		for i := candPods; i < n; i++ {
 			p := pod(candidateColor, "r2", i, cfg.Candidate)
-			p.ReadySince = start.Add(now)
+			p.ReadySince, p.LoadDelay = start.Add(now), cfg.ColdStart
 			f.SetPod(p)
 		}
 		for i := n; i < candPods; i++ {
@@ -244,5 +274,6 @@ func RunRollout(cfg RolloutConfig, c Canary) RolloutResult {
 	for _, code := range []string{fleet.CodeOK, fleet.CodeServerError, fleet.CodeBadGateway} {
 		res.CandidateRequests += f.GatewayCount(namespace, modelServer, candidateColor, code)
 	}
+	res.Unavailable = f.GatewayCount(namespace, modelServer, candidateColor, fleet.CodeUnavailable)
 	return res
 }

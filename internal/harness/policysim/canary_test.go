@@ -96,3 +96,31 @@ func TestModelshipRollsBackASlowerCandidateAndPromotesAnIdenticalOne(t *testing.
 		t.Fatalf("identical candidate: %+v, want promoted", r)
 	}
 }
+
+// TestWithColdStartsOnlyModelshipWaitsForTheCandidatesModel: candidate pods Ready at once but
+// loading their model for 2 minutes. Flagger and Argo Rollouts shift traffic once the pods are
+// Ready, and the gateway refuses it (503) while none serves; modelship's warm-up gate gives the
+// candidate weight only once its pods serve, and still promotes the identical candidate.
+func TestWithColdStartsOnlyModelshipWaitsForTheCandidatesModel(t *testing.T) {
+	var arr []fleet.Arrival
+	for i := range 30 * 60 * 8 {
+		arr = append(arr, fleet.Arrival{At: time.Duration(i) * 125 * time.Millisecond, ContextTokens: 800 + 400*(i%3), GeneratedTokens: 100 + 100*(i%4)})
+	}
+	cfg := RolloutConfig{Arrivals: arr, Replicas: 4, Capacity: fleet.DefaultCapacity(), StartAt: time.Minute, Horizon: 30 * time.Minute,
+		Tick: 5 * time.Second, Step: 50 * time.Millisecond, Seed: 1, SLOTTFT: 2 * time.Second, ColdStart: 2 * time.Minute}
+	ms := RunRollout(cfg, NewModelshipRollout(4))
+	if ms.Outcome != OutcomePromoted || ms.Unavailable != 0 {
+		t.Errorf("modelship: %+v, want promoted with no request refused", ms)
+	}
+	for _, c := range []Canary{NewFlagger(4, 2*time.Second), NewArgo(4, 2*time.Second)} {
+		if r := RunRollout(cfg, c); r.Unavailable == 0 {
+			t.Errorf("%s: %+v, want requests refused while the canary's model loads", c.Name(), r)
+		}
+	}
+	cfg.ColdStart = 0
+	for _, c := range []Canary{NewFlagger(4, 2*time.Second), NewArgo(4, 2*time.Second)} {
+		if r := RunRollout(cfg, c); r.Unavailable != 0 {
+			t.Errorf("%s without a cold start: %d refused, want none", c.Name(), r.Unavailable)
+		}
+	}
+}

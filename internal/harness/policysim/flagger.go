@@ -57,13 +57,14 @@ func (f *Flagger) Tick(v *View) (int32, int32, Outcome) {
 }
 
 // check runs the metric checks over the last interval; no data passes nothing and fails
-// nothing in Flagger (it halts the advancement), which counts here as a failed check.
+// nothing in Flagger (it halts the advancement), which counts here as a failed check. The
+// success rate is the gateway's: requests it refused (503, no canary pod serving) are failures.
 func (f *Flagger) check(v *View) bool {
 	w := v.Window(candidateColor, f.Interval)
-	if w.Finished == 0 {
+	if w.Finished+w.Refused == 0 {
 		return false
 	}
-	if 1-w.Failed/w.Finished < f.MinSuccessRate {
+	if (w.Finished-w.Failed)/(w.Finished+w.Refused) < f.MinSuccessRate {
 		return false
 	}
 	p, ok := P95(w.TTFT)

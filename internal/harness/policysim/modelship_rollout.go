@@ -39,7 +39,7 @@ func NewModelshipRollout(total int32) *ModelshipRollout {
 	m.ms = &v1alpha1.ModelServer{ObjectMeta: metav1.ObjectMeta{Name: modelServer, Namespace: namespace, Generation: 1}}
 	m.ms.Spec.Rollout.Analysis.MinSamples = 20
 	for i := 0; i < 10 && m.ms.Status.Phase != v1alpha1.PhaseHealthy; i++ {
-		m.pass("r1", m.start, nil)
+		m.pass("r1", m.start, nil, nil)
 	}
 	if m.ms.Status.Stable != nil {
 		m.stable = m.ms.Status.Stable.Color
@@ -50,18 +50,29 @@ func NewModelshipRollout(total int32) *ModelshipRollout {
 // Name implements Canary.
 func (m *ModelshipRollout) Name() string { return "modelship" }
 
-func (m *ModelshipRollout) observe(rev string) rollout.Observation {
+// observe is what the controller observes: Deployments whose pods are Ready at once, and warm
+// (the warm-up check passes) once every pod of the color serves; v is nil before the fleet runs.
+func (m *ModelshipRollout) observe(rev string, v *View) rollout.Observation {
 	o := rollout.Observation{Revision: rev, Image: "vllm:" + rev, DesiredReplicas: m.Total, Colors: map[v1alpha1.Color]rollout.ColorObservation{}}
 	for c, d := range m.deps {
+		warm := true
+		if v != nil {
+			color := stableColor
+			if c != m.stable {
+				color = candidateColor
+			}
+			pods, loaded := v.Loaded(color)
+			warm = pods > 0 && loaded == pods
+		}
 		o.Colors[c] = rollout.ColorObservation{Exists: true, Revision: d.rev, Image: "vllm:" + d.rev, Replicas: d.replicas,
-			ReadyReplicas: d.replicas, AvailableReplicas: d.replicas, UpdatedReplicas: d.replicas, Warm: true}
+			ReadyReplicas: d.replicas, AvailableReplicas: d.replicas, UpdatedReplicas: d.replicas, Warm: warm}
 	}
 	return o
 }
 
 // pass runs Next once and applies its plans to the simulated Deployments (pods Ready at once).
-func (m *ModelshipRollout) pass(rev string, now time.Time, meas *rollout.Measurement) rollout.Decision {
-	o := m.observe(rev)
+func (m *ModelshipRollout) pass(rev string, now time.Time, meas *rollout.Measurement, v *View) rollout.Decision {
+	o := m.observe(rev, v)
 	o.Measurement = meas
 	d := rollout.Next(m.ms, o, now)
 	for c, p := range d.Plans {
@@ -87,7 +98,7 @@ func (m *ModelshipRollout) Tick(v *View) (int32, int32, Outcome) {
 	if rollout.MeasureDue(m.ms, now) {
 		meas = &rollout.Measurement{At: now, Results: m.measure(v, rollout.AnalysisWindow(m.ms), now)}
 	}
-	d := m.pass("r2", now, meas)
+	d := m.pass("r2", now, meas, v)
 	cand := m.otherColor()
 	pods := int32(0)
 	if dep := m.deps[cand]; dep != nil && dep.rev == "r2" {
