@@ -123,7 +123,7 @@ type ModelServerReconciler struct {
 	// measurements and warmups run analysis queries and warm-up probes off the workers (set
 	// by SetupWithManager; nil runs them inline).
 	measurements *jobs[*rollout.Measurement]
-	warmups      *jobs[bool]
+	warmups      *jobs[int]
 }
 
 // observed is everything one pass saw.
@@ -193,7 +193,7 @@ func (r *ModelServerReconciler) SetupWithManager(ctx context.Context, mgr ctrl.M
 		r.cluster.interval = DefaultCapacityInterval
 	}
 	r.measurements = newJobs[*rollout.Measurement](ctx, wait, DefaultJobTimeout, wake)
-	r.warmups = newJobs[bool](ctx, wait, DefaultJobTimeout, wake)
+	r.warmups = newJobs[int](ctx, wait, DefaultJobTimeout, wake)
 	b := ctrl.NewControllerManagedBy(mgr).WithOptions(controller.Options{MaxConcurrentReconciles: workers})
 	if served {
 		b = b.Owns(routing.NewPool())
@@ -521,6 +521,7 @@ func (r *ModelServerReconciler) observe(ctx context.Context, ms *v1alpha1.ModelS
 		}
 		if d.Status.ObservedGeneration >= d.Generation {
 			co.ReadyReplicas, co.AvailableReplicas, co.UpdatedReplicas = d.Status.ReadyReplicas, d.Status.AvailableReplicas, d.Status.UpdatedReplicas
+			co.WarmPods = co.ReadyReplicas // no warm-up check: Ready is warm
 		} else {
 			co.Stale = true
 		}
@@ -528,11 +529,11 @@ func (r *ModelServerReconciler) observe(ctx context.Context, ms *v1alpha1.ModelS
 	}
 	if cand := ms.Status.Candidate; cand != nil && cand.Revision == obs.Revision && ms.Spec.Rollout.Warmup != nil {
 		co := obs.Colors[cand.Color]
-		warm, err := r.warm(ctx, ms, cand.Color, obs.Revision)
+		warm, n, err := r.warm(ctx, ms, cand.Color, obs.Revision)
 		if err != nil {
 			return o, err
 		}
-		co.Warm = warm
+		co.Warm, co.WarmPods = warm, n
 		obs.Colors[cand.Color] = co
 	}
 	route, err := r.getRoute(ctx, ms)
@@ -606,19 +607,20 @@ func desiredReplicas(ms *v1alpha1.ModelServer) int32 {
 	return n
 }
 
-// warm reports whether every Ready pod of the color runs the revision and passed warm-up.
-func (r *ModelServerReconciler) warm(ctx context.Context, ms *v1alpha1.ModelServer, c v1alpha1.Color, rev string) (bool, error) {
+// warm reports whether every Ready pod of the color runs the revision and passed warm-up, and
+// how many did.
+func (r *ModelServerReconciler) warm(ctx context.Context, ms *v1alpha1.ModelServer, c v1alpha1.Color, rev string) (bool, int32, error) {
 	var pods corev1.PodList
 	sel := labels.SelectorFromSet(labels.Set{v1alpha1.LabelModelServer: ms.Name, v1alpha1.LabelColor: string(c), v1alpha1.LabelRevision: rev})
 	if err := r.List(ctx, &pods, r.podsOf(ms, client.MatchingLabelsSelector{Selector: sel})...); err != nil {
-		return false, fmt.Errorf("listing candidate pods: %w", err)
+		return false, 0, fmt.Errorf("listing candidate pods: %w", err)
 	}
 	d := &appsv1.Deployment{}
 	if err := r.Get(ctx, types.NamespacedName{Namespace: ms.Namespace, Name: ms.DeploymentName(c)}, d); err != nil {
-		return false, client.IgnoreNotFound(err)
+		return false, 0, client.IgnoreNotFound(err)
 	}
 	if !metav1.IsControlledBy(d, ms) {
-		return false, nil
+		return false, 0, nil
 	}
 	w := ms.Spec.Rollout.Warmup
 	port := ms.Spec.Port
@@ -633,7 +635,7 @@ func (r *ModelServerReconciler) warm(ctx context.Context, ms *v1alpha1.ModelServ
 		}
 		owned, err := r.podOwnedBy(ctx, p, d)
 		if err != nil {
-			return false, err
+			return false, 0, err
 		}
 		if !owned {
 			// Labels are not ownership: a pod anyone could create is never probed.
@@ -643,7 +645,7 @@ func (r *ModelServerReconciler) warm(ctx context.Context, ms *v1alpha1.ModelServ
 		targets = append(targets, *p.DeepCopy())
 	}
 	if len(targets) == 0 {
-		return false, nil
+		return false, 0, nil
 	}
 	// The probes run in the background (see jobs), all pods at once; the id is the pods probed,
 	// so a result never speaks for a pod that became Ready after it was taken.
@@ -653,21 +655,21 @@ func (r *ModelServerReconciler) warm(ctx context.Context, ms *v1alpha1.ModelServ
 	}
 	id := fmt.Sprintf("%s/%d/%s/%x", rev, port, w.Path, h.Sum64())
 	prober, log := r.Prober, ctrl.LoggerFrom(ctx)
-	warm, ok, err := r.warmups.do(ctx, client.ObjectKeyFromObject(ms), "warmup", id, func(ctx context.Context) (bool, error) {
+	n, ok, err := r.warmups.do(ctx, client.ObjectKeyFromObject(ms), "warmup", id, func(ctx context.Context) (int, error) {
 		return probeAll(ctx, prober, targets, port, w.Path, log), nil
 	})
-	if !ok {
-		return false, nil
+	if !ok || err != nil {
+		return false, 0, err
 	}
-	return warm, err
+	return n == len(targets), int32(n), nil
 }
 
 // maxConcurrentProbes bounds the warm-up probes of one color that run at once.
 const maxConcurrentProbes = 8
 
-// probeAll reports whether every pod passes its warm-up probe, probing up to
-// maxConcurrentProbes at once.
-func probeAll(ctx context.Context, prober warmup.Prober, pods []corev1.Pod, port int32, path string, log logr.Logger) bool {
+// probeAll returns how many pods pass their warm-up probe, probing up to maxConcurrentProbes
+// at once.
+func probeAll(ctx context.Context, prober warmup.Prober, pods []corev1.Pod, port int32, path string, log logr.Logger) int {
 	var cold atomic.Int32
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, maxConcurrentProbes)
@@ -683,7 +685,7 @@ func probeAll(ctx context.Context, prober warmup.Prober, pods []corev1.Pod, port
 		})
 	}
 	wg.Wait()
-	return cold.Load() == 0
+	return len(pods) - int(cold.Load())
 }
 
 // podOwnedBy reports whether the pod is controlled by a ReplicaSet that d controls (both read

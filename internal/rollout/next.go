@@ -125,23 +125,39 @@ func Next(ms *v1alpha1.ModelServer, obs Observation, now time.Time) Decision {
 	return m.decision()
 }
 
-// markSized records when the candidate reached its planned size, all Ready and warm (see
-// MeasureDue): pods added for the next step that are Ready but still loading their model serve
-// nothing, and a window measured meanwhile would judge the candidate on the fewer pods that
-// carry its weight (2x the stable pods' load at 50% with half its pods loading).
+// markSized records when the candidate can be measured (see MeasureDue): when it reached its
+// planned size, all Ready and warm, or earlier, when its warm pods already carry its weight at
+// no more per pod than the stable color's Ready pods carry theirs. Pods added for the next step
+// that are Ready but still loading their model serve nothing, and a window measured while too
+// few serve would judge the candidate on overloaded pods (2x the stable pods' load at 50% with
+// half its pods loading).
 func (m *machine) markSized() {
 	c := m.st.Candidate
 	if c == nil {
 		return
 	}
 	p, ok := m.plans[c.Color]
-	if !ok || p.Revision != c.Revision || c.ReadyReplicas < p.Replicas || !c.Warm {
+	planned := ok && p.Revision == c.Revision && c.ReadyReplicas >= p.Replicas && c.Warm
+	if !planned && !m.servesAtStableLoad(c) {
 		c.SizedSince = nil
 		return
 	}
 	if c.SizedSince == nil {
 		c.SizedSince = m.timeP(m.now)
 	}
+}
+
+// servesAtStableLoad: the candidate holds weight, and its warm pods carry it at no more per
+// pod than the stable color's Ready pods carry the rest.
+func (m *machine) servesAtStableLoad(c *v1alpha1.ColorStatus) bool {
+	w := m.servedWeight()
+	o, ok := m.colorObs(c.Color, c.Revision)
+	if !ok || w <= 0 || w >= 100 || o.Stale || o.WarmPods <= 0 {
+		return false
+	}
+	s := m.st.Stable
+	stable := m.servingReady(s.Color, s.Revision)
+	return stable > 0 && int64(w)*int64(stable) <= int64(100-w)*int64(min(o.WarmPods, o.ReadyReplicas))
 }
 
 // machine holds one pass.

@@ -77,8 +77,12 @@ func (s *sim) observe() Observation {
 		o.RouteMessage = "parent gw did not accept the HTTPRoute: NotAllowedByListeners: no listener allows this route"
 	}
 	for c, d := range s.deps {
-		o.Colors[c] = ColorObservation{Exists: true, Revision: d.rev, Image: "vllm:" + d.rev, Replicas: d.replicas,
+		co := ColorObservation{Exists: true, Revision: d.rev, Image: "vllm:" + d.rev, Replicas: d.replicas,
 			ReadyReplicas: d.ready, AvailableReplicas: d.ready, UpdatedReplicas: d.replicas, Warm: d.warm}
+		if d.warm {
+			co.WarmPods = d.ready
+		}
+		o.Colors[c] = co
 	}
 	return o
 }

@@ -29,6 +29,11 @@ type ColorObservation struct {
 	UpdatedReplicas   int32
 	// Warm is true when every Ready pod of this color passed the warm-up check (or none is asked).
 	Warm bool
+	// WarmPods is how many Ready pods passed the warm-up check (the Ready ones when none is
+	// asked); 0 when not counted. It lets a step be measured as soon as the pods that serve
+	// its weight carry no more per pod than the stable color's, before the pods pre-scaled for
+	// the next step have loaded (see markSized).
+	WarmPods int32
 	// Stale is true when the Deployment's status is older than its spec (status.observedGeneration
 	// behind metadata.generation, as just after a scale): the counts above are then zero, which
 	// is no news rather than "no pods", so Next keeps the Ready count of its last pass.

@@ -50,22 +50,22 @@ func NewModelshipRollout(total int32) *ModelshipRollout {
 // Name implements Canary.
 func (m *ModelshipRollout) Name() string { return "modelship" }
 
-// observe is what the controller observes: Deployments whose pods are Ready at once, and warm
-// (the warm-up check passes) once every pod of the color serves; v is nil before the fleet runs.
+// observe is what the controller observes: Deployments whose pods are Ready at once, warm (the
+// warm-up check passes) once they serve; v is nil before the fleet runs.
 func (m *ModelshipRollout) observe(rev string, v *View) rollout.Observation {
 	o := rollout.Observation{Revision: rev, Image: "vllm:" + rev, DesiredReplicas: m.Total, Colors: map[v1alpha1.Color]rollout.ColorObservation{}}
 	for c, d := range m.deps {
-		warm := true
+		warm, warmPods := true, d.replicas
 		if v != nil {
 			color := stableColor
 			if c != m.stable {
 				color = candidateColor
 			}
 			pods, loaded := v.Loaded(color)
-			warm = pods > 0 && loaded == pods
+			warm, warmPods = pods > 0 && loaded == pods, loaded
 		}
 		o.Colors[c] = rollout.ColorObservation{Exists: true, Revision: d.rev, Image: "vllm:" + d.rev, Replicas: d.replicas,
-			ReadyReplicas: d.replicas, AvailableReplicas: d.replicas, UpdatedReplicas: d.replicas, Warm: warm}
+			ReadyReplicas: d.replicas, AvailableReplicas: d.replicas, UpdatedReplicas: d.replicas, Warm: warm, WarmPods: warmPods}
 	}
 	return o
 }
