@@ -2,6 +2,8 @@ package rollout
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -350,5 +352,30 @@ func TestTightSwapModeRolloutsRollBackWholeOrReportNoRoom(t *testing.T) {
 	t.Logf("FIGURE: tight swap-mode rollouts: %d rolled back to a whole stable color, %d reported NoRoomForCandidate", whole, noRoom)
 	if whole == 0 || noRoom == 0 {
 		t.Errorf("want both outcomes among the cases (whole %d, no room %d)", whole, noRoom)
+	}
+}
+
+// TestNoRoomForTheNextStepHoldsReportsAndLetsPromoteFullSwap: a total of 3 in room for 4 at
+// 75/25 cannot give 50% its 2 pods beside blue's 3. The rollout holds at 25% on the one pod
+// that fits, says why, and a person's promote-full still swaps the colors.
+func TestNoRoomForTheNextStepHoldsReportsAndLetsPromoteFullSwap(t *testing.T) {
+	ms := newModelServer(withSteps(25, 50, 100), withStepDuration(time.Minute),
+		withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 3), inRollout(revB, 1, t0.Add(-10*time.Minute), 25)))
+	obs := newObs(revB, 3, deploy(blue, revA, 3, 3), deploy(green, revB, 1, 1), withCapacity(4), measurement(t0, pass))
+	d := Next(ms, obs, t0)
+	if d.Status.Step != 1 || d.Weights[green] != 25 || d.Plans[green].Replicas != 1 || d.Plans[blue].Replicas != 3 {
+		t.Fatalf("step %d weights %v plans %v; want held at step 1 (25%%) on green's 1 pod beside blue's 3", d.Status.Step, d.Weights, d.Plans)
+	}
+	c := cond(d.Status, v1alpha1.ConditionStalled)
+	if c == nil || c.Status != "True" || c.Reason != v1alpha1.ReasonNoRoomForCandidate || !strings.Contains(c.Message, "50% needs 2 candidate pods beside the 3") {
+		t.Fatalf("Stalled %+v; want True, NoRoomForCandidate, with the counts", c)
+	}
+	if !slices.ContainsFunc(d.Events, func(e Event) bool { return e.Reason == EventNoRoomForCandidate }) {
+		t.Errorf("events %v; want %s", d.Events, EventNoRoomForCandidate)
+	}
+	ms.Status = d.Status
+	obs = newObs(revB, 3, deploy(blue, revA, 3, 3), deploy(green, revB, 1, 1), withCapacity(4), op(OpPromoteFull))
+	if d := Next(ms, obs, t0.Add(time.Second)); d.Status.Stable.Revision != revB || d.Weights[green] != 100 {
+		t.Fatalf("after promote-full: stable %s weights %v; want %s on green with all traffic", d.Status.Stable.Revision, d.Weights, revB)
 	}
 }
