@@ -142,14 +142,21 @@ func TestRunCountsGPUTimeAndNewPodsServeOnlyAfterTheColdStart(t *testing.T) {
 	}
 }
 
-func TestDuringAMetricsOutageModelshipAndHPAHoldTheirCount(t *testing.T) {
+// overProvisioned is 16 minutes of a steady 10 requests/s on 6 pods, more than the load
+// needs, with the pods' metrics out from 2m to 14m as outage says.
+func overProvisioned(outage Outage) Config {
 	var arr []fleet.Arrival
 	for i := range 16 * 60 * 10 {
 		arr = append(arr, fleet.Arrival{At: time.Duration(i) * 100 * time.Millisecond, ContextTokens: 1000, GeneratedTokens: 200})
 	}
-	cfg := Config{Arrivals: arr, Duration: 16 * time.Minute, Capacity: fleet.DefaultCapacity(), ColdStart: time.Minute,
+	outage.From, outage.To = 2*time.Minute, 14*time.Minute
+	return Config{Arrivals: arr, Duration: 16 * time.Minute, Capacity: fleet.DefaultCapacity(), ColdStart: time.Minute,
 		Initial: 6, ScrapeInterval: 15 * time.Second, Step: 50 * time.Millisecond, SLOTTFT: 2 * time.Second, SLOITL: 100 * time.Millisecond,
-		Outages: []Outage{{From: 2 * time.Minute, To: 14 * time.Minute}}}
+		Outages: []Outage{outage}}
+}
+
+func TestDuringAMetricsOutageModelshipAndHPAHoldTheirCount(t *testing.T) {
+	cfg := overProvisioned(Outage{})
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	policies := []Policy{
 		&Modelship{Label: "modelship", Start: start, Spec: v1alpha1.AutoscalingSpec{MinReplicas: 1, MaxReplicas: 20}},
@@ -181,13 +188,7 @@ func TestDuringAMetricsOutageModelshipAndHPAHoldTheirCount(t *testing.T) {
 // metrics API read) hold; KEDA's Prometheus scaler reads NaN as 0 (ignoreNullValues) and
 // scales down to its minimum under a load that needs more.
 func TestOnNaNSamplesModelshipAndHPAHoldWhileKEDAReadsZero(t *testing.T) {
-	var arr []fleet.Arrival
-	for i := range 16 * 60 * 10 {
-		arr = append(arr, fleet.Arrival{At: time.Duration(i) * 100 * time.Millisecond, ContextTokens: 1000, GeneratedTokens: 200})
-	}
-	cfg := Config{Arrivals: arr, Duration: 16 * time.Minute, Capacity: fleet.DefaultCapacity(), ColdStart: time.Minute,
-		Initial: 6, ScrapeInterval: 15 * time.Second, Step: 50 * time.Millisecond, SLOTTFT: 2 * time.Second, SLOITL: 100 * time.Millisecond,
-		Outages: []Outage{{From: 2 * time.Minute, To: 14 * time.Minute, NaN: true}}}
+	cfg := overProvisioned(Outage{NaN: true})
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	work := func(s Signals) float64 { return cfg.Capacity.Work(s.PromptTPS, s.GeneratedTPS) }
 	for _, p := range []Policy{
