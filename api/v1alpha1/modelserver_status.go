@@ -270,6 +270,27 @@ type AutoscalingStatus struct {
 	// LastScaleReason says why, e.g. "3 -> 5: gpuUtilization 91 > target 70".
 	// +optional
 	LastScaleReason string `json:"lastScaleReason,omitempty"`
+	// LearnedCapacities are the capacities per replica learnt from the minutes beyond
+	// capacity, one per metric with learnCapacity that has seen one.
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=map
+	// +listMapKey=metric
+	// +optional
+	LearnedCapacities []LearnedCapacity `json:"learnedCapacities,omitempty"`
+}
+
+// LearnedCapacity is the load one replica carries before its latency misses the SLO or its
+// requests queue, in the metric's units.
+type LearnedCapacity struct {
+	// Metric names the metric, as in proposals.
+	Metric string `json:"metric"`
+	// PerReplica is the capacity: the moving average of the loads per Ready replica at which
+	// the replicas were seen beyond capacity (each below the capacity before it), e.g. "0.71".
+	PerReplica string `json:"perReplica"`
+	// Samples counts the observations it was learnt from.
+	Samples int32 `json:"samples"`
+	// LastSampleTime is when the latest one was taken.
+	LastSampleTime metav1.Time `json:"lastSampleTime"`
 }
 
 // Proposal is one metric's proposed replica count.

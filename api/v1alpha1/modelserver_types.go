@@ -692,6 +692,50 @@ type PrometheusMetric struct {
 	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self > 0 : quantity(self).isGreaterThan(quantity('0'))",message="spec.autoscaling.metrics[*].prometheus.targetPerReplica must be greater than 0"
 	// +required
 	TargetPerReplica resource.Quantity `json:"targetPerReplica"`
+
+	// LearnCapacity lowers the target when the replicas are seen beyond their capacity below
+	// it: a minute whose p95 latency misses the SLO given here, or whose requests queue, at a
+	// load per Ready replica under the capacity believed so far, shows that one replica carries
+	// less. The capacity starts at targetPerReplica / targetPercent, moves toward each such
+	// load (a moving average; in status.autoscaling.learnedCapacities), and the target becomes
+	// targetPercent of it. A query written for faster GPUs, a longer context or a heavier model
+	// revision is thus corrected by what the pods achieved. Learning only lowers the target;
+	// remove learnCapacity (or change targetPerReplica) to start again from the spec.
+	// +optional
+	LearnCapacity *CapacityLearning `json:"learnCapacity,omitempty"`
+}
+
+// CapacityLearning says when the replicas are beyond their capacity and which share of it each
+// replica should carry.
+type CapacityLearning struct {
+	// TargetPercent is the share of the learnt capacity each replica should carry, 1 to 100:
+	// the headroom that absorbs a rise while new replicas load. Defaults to 90.
+	// +kubebuilder:default=90
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	// +optional
+	TargetPercent *int32 `json:"targetPercent,omitempty"`
+
+	// TimeToFirstTokenP95 is the latency SLO on time to first token: a p95 over the last
+	// minute above it (vLLM's vllm:time_to_first_token_seconds, SGLang's with the sglang
+	// analysis preset) shows the replicas beyond their capacity.
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s') && duration(self) <= duration('10m')",message="spec.autoscaling.metrics[*].prometheus.learnCapacity.timeToFirstTokenP95 must be a duration above 0s and at most 10m, such as 2s or 100ms"
+	// +optional
+	TimeToFirstTokenP95 *Duration `json:"timeToFirstTokenP95,omitempty"`
+
+	// InterTokenLatencyP95 is the latency SLO on inter-token latency, as TimeToFirstTokenP95.
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s') && duration(self) <= duration('10m')",message="spec.autoscaling.metrics[*].prometheus.learnCapacity.interTokenLatencyP95 must be a duration above 0s and at most 10m, such as 2s or 100ms"
+	// +optional
+	InterTokenLatencyP95 *Duration `json:"interTokenLatencyP95,omitempty"`
+
+	// SaturatedAtRequestsWaiting: the replicas are beyond their capacity when the requests
+	// queued (vllm:num_requests_waiting; SGLang: sglang:num_queue_reqs) average at least this
+	// many per Ready replica, 1 to 1000. Defaults to 1.
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	// +optional
+	SaturatedAtRequestsWaiting *int32 `json:"saturatedAtRequestsWaiting,omitempty"`
 }
 
 // ResourceMetric targets a pod resource's average utilization.

@@ -45,6 +45,7 @@ func runSim(args []string) error {
 	msTol := fs.Float64("modelship-tolerance", 0.1, "modelship's tolerance")
 	msUp := fs.Duration("modelship-scale-up-window", 0, "modelship's scale-up stabilization window")
 	only := fs.String("policies", "", "comma-separated policy names to run (default all)")
+	gpuSpeed := fs.Float64("gpu-speed", 1, "the simulated GPUs' speed relative to the token rates modelship's work query assumes (0.7: 30% slower)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -59,7 +60,10 @@ func runSim(args []string) error {
 	}
 	dur := rp.CycleDuration().Truncate(time.Minute)
 	arr := rp.Until(dur)
-	capa := fleet.DefaultCapacity()
+	// The replicas run at --gpu-speed; modelship's work query assumes the nominal rates, as a
+	// PromQL written for another GPU would.
+	nominal := fleet.DefaultCapacity()
+	capa := nominal.AtSpeed(*gpuSpeed)
 	// Every policy starts from steady state: the replicas the first minute's load needs.
 	initial := max(int32(*minR), int32(math.Ceil(peakWork(arr, capa, 5)/oraclePerReplica)))
 	cfg := policysim.Config{
@@ -85,10 +89,14 @@ func runSim(args []string) error {
 	lo, hi := int32(*minR), int32(*maxR)
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	work := func(s policysim.Signals) float64 {
-		return capa.Work(s.PromptTPS, s.GeneratedTPS)
+		return nominal.Work(s.PromptTPS, s.GeneratedTPS)
 	}
+	learnt := policysim.RecipeSpec(lo, hi, *coldStart, *msTarget, *msWaiting, *msDown, *msUp, *msTol)
+	learnt.Metrics[0].Prometheus.LearnCapacity = &v1alpha1.CapacityLearning{TargetPercent: learnPercent(*msTarget),
+		TimeToFirstTokenP95: &v1alpha1.Duration{Duration: *sloTTFT}, InterTokenLatencyP95: &v1alpha1.Duration{Duration: *sloITL}}
 	policies := []policysim.Policy{
 		&policysim.Modelship{Label: "modelship", Start: start, Work: work, Spec: policysim.RecipeSpec(lo, hi, *coldStart, *msTarget, *msWaiting, *msDown, *msUp, *msTol)},
+		&policysim.Modelship{Label: "modelship-learnt", Start: start, Work: work, Spec: learnt},
 		&policysim.Modelship{Label: "modelship-gpu70", Start: start, Spec: v1alpha1.AutoscalingSpec{MinReplicas: lo, MaxReplicas: hi}},
 		&policysim.Modelship{Label: "modelship-saturation", Start: start, Spec: saturationSpec(lo, hi, *msDown)},
 		policysim.NewHPA("hpa-gpu70", lo, hi, 70, false, func(s policysim.Signals) (float64, bool) { return s.GPUUtilization, s.HasGPU }),
@@ -130,7 +138,7 @@ func runSim(args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("trace=%s requests=%d duration=%s rate_scale=%g cold_start=%s slo_ttft=%s slo_itl=%s outage=%q nan=%q\n", *tracePath, len(arr), dur, *rateScale, *coldStart, *sloTTFT, *sloITL, *outage, *nanSpan)
+	fmt.Printf("trace=%s requests=%d duration=%s rate_scale=%g cold_start=%s slo_ttft=%s slo_itl=%s gpu_speed=%g outage=%q nan=%q\n", *tracePath, len(arr), dur, *rateScale, *coldStart, *sloTTFT, *sloITL, *gpuSpeed, *outage, *nanSpan)
 	fmt.Printf("%-20s %10s %10s %8s %8s %10s %8s\n", "policy", "slo_min", "gpu_hours", "events", "osc/h", "requests", "errors")
 	for _, r := range results {
 		fmt.Printf("%-20s %10.3f %10.2f %8d %8.1f %10d %8d\n", r.Policy, r.SLOMinutes, r.GPUHours, r.ScaleEvents, r.Oscillations, r.Requests, r.Errors)
@@ -155,6 +163,13 @@ func runSim(args []string) error {
 	}
 	fmt.Printf("aa_runs=%d\n", *aaRuns)
 	return nil
+}
+
+// learnPercent is the share of the capacity at the SLO's edge that modelship's target is: the
+// oracle's share (oraclePerReplica) is the edge on the nominal GPU.
+func learnPercent(target float64) *int32 {
+	p := int32(math.Round(100 * target / oraclePerReplica))
+	return &p
 }
 
 // oraclePerReplica is the share of a replica's time the oracle fills: the work at which the

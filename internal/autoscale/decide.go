@@ -43,8 +43,9 @@ func Decide(in Input, now time.Time) Output {
 	st := v1alpha1.AutoscalingStatus{LastScaleTime: prev.LastScaleTime, LastScaleReason: prev.LastScaleReason}
 	var held []string
 
-	// 1. Proposals.
-	props, best, missing := s.propose(in, cur)
+	// 1. Proposals, on the targets learnt at saturation where the spec asks for it.
+	st.LearnedCapacities = s.learn(in, prev.LearnedCapacities, now)
+	props, best, missing := s.propose(in, cur, st.LearnedCapacities)
 	st.Proposals = props
 	recs := append([]v1alpha1.Recommendation(nil), prev.Recommendations...)
 	rec, recorded := cur, false
@@ -189,7 +190,7 @@ func (s settings) cause(props []v1alpha1.Proposal, best int, cur, desired int32,
 		case saturated:
 			why = fmt.Sprintf("%s %s (%s)", p.Metric, p.Value, p.Message)
 		case total:
-			why = fmt.Sprintf("%s %s (target %s per replica)", p.Metric, p.Value, fmtNum(tgt))
+			why = fmt.Sprintf("%s %s (target %s per replica)", p.Metric, p.Value, p.Target)
 		default:
 			v, _ := strconv.ParseFloat(p.Value, 64)
 			op := "="
@@ -211,7 +212,7 @@ func (s settings) cause(props []v1alpha1.Proposal, best int, cur, desired int32,
 
 // propose turns each spec metric's observation into a proposal. It returns the proposals in
 // spec order, the index of the largest (-1 when none) and a description of each missing metric.
-func (s settings) propose(in Input, cur int32) ([]v1alpha1.Proposal, int, []string) {
+func (s settings) propose(in Input, cur int32, learnt []v1alpha1.LearnedCapacity) ([]v1alpha1.Proposal, int, []string) {
 	obs := make(map[string]Observation, len(in.Observations))
 	for _, o := range in.Observations {
 		obs[o.Metric] = o
@@ -223,6 +224,9 @@ func (s settings) propose(in Input, cur int32) ([]v1alpha1.Proposal, int, []stri
 		name := s.names[i]
 		k, tgt := target(m)
 		p := v1alpha1.Proposal{Metric: name, Target: fmtNum(tgt)}
+		if t, desc, ok := learntTarget(m, name, learnt); ok {
+			tgt, p.Target = t, desc
+		}
 		o, ok := obs[name]
 		var n int32
 		valid := false

@@ -297,6 +297,11 @@ func (s *Snapshot) Observe(spec v1alpha1.AutoscalingSpec, ready []PodKey, pools 
 	return out
 }
 
+// RequestsWaiting is the total of the requests queued in the Ready pods, for Input.RequestsWaiting.
+func (s *Snapshot) RequestsWaiting(ready []PodKey) Observation {
+	return s.observe(MetricRequestsWaiting, MetricRequestsWaiting, total, ready)
+}
+
 // usable returns a signal's data, or an observation saying why there is none.
 func (s *Snapshot) usable(name, key string) (signalData, *Observation) {
 	d := s.signals[key]

@@ -98,6 +98,14 @@ type Input struct {
 	// Observations are the metrics' values, one per spec metric, matched by name. A spec metric
 	// with no observation counts as missing data.
 	Observations []Observation
+	// RequestsWaiting is the total of the requests queued in the Ready pods (the
+	// requestsWaiting signal, Snapshot.RequestsWaiting), whether or not a spec metric targets
+	// it: capacity learning reads saturation from it. Without data nothing is learnt.
+	RequestsWaiting Observation
+	// TTFTP95 and ITLP95 are the p95 time to first token and inter-token latency of the Ready
+	// pods over the last minute, in seconds, for capacity learning with a latency SLO (the
+	// controller queries them only then).
+	TTFTP95, ITLP95 Observation
 	// Previous is the last status (nil on the first pass). Its recommendations and events carry
 	// the stabilization windows and rate limits across passes and restarts.
 	Previous *v1alpha1.AutoscalingStatus

@@ -152,6 +152,18 @@ func badSpecs() []badSpec {
 			want: []string{"spec.autoscaling.coldStart must be a duration from 0s to 1h"}},
 		{name: "a cold start longer than an hour", mutate: func(ms *v1alpha1.ModelServer) { autoscaleOn(ms).ColdStart = text("2h") },
 			want: []string{"spec.autoscaling.coldStart must be a duration from 0s to 1h"}},
+		{name: "a learnt-capacity TTFT SLO in words", mutate: func(ms *v1alpha1.ModelServer) {
+			autoscaleOn(ms).Metrics = []v1alpha1.AutoscalingMetric{{Prometheus: &v1alpha1.PrometheusMetric{Query: "x", TargetPerReplica: resource.MustParse("1"),
+				LearnCapacity: &v1alpha1.CapacityLearning{TimeToFirstTokenP95: ptr.To(text("2 seconds"))}}}}
+		}, want: []string{"spec.autoscaling.metrics[*].prometheus.learnCapacity.timeToFirstTokenP95 must be a duration above 0s and at most 10m"}},
+		{name: "a zero learnt-capacity ITL SLO", mutate: func(ms *v1alpha1.ModelServer) {
+			autoscaleOn(ms).Metrics = []v1alpha1.AutoscalingMetric{{Prometheus: &v1alpha1.PrometheusMetric{Query: "x", TargetPerReplica: resource.MustParse("1"),
+				LearnCapacity: &v1alpha1.CapacityLearning{InterTokenLatencyP95: ptr.To(text("0s"))}}}}
+		}, want: []string{"spec.autoscaling.metrics[*].prometheus.learnCapacity.interTokenLatencyP95 must be a duration above 0s"}},
+		{name: "a learnt-capacity share over 100%", mutate: func(ms *v1alpha1.ModelServer) {
+			autoscaleOn(ms).Metrics = []v1alpha1.AutoscalingMetric{{Prometheus: &v1alpha1.PrometheusMetric{Query: "x", TargetPerReplica: resource.MustParse("1"),
+				LearnCapacity: &v1alpha1.CapacityLearning{TargetPercent: ptr.To(int32(120))}}}}
+		}, want: []string{"learnCapacity.targetPercent", "less than or equal to 100"}},
 		{name: "a stabilization window longer than HPA allows", mutate: func(ms *v1alpha1.ModelServer) {
 			autoscaleOn(ms).Behavior.ScaleDown = &v1alpha1.ScalingRules{StabilizationWindow: ptr.To(dur("2h"))}
 		}, want: []string{"spec.autoscaling.behavior.scaleDown.stabilizationWindow", "from 0s to 1h"}},
@@ -639,6 +651,14 @@ func goodSpecs() []badSpec {
 				ScaleUp:   &v1alpha1.ScalingRules{StabilizationWindow: ptr.To(dur("0s")), Policies: []v1alpha1.ScalingPolicy{{Type: v1alpha1.PercentScalingPolicy, Value: 900, Period: dur("30m")}}},
 				ScaleDown: &v1alpha1.ScalingRules{StabilizationWindow: ptr.To(dur("1h")), SelectPolicy: ptr.To(v1alpha1.SelectDisabled)},
 			}
+		}},
+		{name: "capacity learning with both latency SLOs, and with its defaults", raw: func(spec map[string]any) {
+			spec["autoscaling"] = map[string]any{"maxReplicas": 8, "coldStart": "3m", "metrics": []any{
+				map[string]any{"prometheus": map[string]any{"query": "sum(x)", "targetPerReplica": "0.54",
+					"learnCapacity": map[string]any{"targetPercent": 90, "timeToFirstTokenP95": "2s", "interTokenLatencyP95": "100ms", "saturatedAtRequestsWaiting": 2}}},
+				map[string]any{"prometheus": map[string]any{"query": "sum(y)", "targetPerReplica": 3, "learnCapacity": map[string]any{}}},
+			}}
+			delete(spec, "replicas")
 		}},
 		{name: "a tolerance just under 1 and a KV-cache target as a number", raw: func(spec map[string]any) {
 			spec["autoscaling"] = map[string]any{"maxReplicas": 4, "tolerance": "0.99", "metrics": []any{map[string]any{"kvCacheUsage": map[string]any{"target": 1}}}}

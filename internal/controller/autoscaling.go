@@ -71,6 +71,7 @@ func (r *ModelServerReconciler) autoscale(ctx context.Context, ms *v1alpha1.Mode
 	}
 
 	var observations []autoscale.Observation
+	waiting := autoscale.Observation{Metric: autoscale.MetricRequestsWaiting, Status: metrics.NoData, Message: "no signals"}
 	if r.Signals != nil {
 		snap, err := r.Signals.Get(ctx, now)
 		if err != nil {
@@ -79,6 +80,7 @@ func (r *ModelServerReconciler) autoscale(ctx context.Context, ms *v1alpha1.Mode
 		}
 		if snap != nil {
 			observations = snap.Observe(spec, readyKeys, pools...)
+			waiting = snap.RequestsWaiting(readyKeys)
 		}
 	}
 	names := autoscale.MetricNames(spec.Metrics)
@@ -100,6 +102,8 @@ func (r *ModelServerReconciler) autoscale(ctx context.Context, ms *v1alpha1.Mode
 		}
 	}
 
+	ttft, itl := r.latencySLOs(ctx, ms, now)
+
 	current := desiredReplicas(ms)
 	need := podsFor(ms, obs, now)
 	fit, err := r.capacity(ctx, ms, pods.Items, need(current), need(max(spec.MaxReplicas, current))-need(current))
@@ -108,7 +112,7 @@ func (r *ModelServerReconciler) autoscale(ctx context.Context, ms *v1alpha1.Mode
 	}
 	out := autoscale.Decide(autoscale.Input{
 		Spec: spec, Current: current, Ready: int32(len(readyKeys)), Starting: starting,
-		Observations: observations, Previous: ms.Status.Autoscaling, Capacity: fit, PodsFor: need,
+		Observations: observations, RequestsWaiting: waiting, TTFTP95: ttft, ITLP95: itl, Previous: ms.Status.Autoscaling, Capacity: fit, PodsFor: need,
 	}, now)
 	return &out, nil
 }
@@ -143,12 +147,54 @@ func hasObservation(obs []autoscale.Observation, name string) bool {
 	return false
 }
 
-func (r *ModelServerReconciler) customMetric(ctx context.Context, ms *v1alpha1.ModelServer, name, tmpl string, now time.Time) autoscale.Observation {
-	q, err := metrics.Render(tmpl, metrics.Vars{
+// bothColors are the template keys of a query about the whole ModelServer (both colors' pods
+// and pools, over the last minute).
+func bothColors(ms *v1alpha1.ModelServer) metrics.Vars {
+	return metrics.Vars{
 		Namespace: ms.Namespace, Name: ms.Name, Pods: "(?:" + metrics.PodRegex(ms.DeploymentName(v1alpha1.Blue)) + "|" + metrics.PodRegex(ms.DeploymentName(v1alpha1.Green)) + ")",
 		Pool:   "(?:" + regexp.QuoteMeta(ms.PoolName(v1alpha1.Blue)) + "|" + regexp.QuoteMeta(ms.PoolName(v1alpha1.Green)) + ")",
 		Window: metrics.PromDuration(time.Minute),
-	})
+	}
+}
+
+// latencySLOs returns the p95 time to first token and inter-token latency of the ModelServer's
+// pods over the last minute, each queried only when a learnCapacity metric sets its SLO (from
+// SGLang's histograms with the sglang analysis preset, else vLLM's).
+func (r *ModelServerReconciler) latencySLOs(ctx context.Context, ms *v1alpha1.ModelServer, now time.Time) (ttft, itl autoscale.Observation) {
+	ttft = autoscale.Observation{Status: metrics.NoData, Message: "no latency SLO"}
+	itl = ttft
+	if r.Prometheus == nil {
+		return ttft, itl
+	}
+	var wantTTFT, wantITL bool
+	for _, m := range ms.Spec.Autoscaling.Metrics {
+		if m.Prometheus != nil && m.Prometheus.LearnCapacity != nil {
+			wantTTFT = wantTTFT || m.Prometheus.LearnCapacity.TimeToFirstTokenP95 != nil
+			wantITL = wantITL || m.Prometheus.LearnCapacity.InterTokenLatencyP95 != nil
+		}
+	}
+	qTTFT, qITL := metrics.VLLMTTFTP95, metrics.VLLMITLP95
+	if ms.Spec.Rollout.Analysis.Preset == v1alpha1.AnalysisPresetSGLang {
+		qTTFT, qITL = metrics.SGLangTTFTP95, metrics.SGLangITLP95
+	}
+	query := func(tmpl string) autoscale.Observation {
+		q, err := metrics.Render(tmpl, bothColors(ms))
+		if err != nil {
+			return autoscale.Observation{Status: metrics.Error, Message: err.Error()}
+		}
+		return autoscale.FromSample("", r.Prometheus.Scalar(ctx, q, now))
+	}
+	if wantTTFT {
+		ttft = query(qTTFT)
+	}
+	if wantITL {
+		itl = query(qITL)
+	}
+	return ttft, itl
+}
+
+func (r *ModelServerReconciler) customMetric(ctx context.Context, ms *v1alpha1.ModelServer, name, tmpl string, now time.Time) autoscale.Observation {
+	q, err := metrics.Render(tmpl, bothColors(ms))
 	if err != nil {
 		return autoscale.Observation{Metric: name, Status: metrics.Error, Message: err.Error()}
 	}

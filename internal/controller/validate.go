@@ -101,6 +101,7 @@ func validateAutoscaling(a *v1alpha1.AutoscalingSpec, p *field.Path) field.Error
 			errs = append(errs, positiveQuantity(mp.Child("requestsWaiting", "targetPerReplica"), m.RequestsWaiting.TargetPerReplica)...)
 		case m.Prometheus != nil:
 			errs = append(errs, positiveQuantity(mp.Child("prometheus", "targetPerReplica"), m.Prometheus.TargetPerReplica)...)
+			errs = append(errs, validateLearning(m.Prometheus.LearnCapacity, mp.Child("prometheus", "learnCapacity"))...)
 		case m.External != nil:
 			errs = append(errs, positiveQuantity(mp.Child("external", "targetPerReplica"), m.External.TargetPerReplica)...)
 		case m.KVCacheUsage != nil:
@@ -178,6 +179,36 @@ func poolKeyWithoutPools(ms *v1alpha1.ModelServer) field.ErrorList {
 	}
 	return errs
 }
+
+// validateLearning checks capacity learning's ranges (a nil field takes its default).
+func validateLearning(l *v1alpha1.CapacityLearning, p *field.Path) field.ErrorList {
+	if l == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	if t := l.TargetPercent; t != nil && (*t < 1 || *t > 100) {
+		errs = append(errs, field.Invalid(p.Child("targetPercent"), *t, "must be from 1 to 100"))
+	}
+	if w := l.SaturatedAtRequestsWaiting; w != nil && (*w < 1 || *w > 1000) {
+		errs = append(errs, field.Invalid(p.Child("saturatedAtRequestsWaiting"), *w, "must be from 1 to 1000"))
+	}
+	for _, d := range []struct {
+		name string
+		slo  *v1alpha1.Duration
+	}{{"timeToFirstTokenP95", l.TimeToFirstTokenP95}, {"interTokenLatencyP95", l.InterTokenLatencyP95}} {
+		if d.slo == nil {
+			continue
+		}
+		errs = append(errs, positive(p.Child(d.name), *d.slo, false)...)
+		if d.slo.Duration > maxLatencySLO {
+			errs = append(errs, field.Invalid(p.Child(d.name), d.slo.String(), "must be at most 10m"))
+		}
+	}
+	return errs
+}
+
+// maxLatencySLO bounds learnCapacity's latency SLOs.
+const maxLatencySLO = 10 * time.Minute
 
 // validateSaturation checks the thresholds' ranges and that each trigger is below its
 // threshold (zero values are unset: the defaults apply).

@@ -53,6 +53,14 @@ func TestValidateReportsTheFieldAdmissionShouldHaveRefused(t *testing.T) {
 			a.Interval, a.Tolerance = dur(`"15s"`), q("0")
 			a.Behavior.ScaleDown = &v1alpha1.ScalingRules{StabilizationWindow: ptr.To(dur(`"0s"`)), Policies: []v1alpha1.ScalingPolicy{{Type: v1alpha1.PodsScalingPolicy, Value: 1, Period: dur(`"30m"`)}}}
 		}},
+		{name: "a learnt-capacity SLO that did not parse is refused", mutate: func(ms *v1alpha1.ModelServer) {
+			autoscaled(ms).Metrics = []v1alpha1.AutoscalingMetric{{Prometheus: &v1alpha1.PrometheusMetric{Query: "x", TargetPerReplica: resource.MustParse("1"),
+				LearnCapacity: &v1alpha1.CapacityLearning{TimeToFirstTokenP95: ptr.To(dur(`"2 seconds"`)), TargetPercent: ptr.To(int32(0))}}}}
+		}, want: []string{"spec.autoscaling.metrics[0].prometheus.learnCapacity.timeToFirstTokenP95", "spec.autoscaling.metrics[0].prometheus.learnCapacity.targetPercent"}},
+		{name: "a learnt-capacity SLO over 10 minutes is refused", mutate: func(ms *v1alpha1.ModelServer) {
+			autoscaled(ms).Metrics = []v1alpha1.AutoscalingMetric{{Prometheus: &v1alpha1.PrometheusMetric{Query: "x", TargetPerReplica: resource.MustParse("1"),
+				LearnCapacity: &v1alpha1.CapacityLearning{InterTokenLatencyP95: ptr.To(dur(`"11m"`))}}}}
+		}, want: []string{"spec.autoscaling.metrics[0].prometheus.learnCapacity.interTokenLatencyP95", "at most 10m"}},
 		{name: "endpoint picker metrics on a Service backend are refused", mutate: func(ms *v1alpha1.ModelServer) {
 			autoscaled(ms).Metrics = []v1alpha1.AutoscalingMetric{{EndpointPicker: &v1alpha1.EndpointPickerMetric{Signal: v1alpha1.EndpointPickerQueueSize, Target: resource.MustParse("2")}}}
 		}, want: []string{"spec.autoscaling.metrics[0].endpointPicker", "needs spec.gateway.backend InferencePool"}},

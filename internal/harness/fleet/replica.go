@@ -40,6 +40,19 @@ func DefaultCapacity() Capacity {
 	}
 }
 
+// AtSpeed is the capacity of a GPU running at speed times this one's rates (0.7: a GPU 30%
+// slower, prefill, decode and a lone sequence's inter-token latency alike).
+func (c Capacity) AtSpeed(speed float64) Capacity {
+	c = c.withDefaults()
+	if speed <= 0 || speed == 1 {
+		return c
+	}
+	c.PrefillTokensPerSecond *= speed
+	c.DecodeTokensPerSecond *= speed
+	c.MinInterTokenLatency = time.Duration(float64(c.MinInterTokenLatency) / speed)
+	return c
+}
+
 // Work is how many replicas' worth of time a load needs, promptTPS prompt tokens and genTPS
 // generated tokens per second: prefill time plus decode time at a full batch, and at least the
 // prefill time over the share of each step that prefill may take while sequences decode (the

@@ -110,9 +110,18 @@ func (m *Modelship) Decide(s Signals) int32 {
 		}
 		obs = append(obs, o)
 	}
+	waiting := autoscale.Observation{Metric: autoscale.MetricRequestsWaiting, Status: metrics.OK, Value: s.Waiting}
+	if s.MetricsMissing || s.Ready == 0 {
+		waiting.Status = metrics.NoData
+	}
+	ttft := autoscale.Observation{Status: metrics.NoData, Value: s.TTFTP95}
+	itl := autoscale.Observation{Status: metrics.NoData, Value: s.ITLP95}
+	if s.HasLatency && !s.MetricsMissing {
+		ttft.Status, itl.Status = metrics.OK, metrics.OK
+	}
 	out := autoscale.Decide(autoscale.Input{
 		Spec: m.Spec, Current: s.Pods, Ready: s.Ready, Starting: s.Pods - s.Ready,
-		Observations: obs, Previous: m.prev,
+		Observations: obs, RequestsWaiting: waiting, TTFTP95: ttft, ITLP95: itl, Previous: m.prev,
 	}, m.Start.Add(s.Now))
 	st := out.Status
 	m.prev = &st
