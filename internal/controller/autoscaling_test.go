@@ -137,10 +137,11 @@ func createPods(t *testing.T, ms *v1alpha1.ModelServer, c v1alpha1.Color, n int,
 		t.Fatal(err)
 	}
 	var names []string
+	base := len(podsOf(t, ms, c))
 	for i := range n {
 		p := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{
-				Namespace: ms.Namespace, Name: fmt.Sprintf("%s-%s-%d", name, rev, len(podsOf(t, ms, c))+i),
+				Namespace: ms.Namespace, Name: fmt.Sprintf("%s-%s-%d", name, rev, base+i),
 				Labels: d.Spec.Template.Labels,
 			},
 			Spec: *d.Spec.Template.Spec.DeepCopy(),

@@ -79,6 +79,12 @@ func TestALatencySLOMissedBelowTheTargetTeachesTheCapacityAndScalesUp(t *testing
 
 	// The SLO met again, the third replica Ready: nothing more is learnt, nothing forgotten.
 	ttft.Store(0.5)
+	eventually(t, 10*time.Second, "the two pods listed", func() error {
+		if n := len(podsOf(t, ms, v1alpha1.Blue)); n != 2 {
+			return fmt.Errorf("%d pods", n)
+		}
+		return nil
+	})
 	runPods(t, ms, v1alpha1.Blue, 1, node)
 	before := learntOf(t, ms)
 	holds(t, 2*time.Second, ms, 3, func(got *v1alpha1.ModelServer) error {
