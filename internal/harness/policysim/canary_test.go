@@ -1,6 +1,7 @@
 package policysim
 
 import (
+	"math/rand/v2"
 	"sort"
 	"testing"
 	"time"
@@ -81,10 +82,7 @@ func TestArgoAbortsOnTheFirstFailedMeasurement(t *testing.T) {
 }
 
 func TestModelshipRollsBackASlowerCandidateAndPromotesAnIdenticalOne(t *testing.T) {
-	var arr []fleet.Arrival
-	for i := range 20 * 60 * 8 {
-		arr = append(arr, fleet.Arrival{At: time.Duration(i) * 125 * time.Millisecond, ContextTokens: 800 + 400*(i%3), GeneratedTokens: 100 + 100*(i%4)})
-	}
+	arr := steadyArrivals(20 * time.Minute)
 	cfg := RolloutConfig{Arrivals: arr, Replicas: 4, Capacity: fleet.DefaultCapacity(), StartAt: time.Minute, Horizon: 20 * time.Minute,
 		Tick: 5 * time.Second, Step: 50 * time.Millisecond, Seed: 1, SLOTTFT: 2 * time.Second, StopWhenDecided: true}
 	slow := cfg
@@ -102,10 +100,7 @@ func TestModelshipRollsBackASlowerCandidateAndPromotesAnIdenticalOne(t *testing.
 // Ready, and the gateway refuses it (503) while none serves; modelship's warm-up gate gives the
 // candidate weight only once its pods serve, and still promotes the identical candidate.
 func TestWithColdStartsOnlyModelshipWaitsForTheCandidatesModel(t *testing.T) {
-	var arr []fleet.Arrival
-	for i := range 30 * 60 * 8 {
-		arr = append(arr, fleet.Arrival{At: time.Duration(i) * 125 * time.Millisecond, ContextTokens: 800 + 400*(i%3), GeneratedTokens: 100 + 100*(i%4)})
-	}
+	arr := steadyArrivals(30 * time.Minute)
 	cfg := RolloutConfig{Arrivals: arr, Replicas: 4, Capacity: fleet.DefaultCapacity(), StartAt: time.Minute, Horizon: 30 * time.Minute,
 		Tick: 5 * time.Second, Step: 50 * time.Millisecond, Seed: 1, SLOTTFT: 2 * time.Second, ColdStart: 2 * time.Minute}
 	ms := RunRollout(cfg, NewModelshipRollout(4))
@@ -123,4 +118,16 @@ func TestWithColdStartsOnlyModelshipWaitsForTheCandidatesModel(t *testing.T) {
 			t.Errorf("%s without a cold start: %d refused, want none", c.Name(), r.Unavailable)
 		}
 	}
+}
+
+// steadyArrivals is 8 requests per second for d, of 800-1600 prompt and 100-400 generated
+// tokens drawn from a seeded source: a pattern that repeats in step with the gateway's smooth
+// weighted round robin (every 2nd request at 50%) would hand one color the longer requests.
+func steadyArrivals(d time.Duration) []fleet.Arrival {
+	r := rand.New(rand.NewPCG(1, 2))
+	var arr []fleet.Arrival
+	for i := range int(d / (125 * time.Millisecond)) {
+		arr = append(arr, fleet.Arrival{At: time.Duration(i) * 125 * time.Millisecond, ContextTokens: 800 + 400*r.IntN(3), GeneratedTokens: 100 + 100*r.IntN(4)})
+	}
+	return arr
 }

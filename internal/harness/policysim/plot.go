@@ -22,6 +22,8 @@ var palette = []color.RGBA{
 	{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff}, // green
 	{R: 0x7f, G: 0x7f, B: 0x7f, A: 0xff}, // grey
 	{R: 0x94, G: 0x67, B: 0xbd, A: 0xff}, // purple
+	{R: 0x17, G: 0xbe, B: 0xcf, A: 0xff}, // cyan
+	{R: 0x8c, G: 0x56, B: 0x4b, A: 0xff}, // brown
 }
 
 // Plot writes a PNG with two panels sharing the time axis: the load (replicas' worth of work)
@@ -66,7 +68,12 @@ func Plot(path string, results []Result, slo time.Duration) error {
 				ttft = append(ttft, plotter.XY{X: m.At.Minutes(), Y: math.Max(m.TTFTP95, 0.01)})
 			}
 		}
-		if err := AddLine(top, gpus, c, 1.5, fmt.Sprintf("%s (%.1f GPU-h, SLO %.0f%%)", r.Policy, r.GPUHours, 100*r.SLOMinutes)); err != nil {
+		// Every other policy dashed: two policies that take the same decisions both show.
+		var dashes []float64
+		if i%2 == 1 {
+			dashes = []float64{5, 3}
+		}
+		if err := AddLine(top, gpus, c, 1.5, fmt.Sprintf("%s (%.1f GPU-h, SLO %.0f%%)", r.Policy, r.GPUHours, 100*r.SLOMinutes), dashes...); err != nil {
 			return err
 		}
 		if len(ttft) > 0 {
