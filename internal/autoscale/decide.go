@@ -191,6 +191,9 @@ func (s settings) cause(props []v1alpha1.Proposal, best int, cur, desired int32,
 			why = fmt.Sprintf("%s %s (%s)", p.Metric, p.Value, p.Message)
 		case total:
 			why = fmt.Sprintf("%s %s (target %s per replica)", p.Metric, p.Value, p.Target)
+			if strings.HasPrefix(p.Message, "rising") {
+				why += ", " + p.Message
+			}
 		default:
 			v, _ := strconv.ParseFloat(p.Value, 64)
 			op := "="
