@@ -289,6 +289,10 @@ type LearnedCapacity struct {
 	PerReplica string `json:"perReplica"`
 	// Samples counts the observations it was learnt from.
 	Samples int32 `json:"samples"`
+	// Revision is the stable revision it was learnt on: a promotion to another revision (a new
+	// model, image or arguments) starts again from the spec.
+	// +optional
+	Revision string `json:"revision,omitempty"`
 	// LastSampleTime is when the latest one was taken.
 	LastSampleTime metav1.Time `json:"lastSampleTime"`
 }

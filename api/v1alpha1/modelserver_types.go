@@ -700,7 +700,8 @@ type PrometheusMetric struct {
 	// load (a moving average; in status.autoscaling.learnedCapacities), and the target becomes
 	// targetPercent of it. A query written for faster GPUs, a longer context or a heavier model
 	// revision is thus corrected by what the pods achieved. Learning only lowers the target;
-	// remove learnCapacity (or change targetPerReplica) to start again from the spec.
+	// a promotion to another revision starts again from the spec, as does removing
+	// learnCapacity.
 	// +optional
 	LearnCapacity *CapacityLearning `json:"learnCapacity,omitempty"`
 }

@@ -76,6 +76,9 @@ func (s settings) learn(in Input, prev []v1alpha1.LearnedCapacity, now time.Time
 	}
 	old := make(map[string]v1alpha1.LearnedCapacity, len(prev))
 	for _, c := range prev {
+		if in.Revision != "" && c.Revision != "" && c.Revision != in.Revision {
+			continue // learnt on the revision before the last promotion
+		}
 		old[c.Metric] = c
 	}
 	var out []v1alpha1.LearnedCapacity
@@ -92,7 +95,7 @@ func (s settings) learn(in Input, prev []v1alpha1.LearnedCapacity, now time.Time
 		}
 		if u, ok := beyondCapacity(obs[name], in, l); ok && u < belief {
 			belief += learnWeight * (u - belief)
-			c = v1alpha1.LearnedCapacity{Metric: name, PerReplica: strconv.FormatFloat(belief, 'g', 6, 64), Samples: c.Samples + 1, LastSampleTime: metav1.NewTime(now)}
+			c = v1alpha1.LearnedCapacity{Metric: name, PerReplica: strconv.FormatFloat(belief, 'g', 6, 64), Samples: c.Samples + 1, LastSampleTime: metav1.NewTime(now), Revision: in.Revision}
 			had = true
 		}
 		if had {

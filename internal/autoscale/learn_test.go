@@ -174,3 +174,23 @@ func TestAnUnparsableLearntCapacityFallsBackToTheSpec(t *testing.T) {
 		t.Fatalf("desired %d target %q, want 5 on the spec's 0.9", out.Desired, out.Status.Proposals[0].Target)
 	}
 }
+
+func TestAPromotionToAnotherRevisionForgetsTheCapacity(t *testing.T) {
+	prev := &v1alpha1.AutoscalingStatus{LearnedCapacities: []v1alpha1.LearnedCapacity{{Metric: MetricPrometheus, PerReplica: "0.5", Samples: 3, Revision: "r1"}}}
+	in := Input{Spec: learningSpec(), Current: 10, Ready: 10, Previous: prev, Revision: "r1",
+		Observations: []Observation{{Metric: MetricPrometheus, Status: metrics.OK, Value: 4.5}}}
+	if out := Decide(in, t0); out.Desired != 10 || len(out.Status.LearnedCapacities) != 1 {
+		t.Fatalf("same revision: desired %d, learnt %+v; want 10 on the learnt 0.45", out.Desired, out.Status.LearnedCapacities)
+	}
+	in.Revision = "r2"
+	out := Decide(in, t0)
+	if out.Desired != 5 || len(out.Status.LearnedCapacities) != 0 {
+		t.Fatalf("after a promotion to r2: desired %d, learnt %+v; want 5 on the spec's 0.9, nothing learnt", out.Desired, out.Status.LearnedCapacities)
+	}
+	// What r2 teaches is recorded as r2's.
+	in.Previous, in.TTFTP95 = &out.Status, ok(4)
+	out = Decide(in, t0.Add(15*time.Second))
+	if c := out.Status.LearnedCapacities; len(c) != 1 || c[0].Revision != "r2" || c[0].Samples != 1 {
+		t.Fatalf("learnt %+v, want one sample recorded for r2", c)
+	}
+}

@@ -102,6 +102,9 @@ type Input struct {
 	// requestsWaiting signal, Snapshot.RequestsWaiting), whether or not a spec metric targets
 	// it: capacity learning reads saturation from it. Without data nothing is learnt.
 	RequestsWaiting Observation
+	// Revision is the stable revision serving (status.stable.revision): a capacity learnt on
+	// another one is forgotten. Empty: unknown, what was learnt is kept.
+	Revision string
 	// TTFTP95 and ITLP95 are the p95 time to first token and inter-token latency of the Ready
 	// pods over the last minute, in seconds, for capacity learning with a latency SLO (the
 	// controller queries them only then).

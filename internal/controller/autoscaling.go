@@ -104,6 +104,11 @@ func (r *ModelServerReconciler) autoscale(ctx context.Context, ms *v1alpha1.Mode
 
 	ttft, itl := r.latencySLOs(ctx, ms, now)
 
+	var revision string
+	if ms.Status.Stable != nil {
+		revision = ms.Status.Stable.Revision
+	}
+
 	current := desiredReplicas(ms)
 	need := podsFor(ms, obs, now)
 	fit, err := r.capacity(ctx, ms, pods.Items, need(current), need(max(spec.MaxReplicas, current))-need(current))
@@ -112,7 +117,7 @@ func (r *ModelServerReconciler) autoscale(ctx context.Context, ms *v1alpha1.Mode
 	}
 	out := autoscale.Decide(autoscale.Input{
 		Spec: spec, Current: current, Ready: int32(len(readyKeys)), Starting: starting,
-		Observations: observations, RequestsWaiting: waiting, TTFTP95: ttft, ITLP95: itl, Previous: ms.Status.Autoscaling, Capacity: fit, PodsFor: need,
+		Observations: observations, RequestsWaiting: waiting, TTFTP95: ttft, ITLP95: itl, Revision: revision, Previous: ms.Status.Autoscaling, Capacity: fit, PodsFor: need,
 	}, now)
 	return &out, nil
 }
