@@ -43,7 +43,7 @@ func Decide(in Input, now time.Time) Output {
 	st := v1alpha1.AutoscalingStatus{LastScaleTime: prev.LastScaleTime, LastScaleReason: prev.LastScaleReason}
 	var held []string
 
-	// 1. Proposals, on the targets learnt at saturation where the spec asks for it.
+	// 1. Proposals, on the targets learnt from the replicas beyond capacity where the spec asks.
 	st.LearnedCapacities = s.learn(in, prev.LearnedCapacities, now)
 	props, best, missing := s.propose(in, cur, st.LearnedCapacities)
 	st.Proposals = props

@@ -91,7 +91,7 @@ func (s settings) learn(in Input, prev []v1alpha1.LearnedCapacity, now time.Time
 		c, had := old[name]
 		belief := l.initial(m)
 		if v, ok := learntValue(c); had && ok {
-			belief = v
+			belief = min(v, belief) // the spec's target may have been lowered since
 		}
 		if u, ok := beyondCapacity(obs[name], in, l); ok && u < belief {
 			belief += learnWeight * (u - belief)
@@ -164,8 +164,11 @@ func learntTarget(m v1alpha1.AutoscalingMetric, name string, learnt []v1alpha1.L
 		if !ok {
 			return 0, "", false
 		}
+		if v >= l.initial(m) {
+			return 0, "", false // the spec's target is lower than what was learnt: it holds
+		}
 		t := v * l.percent / 100
-		return t, fmt.Sprintf("%s (%s%% of %s learnt at saturation)", strconv.FormatFloat(t, 'g', 4, 64), fmtNum(l.percent), c.PerReplica), true
+		return t, fmt.Sprintf("%s (%s%% of %s learnt from the replicas beyond capacity)", strconv.FormatFloat(t, 'g', 4, 64), fmtNum(l.percent), c.PerReplica), true
 	}
 	return 0, "", false
 }

@@ -53,7 +53,7 @@ func TestALatencyMissBelowTheBelievedCapacityLowersTheTarget(t *testing.T) {
 		t.Fatalf("capacity %v after %d samples, want 0.7 after 1", c, n)
 	}
 	p := out.Status.Proposals[0]
-	if *p.Replicas != 10 || p.Target != "0.63 (90% of 0.7 learnt at saturation)" {
+	if *p.Replicas != 10 || p.Target != "0.63 (90% of 0.7 learnt from the replicas beyond capacity)" {
 		t.Fatalf("proposal %+v, want 10 replicas on the learnt target 0.63", p)
 	}
 
@@ -63,7 +63,7 @@ func TestALatencyMissBelowTheBelievedCapacityLowersTheTarget(t *testing.T) {
 	if c, n = learnt(t, out.Status); c < 0.549 || c > 0.551 || n != 2 {
 		t.Fatalf("capacity %v after %d samples, want 0.55 after 2", c, n)
 	}
-	if out.Desired != 13 || !strings.Contains(out.Status.LastScaleReason, "learnt at saturation") {
+	if out.Desired != 13 || !strings.Contains(out.Status.LastScaleReason, "learnt from the replicas beyond capacity") {
 		t.Fatalf("desired %d (%q), want 13 on the learnt target", out.Desired, out.Status.LastScaleReason)
 	}
 
@@ -192,5 +192,24 @@ func TestAPromotionToAnotherRevisionForgetsTheCapacity(t *testing.T) {
 	out = Decide(in, t0.Add(15*time.Second))
 	if c := out.Status.LearnedCapacities; len(c) != 1 || c[0].Revision != "r2" || c[0].Samples != 1 {
 		t.Fatalf("learnt %+v, want one sample recorded for r2", c)
+	}
+}
+
+func TestALearntCapacityNeverRaisesTheSpecsTarget(t *testing.T) {
+	// Learnt 0.8 when the spec said 0.9 at 90% (a capacity of 1); the spec now says 0.54 (a
+	// capacity of 0.6): the spec's lower target holds, and a miss learns down from 0.6.
+	spec := learningSpec()
+	spec.Metrics[0].Prometheus.TargetPerReplica = resource.MustParse("0.54")
+	prev := &v1alpha1.AutoscalingStatus{LearnedCapacities: []v1alpha1.LearnedCapacity{{Metric: MetricPrometheus, PerReplica: "0.8", Samples: 2}}}
+	in := Input{Spec: spec, Current: 10, Ready: 10, Previous: prev,
+		Observations: []Observation{{Metric: MetricPrometheus, Status: metrics.OK, Value: 5.4}}}
+	out := Decide(in, t0)
+	if p := out.Status.Proposals[0]; p.Target != "0.54" || *p.Replicas != 10 {
+		t.Fatalf("proposal %+v, want the spec's 0.54 and 10 replicas", p)
+	}
+	// 5.4 over 10 is 0.54 at 1.5x the TTFT SLO: a bound of 0.36; from 0.6 halfway: 0.48.
+	in.TTFTP95 = ok(3)
+	if c, _ := learnt(t, Decide(in, t0).Status); math.Abs(c-0.48) > 1e-3 {
+		t.Fatalf("capacity %v, want 0.48 (halfway from the spec's 0.6 to 0.36)", c)
 	}
 }

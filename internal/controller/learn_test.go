@@ -67,7 +67,7 @@ func TestALatencySLOMissedBelowTheTargetTeachesTheCapacityAndScalesUp(t *testing
 		if err != nil || c.Metric != "prometheus" || v >= 0.7 || v < 0.4 || c.Samples < 2 {
 			return fmt.Errorf("learnt %+v, want the capacity between 0.4 and 0.7 after 2 samples or more", c)
 		}
-		if a.DesiredReplicas != 3 || !strings.Contains(a.LastScaleReason, "learnt at saturation") {
+		if a.DesiredReplicas != 3 || !strings.Contains(a.LastScaleReason, "learnt from the replicas beyond capacity") {
 			return fmt.Errorf("desired %d reason %q", a.DesiredReplicas, a.LastScaleReason)
 		}
 		return nil
