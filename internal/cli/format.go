@@ -202,6 +202,13 @@ func writeStatus(w io.Writer, ms *v1alpha1.ModelServer, events []corev1.Event, n
 		if err := tw.Flush(); err != nil {
 			return err
 		}
+		for _, c := range a.LearnedCapacities {
+			fmt.Fprintf(w, "  learnt capacity of %s: %s per replica, from %d sample(s), the last %s ago", c.Metric, c.PerReplica, c.Samples, age(c.LastSampleTime, now))
+			if c.Revision != "" {
+				fmt.Fprintf(w, ", on revision %s", c.Revision)
+			}
+			fmt.Fprintln(w)
+		}
 	}
 
 	if len(st.Analysis) > 0 {

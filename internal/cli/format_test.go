@@ -40,7 +40,7 @@ func rolloutInProgress() *v1alpha1.ModelServer {
 			Autoscaling: &v1alpha1.AutoscalingStatus{DesiredReplicas: 4, Proposals: []v1alpha1.Proposal{
 				{Metric: "gpuUtilization", Value: "91", Target: "70", Replicas: &three},
 				{Metric: "requestsWaiting", Message: "no data"},
-			}},
+			}, LearnedCapacities: []v1alpha1.LearnedCapacity{{Metric: "prometheus", PerReplica: "0.55", Samples: 3, LastSampleTime: ago(2 * time.Minute), Revision: "rev-a"}}},
 		},
 	}
 }
@@ -82,6 +82,7 @@ func TestStatusShowsEachMetricAndProposal(t *testing.T) {
 		"Autoscaling: desired 4",
 		"gpuUtilization   91      70      3",
 		"requestsWaiting  <none>  <none>  -         no data",
+		"learnt capacity of prometheus: 0.55 per replica, from 3 sample(s), the last 2m ago, on revision rev-a",
 		"candidate  green  rev-b     img:b  1/2    true",
 		"Events: <none>",
 	} {
