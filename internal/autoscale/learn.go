@@ -20,8 +20,9 @@ import (
 // one replica, in the metric's units, and the capacity lies below it (see beyondCapacity).
 // Each such bound below the capacity believed so far (at first targetPerReplica /
 // targetPercent) moves it halfway toward the bound, and the target becomes targetPercent of it;
-// a bound above it says nothing new. Nothing is learnt while pods are starting: the rate window
-// then mixes fewer serving replicas than are Ready now, and the load per replica reads low. A
+// a bound above it says nothing new. Nothing is learnt while pods are starting (the rate window
+// then mixes fewer serving replicas than are Ready now, and the load per replica reads low) nor
+// while both colors have Ready pods (a candidate's latency and idle pods mixed in). A
 // load read low anyway (a replica that just left or joined, an uneven queue) lowers the target
 // more than needed, which asks for more replicas, never fewer.
 const (
@@ -112,7 +113,7 @@ func (s settings) learn(in Input, prev []v1alpha1.LearnedCapacity, now time.Time
 // queueFactor (a queue shows the throughput limit, which the latency SLO is reached before).
 // It is never taken below half of u.
 func beyondCapacity(o Observation, in Input, l learning) (float64, bool) {
-	if in.Ready <= 0 || in.Starting > 0 || in.Ready < in.Current || o.Status != metrics.OK || !finiteNonNegative(o.Value) {
+	if in.Ready <= 0 || in.Starting > 0 || in.Ready < in.Current || in.BothColorsReady || o.Status != metrics.OK || !finiteNonNegative(o.Value) {
 		return 0, false
 	}
 	factor := 1.0

@@ -131,6 +131,7 @@ func TestLearningReadsQueuesAndLatencyButNotMissingDataOrStartingPods(t *testing
 		{"ITL has no SLO in the spec", Input{Current: 10, Ready: 10, ITLP95: ok(9)}, false},
 		{"TTFT NaN", Input{Current: 10, Ready: 10, TTFTP95: ok(math.NaN())}, false},
 		{"pods starting", Input{Current: 12, Ready: 10, Starting: 2, TTFTP95: ok(3)}, false},
+		{"both colors Ready (a rollout)", Input{Current: 10, Ready: 10, BothColorsReady: true, TTFTP95: ok(3)}, false},
 		{"no Ready pod", Input{Current: 10, Ready: 0, TTFTP95: ok(3)}, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -102,6 +102,11 @@ type Input struct {
 	// requestsWaiting signal, Snapshot.RequestsWaiting), whether or not a spec metric targets
 	// it: capacity learning reads saturation from it. Without data nothing is learnt.
 	RequestsWaiting Observation
+	// BothColorsReady is true when both colors have Ready pods (a rollout, a rolled-back
+	// candidate draining, the previous color kept warm after a promotion): the load per Ready
+	// pod is then not what a serving replica carries, and a candidate's latency is mixed in, so
+	// nothing is learnt.
+	BothColorsReady bool
 	// Revision is the stable revision serving (status.stable.revision): a capacity learnt on
 	// another one is forgotten. Empty: unknown, what was learnt is kept.
 	Revision string

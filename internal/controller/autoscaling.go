@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
@@ -117,7 +118,7 @@ func (r *ModelServerReconciler) autoscale(ctx context.Context, ms *v1alpha1.Mode
 	}
 	out := autoscale.Decide(autoscale.Input{
 		Spec: spec, Current: current, Ready: int32(len(readyKeys)), Starting: starting,
-		Observations: observations, RequestsWaiting: waiting, TTFTP95: ttft, ITLP95: itl, Revision: revision, Previous: ms.Status.Autoscaling, Capacity: fit, PodsFor: need,
+		Observations: observations, RequestsWaiting: waiting, TTFTP95: ttft, ITLP95: itl, Revision: revision, BothColorsReady: len(readyOf) > 1, Previous: ms.Status.Autoscaling, Capacity: fit, PodsFor: need,
 	}, now)
 	return &out, nil
 }
@@ -189,12 +190,14 @@ func (r *ModelServerReconciler) latencySLOs(ctx context.Context, ms *v1alpha1.Mo
 		}
 		return autoscale.FromSample("", r.Prometheus.Scalar(ctx, q, now))
 	}
+	var wg sync.WaitGroup
 	if wantTTFT {
-		ttft = query(qTTFT)
+		wg.Go(func() { ttft = query(qTTFT) })
 	}
 	if wantITL {
-		itl = query(qITL)
+		wg.Go(func() { itl = query(qITL) })
 	}
+	wg.Wait()
 	return ttft, itl
 }
 
