@@ -696,12 +696,13 @@ type PrometheusMetric struct {
 	// LearnCapacity lowers the target when the replicas are seen beyond their capacity below
 	// it: a minute whose p95 latency misses the SLO given here, or whose requests queue, at a
 	// load per Ready replica under the capacity believed so far, shows that one replica carries
-	// less. The capacity starts at targetPerReplica / targetPercent, moves toward each such
-	// load (a moving average; in status.autoscaling.learnedCapacities), and the target becomes
-	// targetPercent of it. A query written for faster GPUs, a longer context or a heavier model
-	// revision is thus corrected by what the pods achieved. Learning only lowers the target;
-	// a promotion to another revision starts again from the spec, as does removing
-	// learnCapacity.
+	// less (that load scaled by SLO / latency, or 90% of it on a queue alone, never below half).
+	// The capacity starts at targetPerReplica / targetPercent and moves halfway to each such
+	// bound (in status.autoscaling.learnedCapacities), and the target becomes targetPercent of
+	// it. Nothing is learnt while pods start or while both colors have Ready pods. A query
+	// written for faster GPUs, a longer context or a heavier model is thus corrected by what
+	// the pods achieved. Learning only lowers the target; a promotion to another revision
+	// starts again from the spec, as does removing learnCapacity.
 	// +optional
 	LearnCapacity *CapacityLearning `json:"learnCapacity,omitempty"`
 }
