@@ -96,7 +96,8 @@ const (
 //     A candidate superseded by a spec change drains the same way (phase Progressing, reason
 //     Superseding; measurements are ignored), and once its weight is 0 keeps its pods for
 //     RollbackDrain, before the new revision takes its color or, the spec back on the stable
-//     revision, the color scales to zero.
+//     revision, the color scales to zero. A new revision supersedes a rolled-back candidate
+//     that still drains the same way; an aborted one kept for inspection gives its color up.
 //   - A route that a Gateway rejected (Observation.RouteAccepted False) holds the rollout: no
 //     step, no promotion, not even by request (the request is kept); deadlines and aborts
 //     still act. Unknown (no Gateway answered) does not hold.
@@ -229,7 +230,7 @@ func (m *machine) run() {
 func (m *machine) drainSuperseded() bool {
 	st := m.st
 	c := st.Candidate
-	if c == nil || !m.inProgress() || c.Revision == m.obs.Revision {
+	if c == nil || c.Revision == m.obs.Revision || !(m.inProgress() || m.obs.Revision != st.Stable.Revision && m.rolledBackDraining()) {
 		return false
 	}
 	c.ReadyReplicas = m.readyOf(c.Color, c.Revision)
@@ -254,6 +255,19 @@ func (m *machine) drainSuperseded() bool {
 	}
 	m.keepOp = m.obs.Operation == OpPromote || m.obs.Operation == OpPromoteFull
 	return true
+}
+
+// rolledBackDraining: the candidate was rolled back and still drains (weight on it, or its
+// RollbackDrain not over). A new revision then supersedes it as it would a live candidate
+// instead of taking its color at once: the Gateway applies the route after the pass that wrote
+// it, and the pods still get requests meanwhile. A candidate kept only for inspection
+// (aborted: no weight, scaleDownAt further than RollbackDrain) gives its color up at once.
+func (m *machine) rolledBackDraining() bool {
+	sd := m.st.ScaleDownAt
+	if m.inProgress() || sd == nil || !m.now.Before(sd.Time) {
+		return false
+	}
+	return m.ms.Status.Weights.Candidate > 0 || sd.Sub(m.now) <= RollbackDrain
 }
 
 // drainPods keeps a superseded candidate whose weight is 0 at its pods until

@@ -685,10 +685,22 @@ func TestNext(t *testing.T) {
 			},
 		},
 		{
-			name: "a new revision during a rollback's drain starts its rollout on the candidate color at once",
+			name: "a new revision during a rollback's drain waits for it before taking the candidate's color",
 			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhaseRolledBack), stableOn(blue, revA, 4), rolledBack(revB, v1alpha1.OutcomeRolledBack, "ttft"), scaleDownAt(t0.Add(10*time.Second)))),
 			obs:  newObs(revC, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 2, 2)),
 			now:  t0,
+			want: want{
+				phase: v1alpha1.PhaseProgressing, weights: w(100, 0), events: []string{EventSuperseded}, noEvent: []string{EventRolloutStarted}, requeue: dur(10 * time.Second),
+				plans: map[v1alpha1.Color]ColorPlan{blue: {Revision: revA, Replicas: 4}, green: {Revision: revB, Replicas: 2}},
+				conds: map[string]string{"Reconciling": "True/Superseding"},
+			},
+		},
+		{
+			name: "a new revision after a rollback's drain starts its rollout on the candidate color",
+			ms: newModelServer(steps, withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), rolledBack(revB, v1alpha1.OutcomeRolledBack, "ttft"), scaleDownAt(t0.Add(-time.Second)),
+				condition("Reconciling", "True", v1alpha1.ReasonSuperseding))),
+			obs: newObs(revC, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 2, 2)),
+			now: t0,
 			want: want{
 				phase: v1alpha1.PhaseProgressing, weights: w(100, 0), step: i32(0), events: []string{EventRolloutStarted}, requeue: dur(WarmupPollInterval),
 				plans: map[v1alpha1.Color]ColorPlan{blue: {Revision: revA, Replicas: 4}, green: {Revision: revC, Replicas: 1}},
@@ -697,6 +709,16 @@ func TestNext(t *testing.T) {
 						t.Errorf("ScaleDownAt %v rolledBack %q candidate %+v, want cleared, cleared and %s", d.Status.ScaleDownAt, d.Status.RolledBackRevision, d.Status.Candidate, revC)
 					}
 				},
+			},
+		},
+		{
+			name: "an aborted candidate kept for inspection gives its color to a new revision at once",
+			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhaseRolledBack), stableOn(blue, revA, 4), rolledBack(revB, v1alpha1.OutcomeAborted, "aborted"), scaleDownAt(t0.Add(10*time.Minute)))),
+			obs:  newObs(revC, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 2, 2)),
+			now:  t0,
+			want: want{
+				phase: v1alpha1.PhaseProgressing, weights: w(100, 0), step: i32(0), events: []string{EventRolloutStarted},
+				plans: map[v1alpha1.Color]ColorPlan{blue: {Revision: revA, Replicas: 4}, green: {Revision: revC, Replicas: 1}},
 			},
 		},
 		{

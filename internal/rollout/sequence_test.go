@@ -243,7 +243,10 @@ func checkPass(ms *v1alpha1.ModelServer, pol policy, prev *v1alpha1.ModelServerS
 	}
 	cw := candidateWeightOf(st)
 	stepW := stepWeightOf(st, steps)
-	if st.Weights.Candidate != 0 && (st.Candidate == nil || cw >= 100 || st.Phase != v1alpha1.PhaseRolledBack && cw > stepW) {
+	// A rolled-back candidate (still st.RolledBackRevision) drains from wherever it was, also
+	// once a new revision supersedes it.
+	drainingRolledBack := st.Candidate != nil && st.Candidate.Revision == st.RolledBackRevision
+	if st.Weights.Candidate != 0 && (st.Candidate == nil || cw >= 100 || st.Phase != v1alpha1.PhaseRolledBack && !drainingRolledBack && cw > stepW) {
 		return fmt.Errorf("candidate weight %d is above its held step %d of %v", st.Weights.Candidate, stepW, steps)
 	}
 	if err := checkCarried(st, prev, obs, stepW); err != nil {
