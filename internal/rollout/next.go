@@ -230,7 +230,12 @@ func (m *machine) run() {
 func (m *machine) drainSuperseded() bool {
 	st := m.st
 	c := st.Candidate
-	if c == nil || c.Revision == m.obs.Revision || !(m.inProgress() || m.obs.Revision != st.Stable.Revision && m.rolledBackDraining()) {
+	if c == nil || c.Revision == m.obs.Revision {
+		return false
+	}
+	// A live candidate, or a rolled-back one still draining when a new revision (not the stable
+	// one) arrives.
+	if !m.inProgress() && (m.obs.Revision == st.Stable.Revision || !m.rolledBackDraining()) {
 		return false
 	}
 	c.ReadyReplicas = m.readyOf(c.Color, c.Revision)
