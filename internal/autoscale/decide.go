@@ -191,7 +191,7 @@ func (s settings) cause(props []v1alpha1.Proposal, best int, cur, desired int32,
 			why = fmt.Sprintf("%s %s (%s)", p.Metric, p.Value, p.Message)
 		case total:
 			why = fmt.Sprintf("%s %s (target %s per replica)", p.Metric, p.Value, p.Target)
-			if strings.HasPrefix(p.Message, "rising") {
+			if strings.HasPrefix(p.Message, risingPrefix) {
 				why += ", " + p.Message
 			}
 		default:
@@ -289,8 +289,11 @@ func (s settings) project(o Observation, tgt float64, cur, n int32, msg string) 
 	if p <= n || p <= cur {
 		return n, msg
 	}
-	return p, fmt.Sprintf("rising %s/s: %s projected in %s", fmtNum(o.Trend), fmtNum(ahead), s.coldStart)
+	return p, fmt.Sprintf("%s %s/s: %s projected in %s", risingPrefix, fmtNum(o.Trend), fmtNum(ahead), s.coldStart)
 }
+
+// risingPrefix starts the message of a proposal raised by project, which cause repeats.
+const risingPrefix = "rising"
 
 // replicas is one metric's proposal.
 //

@@ -113,19 +113,19 @@ func (s settings) learn(in Input, prev []v1alpha1.LearnedCapacity, now time.Time
 // queueFactor (a queue shows the throughput limit, which the latency SLO is reached before).
 // It is never taken below half of u.
 func beyondCapacity(o Observation, in Input, l learning) (float64, bool) {
-	if in.Ready <= 0 || in.Starting > 0 || in.Ready < in.Current || in.BothColorsReady || o.Status != metrics.OK || !finiteNonNegative(o.Value) {
+	if in.Ready <= 0 || in.Starting > 0 || in.Ready < in.Current || in.BothColorsReady || !usable(o) {
 		return 0, false
 	}
 	factor := 1.0
 	over := func(x Observation, slo time.Duration) {
-		if slo > 0 && x.Status == metrics.OK && finiteNonNegative(x.Value) && x.Value > slo.Seconds() {
+		if slo > 0 && usable(x) && x.Value > slo.Seconds() {
 			factor = min(factor, slo.Seconds()/x.Value)
 		}
 	}
 	over(in.TTFTP95, l.ttft)
 	over(in.ITLP95, l.itl)
 	w := in.RequestsWaiting
-	if queued := w.Status == metrics.OK && finiteNonNegative(w.Value) && w.Value/float64(in.Ready) >= l.saturated; queued {
+	if usable(w) && w.Value/float64(in.Ready) >= l.saturated {
 		factor = min(factor, queueFactor)
 	}
 	if factor >= 1 {
@@ -140,8 +140,9 @@ func beyondCapacity(o Observation, in Input, l learning) (float64, bool) {
 // which requests queue.
 const queueFactor = 0.9
 
-func finiteNonNegative(v float64) bool {
-	return !math.IsNaN(v) && !math.IsInf(v, 0) && v >= 0
+// usable: the observation has a finite, non-negative value.
+func usable(o Observation) bool {
+	return o.Status == metrics.OK && !math.IsNaN(o.Value) && !math.IsInf(o.Value, 0) && o.Value >= 0
 }
 
 // learntValue parses a learnt capacity; false when it is unusable (a hand-edited status).
