@@ -242,6 +242,20 @@ type RolloutSpec struct {
 	// +optional
 	Steps []int32 `json:"steps,omitempty"`
 
+	// LoadMatching says what a step's weight gives each candidate pod. None (the default) sends
+	// each step's weight as written. StablePods raises a step's weight where the candidate's
+	// Ready pods would otherwise each carry less than a stable pod: to the candidate's share of
+	// both colors' Ready pods (the candidate's counted up to what its step needs), never above
+	// the next step's weight. A total of 6 at a 10% step runs one candidate pod beside 6 stable
+	// ones, which then gets 14% instead of 10% (two thirds of a stable pod's load); a total of 2
+	// gets 25% at 10%. A model server's latency grows with its batch, so a lightly loaded
+	// candidate looks faster than it is: with StablePods the first step compares the colors at
+	// the same load per pod, at the cost of the larger share. status.weights shows the weight sent.
+	// +kubebuilder:validation:Enum=None;StablePods
+	// +kubebuilder:default=None
+	// +optional
+	LoadMatching LoadMatching `json:"loadMatching,omitempty"`
+
 	// StepDuration is how long each step is held while analysis runs. At least one analysis
 	// interval; at least the passing verdict of the step's last measurement is needed to advance.
 	// A positive duration such as 2m or 90s; defaults to 2m.
@@ -309,6 +323,16 @@ type RolloutSpec struct {
 	// +optional
 	Analysis AnalysisSpec `json:"analysis,omitempty,omitzero"`
 }
+
+// LoadMatching is spec.rollout.loadMatching.
+type LoadMatching string
+
+const (
+	// LoadMatchingNone sends each step's weight as written.
+	LoadMatchingNone LoadMatching = "None"
+	// LoadMatchingStablePods raises a step's weight to the candidate's share of Ready pods.
+	LoadMatchingStablePods LoadMatching = "StablePods"
+)
 
 // WarmupSpec is an HTTP check on each candidate pod.
 type WarmupSpec struct {

@@ -337,6 +337,8 @@ func badSpecs() []badSpec {
 			want: []string{"spec.rollout.analysis.metrics[0].name"}},
 		{name: "an unknown analysis preset", mutate: func(ms *v1alpha1.ModelServer) { ms.Spec.Rollout.Analysis.Preset = "sglang-fast" },
 			want: []string{"spec.rollout.analysis.preset", `supported values: "vllm", "sglang", "none"`}},
+		{name: "an unknown load matching", mutate: func(ms *v1alpha1.ModelServer) { ms.Spec.Rollout.LoadMatching = "Stable" },
+			want: []string{"spec.rollout.loadMatching", `supported values: "None", "StablePods"`}},
 		{name: "a negative failure limit", mutate: func(ms *v1alpha1.ModelServer) { ms.Spec.Rollout.FailureLimit = -1 },
 			want: []string{"spec.rollout.failureLimit", "greater than or equal to 0"}},
 		{name: "a negative sample minimum", mutate: func(ms *v1alpha1.ModelServer) { ms.Spec.Rollout.Analysis.MinSamples = -5 },
@@ -623,6 +625,7 @@ func goodSpecs() []badSpec {
 			firstContainer(spec)["resources"] = map[string]any{"requests": map[string]any{"cpu": "500m", "memory": "1.5Gi"}}
 		}},
 		{name: "restartPolicy Always", mutate: func(ms *v1alpha1.ModelServer) { ms.Spec.Template.Spec.RestartPolicy = corev1.RestartPolicyAlways }},
+		{name: "load matching on the stable pods", mutate: func(ms *v1alpha1.ModelServer) { ms.Spec.Rollout.LoadMatching = v1alpha1.LoadMatchingStablePods }},
 		{name: "template keys with spaces and trim markers", mutate: func(ms *v1alpha1.ModelServer) {
 			ms.Spec.Rollout.Analysis.Metrics = []v1alpha1.AnalysisMetric{{Name: "ok", MaxRatioToStable: qty("2"),
 				Query: `sum(rate(x{namespace="{{ .Namespace }}",pod=~"{{- .Pods -}}",c="{{.Color}}",r="{{.Revision}}",n="{{.Name}}"}[{{.Window}}]))`}}

@@ -207,3 +207,7 @@ func stale(c v1alpha1.Color) obsOption {
 func candidateReady(n int32) statusOption {
 	return func(st *v1alpha1.ModelServerStatus) { st.Candidate.ReadyReplicas = n }
 }
+
+func withLoadMatching(l v1alpha1.LoadMatching) msOption {
+	return func(ms *v1alpha1.ModelServer) { ms.Spec.Rollout.LoadMatching = l }
+}

@@ -464,12 +464,39 @@ func (m *machine) carryOf(c *v1alpha1.ColorStatus) int32 {
 }
 
 // servedWeight is the candidate's route weight this pass: a live candidate's step weight
-// capped to what its Ready pods carry, or a rolled-back candidate's drain.
+// (raised by loadMatched) capped to what its Ready pods carry, or a rolled-back candidate's
+// drain.
 func (m *machine) servedWeight() int32 {
 	if m.candidateHas && m.st.Candidate != nil {
-		return min(m.candidateWeight(), m.carryOf(m.st.Candidate))
+		return min(m.loadMatched(m.candidateWeight()), m.carryOf(m.st.Candidate))
 	}
 	return m.drain
+}
+
+// loadMatched is step weight w under spec.rollout.loadMatching StablePods: raised to the
+// candidate's share of both colors' Ready pods, the candidate's counted up to what w needs
+// (pods started early for the next step do not raise this one), so that each candidate pod
+// carries what a stable pod carries; never above the next step's weight. Else w.
+func (m *machine) loadMatched(w int32) int32 {
+	if !m.pol.matchStablePods || w <= 0 || w >= 100 {
+		return w
+	}
+	c, s := m.st.Candidate, m.st.Stable
+	nc := min(m.servingReady(c.Color, c.Revision), m.candidateNeed(w))
+	ns := m.servingReady(s.Color, s.Revision)
+	if nc <= 0 || ns <= 0 {
+		return w
+	}
+	next := int32(100)
+	if m.st.Step < int32(len(m.pol.steps)) {
+		next = m.pol.steps[m.st.Step]
+	}
+	share := min(int32(int64(nc)*100/int64(nc+ns)), next)
+	if m.ms.Spec.Paused {
+		// A paused rollout's weight does not grow, also when the stable color loses pods.
+		share = min(share, m.ms.Status.Weights.Candidate)
+	}
+	return max(w, share)
 }
 
 // trackUnready keeps ColorStatus.UnreadySince: set when the candidate went below what its

@@ -49,6 +49,7 @@ type policy struct {
 	inconclusiveStall    time.Duration
 	autoPromote          bool
 	failureLimit         int32
+	matchStablePods      bool // spec.rollout.loadMatching StablePods
 }
 
 func policyOf(ms *v1alpha1.ModelServer) policy {
@@ -62,6 +63,7 @@ func policyOf(ms *v1alpha1.ModelServer) policy {
 		inconclusiveStall: orDefault(r.InconclusiveStall.Duration, DefaultInconclusiveStall),
 		autoPromote:       r.AutoPromote == nil || *r.AutoPromote,
 		failureLimit:      max(r.FailureLimit, 0),
+		matchStablePods:   r.LoadMatching == v1alpha1.LoadMatchingStablePods,
 	}
 	var scrape time.Duration
 	if r.Analysis.ScrapeInterval != nil {

@@ -100,6 +100,9 @@ func runRandom(seed uint64, passes int, log *passLog) (outcomes, error) {
 	if rng.IntN(3) == 0 {
 		ms.Spec.Rollout.InconclusiveStall = v1alpha1.Duration{Duration: time.Duration(3+rng.IntN(4)) * time.Minute}
 	}
+	if rng.IntN(3) == 0 {
+		ms.Spec.Rollout.LoadMatching = v1alpha1.LoadMatchingStablePods
+	}
 	pol := policyOf(ms)
 	qualities := []quality{good, good, good, bad, noData, broken, coldPods, silent}
 	s := newSim(ms, int32(1+rng.IntN(6)), good)
@@ -246,8 +249,13 @@ func checkPass(ms *v1alpha1.ModelServer, pol policy, prev *v1alpha1.ModelServerS
 	// A rolled-back candidate (still st.RolledBackRevision) drains from wherever it was, also
 	// once a new revision supersedes it.
 	drainingRolledBack := st.Candidate != nil && st.Candidate.Revision == st.RolledBackRevision
-	if st.Weights.Candidate != 0 && (st.Candidate == nil || cw >= 100 || st.Phase != v1alpha1.PhaseRolledBack && !drainingRolledBack && cw > stepW) {
-		return fmt.Errorf("candidate weight %d is above its held step %d of %v", st.Weights.Candidate, stepW, steps)
+	// With loadMatching StablePods a step may be raised, up to the next step's weight.
+	maxW := stepW
+	if pol.matchStablePods && stepW > 0 && stepW < 100 {
+		maxW = steps[st.Step]
+	}
+	if st.Weights.Candidate != 0 && (st.Candidate == nil || cw >= 100 || st.Phase != v1alpha1.PhaseRolledBack && !drainingRolledBack && cw > maxW) {
+		return fmt.Errorf("candidate weight %d is above its held step %d of %v (at most %d)", st.Weights.Candidate, stepW, steps, maxW)
 	}
 	if err := checkCarried(st, prev, obs, stepW); err != nil {
 		return err
@@ -423,7 +431,7 @@ func checkPass(ms *v1alpha1.ModelServer, pol policy, prev *v1alpha1.ModelServerS
 		return fmt.Errorf("rolled back %s which was not the candidate being rolled out", st.RolledBackRevision)
 	}
 	// Paused freezes the step and weights.
-	if ms.Spec.Paused && prev.Phase == v1alpha1.PhasePaused && st.Phase == v1alpha1.PhasePaused && sameRollout && (st.Step != prev.Step || cw > prevStepW) {
+	if ms.Spec.Paused && prev.Phase == v1alpha1.PhasePaused && st.Phase == v1alpha1.PhasePaused && sameRollout && (st.Step != prev.Step || cw > max(prevStepW, prevCW)) {
 		return fmt.Errorf("paused rollout moved: step %d -> %d, weight %d -> %d", prev.Step, st.Step, prevCW, cw)
 	}
 	if ms.Spec.Paused && st.Candidate != nil && st.Candidate.Revision == obs.Revision && st.Phase != v1alpha1.PhaseRolledBack && st.Phase != v1alpha1.PhasePaused {
@@ -614,7 +622,7 @@ func checkCarried(st v1alpha1.ModelServerStatus, prev *v1alpha1.ModelServerStatu
 	if cw > candCarry {
 		return fmt.Errorf("candidate holds %d%% but its %d Ready pods carry %d%% of %d", cw, readyOn(c.Color, c.Revision), candCarry, total)
 	}
-	limit := stepW
+	limit := stepW // with loadMatching too: the candidate never absorbs the stable color's overflow
 	draining := st.Phase == v1alpha1.PhaseRolledBack || c.Revision != obs.Revision
 	if draining {
 		limit = drainCap(st, prev)

@@ -70,7 +70,8 @@ func (m Modelship) Name() string {
 }
 
 // ModelServer is the benchmark's ModelServer: the demo's pod template and Gateway, the vLLM
-// analysis preset with 20s steps of 10/25/50%; autoscaled between 2 and 10 replicas on DCGM GPU
+// analysis preset with 20s steps of 10/25/50% raised to the stable pods' load per pod
+// (loadMatching StablePods: 14% at the first step with 6 replicas); autoscaled between 2 and 10 replicas on DCGM GPU
 // utilization at 70% with the API's defaults otherwise (15s interval, 5m scale-down
 // stabilization: the HPA's), or on the recipe (make bench-sim's, with the simulator's cold
 // start), or RolloutReplicas fixed replicas.
@@ -78,6 +79,7 @@ func ModelServer(ns, image string, autoscaled, recipe bool) *v1alpha1.ModelServe
 	ms := stack.ModelServer(ns, WorkloadName, image)
 	ms.Spec.Replicas = ptr.To(int32(RolloutReplicas))
 	ms.Spec.Rollout.Steps = []int32{10, 25, 50, 100}
+	ms.Spec.Rollout.LoadMatching = v1alpha1.LoadMatchingStablePods
 	ms.Spec.Autoscaling = nil
 	if autoscaled {
 		ms.Spec.Replicas = ptr.To(int32(MinReplicas))

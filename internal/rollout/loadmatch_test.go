@@ -1,0 +1,71 @@
+package rollout
+
+import (
+	"testing"
+	"time"
+
+	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
+)
+
+// TestLoadMatching pins spec.rollout.loadMatching: with StablePods a step's weight is raised to
+// the candidate's share of both colors' Ready pods (its own counted up to what the step
+// needs), at most the next step's weight and what its Ready pods carry; with None, or unset,
+// the step's weight is sent as written.
+func TestLoadMatching(t *testing.T) {
+	cases := []struct {
+		name           string
+		matching       v1alpha1.LoadMatching
+		total, step    int32
+		stableReady    int32
+		candReady      int32
+		wantCandWeight int32
+	}{
+		{"unset sends the step's weight", "", 6, 1, 6, 1, 10},
+		{"None sends the step's weight", v1alpha1.LoadMatchingNone, 6, 1, 6, 1, 10},
+		{"one candidate pod beside 6 stable pods gets a seventh of the traffic", v1alpha1.LoadMatchingStablePods, 6, 1, 6, 1, 14},
+		{"pods started early for the next step do not raise this one", v1alpha1.LoadMatchingStablePods, 6, 1, 6, 2, 14},
+		{"a step whose pods already carry more than a stable pod keeps its weight", v1alpha1.LoadMatchingStablePods, 6, 3, 6, 3, 50},
+		{"a step that rounds to the stable pods' load keeps its weight", v1alpha1.LoadMatchingStablePods, 6, 2, 6, 2, 25},
+		{"never above the next step's weight", v1alpha1.LoadMatchingStablePods, 2, 1, 2, 1, 25},
+		{"never above what the candidate's Ready pods carry", v1alpha1.LoadMatchingStablePods, 6, 1, 4, 1, 16},
+		{"the last step before 100 is raised up to the share", v1alpha1.LoadMatchingStablePods, 1, 3, 1, 1, 50},
+	}
+	steps := []int32{10, 25, 50, 100}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ms := newModelServer(withSteps(steps...), withLoadMatching(tc.matching), withStatus(
+				phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, tc.stableReady),
+				inRollout(revB, tc.step, t0.Add(-5*time.Second), steps[tc.step-1])))
+			obs := newObs(revB, tc.total, deploy(blue, revA, tc.total, tc.stableReady), deploy(green, revB, tc.candReady, tc.candReady))
+			d := Next(ms, obs, t0)
+			if d.Status.Step != tc.step {
+				t.Fatalf("step = %d, want %d (the case must hold its step)", d.Status.Step, tc.step)
+			}
+			if got := d.Status.Weights; got.Candidate != tc.wantCandWeight || got.Stable != 100-tc.wantCandWeight {
+				t.Errorf("weights = %+v, want candidate %d", got, tc.wantCandWeight)
+			}
+			if got := d.Weights[green]; got != tc.wantCandWeight {
+				t.Errorf("route weight of the candidate = %d, want %d", got, tc.wantCandWeight)
+			}
+		})
+	}
+}
+
+// TestLoadMatchingHoldsWhilePaused: a paused rollout's raised weight does not grow when the
+// stable color loses a pod (the share of one candidate pod beside 5 stable ones is 16%).
+func TestLoadMatchingHoldsWhilePaused(t *testing.T) {
+	ms := newModelServer(withSteps(10, 25, 50, 100), withLoadMatching(v1alpha1.LoadMatchingStablePods), withPaused(true), withStatus(
+		phase(v1alpha1.PhasePaused), stableOn(blue, revA, 6), inRollout(revB, 1, t0.Add(-time.Hour), 14)))
+	d := Next(ms, newObs(revB, 6, deploy(blue, revA, 6, 5), deploy(green, revB, 1, 1)), t0)
+	if d.Status.Phase != v1alpha1.PhasePaused || d.Status.Step != 1 {
+		t.Fatalf("phase %s step %d, want Paused at step 1", d.Status.Phase, d.Status.Step)
+	}
+	if d.Status.Weights.Candidate != 14 {
+		t.Errorf("candidate weight = %d, want 14 (held while paused)", d.Status.Weights.Candidate)
+	}
+	ms.Spec.Paused = false
+	ms.Status.Phase = v1alpha1.PhaseProgressing
+	if d := Next(ms, newObs(revB, 6, deploy(blue, revA, 6, 5), deploy(green, revB, 1, 1)), t0); d.Status.Weights.Candidate != 16 {
+		t.Errorf("resumed: candidate weight = %d, want 16", d.Status.Weights.Candidate)
+	}
+}
