@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -68,4 +69,23 @@ func TestLoadMatchingHoldsWhilePaused(t *testing.T) {
 	if d := Next(ms, newObs(revB, 6, deploy(blue, revA, 6, 5), deploy(green, revB, 1, 1)), t0); d.Status.Weights.Candidate != 16 {
 		t.Errorf("resumed: candidate weight = %d, want 16", d.Status.Weights.Candidate)
 	}
+}
+
+// TestLoadMatchingEventSaysTheRaisedWeight: the step's event gives the weight the route gets.
+func TestLoadMatchingEventSaysTheRaisedWeight(t *testing.T) {
+	ms := newModelServer(withSteps(10, 25, 50, 100), withLoadMatching(v1alpha1.LoadMatchingStablePods), withStatus(
+		phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 6), inRollout(revB, 0, t0.Add(-time.Minute), 0)))
+	d := Next(ms, newObs(revB, 6, deploy(blue, revA, 6, 6), deploy(green, revB, 1, 1)), t0)
+	if d.Status.Step != 1 || d.Status.Weights.Candidate != 14 {
+		t.Fatalf("step %d weights %+v, want step 1 at 14%%", d.Status.Step, d.Status.Weights)
+	}
+	for _, e := range d.Events {
+		if e.Reason == EventStepAdvanced {
+			if want := "green (rev-b) 14% (step 10% raised to a stable pod's load), blue 86%"; !strings.Contains(e.Message, want) {
+				t.Errorf("event %q, want it to say %q", e.Message, want)
+			}
+			return
+		}
+	}
+	t.Errorf("no %s event in %+v", EventStepAdvanced, d.Events)
 }
