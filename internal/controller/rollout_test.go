@@ -492,6 +492,42 @@ func TestRolloutPromotesAGoodRevisionStepByStep(t *testing.T) {
 	}
 }
 
+// With spec.rollout.loadMatching StablePods, the route sends the candidate's one pod the share
+// of a stable pod: 1 pod beside 2 stable ones gets 33% at the 20% step (and the event says so),
+// and the 50% step, whose pod already carries more than a stable pod, keeps its weight.
+func TestRolloutWithLoadMatchingSendsTheCandidateAStablePodsLoad(t *testing.T) {
+	t.Parallel()
+	ns := newNamespace(t)
+	ms := newModelServer(ns, "matched")
+	ms.Spec.Rollout.LoadMatching = v1alpha1.LoadMatchingStablePods
+	tr, _ := startServing(t, ms, map[v1alpha1.Color]latencies{v1alpha1.Blue: healthy, v1alpha1.Green: alsoHealthy})
+
+	setImage(t, ms, imageV2)
+	v2 := waitCandidate(t, ms, imageV2)
+	playDeployments(t, ns)
+	waitPromoted(t, ms, v1alpha1.Green, v2)
+	if h := tr.history(); !slices.Equal(h, []string{"100/0", "67/33", "50/50", "0/100"}) {
+		t.Errorf("route weights went %v; want 100/0, 67/33, 50/50, 0/100", h)
+	}
+	want := "33% (step 20% raised to a stable pod's load)"
+	eventually(t, 20*time.Second, "a StepAdvanced event giving the raised weight", func() error {
+		var list eventsv1.EventList
+		if err := k8s.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		var seen []string
+		for _, e := range list.Items {
+			if e.Regarding.Name == ms.Name && e.Reason == rollout.EventStepAdvanced {
+				if strings.Contains(e.Note, want) {
+					return nil
+				}
+				seen = append(seen, e.Note)
+			}
+		}
+		return fmt.Errorf("no StepAdvanced event says %q: %q", want, seen)
+	})
+}
+
 func TestRolloutRollsBackACandidateWithThreeTimesTheStableTTFT(t *testing.T) {
 	t.Parallel()
 	ns := newNamespace(t)
