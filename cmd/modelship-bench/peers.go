@@ -17,6 +17,7 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
 	"github.com/modelship/modelship/internal/harness/devenv"
 	"github.com/modelship/modelship/internal/harness/peerbench"
 	"github.com/modelship/modelship/internal/harness/peers"
@@ -46,10 +47,14 @@ func runPeers(args []string) error {
 	outage := fs.Duration("outage", time.Minute, "how long Prometheus stays down")
 	verdictTimeout := fs.Duration("verdict-timeout", 5*time.Minute, "longest wait for a rollout's verdict")
 	badHorizon := fs.Duration("bad-horizon", 150*time.Second, "how long the slower release is watched (its requests are counted over it)")
+	loadMatching := fs.String("load-matching", string(v1alpha1.LoadMatchingStablePods), "modelship's spec.rollout.loadMatching in the rollouts (None: the step weights as written, the API's default)")
 	sloTTFT := fs.Duration("slo-ttft", 2*time.Second, "p95 time-to-first-token SLO")
 	sloITL := fs.Duration("slo-itl", 100*time.Millisecond, "p95 inter-token latency SLO")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if lm := v1alpha1.LoadMatching(*loadMatching); lm != v1alpha1.LoadMatchingNone && lm != v1alpha1.LoadMatchingStablePods {
+		return fmt.Errorf("-load-matching %q: want %s or %s", *loadMatching, v1alpha1.LoadMatchingNone, v1alpha1.LoadMatchingStablePods)
 	}
 	want := map[string]bool{}
 	for _, c := range strings.Split(*contenders, ",") {
@@ -130,7 +135,7 @@ func runPeers(args []string) error {
 		scale[k.Name()] = r
 		runs = append(runs, r)
 	}
-	for _, k := range []peerbench.Contender{peerbench.Modelship{}, peerbench.Flagger{PrometheusURL: prom}} {
+	for _, k := range []peerbench.Contender{peerbench.Modelship{LoadMatching: v1alpha1.LoadMatching(*loadMatching)}, peerbench.Flagger{PrometheusURL: prom}} {
 		if !want[k.Name()] {
 			continue
 		}

@@ -1,6 +1,7 @@
 package peerbench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -59,6 +60,8 @@ type Modelship struct {
 	// Recipe autoscales on modelship's SLO-minded recipe (the token work per replica and the
 	// queue, policysim.RecipeSpec) rather than on the peers' GPU utilization at 70%.
 	Recipe bool
+	// LoadMatching is the rollouts' spec.rollout.loadMatching; empty: StablePods.
+	LoadMatching v1alpha1.LoadMatching
 }
 
 // Name implements Contender.
@@ -71,15 +74,15 @@ func (m Modelship) Name() string {
 
 // ModelServer is the benchmark's ModelServer: the demo's pod template and Gateway, the vLLM
 // analysis preset with 20s steps of 10/25/50% raised to the stable pods' load per pod
-// (loadMatching StablePods: 14% at the first step with 6 replicas); autoscaled between 2 and 10 replicas on DCGM GPU
+// (loadMatching StablePods unless lm says otherwise: 14% at the first step with 6 replicas); autoscaled between 2 and 10 replicas on DCGM GPU
 // utilization at 70% with the API's defaults otherwise (15s interval, 5m scale-down
 // stabilization: the HPA's), or on the recipe (make bench-sim's, with the simulator's cold
 // start), or RolloutReplicas fixed replicas.
-func ModelServer(ns, image string, autoscaled, recipe bool) *v1alpha1.ModelServer {
+func ModelServer(ns, image string, autoscaled, recipe bool, lm v1alpha1.LoadMatching) *v1alpha1.ModelServer {
 	ms := stack.ModelServer(ns, WorkloadName, image)
 	ms.Spec.Replicas = ptr.To(int32(RolloutReplicas))
 	ms.Spec.Rollout.Steps = []int32{10, 25, 50, 100}
-	ms.Spec.Rollout.LoadMatching = v1alpha1.LoadMatchingStablePods
+	ms.Spec.Rollout.LoadMatching = cmp.Or(lm, v1alpha1.LoadMatchingStablePods)
 	ms.Spec.Autoscaling = nil
 	if autoscaled {
 		ms.Spec.Replicas = ptr.To(int32(MinReplicas))
@@ -97,7 +100,7 @@ func ModelServer(ns, image string, autoscaled, recipe bool) *v1alpha1.ModelServe
 
 // Deploy implements Contender.
 func (m Modelship) Deploy(ctx context.Context, c client.Client, ns, image string, autoscaled bool) error {
-	return c.Create(ctx, ModelServer(ns, image, autoscaled, m.Recipe))
+	return c.Create(ctx, ModelServer(ns, image, autoscaled, m.Recipe, m.LoadMatching))
 }
 
 func getModelServer(ctx context.Context, c client.Client, ns string) (*v1alpha1.ModelServer, error) {
