@@ -73,8 +73,8 @@ func (m Modelship) Name() string {
 }
 
 // ModelServer is the benchmark's ModelServer: the demo's pod template and Gateway, the vLLM
-// analysis preset with 20s steps of 10/25/50% raised to the stable pods' load per pod
-// (loadMatching StablePods unless lm says otherwise: 14% at the first step with 6 replicas); autoscaled between 2 and 10 replicas on DCGM GPU
+// analysis preset with 20s steps of 10/25/50% and loadMatching lm (StablePods when empty: 14%
+// at the first step with 6 replicas); autoscaled between 2 and 10 replicas on DCGM GPU
 // utilization at 70% with the API's defaults otherwise (15s interval, 5m scale-down
 // stabilization: the HPA's), or on the recipe (make bench-sim's, with the simulator's cold
 // start), or RolloutReplicas fixed replicas.
