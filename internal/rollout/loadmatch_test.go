@@ -29,7 +29,7 @@ func TestLoadMatching(t *testing.T) {
 		{"a step that rounds to the stable pods' load keeps its weight", v1alpha1.LoadMatchingStablePods, 6, 2, 6, 2, 25},
 		{"never above the next step's weight", v1alpha1.LoadMatchingStablePods, 2, 1, 2, 1, 25},
 		{"never above what the candidate's Ready pods carry", v1alpha1.LoadMatchingStablePods, 6, 1, 4, 1, 16},
-		{"the last step before 100 is raised up to the share", v1alpha1.LoadMatchingStablePods, 1, 3, 1, 1, 50},
+		{"the last step before 100 is raised up to the share, below 100", v1alpha1.LoadMatchingStablePods, 3, 3, 1, 2, 66},
 	}
 	steps := []int32{10, 25, 50, 100}
 	for _, tc := range cases {

@@ -757,12 +757,12 @@ func (m *machine) advance(next int32, why string) {
 	st.StepStartedAt = m.timeP(m.now)
 	st.InconclusiveSince = nil
 	m.planCandidate(m.pol.steps[st.Step])
-	weight := fmt.Sprintf("%d%%", next)
+	shown, weight := next, fmt.Sprintf("%d%%", next)
 	if w := m.servedWeight(); w > next {
 		// loadMatching: the route gets the raised weight.
-		weight, next = fmt.Sprintf("%d%% (step %d%% raised to a stable pod's load)", w, next), w
+		shown, weight = w, fmt.Sprintf("%d%% (step %d%% raised to a stable pod's load)", w, next)
 	}
-	m.event(corev1.EventTypeNormal, EventStepAdvanced, "step %d/%d: %s (%s) %s, %s %d%% (%s)", st.Step, len(m.pol.steps), st.Candidate.Color, st.Candidate.Revision, weight, st.Stable.Color, 100-next, why)
+	m.event(corev1.EventTypeNormal, EventStepAdvanced, "step %d/%d: %s (%s) %s, %s %d%% (%s)", st.Step, len(m.pol.steps), st.Candidate.Color, st.Candidate.Revision, weight, st.Stable.Color, 100-shown, why)
 	m.wakeAt(m.now.Add(m.pol.stepDuration))
 }
 
