@@ -66,26 +66,34 @@ func Decide(in Input, now time.Time) Output {
 	}
 
 	// 2. Stabilization windows.
+	// Each recommendation holds from its time until the next one (the last one until now): a
+	// window sees every value that held at some moment of it. want is the highest of the
+	// scale-down window, what the count is kept for: the limits below are judged on it, so
+	// that a pass whose metrics dip for a moment (new pods idle until traffic reaches them),
+	// a rate limit or a pass without data does not report a clamp as gone while the window
+	// still holds the recommendation that hit it.
+	up, down := rec, rec
+	if !recorded {
+		up, down = cur, cur
+	}
+	if recorded && len(recs) == 0 {
+		recs = append(recs, v1alpha1.Recommendation{At: metav1.NewTime(now), Replicas: cur})
+	}
+	for i, r := range recs {
+		until := now
+		if i+1 < len(recs) {
+			until = recs[i+1].At.Time
+		}
+		if until.After(now.Add(-s.up.window)) {
+			up = min(up, r.Replicas)
+		}
+		if until.After(now.Add(-s.down.window)) {
+			down = max(down, r.Replicas)
+		}
+	}
+	want := down
 	desired := cur
 	if recorded {
-		if len(recs) == 0 {
-			recs = append(recs, v1alpha1.Recommendation{At: metav1.NewTime(now), Replicas: cur})
-		}
-		// Each recommendation holds from its time until the next one (the last one until now):
-		// a window sees every value that held at some moment of it.
-		up, down := rec, rec
-		for i, r := range recs {
-			until := now
-			if i+1 < len(recs) {
-				until = recs[i+1].At.Time
-			}
-			if until.After(now.Add(-s.up.window)) {
-				up = min(up, r.Replicas)
-			}
-			if until.After(now.Add(-s.down.window)) {
-				down = max(down, r.Replicas)
-			}
-		}
 		desired = max(desired, up)
 		desired = min(desired, down)
 		if rec > cur && desired < rec {
@@ -118,13 +126,16 @@ func Decide(in Input, now time.Time) Output {
 
 	// 4. Bounds.
 	askFor := func() string {
-		if rec == cur {
+		switch {
+		case want > rec:
+			return fmt.Sprintf("metrics asked for %d replicas within the scale-down stabilization window %s", want, s.down.window)
+		case rec == cur:
 			return fmt.Sprintf("the count is %d", cur)
 		}
 		return fmt.Sprintf("metrics ask for %d replicas", rec)
 	}
 	switch {
-	case desired > s.max || (recorded && rec > s.max):
+	case desired > s.max || want > s.max:
 		out.Limited, out.LimitedReason = true, v1alpha1.ReasonBoundsLimited
 		out.LimitedMessage = fmt.Sprintf("%s, maxReplicas is %d", askFor(), s.max)
 		desired = min(desired, s.max)
@@ -134,23 +145,25 @@ func Decide(in Input, now time.Time) Output {
 		desired = max(desired, s.min)
 	}
 
-	// 5. GPU capacity and quota, counted in pods (see Input.PodsFor).
-	if c := in.Capacity; c != nil && c.MaxAdditional >= 0 && desired > cur {
-		pods := in.PodsFor
-		if pods == nil {
-			pods = func(total int32) int32 { return total }
-		}
-		base := pods(cur)
-		allowed := cur
-		for n := cur + 1; n <= desired && pods(n)-base <= c.MaxAdditional; n++ {
-			allowed = n
-		}
-		allowed = max(allowed, min(max(cur, s.min), s.max))
-		if desired > allowed {
-			want := pods(desired) - base
-			out.Limited, out.LimitedReason = true, c.Reason
-			out.LimitedMessage = fmt.Sprintf("capped at %d replicas: %s", allowed, c.MessageFor(want))
-			desired = allowed
+	// 5. GPU capacity and quota, counted in pods (see Input.PodsFor), judged on the most the
+	// count may grow to: desired, or want within the bounds.
+	if c := in.Capacity; c != nil && c.MaxAdditional >= 0 {
+		if target := max(desired, min(want, s.max)); target > cur {
+			pods := in.PodsFor
+			if pods == nil {
+				pods = func(total int32) int32 { return total }
+			}
+			base := pods(cur)
+			allowed := cur
+			for n := cur + 1; n <= target && pods(n)-base <= c.MaxAdditional; n++ {
+				allowed = n
+			}
+			allowed = max(allowed, min(max(cur, s.min), s.max))
+			if target > allowed {
+				out.Limited, out.LimitedReason = true, c.Reason
+				out.LimitedMessage = fmt.Sprintf("capped at %d replicas: %s", allowed, c.MessageFor(pods(target)-base))
+				desired = min(desired, allowed)
+			}
 		}
 	}
 

@@ -124,6 +124,7 @@ func TestDecide(t *testing.T) {
 		wantAvailable bool
 		wantReason    string // LastScaleReason substring when the count changes
 		wantHeld      string // Held substring
+		wantLimitMsg  string // LimitedMessage substring
 	}{
 		{
 			name:          "scales up by the ratio rule when GPU utilization is above target",
@@ -412,6 +413,55 @@ func TestDecide(t *testing.T) {
 			wantAvailable: true,
 		},
 		{
+			// New pods report idle GPUs until traffic reaches them: the average dips for a pass.
+			name: "a full cluster stays the limit while the scale-down window holds what hit it, through a dip of the metrics",
+			in: Input{Spec: newSpec(1, 8, withGPU(5), withScaleDown(time.Minute, "")), Current: 4, Ready: 4,
+				Observations: []Observation{obs(gpu, 3, 4)},
+				Previous:     recs(rec(20*time.Second, 37)),
+				Capacity:     &capacity.FitResult{MaxAdditional: 0, Reason: v1alpha1.ReasonGPUCapacityLimited, GPUsPerReplica: 4, MatchingNodes: 2}},
+			want:          4,
+			wantLimited:   v1alpha1.ReasonGPUCapacityLimited,
+			wantAvailable: true, wantHeld: "scale-down stabilization window 1m0s holds 4",
+		},
+		{
+			name: "a full cluster stays the limit through a pass without data",
+			in: Input{Spec: newSpec(1, 8, withGPU(5), withScaleDown(time.Minute, "")), Current: 4, Ready: 4,
+				Observations: []Observation{missingObs(gpu, metrics.NoData)},
+				Previous:     recs(rec(20*time.Second, 37)),
+				Capacity:     &capacity.FitResult{MaxAdditional: 0, Reason: v1alpha1.ReasonGPUCapacityLimited, GPUsPerReplica: 4, MatchingNodes: 2}},
+			want:          4,
+			wantLimited:   v1alpha1.ReasonGPUCapacityLimited,
+			wantAvailable: false, wantLimitMsg: "capped at 4 replicas: needs 16 GPUs for 4 more replicas",
+		},
+		{
+			name: "a full cluster stays the limit while a rate limit holds the count",
+			in: Input{Spec: newSpec(1, 100, withGPU(5), withScaleUp(0, "", pods(1, time.Minute))), Current: 4, Ready: 4,
+				Observations: []Observation{obs(gpu, 50, 4)},
+				Previous:     &v1alpha1.AutoscalingStatus{Events: []v1alpha1.ScaleEvent{event(30*time.Second, 3, 4)}},
+				Capacity:     &capacity.FitResult{MaxAdditional: 0, Reason: v1alpha1.ReasonGPUCapacityLimited, GPUsPerReplica: 4, MatchingNodes: 2}},
+			want:          4,
+			wantLimited:   v1alpha1.ReasonGPUCapacityLimited,
+			wantAvailable: true, wantHeld: "scale-up rate limited to 4",
+		},
+		{
+			name: "the limit is gone once the scale-down window no longer holds a recommendation above what fits",
+			in: Input{Spec: newSpec(1, 8, withGPU(5), withScaleDown(time.Minute, "")), Current: 4, Ready: 4,
+				Observations: []Observation{obs(gpu, 3.5, 4)},
+				Previous:     recs(rec(3*time.Minute, 37), rec(90*time.Second, 3)),
+				Capacity:     &capacity.FitResult{MaxAdditional: 0, Reason: v1alpha1.ReasonGPUCapacityLimited, GPUsPerReplica: 4, MatchingNodes: 2}},
+			want:          3, // ceil(4 * 3.5/5)
+			wantAvailable: true, wantReason: "4 -> 3",
+		},
+		{
+			name: "maxReplicas stays the limit while the scale-down window holds a recommendation above it",
+			in: Input{Spec: newSpec(1, 8, withGPU(5), withScaleDown(time.Minute, "")), Current: 8, Ready: 8,
+				Observations: []Observation{obs(gpu, 4, 8)},
+				Previous:     recs(rec(20*time.Second, 37))},
+			want:          8,
+			wantLimited:   v1alpha1.ReasonBoundsLimited,
+			wantAvailable: true, wantLimitMsg: "metrics asked for 37 replicas within the scale-down stabilization window 1m0s, maxReplicas is 8",
+		},
+		{
 			name: "a full cluster never forces a scale-down nor holds the count below minReplicas",
 			in: Input{Spec: newSpec(3, 100, withGPU(70)), Current: 1, Ready: 1,
 				Observations: []Observation{obs(gpu, 70, 1)},
@@ -458,6 +508,9 @@ func TestDecide(t *testing.T) {
 			}
 			if !strings.Contains(out.Status.LastScaleReason, tc.wantReason) {
 				t.Errorf("LastScaleReason = %q, want it to contain %q", out.Status.LastScaleReason, tc.wantReason)
+			}
+			if !strings.Contains(out.LimitedMessage, tc.wantLimitMsg) {
+				t.Errorf("LimitedMessage = %q, want it to contain %q", out.LimitedMessage, tc.wantLimitMsg)
 			}
 			if !strings.Contains(out.Held, tc.wantHeld) {
 				t.Errorf("Held = %q, want it to contain %q", out.Held, tc.wantHeld)

@@ -263,9 +263,26 @@ func (v view) String() string {
 	for _, c := range s.Conditions {
 		conds = append(conds, fmt.Sprintf("%s=%s(%s)", c.Type, c.Status, c.Reason))
 	}
-	return fmt.Sprintf("phase %s step %d weights %d/%d route %v stable %s candidate %s desired %d gen %d/%d %s",
+	out := fmt.Sprintf("phase %s step %d weights %d/%d route %v stable %s candidate %s desired %d gen %d/%d %s",
 		s.Phase, s.Step, s.Weights.Stable, s.Weights.Candidate, v.route, stable, cand, v.desired(),
 		s.ObservedGeneration, v.ms.Generation, strings.Join(conds, " "))
+	if a := s.Autoscaling; a != nil {
+		// What the autoscaler saw: each signal's value and proposal, and its last recommendations.
+		var props []string
+		for _, p := range a.Proposals {
+			n := "-"
+			if p.Replicas != nil {
+				n = fmt.Sprint(*p.Replicas)
+			}
+			props = append(props, fmt.Sprintf("%s %s/%s -> %s %s", p.Metric, p.Value, p.Target, n, p.Message))
+		}
+		var recs []string
+		for _, r := range a.Recommendations {
+			recs = append(recs, fmt.Sprintf("%d@%s", r.Replicas, r.At.Format("15:04:05")))
+		}
+		out += fmt.Sprintf(" proposals [%s] recommendations [%s]", strings.Join(props, "; "), strings.Join(recs, " "))
+	}
+	return out
 }
 
 // follow polls the ModelServer until done says so, failing the story at timeout or as soon as
