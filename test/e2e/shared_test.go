@@ -194,7 +194,9 @@ func slowVersionRolledBack(t *testing.T, ms *v1alpha1.ModelServer, v0 view, labe
 		t.Errorf("stable %s served nothing for 10s at some point during the rollout: lowest rate %+v", stable.Color, minRate)
 	}
 	badServed := served(t, ns, ms.Name, bad, ".*", began, at)
-	badOK := counter(t, fmt.Sprintf(`sum(vllm:request_success_total{namespace=%q,pod=~%q})`, ns, ms.Name+"-"+string(bad)+"-.*"), at)
+	// The bad pods are gone by now and their series stale: each pod's last value over the story
+	// (their counters start at 0 with the pod).
+	badOK := counter(t, fmt.Sprintf(`sum(max_over_time(vllm:request_success_total{namespace=%q,pod=~%q}[%ds]))`, ns, ms.Name+"-"+string(bad)+"-.*", window+1), at)
 	total := served(t, ns, ms.Name, "", ".*", began, at)
 	if badServed == 0 {
 		t.Errorf("the slow version served no request: the rollback was not judged on its traffic")
