@@ -146,7 +146,9 @@ func Decide(in Input, now time.Time) Output {
 	}
 
 	// 5. GPU capacity and quota, counted in pods (see Input.PodsFor), judged on the most the
-	// count may grow to: desired, or want within the bounds.
+	// count may grow to: desired, or want within the bounds. capped is the clamp's message when
+	// it lowered desired itself, for the scale reason.
+	capped := ""
 	if c := in.Capacity; c != nil && c.MaxAdditional >= 0 {
 		if target := max(desired, min(want, s.max)); target > cur {
 			pods := in.PodsFor
@@ -162,7 +164,9 @@ func Decide(in Input, now time.Time) Output {
 			if target > allowed {
 				out.Limited, out.LimitedReason = true, c.Reason
 				out.LimitedMessage = fmt.Sprintf("capped at %d replicas: %s", allowed, c.MessageFor(pods(target)-base))
-				desired = min(desired, allowed)
+				if desired > allowed {
+					capped, desired = out.LimitedMessage, allowed
+				}
 			}
 		}
 	}
@@ -172,7 +176,7 @@ func Decide(in Input, now time.Time) Output {
 	events := append([]v1alpha1.ScaleEvent(nil), prev.Events...)
 	if desired != cur {
 		events = append(events, v1alpha1.ScaleEvent{At: metav1.NewTime(now), From: cur, To: desired})
-		why := s.cause(props, best, cur, desired, out)
+		why := s.cause(props, best, cur, desired, capped)
 		st.LastScaleTime = &metav1.Time{Time: now}
 		st.LastScaleReason = fmt.Sprintf("%d -> %d: %s", cur, desired, why)
 		reason := ReasonScaledUp
@@ -191,7 +195,7 @@ func Decide(in Input, now time.Time) Output {
 }
 
 // cause explains a change: the winning metric against its target, or the bounds.
-func (s settings) cause(props []v1alpha1.Proposal, best int, cur, desired int32, out Output) string {
+func (s settings) cause(props []v1alpha1.Proposal, best int, cur, desired int32, capped string) string {
 	var why string
 	switch {
 	case cur > s.max || cur < s.min:
@@ -220,8 +224,8 @@ func (s settings) cause(props []v1alpha1.Proposal, best int, cur, desired int32,
 	default:
 		why = "no metric has data"
 	}
-	if out.Limited && out.LimitedReason != v1alpha1.ReasonBoundsLimited {
-		why += "; " + out.LimitedMessage
+	if capped != "" {
+		why += "; " + capped
 	}
 	return why
 }

@@ -681,3 +681,21 @@ func TestASteadyRecommendationLeavesTheStatusUnchanged(t *testing.T) {
 		t.Errorf("recommendations %+v, want 8 recorded at +1m", out.Status.Recommendations)
 	}
 }
+
+// A clamp that did not lower this pass's count is reported in ScalingLimited, not given as the
+// reason of the change: here the rate limit chose 3, below the 4 the GPUs allow.
+func TestScaleReasonNamesTheCapOnlyWhenItLoweredTheCount(t *testing.T) {
+	in := Input{Spec: newSpec(1, 100, withGPU(5), withScaleUp(0, "", pods(1, time.Minute))), Current: 2, Ready: 2,
+		Observations: []Observation{obs(MetricGPUUtilization, 25, 2)},
+		Capacity:     &capacity.FitResult{MaxAdditional: 2, Reason: v1alpha1.ReasonGPUCapacityLimited, GPUsPerReplica: 1, FreeGPUs: 2, MatchingNodes: 1}}
+	out := Decide(in, t0)
+	if out.Desired != 3 || !out.Limited || out.LimitedReason != v1alpha1.ReasonGPUCapacityLimited {
+		t.Fatalf("Desired %d, Limited %v %s: want 3, limited by GPU capacity (the metrics ask for 10, 4 fit)", out.Desired, out.Limited, out.LimitedReason)
+	}
+	if !strings.Contains(out.LimitedMessage, "capped at 4 replicas") {
+		t.Errorf("LimitedMessage = %q, want the cap at 4", out.LimitedMessage)
+	}
+	if strings.Contains(out.Status.LastScaleReason, "capped") || !strings.Contains(out.Held, "scale-up rate limited to 3") {
+		t.Errorf("LastScaleReason %q, Held %q: want the rate limit as what held the count, not the cap", out.Status.LastScaleReason, out.Held)
+	}
+}
