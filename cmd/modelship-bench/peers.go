@@ -47,11 +47,15 @@ func runPeers(args []string) error {
 	outage := fs.Duration("outage", time.Minute, "how long Prometheus stays down")
 	verdictTimeout := fs.Duration("verdict-timeout", 5*time.Minute, "longest wait for a rollout's verdict")
 	badHorizon := fs.Duration("bad-horizon", 150*time.Second, "how long the slower release is watched (its requests are counted over it)")
+	repeat := fs.Int("repeat", 1, "rounds of every scenario, contenders taking turns within a round; with more than one, the figures of each round and then each figure's median, min and max (the plot shows round 1, the CSV all)")
 	loadMatching := fs.String("load-matching", string(v1alpha1.LoadMatchingStablePods), "modelship's spec.rollout.loadMatching in the rollouts (None: the step weights as written, the API's default)")
 	sloTTFT := fs.Duration("slo-ttft", 2*time.Second, "p95 time-to-first-token SLO")
 	sloITL := fs.Duration("slo-itl", 100*time.Millisecond, "p95 inter-token latency SLO")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *repeat < 1 {
+		return fmt.Errorf("-repeat %d: want at least 1", *repeat)
 	}
 	if lm := v1alpha1.LoadMatching(*loadMatching); lm != v1alpha1.LoadMatchingNone && lm != v1alpha1.LoadMatchingStablePods {
 		return fmt.Errorf("-load-matching %q: want %s or %s", *loadMatching, v1alpha1.LoadMatchingNone, v1alpha1.LoadMatchingStablePods)
@@ -121,42 +125,64 @@ func runPeers(args []string) error {
 		Settle: 15 * time.Second, VerdictTimeout: *verdictTimeout, BadHorizon: *badHorizon, Log: logf,
 	}
 	slo := peerbench.SLO{TTFT: *sloTTFT, ITL: *sloITL}
-	scale, rollouts := map[string]*peerbench.Run{}, map[string]*peerbench.Run{}
+	type round struct{ scale, rollouts map[string]*peerbench.Run }
+	var rounds []round
 	var runs []*peerbench.Run
 	prom := st.Env.PrometheusURL()
-	for _, k := range []peerbench.Contender{peerbench.Modelship{}, peerbench.Modelship{Recipe: true}, peerbench.KEDAHPA{PrometheusURL: prom}} {
-		if !want[k.Name()] {
-			continue
+	for o.Round = 1; o.Round <= *repeat; o.Round++ {
+		if *repeat > 1 {
+			logf("round %d of %d", o.Round, *repeat)
 		}
-		r, err := o.Autoscaling(ctx, k)
-		if err != nil {
-			return fmt.Errorf("%s autoscaling: %w", k.Name(), err)
+		rd := round{scale: map[string]*peerbench.Run{}, rollouts: map[string]*peerbench.Run{}}
+		for _, k := range []peerbench.Contender{peerbench.Modelship{}, peerbench.Modelship{Recipe: true}, peerbench.KEDAHPA{PrometheusURL: prom}} {
+			if !want[k.Name()] {
+				continue
+			}
+			r, err := o.Autoscaling(ctx, k)
+			if err != nil {
+				return fmt.Errorf("%s autoscaling: %w", k.Name(), err)
+			}
+			rd.scale[k.Name()] = r
+			runs = append(runs, r)
 		}
-		scale[k.Name()] = r
-		runs = append(runs, r)
-	}
-	for _, k := range []peerbench.Contender{peerbench.Modelship{LoadMatching: v1alpha1.LoadMatching(*loadMatching)}, peerbench.Flagger{PrometheusURL: prom}} {
-		if !want[k.Name()] {
-			continue
+		for _, k := range []peerbench.Contender{peerbench.Modelship{LoadMatching: v1alpha1.LoadMatching(*loadMatching)}, peerbench.Flagger{PrometheusURL: prom}} {
+			if !want[k.Name()] {
+				continue
+			}
+			r, err := o.Rollouts(ctx, k)
+			if err != nil {
+				return fmt.Errorf("%s rollouts: %w", k.Name(), err)
+			}
+			rd.rollouts[k.Name()] = r
+			runs = append(runs, r)
 		}
-		r, err := o.Rollouts(ctx, k)
-		if err != nil {
-			return fmt.Errorf("%s rollouts: %w", k.Name(), err)
-		}
-		rollouts[k.Name()] = r
-		runs = append(runs, r)
+		rounds = append(rounds, rd)
 	}
 	csvPath, pngPath := filepath.Join(abs, "peers-timeline.csv"), filepath.Join(abs, "peers.png")
 	if err := peerbench.WriteCSV(csvPath, runs); err != nil {
 		return err
 	}
-	if err := peerbench.Plot(pngPath, scale, rollouts, slo); err != nil {
+	if err := peerbench.Plot(pngPath, rounds[0].scale, rounds[0].rollouts, slo); err != nil {
 		return err
 	}
-	fmt.Printf("trace=%s rate_scale=%g step_factor=%g speed=10 slo_ttft=%s slo_itl=%s outage=%s took=%s\n",
-		stack.DefaultTrace, *rate, *stepFactor, *sloTTFT, *sloITL, *outage, time.Since(began).Round(time.Second))
-	for _, l := range peerbench.Summary(scale, rollouts, o, slo) {
-		fmt.Println(l)
+	fmt.Printf("trace=%s rate_scale=%g step_factor=%g speed=10 slo_ttft=%s slo_itl=%s outage=%s rounds=%d took=%s\n",
+		stack.DefaultTrace, *rate, *stepFactor, *sloTTFT, *sloITL, *outage, *repeat, time.Since(began).Round(time.Second))
+	var lines [][]string
+	for i, rd := range rounds {
+		l := peerbench.Summary(rd.scale, rd.rollouts, o, slo)
+		lines = append(lines, l)
+		if len(rounds) > 1 {
+			fmt.Printf("# round %d\n", i+1)
+		}
+		for _, s := range l {
+			fmt.Println(s)
+		}
+	}
+	if len(rounds) > 1 {
+		fmt.Printf("# over the %d rounds\n", len(rounds))
+		for _, s := range peerbench.Spread(lines) {
+			fmt.Println(s)
+		}
 	}
 	fmt.Printf("csv=%s\npng=%s\n", csvPath, pngPath)
 	return nil

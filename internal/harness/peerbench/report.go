@@ -192,7 +192,7 @@ func WriteCSV(path string, runs []*Run) error {
 	}
 	w := csv.NewWriter(f)
 	_ = w.Write([]string{"contender", "scenario", "t_s", "desired", "pods", "ready", "gpus", "phase", "canary_weight",
-		"ttft_p95_s", "itl_p95_s", "served_total", "errors_5xx_total", "events"})
+		"ttft_p95_s", "itl_p95_s", "served_total", "errors_5xx_total", "events", "round"})
 	for _, r := range runs {
 		for i, p := range r.Points {
 			ttft, itl := "", ""
@@ -213,7 +213,7 @@ func WriteCSV(path string, runs []*Run) error {
 			_ = w.Write([]string{r.Contender, r.Scenario, strconv.FormatFloat(p.At.Sub(r.Start).Seconds(), 'f', 1, 64),
 				strconv.Itoa(int(p.Desired)), strconv.Itoa(p.Pods), strconv.Itoa(p.Ready), strconv.Itoa(p.GPUs), p.Phase,
 				strconv.Itoa(int(p.Weight)), ttft, itl, strconv.FormatFloat(sum(p.Served), 'f', 0, 64),
-				strconv.FormatFloat(errors5xx(p), 'f', 0, 64), strings.Join(events, " ")})
+				strconv.FormatFloat(errors5xx(p), 'f', 0, 64), strings.Join(events, " "), strconv.Itoa(max(r.Round, 1))})
 		}
 	}
 	w.Flush()
@@ -315,4 +315,56 @@ func Summary(scale, rollouts map[string]*Run, o *Options, slo SLO) []string {
 		}
 	}
 	return lines
+}
+
+// Spread summarizes the key=value lines of several rounds of Summary, key by key in the first
+// round's order: a figure numeric in every round gets KEY_median, KEY_min and KEY_max (the
+// median of an even count is the mean of the middle two); any other gets KEY_rounds with each
+// round's value, comma-separated ("n/a" and -1 are absent figures, so a key that has one in
+// some round is listed, not averaged).
+func Spread(rounds [][]string) []string {
+	var order []string
+	values := map[string][]string{}
+	for _, lines := range rounds {
+		for _, l := range lines {
+			k, v, ok := strings.Cut(l, "=")
+			if !ok {
+				continue
+			}
+			if _, seen := values[k]; !seen {
+				order = append(order, k)
+			}
+			values[k] = append(values[k], v)
+		}
+	}
+	var out []string
+	for _, k := range order {
+		vs := values[k]
+		nums := make([]float64, 0, len(vs))
+		for _, v := range vs {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil || f < 0 {
+				break
+			}
+			nums = append(nums, f)
+		}
+		if len(nums) != len(rounds) {
+			out = append(out, fmt.Sprintf("%s_rounds=%s", k, strings.Join(vs, ",")))
+			continue
+		}
+		sort.Float64s(nums)
+		med := nums[len(nums)/2]
+		if len(nums)%2 == 0 {
+			med = (nums[len(nums)/2-1] + nums[len(nums)/2]) / 2
+		}
+		prec := 0
+		for _, v := range vs {
+			if _, frac, ok := strings.Cut(v, "."); ok {
+				prec = max(prec, len(frac))
+			}
+		}
+		f := func(x float64) string { return strconv.FormatFloat(x, 'f', prec, 64) }
+		out = append(out, fmt.Sprintf("%s_median=%s", k, f(med)), fmt.Sprintf("%s_min=%s", k, f(nums[0])), fmt.Sprintf("%s_max=%s", k, f(nums[len(nums)-1])))
+	}
+	return out
 }

@@ -160,3 +160,46 @@ func TestPlotDrawsOnlyTheScenariosThatRan(t *testing.T) {
 		t.Error("Plot without runs did not fail")
 	}
 }
+
+func TestSpreadGivesEachFiguresMedianAndRangeOverTheRounds(t *testing.T) {
+	rounds := [][]string{
+		{"modelship_bad_requests=119", "modelship_bad_verdict=rolled-back", "bad_requests_vs_flagger=0.583", "flagger_good_decided_s=65.4"},
+		{"modelship_bad_requests=127", "modelship_bad_verdict=rolled-back", "bad_requests_vs_flagger=n/a", "flagger_good_decided_s=-1"},
+		{"modelship_bad_requests=309", "modelship_bad_verdict=promoted", "bad_requests_vs_flagger=1.500", "flagger_good_decided_s=70.0"},
+	}
+	got := strings.Join(Spread(rounds), "\n")
+	want := strings.Join([]string{
+		"modelship_bad_requests_median=127", "modelship_bad_requests_min=119", "modelship_bad_requests_max=309",
+		"modelship_bad_verdict_rounds=rolled-back,rolled-back,promoted",
+		"bad_requests_vs_flagger_rounds=0.583,n/a,1.500",
+		"flagger_good_decided_s_rounds=65.4,-1,70.0",
+	}, "\n")
+	if got != want {
+		t.Errorf("Spread:\n%s\nwant:\n%s", got, want)
+	}
+	even := strings.Join(Spread([][]string{{"x_s=1.5", "n=3"}, {"x_s=2.25", "n=4"}}), " ")
+	if even != "x_s_median=1.88 x_s_min=1.50 x_s_max=2.25 n_median=4 n_min=3 n_max=4" {
+		t.Errorf("Spread of two rounds = %q: want the mean of the middle two, at the figures' precision", even)
+	}
+}
+
+func TestTheCSVSaysWhichRoundARunBelongsTo(t *testing.T) {
+	dir := t.TempDir()
+	at := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
+	runs := []*Run{
+		{Contender: "modelship", Scenario: "rollouts", Round: 1, Start: at, Points: []Point{{At: at}}},
+		{Contender: "modelship", Scenario: "rollouts", Round: 2, Start: at, Points: []Point{{At: at}}},
+	}
+	path := dir + "/t.csv"
+	if err := WriteCSV(path, runs); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) != 3 || !strings.HasSuffix(lines[0], ",round") || !strings.HasSuffix(lines[1], ",1") || !strings.HasSuffix(lines[2], ",2") {
+		t.Errorf("CSV:\n%s\nwant a round column, 1 then 2", b)
+	}
+}

@@ -36,13 +36,18 @@ type Options struct {
 	VerdictTimeout, BadHorizon time.Duration
 	// Log prints progress.
 	Log func(format string, args ...any)
+	// Round numbers the repetitions of the scenarios (0 or 1: the first); each round has
+	// namespaces of its own, so that it does not wait for the last one's to be deleted.
+	Round int
 }
 
 // Run is one contender's run of one scenario.
 type Run struct {
 	Contender, Scenario, Namespace string
-	Start                          time.Time
-	Points                         []Point
+	// Round is Options.Round, at least 1.
+	Round  int
+	Start  time.Time
+	Points []Point
 	// Events are the moments the scenario acted or saw a verdict ("step", "outage-start",
 	// "good", "good-verdict", ...).
 	Events map[string]time.Time
@@ -70,6 +75,9 @@ func sleepUntil(ctx context.Context, t time.Time) error {
 // simulator so that the trace starts anew for this contender, and starts the sampler.
 func (o *Options) prepare(ctx context.Context, k Contender, scenario string, autoscaled bool) (*Run, *Sampler, context.CancelFunc, error) {
 	ns := scenario + "-" + k.Name()
+	if o.Round > 1 {
+		ns += fmt.Sprintf("-%d", o.Round)
+	}
 	if err := o.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, nil, nil, err
 	}
@@ -86,7 +94,7 @@ func (o *Options) prepare(ctx context.Context, k Contender, scenario string, aut
 	if err := o.Stack.RestartSimulator(o.RateScale); err != nil {
 		return nil, nil, nil, err
 	}
-	run := &Run{Contender: k.Name(), Scenario: scenario, Namespace: ns, Start: time.Now(), Events: map[string]time.Time{}, Verdicts: map[string]string{}}
+	run := &Run{Contender: k.Name(), Scenario: scenario, Namespace: ns, Round: max(o.Round, 1), Start: time.Now(), Events: map[string]time.Time{}, Verdicts: map[string]string{}}
 	s := &Sampler{Client: o.Client, SimURL: o.Stack.SimulatorURL, Namespace: ns,
 		State: func(ctx context.Context) (State, error) { return k.State(ctx, o.Client, ns) }}
 	sctx, cancel := context.WithCancel(ctx)
