@@ -23,7 +23,8 @@ const (
 	// Unknown while no Gateway controller has answered.
 	ConditionRouteAccepted = "RouteAccepted"
 	// ConditionScalingLimited is True when the desired count is clamped (bounds, GPU quota or
-	// capacity) or a conflicting autoscaler targets the Deployments.
+	// capacity), judged on the highest recommendation the scale-down stabilization window still
+	// holds, or when a conflicting autoscaler targets the Deployments.
 	ConditionScalingLimited = "ScalingLimited"
 )
 
