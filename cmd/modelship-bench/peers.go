@@ -134,27 +134,27 @@ func runPeers(args []string) error {
 			logf("round %d of %d", o.Round, *repeat)
 		}
 		rd := round{scale: map[string]*peerbench.Run{}, rollouts: map[string]*peerbench.Run{}}
-		for _, k := range []peerbench.Contender{peerbench.Modelship{}, peerbench.Modelship{Recipe: true}, peerbench.KEDAHPA{PrometheusURL: prom}} {
-			if !want[k.Name()] {
-				continue
+		play := func(what string, scenario func(context.Context, peerbench.Contender) (*peerbench.Run, error), into map[string]*peerbench.Run, ks ...peerbench.Contender) error {
+			for _, k := range ks {
+				if !want[k.Name()] {
+					continue
+				}
+				r, err := scenario(ctx, k)
+				if err != nil {
+					return fmt.Errorf("%s %s: %w", k.Name(), what, err)
+				}
+				into[k.Name()] = r
+				runs = append(runs, r)
 			}
-			r, err := o.Autoscaling(ctx, k)
-			if err != nil {
-				return fmt.Errorf("%s autoscaling: %w", k.Name(), err)
-			}
-			rd.scale[k.Name()] = r
-			runs = append(runs, r)
+			return nil
 		}
-		for _, k := range []peerbench.Contender{peerbench.Modelship{LoadMatching: v1alpha1.LoadMatching(*loadMatching)}, peerbench.Flagger{PrometheusURL: prom}} {
-			if !want[k.Name()] {
-				continue
-			}
-			r, err := o.Rollouts(ctx, k)
-			if err != nil {
-				return fmt.Errorf("%s rollouts: %w", k.Name(), err)
-			}
-			rd.rollouts[k.Name()] = r
-			runs = append(runs, r)
+		if err := play("autoscaling", o.Autoscaling, rd.scale,
+			peerbench.Modelship{}, peerbench.Modelship{Recipe: true}, peerbench.KEDAHPA{PrometheusURL: prom}); err != nil {
+			return err
+		}
+		if err := play("rollouts", o.Rollouts, rd.rollouts,
+			peerbench.Modelship{LoadMatching: v1alpha1.LoadMatching(*loadMatching)}, peerbench.Flagger{PrometheusURL: prom}); err != nil {
+			return err
 		}
 		rounds = append(rounds, rd)
 	}

@@ -72,10 +72,7 @@ func Decide(in Input, now time.Time) Output {
 	// that a pass whose metrics dip for a moment (new pods idle until traffic reaches them),
 	// a rate limit or a pass without data does not report a clamp as gone while the window
 	// still holds the recommendation that hit it.
-	up, down := rec, rec
-	if !recorded {
-		up, down = cur, cur
-	}
+	up, down := rec, rec // rec is cur when nothing was recorded
 	if recorded && len(recs) == 0 {
 		recs = append(recs, v1alpha1.Recommendation{At: metav1.NewTime(now), Replicas: cur})
 	}
