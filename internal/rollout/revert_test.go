@@ -1,0 +1,147 @@
+package rollout
+
+import (
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
+)
+
+// promotedBKeepingA: revision B was promoted on green 3 minutes ago; blue still runs A, warm,
+// until the scale-down delay ends (in 7 minutes).
+func promotedBKeepingA() msOption {
+	return withStatus(phase(v1alpha1.PhaseHealthy), stableOn(green, revB, 7), scaleDownAt(t0.Add(7*time.Minute)),
+		func(st *v1alpha1.ModelServerStatus) {
+			st.History = []v1alpha1.RevisionRecord{
+				{Revision: revB, Image: "img:" + revB, Outcome: v1alpha1.OutcomePromoted, At: metav1.NewTime(t0.Add(-3 * time.Minute))},
+				{Revision: revA, Image: "img:" + revA, Outcome: v1alpha1.OutcomePromoted, At: metav1.NewTime(t0.Add(-time.Hour))},
+			}
+		})
+}
+
+func TestRollbackToTheWarmPreviousRevisionIsInstant(t *testing.T) {
+	cases := []struct {
+		name string
+		ms   *v1alpha1.ModelServer
+		obs  Observation
+		want want
+	}{
+		{
+			name: "all traffic moves at once to the warm revision, none of its pods is scaled down, the abandoned one is kept for inspection and recorded as rolled back",
+			ms:   newModelServer(promotedBKeepingA()),
+			obs:  newObs(revA, 7, deploy(blue, revA, 7, 7), deploy(green, revB, 7, 7)),
+			want: want{
+				phase:   v1alpha1.PhaseHealthy,
+				weights: w(100, 0),
+				plans:   map[v1alpha1.Color]ColorPlan{blue: {Revision: revA, Replicas: 7}, green: {Revision: revB, Replicas: 7}},
+				events:  []string{EventRevertedToWarm},
+				noEvent: []string{EventRolloutStarted, EventStepAdvanced},
+				conds:   map[string]string{"Ready": "True/Available", "Progressing": "False/Reconciled"},
+				check: func(t *testing.T, d Decision) {
+					st := d.Status
+					if st.Stable == nil || st.Stable.Color != blue || st.Stable.Revision != revA {
+						t.Errorf("stable = %+v, want blue %s", st.Stable, revA)
+					}
+					if st.Candidate != nil || st.Step != 0 {
+						t.Errorf("candidate %+v, step %d: want none, 0", st.Candidate, st.Step)
+					}
+					if len(st.History) == 0 || st.History[0].Revision != revB || st.History[0].Outcome != v1alpha1.OutcomeRolledBack {
+						t.Errorf("history[0] = %+v, want %s RolledBack", st.History, revB)
+					}
+					if st.ScaleDownAt == nil || st.ScaleDownAt.Time.Before(t0.Add(DefaultScaleDownDelay)) {
+						t.Errorf("scaleDownAt = %v, want the abandoned revision kept for the scale-down delay", st.ScaleDownAt)
+					}
+				},
+			},
+		},
+		{
+			name: "with only part of the warm color Ready, it takes what its Ready pods carry and the abandoned revision drains the rest",
+			ms:   newModelServer(promotedBKeepingA()),
+			obs:  newObs(revA, 10, deploy(blue, revA, 7, 7), deploy(green, revB, 10, 10)),
+			want: want{
+				phase:   v1alpha1.PhaseProgressing,
+				weights: w(70, 30),
+				plans:   map[v1alpha1.Color]ColorPlan{blue: {Revision: revA, Replicas: 10}, green: {Revision: revB, Replicas: 10}},
+				events:  []string{EventRevertedToWarm},
+				noEvent: []string{EventRolloutStarted},
+				conds:   map[string]string{"Ready": "False/RolloutInProgress", "Reconciling": "True/Superseding"},
+				check: func(t *testing.T, d Decision) {
+					if d.Status.Stable.Revision != revA || d.Status.Candidate == nil || d.Status.Candidate.Revision != revB {
+						t.Errorf("stable %+v candidate %+v: want A stable, B draining", d.Status.Stable, d.Status.Candidate)
+					}
+					if d.RequeueAfter == 0 || d.RequeueAfter > WarmupPollInterval {
+						t.Errorf("requeue %s, want a look again soon", d.RequeueAfter)
+					}
+				},
+			},
+		},
+		{
+			name: "past the keep window the warm pods are gone: an ordinary progressive rollout",
+			ms:   newModelServer(promotedBKeepingA()),
+			obs:  newObs(revA, 7, deploy(blue, revA, 7, 7), deploy(green, revB, 7, 7)),
+			want: want{phase: v1alpha1.PhaseProgressing, events: []string{EventRolloutStarted}, noEvent: []string{EventRevertedToWarm}},
+		},
+		{
+			name: "a revision whose last outcome was not a promotion is rolled out progressively, even when warm",
+			ms: newModelServer(promotedBKeepingA(), withStatus(func(st *v1alpha1.ModelServerStatus) {
+				st.History[1].Outcome = v1alpha1.OutcomeSuperseded
+			})),
+			obs:  newObs(revA, 7, deploy(blue, revA, 7, 7), deploy(green, revB, 7, 7)),
+			want: want{phase: v1alpha1.PhaseProgressing, events: []string{EventRolloutStarted}, noEvent: []string{EventRevertedToWarm}},
+		},
+		{
+			name: "an idle color with no Ready pod is no warm revision",
+			ms:   newModelServer(promotedBKeepingA()),
+			obs:  newObs(revA, 7, deploy(blue, revA, 7, 0), deploy(green, revB, 7, 7)),
+			want: want{phase: v1alpha1.PhaseProgressing, events: []string{EventRolloutStarted}, noEvent: []string{EventRevertedToWarm}},
+		},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			now := t0
+			if i == 2 {
+				now = t0.Add(8 * time.Minute)
+			}
+			d := Next(tc.ms, tc.obs, now)
+			checkWant(t, d, tc.want)
+		})
+	}
+}
+
+// TestInstantRollbackDrainsThenSettles follows a partial instant rollback to its end, then a
+// new apply of the abandoned revision, which is rolled out progressively (it was rolled back).
+func TestInstantRollbackDrainsThenSettles(t *testing.T) {
+	ms := newModelServer(promotedBKeepingA())
+	d := Next(ms, newObs(revA, 10, deploy(blue, revA, 7, 7), deploy(green, revB, 10, 10)), t0)
+	ms.Status = d.Status
+	if ms.Status.Weights.Candidate != 30 {
+		t.Fatalf("weights %+v after the revert, want B draining 30", ms.Status.Weights)
+	}
+
+	// Blue's new pods come up: 9 of 10 carry 90.
+	d = Next(ms, newObs(revA, 10, deploy(blue, revA, 10, 9), deploy(green, revB, 10, 10)), t0.Add(5*time.Second))
+	checkWant(t, d, want{phase: v1alpha1.PhaseProgressing, weights: w(90, 10), noEvent: []string{EventRolloutStarted, EventRevertedToWarm}})
+	ms.Status = d.Status
+
+	// All Ready: done; green keeps its pods until the scale-down delay.
+	d = Next(ms, newObs(revA, 10, deploy(blue, revA, 10, 10), deploy(green, revB, 10, 10)), t0.Add(10*time.Second))
+	checkWant(t, d, want{
+		phase: v1alpha1.PhaseHealthy, weights: w(100, 0),
+		plans: map[v1alpha1.Color]ColorPlan{blue: {Revision: revA, Replicas: 10}, green: {Revision: revB, Replicas: 10}},
+		conds: map[string]string{"Ready": "True/Available"},
+	})
+	if d.Status.Candidate != nil || d.Status.RolledBackRevision != "" {
+		t.Errorf("candidate %+v rolledBack %q: want none once drained", d.Status.Candidate, d.Status.RolledBackRevision)
+	}
+	ms.Status = d.Status
+
+	// B applied again: it was rolled back, so it is judged step by step, on the color that
+	// still runs it.
+	d = Next(ms, newObs(revB, 10, deploy(blue, revA, 10, 10), deploy(green, revB, 10, 10)), t0.Add(time.Minute))
+	checkWant(t, d, want{phase: v1alpha1.PhaseProgressing, events: []string{EventRolloutStarted}, noEvent: []string{EventRevertedToWarm}})
+	if c := d.Status.Candidate; c == nil || c.Color != green || c.Revision != revB {
+		t.Errorf("candidate %+v, want B on green", c)
+	}
+}
