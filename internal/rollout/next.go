@@ -690,6 +690,22 @@ func (m *machine) progress() {
 		m.rollback(v1alpha1.OutcomeAborted, fmt.Sprintf("aborted at step %d/%d (candidate weight %d%%)", st.Step, len(steps), st.Weights.Candidate))
 		return
 	}
+	// A candidate that holds traffic is judged also while a person holds the rollout (paused,
+	// awaiting promotion), as Argo Rollouts' background analysis does: a failure beyond the
+	// failure limit rolls it back, paused or not.
+	awaiting := m.prevPhase == v1alpha1.PhaseAwaitingPromotion
+	if st.Step >= 1 && m.obs.Measurement != nil {
+		held := ""
+		switch {
+		case m.ms.Spec.Paused:
+			held = " while paused"
+		case awaiting:
+			held = " while awaiting promotion"
+		}
+		if m.judge(*m.obs.Measurement, held) {
+			return
+		}
+	}
 	if m.ms.Spec.Paused {
 		if m.prevPhase != v1alpha1.PhasePaused {
 			m.event(corev1.EventTypeNormal, EventPaused, "rollout of %s paused at step %d/%d (candidate weight %d%%)", c.Revision, st.Step, len(steps), m.candidateWeight())
@@ -702,12 +718,6 @@ func (m *machine) progress() {
 	if m.prevPhase == v1alpha1.PhasePaused {
 		st.StepStartedAt = m.timeP(m.now)
 		m.event(corev1.EventTypeNormal, EventResumed, "rollout of %s resumed at step %d/%d; step timer restarted", c.Revision, st.Step, len(steps))
-	}
-	awaiting := m.prevPhase == v1alpha1.PhaseAwaitingPromotion
-	if st.Step >= 1 && m.obs.Measurement != nil && !awaiting {
-		if m.judge(*m.obs.Measurement) {
-			return
-		}
 	}
 	if st.Step >= 1 && st.InconclusiveSince != nil && m.pol.inconclusiveDeadline > 0 && !awaiting {
 		at := st.InconclusiveSince.Add(m.pol.inconclusiveDeadline)
@@ -758,9 +768,14 @@ func (m *machine) progress() {
 	}
 
 	if awaiting {
-		if m.pol.autoPromote && m.readyFor(next) && !m.routeHolds() {
-			m.promote("promoted: autoPromote enabled while awaiting promotion")
+		// autoPromote turned on promotes on a passing measurement taken after the change (a
+		// measurement job carries the spec's generation: one started before is dropped).
+		if m.pol.autoPromote && m.passedNow() && m.readyFor(next) && !m.routeHolds() {
+			m.promote("promoted: autoPromote enabled while awaiting promotion, and a measurement taken since passed")
 			return
+		}
+		if m.pol.autoPromote {
+			m.wakeAt(m.now.Add(m.pol.interval))
 		}
 		st.Phase = v1alpha1.PhaseAwaitingPromotion
 		return
@@ -815,8 +830,18 @@ func (m *machine) measuredPassInStep() bool {
 	return v == v1alpha1.VerdictPass
 }
 
-// judge records a measurement; it returns true when it rolled the rollout back.
-func (m *machine) judge(meas Measurement) bool {
+// passedNow: this pass brought a measurement, and it passed.
+func (m *machine) passedNow() bool {
+	if m.obs.Measurement == nil {
+		return false
+	}
+	v, _ := verdictOf(m.obs.Measurement.Results)
+	return v == v1alpha1.VerdictPass
+}
+
+// judge records a measurement; it returns true when it rolled the rollout back. held says
+// how a person holds the rollout (" while paused"), for the rollback's reason.
+func (m *machine) judge(meas Measurement, held string) bool {
 	st := m.st
 	at := meas.At
 	if at.IsZero() {
@@ -831,7 +856,7 @@ func (m *machine) judge(meas Measurement) bool {
 		st.InconclusiveSince = nil
 		reason := describe(r)
 		if st.Failures > m.pol.failureLimit {
-			m.rollback(v1alpha1.OutcomeRolledBack, fmt.Sprintf("analysis failed %d time(s), limit %d: %s", st.Failures, m.pol.failureLimit, reason))
+			m.rollback(v1alpha1.OutcomeRolledBack, fmt.Sprintf("analysis failed %d time(s)%s, limit %d: %s", st.Failures, held, m.pol.failureLimit, reason))
 			return true
 		}
 		m.event(corev1.EventTypeWarning, EventAnalysisFailed, "measurement %d of %d tolerated failed: %s", st.Failures, m.pol.failureLimit, reason)
@@ -1139,7 +1164,7 @@ func (m *machine) decision() Decision {
 	st.Weights = v1alpha1.Weights{Stable: 100 - cw, Candidate: cw}
 	weights := map[v1alpha1.Color]int32{st.Stable.Color: 100 - cw, st.Stable.Color.Other(): cw}
 
-	if st.Phase == v1alpha1.PhaseProgressing && st.Step >= 1 && m.superseding == "" {
+	if judgedPhase(st.Phase) && st.Step >= 1 && m.superseding == "" {
 		if t, ok := nextMeasureAt(st, m.pol); ok {
 			m.wakeAt(maxTime(t, m.now.Add(time.Second)))
 		} else if st.Candidate != nil && st.Candidate.SizedSince == nil {
