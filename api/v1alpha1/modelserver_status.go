@@ -106,6 +106,12 @@ type ModelServerStatus struct {
 	// +optional
 	Step int32 `json:"step,omitempty"`
 
+	// StepWeight is the candidate's weight at the current step, in percent, as set when the
+	// step began (spec.rollout.steps[step-1] then). Steps edited mid-rollout never lower it:
+	// the rollout holds this weight and goes on to the first step above it.
+	// +optional
+	StepWeight int32 `json:"stepWeight,omitempty"`
+
 	// StepStartedAt is when the current step (or the warm-up) began.
 	// +optional
 	StepStartedAt *metav1.Time `json:"stepStartedAt,omitempty"`

@@ -600,8 +600,8 @@ func (m *machine) loadMatched(w int32) int32 {
 		return w
 	}
 	next := int32(100)
-	if m.st.Step < int32(len(m.pol.steps)) {
-		next = m.pol.steps[m.st.Step]
+	if m.st.Step >= 1 {
+		next = m.nextStepWeight()
 	}
 	share := min(int32(int64(nc)*100/int64(nc+ns)), next)
 	if m.ms.Spec.Paused {
@@ -661,7 +661,7 @@ func (m *machine) startRollout() {
 		m.event(corev1.EventTypeNormal, EventSuperseded, "rollout of %s superseded by %s; all traffic back on %s", c.Revision, m.obs.Revision, st.Stable.Color)
 	}
 	st.Candidate = &v1alpha1.ColorStatus{Color: st.Stable.Color.Other(), Revision: m.obs.Revision, Image: m.obs.Image}
-	st.Step = 0
+	st.Step, st.StepWeight = 0, 0
 	st.StepStartedAt = m.timeP(m.now)
 	st.Failures = 0
 	st.Analysis = nil
@@ -676,14 +676,18 @@ func (m *machine) progress() {
 	st := m.st
 	c := st.Candidate
 	steps := m.pol.steps
-	// Steps shortened mid-rollout take effect by index; the last held step is len(steps)-1.
-	st.Step = min(max(st.Step, 0), int32(len(steps)-1))
+	// Steps edited mid-rollout never move the weight backwards: the candidate holds its step's
+	// weight and goes on to the first step above it (see heldWeight).
+	if st.Step >= 1 {
+		st.StepWeight = m.heldWeight()
+		st.Step = int32(max(m.nextStepIndex(), 1))
+	}
 	m.planStable()
 	m.candidateHas = true
 	c.ReadyReplicas = m.readyOf(c.Color, c.Revision)
 	c.Warm = m.warmOf(c.Color, c.Revision)
 	m.trackUnready()
-	next := steps[st.Step] // the weight the candidate gets next; 100 means promotion
+	next := m.nextStepWeight() // the weight the candidate gets next; 100 means promotion
 	m.planCandidate(next)
 
 	if m.obs.Operation == OpAbort {
@@ -890,10 +894,11 @@ func (m *machine) advance(next int32, why string) {
 		m.promote(fmt.Sprintf("promoted after step %d/%d: %s", st.Step, len(m.pol.steps), why))
 		return
 	}
-	st.Step++
+	st.Step = int32(m.nextStepIndex()) + 1
+	st.StepWeight = next
 	st.StepStartedAt = m.timeP(m.now)
 	st.InconclusiveSince = nil
-	m.planCandidate(m.pol.steps[st.Step])
+	m.planCandidate(m.nextStepWeight())
 	shown, weight := next, fmt.Sprintf("%d%%", next)
 	if w := m.servedWeight(); w > next {
 		// loadMatching: the route gets the raised weight.
@@ -959,7 +964,7 @@ func (m *machine) rollback(outcome v1alpha1.Outcome, reason string) {
 // clearRollout resets the per-rollout fields when no rollout is live.
 func (m *machine) clearRollout() {
 	st := m.st
-	st.Step = 0
+	st.Step, st.StepWeight = 0, 0
 	st.StepStartedAt = nil
 	st.InconclusiveSince = nil
 	st.Failures = 0
@@ -1134,8 +1139,42 @@ func (m *machine) candidateWeight() int32 {
 	if !m.candidateHas || m.st.Candidate == nil || m.st.Step < 1 {
 		return 0
 	}
-	return m.pol.steps[m.st.Step-1]
+	return m.heldWeight()
 }
+
+// heldWeight is the weight of the step the candidate holds: status.stepWeight, or for a status
+// written before that field, spec.rollout.steps[step-1] (the last step before 100 when the
+// steps are shorter now; the route's last weight when only 100 is left). 0 before the first
+// step.
+func (m *machine) heldWeight() int32 {
+	st, steps := m.st, m.pol.steps
+	switch {
+	case st.Step < 1:
+		return 0
+	case st.StepWeight > 0:
+		return st.StepWeight
+	}
+	if len(steps) == 1 {
+		return min(m.ms.Status.Weights.Candidate, 99)
+	}
+	return steps[min(int(st.Step), len(steps)-1)-1]
+}
+
+// nextStepIndex is the index in spec.rollout.steps of the first weight above the held one (the
+// step the rollout goes to next; the last one, 100, is the promotion).
+func (m *machine) nextStepIndex() int {
+	h := m.heldWeight()
+	for i, s := range m.pol.steps {
+		if s > h {
+			return i
+		}
+	}
+	return len(m.pol.steps) - 1
+}
+
+// nextStepWeight is the weight the candidate gets next; 100 means promotion.
+func (m *machine) nextStepWeight() int32 { return m.pol.steps[m.nextStepIndex()] }
+
 
 func (m *machine) record(c *v1alpha1.ColorStatus, outcome v1alpha1.Outcome, reason string) {
 	r := v1alpha1.RevisionRecord{Revision: c.Revision, Image: c.Image, Outcome: outcome, Reason: reason, At: metav1.NewTime(m.now)}

@@ -145,3 +145,47 @@ func TestInstantRollbackDrainsThenSettles(t *testing.T) {
 		t.Errorf("candidate %+v, want B on green", c)
 	}
 }
+
+// TestEditedStepsNeverMoveTheWeightBackwards: steps edited mid-rollout keep the weight the
+// candidate holds and go on to the first step above it.
+func TestEditedStepsNeverMoveTheWeightBackwards(t *testing.T) {
+	// At step 3 of 10,25,50,100: the candidate holds 50%.
+	at50 := withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 3, t0.Add(-time.Minute), 50),
+		func(st *v1alpha1.ModelServerStatus) { st.StepWeight = 50 })
+	obs := newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 4, 4))
+	cases := []struct {
+		name     string
+		steps    []int32
+		next     int32
+		wantStep int32
+	}{
+		{"shortened to 10,100: holds 50%, promotion next", []int32{10, 100}, 100, 1},
+		{"changed to 10,40,100: holds 50% (not 40), promotion next", []int32{10, 40, 100}, 100, 2},
+		{"changed to 60,100: holds 50% (not 60 unjudged), 60 next", []int32{60, 100}, 60, 1},
+		{"lengthened to 10,25,50,75,100: holds 50%, 75 next", []int32{10, 25, 50, 75, 100}, 75, 3},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			d := Next(newModelServer(withSteps(tc.steps...), at50), obs, t0)
+			checkWant(t, d, want{phase: v1alpha1.PhaseProgressing, weights: w(50, 50), step: i32(tc.wantStep)})
+			if d.Status.StepWeight != 50 {
+				t.Errorf("stepWeight = %d, want 50", d.Status.StepWeight)
+			}
+			// A passing measurement after the step's time goes to the next step above 50.
+			ms := newModelServer(withSteps(tc.steps...), withStepDuration(time.Minute), at50)
+			ms.Status = d.Status
+			ms.Status.StepStartedAt = mt(t0.Add(-time.Hour))
+			d = Next(ms, newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 4, 4), measurement(t0.Add(time.Second), pass)), t0.Add(time.Second))
+			got := d.Status.Weights.Candidate
+			if tc.next == 100 {
+				if d.Status.Phase != v1alpha1.PhaseHealthy {
+					t.Errorf("phase %s weights %+v, want promoted", d.Status.Phase, d.Status.Weights)
+				}
+				return
+			}
+			if got != tc.next || d.Status.StepWeight != tc.next {
+				t.Errorf("after a pass: candidate weight %d stepWeight %d, want %d", got, d.Status.StepWeight, tc.next)
+			}
+		})
+	}
+}
