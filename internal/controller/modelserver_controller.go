@@ -787,6 +787,9 @@ func (r *ModelServerReconciler) measure(ctx context.Context, ms *v1alpha1.ModelS
 		Namespace: ms.Namespace, Name: ms.Name,
 		Candidate: analysis.ColorTarget{Color: cand.Color, Revision: cand.Revision, Pods: metrics.PodRegex(ms.DeploymentName(cand.Color)), Pool: regexp.QuoteMeta(ms.PoolName(cand.Color))},
 		Stable:    analysis.ColorTarget{Color: stable.Color, Revision: stable.Revision, Pods: metrics.PodRegex(ms.DeploymentName(stable.Color)), Pool: regexp.QuoteMeta(ms.PoolName(stable.Color))},
+		// A stable color that lost every pod has nothing to compare with (see rollout's
+		// stableServesNothing): the candidate is held to absolute bounds only.
+		AbsoluteOnly: stable.ReadyReplicas == 0 && meta.IsStatusConditionTrue(ms.Status.Conditions, v1alpha1.ConditionDegraded),
 	}
 	q := r.Prometheus
 	if q == nil {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
@@ -476,7 +477,12 @@ func (m *machine) wasServing() bool {
 		return true
 	}
 	p := m.prevStable
-	return p != nil && p.Color == m.st.Stable.Color && p.Revision == m.st.Stable.Revision && p.ReadyReplicas > 0
+	if p == nil || p.Color != m.st.Stable.Color || p.Revision != m.st.Stable.Revision {
+		return false
+	}
+	// Degraded stays so during a rollout too (phase Progressing), until the stable color has
+	// Ready pods again.
+	return p.ReadyReplicas > 0 || meta.IsStatusConditionTrue(m.ms.Status.Conditions, v1alpha1.ConditionDegraded)
 }
 
 // holdRolledBack: the spec still asks for a revision that was rolled back or aborted.
@@ -580,9 +586,48 @@ func (m *machine) carryOf(c *v1alpha1.ColorStatus) int32 {
 // drain.
 func (m *machine) servedWeight() int32 {
 	if m.candidateHas && m.st.Candidate != nil {
-		return min(m.loadMatched(m.candidateWeight()), m.carryOf(m.st.Candidate))
+		w := min(m.loadMatched(m.candidateWeight()), m.carryOf(m.st.Candidate))
+		if m.stableServesNothing() {
+			dead := m.warmCarryOf(m.st.Candidate)
+			if m.ms.Spec.Paused {
+				// A paused rollout's weight does not grow.
+				dead = min(dead, m.ms.Status.Weights.Candidate)
+			}
+			w = max(w, dead)
+		}
+		return w
 	}
 	return m.drain
+}
+
+// stableServesNothing: the stable color has no Ready pod of more than zero desired (it is
+// Degraded, or never came up). A live candidate, a fix shipped to a dead revision, then carries
+// what its Ready, warm pods carry, whatever its step (every request routed to the stable color
+// fails), is sized for all traffic, and is judged on absolute bounds only: there is nothing to
+// compare it with (see the controller's measurement).
+func (m *machine) stableServesNothing() bool {
+	s := m.st.Stable
+	if m.total <= 0 || s == nil || m.servingReady(s.Color, s.Revision) > 0 {
+		return false
+	}
+	// It served and lost its pods; coming up (from zero, or the first time) is not dead.
+	if p := m.prevStable; p == nil || p.Replicas <= 0 {
+		return false
+	}
+	return m.wasServing()
+}
+
+// warmCarryOf is what the candidate's Ready pods that passed the warm-up check carry.
+func (m *machine) warmCarryOf(c *v1alpha1.ColorStatus) int32 {
+	o, ok := m.colorObs(c.Color, c.Revision)
+	if !ok || o.Stale {
+		return min(m.ms.Status.Weights.Candidate, m.carryOf(c))
+	}
+	warm := o.WarmPods
+	if o.Warm {
+		warm = o.ReadyReplicas // every Ready pod passed
+	}
+	return carries(m.total, min(warm, o.ReadyReplicas))
 }
 
 // loadMatched is step weight w under spec.rollout.loadMatching StablePods: raised to the
@@ -990,6 +1035,9 @@ func (m *machine) planStable() {
 // reported Stalled (NoRoomForCandidate), instead of waiting forever on a Pending pod.
 func (m *machine) planCandidate(weight int32) {
 	c := m.st.Candidate
+	if m.stableServesNothing() {
+		weight = 100 // it is to carry everything the dead stable color cannot
+	}
 	c.Replicas = m.candidateNeed(weight)
 	if m.swap(weight) {
 		if room := m.obs.Capacity - m.stableShare(); room < c.Replicas {
@@ -1223,6 +1271,7 @@ func (m *machine) decision() Decision {
 		heldMessage:     m.heldMessage,
 		routeHeld:       m.routeHeld,
 		superseding:     m.superseding,
+		stableDead:      m.candidateHas && m.stableServesNothing(),
 		stall:           m.inconclusiveStall(),
 		stallReason:     v1alpha1.ReasonAnalysisInconclusive,
 	}

@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -188,4 +189,32 @@ func TestEditedStepsNeverMoveTheWeightBackwards(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestAFixForADeadStableCarriesWhatItsWarmPodsCan: the stable color served and lost every pod
+// (Degraded); a candidate shipped then carries what its Ready, warm pods carry, whatever its
+// step, and is sized for all traffic.
+func TestAFixForADeadStableCarriesWhatItsWarmPodsCan(t *testing.T) {
+	dead := withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 1, t0.Add(-time.Second), 10),
+		func(st *v1alpha1.ModelServerStatus) {
+			st.Stable.ReadyReplicas = 0
+			st.Conditions = append(st.Conditions, metav1.Condition{Type: v1alpha1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonDeploymentsNotReady})
+		})
+	d := Next(newModelServer(withSteps(10, 50, 100), dead), newObs(revB, 4, deploy(blue, revA, 4, 0), deploy(green, revB, 3, 3)), t0)
+	checkWant(t, d, want{
+		phase: v1alpha1.PhaseProgressing, weights: w(25, 75), step: i32(1),
+		plans: map[v1alpha1.Color]ColorPlan{blue: {Revision: revA, Replicas: 4}, green: {Revision: revB, Replicas: 4}},
+		conds: map[string]string{"Degraded": "True/DeploymentsNotReady"},
+		check: func(t *testing.T, d Decision) {
+			if c := cond(d.Status, v1alpha1.ConditionReconciling); c == nil || !strings.Contains(c.Message, "absolute bounds only") {
+				t.Errorf("Reconciling %+v, want it to say the candidate is judged on absolute bounds only", c)
+			}
+		},
+	})
+
+	// A stable color coming up from zero is not dead: the step's weight holds.
+	fromZero := withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 0), inRollout(revB, 1, t0.Add(-time.Second), 10),
+		func(st *v1alpha1.ModelServerStatus) { st.Stable.Replicas = 0 })
+	d = Next(newModelServer(withSteps(10, 50, 100), fromZero), newObs(revB, 4, deploy(blue, revA, 4, 0), deploy(green, revB, 3, 3)), t0)
+	checkWant(t, d, want{weights: w(90, 10)})
 }
