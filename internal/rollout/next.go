@@ -1223,7 +1223,6 @@ func (m *machine) nextStepIndex() int {
 // nextStepWeight is the weight the candidate gets next; 100 means promotion.
 func (m *machine) nextStepWeight() int32 { return m.pol.steps[m.nextStepIndex()] }
 
-
 func (m *machine) record(c *v1alpha1.ColorStatus, outcome v1alpha1.Outcome, reason string) {
 	r := v1alpha1.RevisionRecord{Revision: c.Revision, Image: c.Image, Outcome: outcome, Reason: reason, At: metav1.NewTime(m.now)}
 	h := append([]v1alpha1.RevisionRecord{r}, m.st.History...)
