@@ -295,25 +295,27 @@ func (r *ModelServerReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	}
 	decision := rollout.Next(ms, obs.Observation, now)
 
-	if err := r.apply(ctx, ms, obs.Observation, decision, obs.route); err != nil {
+	routeWritten, applyErr := r.apply(ctx, ms, obs.Observation, decision, obs.route)
+	if applyErr != nil {
 		var nc *nameConflictError
-		if errors.As(err, &nc) {
+		if errors.As(applyErr, &nc) {
 			return r.refuseConflict(ctx, before, ms, nc.object)
 		}
-		if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
+		if apierrors.HasStatusCause(applyErr, corev1.NamespaceTerminatingCause) {
 			// The namespace is going away with everything in it: nothing to keep in shape.
 			return ctrl.Result{}, nil
 		}
-		setCondition(ms, v1alpha1.ConditionReconciling, metav1.ConditionTrue, v1alpha1.ReasonApplyFailed, err.Error())
-		if serr := r.writeStatus(ctx, before, ms); serr != nil {
-			log.Error(serr, "Writing status after a failed apply")
-		}
-		return ctrl.Result{}, err
 	}
 	if err := r.recordRevision(ctx, ms, obs.Revision); err != nil {
-		return ctrl.Result{}, err
+		applyErr = errors.Join(applyErr, err)
 	}
+	// The decision is recorded even when part of it could not be applied (a rollback whose
+	// candidate Deployment a webhook refuses is still a rollback); the weights say what the
+	// route carries.
 	ms.Status = decision.Status
+	if !routeWritten {
+		ms.Status.Weights = before.Status.Weights
+	}
 	// The operation's effect and the record that it was handled go in the same status write;
 	// its annotation is removed only after that write succeeded, so a failed write leaves the
 	// request in place for the next pass instead of losing it.
@@ -327,6 +329,11 @@ func (r *ModelServerReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		ms.Status.HandledOperation = before.Status.HandledOperation
 	}
 	r.completeStatus(ms, obs, decision)
+	if applyErr != nil {
+		// The pass did not succeed: observedGeneration stays where the last one left it.
+		ms.Status.ObservedGeneration = before.Status.ObservedGeneration
+		setCondition(ms, v1alpha1.ConditionReconciling, metav1.ConditionTrue, v1alpha1.ReasonApplyFailed, applyErr.Error())
+	}
 	for _, e := range decision.Events {
 		r.Recorder.Eventf(ms, nil, e.Type, e.Reason, e.Reason, "%s", e.Message)
 	}
@@ -340,7 +347,10 @@ func (r *ModelServerReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		}
 	}
 	if err := r.writeStatus(ctx, before, ms); err != nil {
-		return ctrl.Result{}, err
+		return ctrl.Result{}, errors.Join(applyErr, err)
+	}
+	if applyErr != nil {
+		return ctrl.Result{}, applyErr // retried with backoff; the next pass decides again
 	}
 	telemetry.Record(ms)
 	if s := obs.scale; s != nil && s.Event != nil {

@@ -311,7 +311,8 @@ func (m *machine) drainPods(c *v1alpha1.ColorStatus) bool {
 
 // revertsToWarm: the spec asks for the revision that the idle color still runs within its
 // keep window (status.scaleDownAt after a promotion), with Ready pods, and that revision's last
-// outcome was a promotion (it served all traffic before). Moving back to it is an instant
+// outcome was a promotion, or it has none (the first revision): it served all traffic before.
+// An aborted or superseded revision kept on the idle color is rolled out step by step. Moving back to it is an instant
 // rollback: no steps, no analysis, no pod restarted or created for it.
 func (m *machine) revertsToWarm() bool {
 	st := m.st
@@ -327,7 +328,8 @@ func (m *machine) revertsToWarm() bool {
 			return h.Outcome == v1alpha1.OutcomePromoted
 		}
 	}
-	return false
+	// No record: the first revision, which served before any rollout.
+	return true
 }
 
 // revert makes the warm idle color stable again at once (see revertsToWarm). Its Ready pods
