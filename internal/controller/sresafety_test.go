@@ -27,7 +27,9 @@ func TestRollbackToTheWarmPreviousRevisionMovesAllTrafficAtOnce(t *testing.T) {
 	ms := newModelServer(ns, "revert")
 	tr, v1 := startServing(t, ms, map[v1alpha1.Color]latencies{v1alpha1.Blue: healthy, v1alpha1.Green: alsoHealthy})
 	// Keep the previous color warm for the rest of the test.
-	updateMS(t, ms, func(ms *v1alpha1.ModelServer) { ms.Spec.Rollout.ScaleDownDelay = v1alpha1.Duration{Duration: 10 * time.Minute} })
+	updateMS(t, ms, func(ms *v1alpha1.ModelServer) {
+		ms.Spec.Rollout.ScaleDownDelay = v1alpha1.Duration{Duration: 10 * time.Minute}
+	})
 	playDeployments(t, ns)
 
 	setImage(t, ms, imageV2)
