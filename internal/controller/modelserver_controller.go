@@ -261,15 +261,35 @@ func (r *ModelServerReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		r.fresh.wrote(client.ObjectKeyFromObject(ms), ms.UID, ms.ResourceVersion)
 	}
 
-	invalid := validate(ms, r.QueryPolicy) // the user's spec, before the flags' defaults
+	userSpec := ms.Spec.DeepCopy()
+	// A spec the controller refuses never freezes what serves: the pass goes on from the last
+	// valid spec (see lastvalid.go); only the new spec waits, reported Stalled InvalidSpec.
+	// held: even that spec is refused now (a --query-policy tightened since): no query of it
+	// runs, so analysis and autoscaling hold, while aborts, rollbacks and deadlines act.
+	var invalidMsg string
+	held := false
+	if invalid := validate(ms, r.QueryPolicy); invalid != nil { // the user's spec, before the flags' defaults
+		last, gen, err := r.lastValidSpec(ctx, ms)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if last == nil {
+			// Nothing valid was ever kept: nothing is applied until it is fixed.
+			r.defaultSpec(ms)
+			before := ms.DeepCopy()
+			stall(ms, v1alpha1.ReasonInvalidSpec, invalid.Error())
+			return ctrl.Result{}, r.writeStatus(ctx, before, ms)
+		}
+		invalidMsg = fmt.Sprintf("%s; what serves goes on from the last valid spec (generation %d) until it is fixed", invalid, gen)
+		ms.Spec = *last
+		if err := validate(ms, r.QueryPolicy); err != nil {
+			held = true
+			invalidMsg += fmt.Sprintf(" (which the controller refuses too now: %s; analysis and autoscaling hold)", err)
+		}
+	}
 	r.defaultSpec(ms)
 	now := r.Now()
 	before := ms.DeepCopy()
-	if err := invalid; err != nil {
-		// A bad spec never disturbs what is serving: nothing is applied until it is fixed.
-		stall(ms, v1alpha1.ReasonInvalidSpec, err.Error())
-		return ctrl.Result{}, r.writeStatus(ctx, before, ms)
-	}
 	if msg := r.poolAPIMissing(ms); msg != "" {
 		stall(ms, v1alpha1.ReasonInferencePoolAPIMissing, msg)
 		return ctrl.Result{}, r.writeStatus(ctx, before, ms)
@@ -282,7 +302,7 @@ func (r *ModelServerReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	if conflict != "" {
 		return r.refuseConflict(ctx, before, ms, conflict)
 	}
-	obs, err := r.observe(ctx, ms, now)
+	obs, err := r.observe(ctx, ms, now, held)
 
 	if err != nil {
 		return ctrl.Result{}, err
@@ -334,6 +354,12 @@ func (r *ModelServerReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		ms.Status.ObservedGeneration = before.Status.ObservedGeneration
 		setCondition(ms, v1alpha1.ConditionReconciling, metav1.ConditionTrue, v1alpha1.ReasonApplyFailed, applyErr.Error())
 	}
+	if invalidMsg != "" {
+		// The spec's generation was not acted on.
+		ms.Status.ObservedGeneration = before.Status.ObservedGeneration
+		setCondition(ms, v1alpha1.ConditionStalled, metav1.ConditionTrue, v1alpha1.ReasonInvalidSpec, invalidMsg)
+		setCondition(ms, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonInvalidSpec, invalidMsg)
+	}
 	for _, e := range decision.Events {
 		r.Recorder.Eventf(ms, nil, e.Type, e.Reason, e.Reason, "%s", e.Message)
 	}
@@ -351,6 +377,11 @@ func (r *ModelServerReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	}
 	if applyErr != nil {
 		return ctrl.Result{}, applyErr // retried with backoff; the next pass decides again
+	}
+	if invalidMsg == "" {
+		if err := r.rememberValidSpec(ctx, ms, userSpec); err != nil {
+			return ctrl.Result{}, err
+		}
 	}
 	telemetry.Record(ms)
 	if s := obs.scale; s != nil && s.Event != nil {
@@ -508,7 +539,10 @@ func validate(ms *v1alpha1.ModelServer, policy metrics.QueryPolicy) error {
 
 // observe gathers what Next needs: both colors' Deployments, warm-up of the candidate, the
 // route, a measurement when one is due, and a human's operation.
-func (r *ModelServerReconciler) observe(ctx context.Context, ms *v1alpha1.ModelServer, now time.Time) (observed, error) {
+//
+// held (a spec the query policy refuses): no measurement and no autoscaling query runs; the
+// desired replicas stay the last decision's.
+func (r *ModelServerReconciler) observe(ctx context.Context, ms *v1alpha1.ModelServer, now time.Time, held bool) (observed, error) {
 	var o observed
 	obs := rollout.Observation{
 		Revision:        revision.Of(&ms.Spec.Template),
@@ -560,14 +594,14 @@ func (r *ModelServerReconciler) observe(ctx context.Context, ms *v1alpha1.ModelS
 	o.accepted = accepted
 	obs.RouteAccepted, obs.RouteMessage = accepted.Status, accepted.Message
 	obs.Operation = operation(ms)
-	if rollout.MeasureDue(ms, now) {
+	if !held && rollout.MeasureDue(ms, now) {
 		m, err := r.measure(ctx, ms, now)
 		if err != nil {
 			return o, err
 		}
 		obs.Measurement = m
 	}
-	if ms.Spec.Autoscaling != nil {
+	if ms.Spec.Autoscaling != nil && !held {
 		if o.scale, err = r.autoscale(ctx, ms, obs, now); err != nil {
 			return o, err
 		}

@@ -220,3 +220,50 @@ func TestAnAbortDuringADeploymentWebhookOutageMovesTrafficBackAtOnce(t *testing.
 		return nil
 	})
 }
+
+func TestAnEditTheControllerRefusesNeverFreezesALiveRollout(t *testing.T) {
+	t.Parallel()
+	ns := newNamespace(t)
+	ms := newModelServer(ns, "frozen", func(ms *v1alpha1.ModelServer) { ms.Spec.Rollout.AutoPromote = ptr.To(false) })
+	tr, _ := startServing(t, ms, map[v1alpha1.Color]latencies{v1alpha1.Blue: healthy, v1alpha1.Green: alsoHealthy})
+	playDeployments(t, ns)
+	setImage(t, ms, imageV2)
+	v2 := waitCandidate(t, ms, imageV2)
+	tr.waitWeights(t, "50/50")
+
+	// An edit the controller refuses: a custom analysis query that reads every namespace, under
+	// the namespaced query policy.
+	updateMS(t, ms, func(ms *v1alpha1.ModelServer) {
+		ms.Spec.Rollout.Analysis.Metrics = append(ms.Spec.Rollout.Analysis.Metrics, v1alpha1.AnalysisMetric{
+			Name: "everyone", Query: `sum(rate(vllm:request_success_total[1m]))`, Max: ptr.To(mustQuantity("1000"))})
+	})
+	eventually(t, 20*time.Second, "Stalled InvalidSpec", func() error {
+		c := condition(getMS(t, ms), v1alpha1.ConditionStalled)
+		if c == nil || c.Status != metav1.ConditionTrue || c.Reason != v1alpha1.ReasonInvalidSpec || !strings.Contains(c.Message, "last valid spec") {
+			return fmt.Errorf("Stalled %+v", c)
+		}
+		return nil
+	})
+
+	// The on-call engineer aborts the live rollout: it acts from the last valid spec.
+	updateMS(t, ms, func(ms *v1alpha1.ModelServer) {
+		if ms.Annotations == nil {
+			ms.Annotations = map[string]string{}
+		}
+		ms.Annotations[v1alpha1.AnnotationAbort] = v2
+	})
+	tr.waitWeights(t, "100/0")
+	eventually(t, 20*time.Second, "aborted, still reporting the refused spec", func() error {
+		got := getMS(t, ms)
+		if got.Status.Phase != v1alpha1.PhaseRolledBack || got.Status.RolledBackRevision != v2 {
+			return fmt.Errorf("phase %s rolledBack %q", got.Status.Phase, got.Status.RolledBackRevision)
+		}
+		if c := condition(got, v1alpha1.ConditionStalled); c == nil || c.Reason != v1alpha1.ReasonInvalidSpec {
+			return fmt.Errorf("Stalled %+v, want InvalidSpec while the spec is refused", c)
+		}
+		if got.Status.ObservedGeneration >= got.Generation {
+			return fmt.Errorf("observedGeneration %d of %d: the refused generation was not acted on", got.Status.ObservedGeneration, got.Generation)
+		}
+		return nil
+	})
+}
