@@ -112,7 +112,7 @@ func storyInstantRollback(t *testing.T) {
 	if settled.replicas(old.Other()) != sreReplicas {
 		t.Errorf("%s has %d replicas, want its %d kept for inspection", old.Other(), settled.replicas(old.Other()), sreReplicas)
 	}
-	figure(t, "instant rollback: spec change to 100% on the warm revision", "%s", secs(took))
+	figure(t, "instant rollback: spec change to 100% on the warm revision", "%dms (polled every %s)", took.Milliseconds(), pollInterval)
 	figure(t, "instant rollback: pods of the warm revision restarted or created", "%d", created+int(restarted))
 }
 
