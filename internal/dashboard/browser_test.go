@@ -66,17 +66,17 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
-var servingAt = regexp.MustCompile(`at (http://\S+/) `)
+var servingAt = regexp.MustCompile(`at (http://\S+/\?token=\S+) `)
 
-// startDashboard runs `kubectl modelship dashboard --kubeconfig K -n ml --port 0` until the
-// test ends and returns its URL.
+// startDashboard runs `kubectl modelship dashboard --kubeconfig K -n ml` (at a free port, the
+// default) until the test ends and returns the URL it printed, with its token.
 func startDashboard(t *testing.T, kubeconfig string) string {
 	t.Helper()
 	out := &lockedBuffer{}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	cmd := cli.NewCommand(genericiooptions.IOStreams{In: strings.NewReader(""), Out: out, ErrOut: out})
-	cmd.SetArgs([]string{"dashboard", "--kubeconfig", kubeconfig, "-n", ns, "--port", "0"})
+	cmd.SetArgs([]string{"dashboard", "--kubeconfig", kubeconfig, "-n", ns})
 	go func() { done <- cmd.ExecuteContext(ctx) }()
 	t.Cleanup(func() {
 		cancel()
@@ -343,6 +343,14 @@ func TestDashboardInChromium(t *testing.T) {
 	}
 	b := browser{ctx: tab}
 
+	t.Run("without the printed URL's token the page is refused", func(t *testing.T) {
+		base, _, _ := strings.Cut(url, "?")
+		b.do(t, chromedp.Navigate(base), visible(`body`))
+		if body := b.text(t, `body`); !strings.Contains(body, "no valid token") {
+			t.Errorf("the dashboard without its token shows %q, want the refusal", body)
+		}
+	})
+
 	t.Run("the fleet page lists the ModelServers with their phase and weights", func(t *testing.T) {
 		b.do(t, chromedp.Navigate(url), visible(`tr[data-key="ml/llama"]`), visible(`tr[data-key="ml/mistral"]`))
 		phase, weights := b.text(t, `tr[data-key="ml/llama"] td[data-field="phase"]`), b.text(t, `tr[data-key="ml/llama"] td[data-field="weights"]`)
@@ -420,6 +428,9 @@ func TestDashboardInChromium(t *testing.T) {
 
 	t.Run("a user without RBAC to patch sees the API server refuse the action", func(t *testing.T) {
 		viewerURL := startDashboard(t, viewer)
+		if token := func(u string) string { _, t, _ := strings.Cut(u, "?token="); return t }; token(viewerURL) == token(url) {
+			t.Errorf("two launches printed the same token %s", token(url))
+		}
 		b.do(t, chromedp.Navigate(viewerURL+"#/ml/qwen"), visible(`button[data-action="pause"]`),
 			click(`button[data-action="pause"]`), visible(`#confirm-ok`), click(`#confirm-ok`), waitText(`#action-error`, "refused"))
 		refusal := b.text(t, `#action-error`)
