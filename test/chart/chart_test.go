@@ -118,7 +118,7 @@ func TestDefaultsRunTwoLeaderElectedReplicasUnderTheRestrictedProfile(t *testing
 		t.Errorf("replicas %v, want 2", n)
 	}
 	args := controllerArgs(t, d)
-	for _, want := range []string{"--leader-elect", "--metrics-bind-address=:8443", "--max-concurrent-reconciles=4", "--gpu-exporter-namespace=gpu-operator"} {
+	for _, want := range []string{"--leader-elect", "--metrics-bind-address=:8443", "--max-concurrent-reconciles=4", "--gpu-exporter-namespace=gpu-operator", "--query-policy=namespaced"} {
 		if !slices.Contains(args, want) {
 			t.Errorf("args %v lack %s", args, want)
 		}
