@@ -570,7 +570,9 @@ type AutoscalingMetric struct {
 
 	// External reads a metric from the external metrics API (external.metrics.k8s.io), as
 	// served by prometheus-adapter or KEDA's metrics server; the proposal is
-	// ceil(value / targetPerReplica).
+	// ceil(value / targetPerReplica). Read only when the controller runs with
+	// --query-policy=any: the API answers with the controller's credentials about any
+	// namespace, and the default policies refuse the spec.
 	// +optional
 	External *ExternalMetric `json:"external,omitempty"`
 

@@ -84,8 +84,8 @@ type ModelServerReconciler struct {
 	// spec.rollout.analysis.scrapeInterval (--prometheus-scrape-interval); zero means
 	// metrics.DefaultScrapeInterval.
 	ScrapeInterval time.Duration
-	// QueryPolicy says which custom PromQL a ModelServer may have the controller run
-	// (--query-policy); empty is metrics.QueryPolicyAny.
+	// QueryPolicy says which custom PromQL (and external metrics) a ModelServer may have the
+	// controller run (--query-policy); empty is metrics.DefaultQueryPolicy (namespaced).
 	QueryPolicy metrics.QueryPolicy
 	// Now is the clock (time.Now in production).
 	Now func() time.Time
@@ -506,18 +506,19 @@ func validate(ms *v1alpha1.ModelServer, policy metrics.QueryPolicy) error {
 	if err := analysis.Validate(a); err != nil {
 		return fmt.Errorf("spec.rollout.analysis.%w", err)
 	}
+	colors := analysisVars(ms)
 	for _, m := range a.Metrics {
-		if err := policy.CheckQuery(m.Query, ms.Namespace); err != nil {
+		if err := policy.CheckQuery(m.Query, colors...); err != nil {
 			return fmt.Errorf("spec.rollout.analysis.metrics[%s].query: %w", m.Name, err)
 		}
 		if h := m.Histogram; h != nil {
-			if err := policy.CheckQuery(h.BucketQuery, ms.Namespace); err != nil {
+			if err := policy.CheckQuery(h.BucketQuery, colors...); err != nil {
 				return fmt.Errorf("spec.rollout.analysis.metrics[%s].histogram.bucketQuery: %w", m.Name, err)
 			}
 		}
 	}
 	if a.SampleQuery != "" {
-		if err := policy.CheckQuery(a.SampleQuery, ms.Namespace); err != nil {
+		if err := policy.CheckQuery(a.SampleQuery, colors...); err != nil {
 			return fmt.Errorf("spec.rollout.analysis.sampleQuery: %w", err)
 		}
 	}
@@ -529,12 +530,32 @@ func validate(ms *v1alpha1.ModelServer, policy metrics.QueryPolicy) error {
 			if err := metrics.Validate(m.Prometheus.Query); err != nil {
 				return fmt.Errorf("spec.autoscaling.metrics[%d].prometheus.query: %w", i, err)
 			}
-			if err := policy.CheckQuery(m.Prometheus.Query, ms.Namespace); err != nil {
+			if err := policy.CheckQuery(m.Prometheus.Query, bothColors(ms)); err != nil {
 				return fmt.Errorf("spec.autoscaling.metrics[%d].prometheus.query: %w", i, err)
+			}
+		}
+		if m.External != nil {
+			if err := policy.CheckExternal(); err != nil {
+				return fmt.Errorf("spec.autoscaling.metrics[%d].external: %w", i, err)
 			}
 		}
 	}
 	return nil
+}
+
+// analysisVars are the values the ModelServer's analysis queries run with, one per color (see
+// measure), for judging its templates as they will run. The revision is the spec's (the
+// candidate a measurement would judge) and the window the one its spec asks for.
+func analysisVars(ms *v1alpha1.ModelServer) []metrics.Vars {
+	out := make([]metrics.Vars, 0, len(routing.Colors))
+	for _, c := range routing.Colors {
+		out = append(out, metrics.Vars{
+			Namespace: ms.Namespace, Name: ms.Name, Color: string(c), Revision: revision.Of(&ms.Spec.Template),
+			Pods: metrics.PodRegex(ms.DeploymentName(c)), Pool: regexp.QuoteMeta(ms.PoolName(c)),
+			Window: metrics.AnalysisWindow(rollout.AnalysisWindow(ms)),
+		})
+	}
+	return out
 }
 
 // observe gathers what Next needs: both colors' Deployments, warm-up of the candidate, the
@@ -835,9 +856,10 @@ func (r *ModelServerReconciler) measure(ctx context.Context, ms *v1alpha1.ModelS
 		// stableServesNothing): the candidate is held to absolute bounds only.
 		AbsoluteOnly: stable.ReadyReplicas == 0 && meta.IsStatusConditionTrue(ms.Status.Conditions, v1alpha1.ConditionDegraded),
 	}
-	q := r.Prometheus
-	if q == nil {
-		q = unavailable{}
+	var q metrics.Querier = unavailable{}
+	if r.Prometheus != nil {
+		// Every query is checked against the policy as it runs, not only its template.
+		q = metrics.Enforce(r.Prometheus, r.QueryPolicy, ms.Namespace)
 	}
 	spec := *ms.Spec.Rollout.Analysis.DeepCopy()
 	// The measurement due now: of this candidate, at this step, after the last one, for this
