@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
@@ -283,4 +284,65 @@ func TestARouteRefToARuleAnotherModelServerAlreadyUsesIsRefused(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+func TestTheOwnedRouteStaysWhileAGatewayRefusesTheRouteTheBackendRefsMovedTo(t *testing.T) {
+	r := manualReconciler(t, interceptor.Funcs{})
+	ctx := context.Background()
+	stamp := time.Now().UnixNano() % 1e6
+	ms := newModelServer(manualNamespace, fmt.Sprintf("held-%d", stamp))
+	if err := k8s.Create(ctx, ms); err != nil {
+		t.Fatal(err)
+	}
+	pass(t, r, ms)
+	markReady(t, ms.Namespace, ms.DeploymentName(v1alpha1.Blue))
+	pass(t, r, ms)
+	owned := ms.Name
+	if _, err := getRoute(ms.Namespace, owned); err != nil {
+		t.Fatalf("the owned HTTPRoute: %v", err)
+	}
+	shared := fmt.Sprintf("shared-%d", stamp)
+	if err := k8s.Create(ctx, &gatewayv1.HTTPRoute{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ms.Namespace, Name: shared},
+		Spec: gatewayv1.HTTPRouteSpec{
+			CommonRouteSpec: gatewayv1.CommonRouteSpec{ParentRefs: []gatewayv1.ParentReference{{Name: "gw"}}},
+			Rules:           []gatewayv1.HTTPRouteRule{{Name: ptr.To(gatewayv1.SectionName("llm"))}},
+		},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	updateMS(t, ms, func(ms *v1alpha1.ModelServer) {
+		ms.Spec.Gateway = v1alpha1.GatewaySpec{RouteRef: &v1alpha1.RouteReference{Name: shared}}
+	})
+	pass(t, r, ms) // writes the backendRefs into the user's route
+	routeIs(t, ms.Namespace, shared, "llm", fmt.Sprintf("Service %s-blue 100", ms.Name), fmt.Sprintf("Service %s-green 0", ms.Name))
+
+	// A Gateway refuses the route they moved to: the owned route keeps serving, and RouteAccepted says so.
+	if err := answerRoute(ms.Namespace, shared, metav1.ConditionFalse, "NotAllowedByListeners"); err != nil {
+		t.Fatal(err)
+	}
+	pass(t, r, ms)
+	if _, err := getRoute(ms.Namespace, owned); err != nil {
+		t.Fatalf("the owned HTTPRoute went while the route the backendRefs moved to is refused: %v", err)
+	}
+	got := getMS(t, ms)
+	if c := condition(got, v1alpha1.ConditionRouteAccepted); c == nil || c.Status != metav1.ConditionFalse ||
+		!strings.Contains(c.Message, "HTTPRoute "+ms.Namespace+"/"+owned+" keeps the ModelServer's backendRefs") {
+		t.Errorf("RouteAccepted %+v; want False naming the owned route that keeps the backendRefs", c)
+	}
+	if rs := got.Status.Route; rs == nil || *rs != (v1alpha1.RouteStatus{Name: owned, Owned: true}) {
+		t.Errorf("status.route %+v; want the owned route until the move is done", rs)
+	}
+
+	// Accepted: the owned route goes.
+	if err := answerRoute(ms.Namespace, shared, metav1.ConditionTrue, "Accepted"); err != nil {
+		t.Fatal(err)
+	}
+	pass(t, r, ms)
+	if _, err := getRoute(ms.Namespace, owned); !apierrors.IsNotFound(err) {
+		t.Errorf("the owned HTTPRoute is still there once the route the backendRefs moved to is accepted (%v)", err)
+	}
+	if rs := getMS(t, ms).Status.Route; rs == nil || *rs != (v1alpha1.RouteStatus{Name: shared}) {
+		t.Errorf("status.route %+v; want %s", rs, shared)
+	}
 }
