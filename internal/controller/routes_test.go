@@ -346,3 +346,88 @@ func TestTheOwnedRouteStaysWhileAGatewayRefusesTheRouteTheBackendRefsMovedTo(t *
 		t.Errorf("status.route %+v; want %s", rs, shared)
 	}
 }
+
+func TestASwitchToInferencePoolsAlsoWaitsForReadyPodsOfTheColorsWithTraffic(t *testing.T) {
+	r := manualReconciler(t, interceptor.Funcs{})
+	r.InferencePools, r.cacheReader = true, r.Client // a cluster that serves InferencePools
+	ctx := context.Background()
+	ms := newModelServer(manualNamespace, fmt.Sprintf("unready-%d", time.Now().UnixNano()%1e6))
+	if err := k8s.Create(ctx, ms); err != nil {
+		t.Fatal(err)
+	}
+	pass(t, r, ms)
+	markReady(t, ms.Namespace, ms.DeploymentName(v1alpha1.Blue))
+	pass(t, r, ms)
+	services := []string{fmt.Sprintf("Service %s-blue 100", ms.Name), fmt.Sprintf("Service %s-green 0", ms.Name)}
+	routeIs(t, ms.Namespace, ms.Name, "", services...)
+
+	updateMS(t, ms, onPools)
+	pass(t, r, ms)
+	waiting := append(slices.Clone(services), fmt.Sprintf("InferencePool %s-blue 0", ms.Name), fmt.Sprintf("InferencePool %s-green 0", ms.Name))
+	routeIs(t, ms.Namespace, ms.Name, "", waiting...)
+	// A Gateway accepts both pools, but blue, which carries the traffic, has no Ready pod.
+	for _, c := range routing.Colors {
+		if err := answerPool(ms.Namespace, ms.PoolName(c), metav1.ConditionTrue, "ResolvedRefs"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d, err := getDeployment(ms.Namespace, ms.DeploymentName(v1alpha1.Blue))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Status.ReadyReplicas, d.Status.AvailableReplicas = 0, 0
+	if err := k8s.Status().Update(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	pass(t, r, ms)
+	routeIs(t, ms.Namespace, ms.Name, "", waiting...)
+	if c := condition(getMS(t, ms), v1alpha1.ConditionRouteAccepted); c == nil || !strings.Contains(c.Message, "the pods of color blue, which carries 100% of the traffic, are Ready") {
+		t.Errorf("RouteAccepted %+v; want the wait for blue's Ready pods", c)
+	}
+
+	markReady(t, ms.Namespace, ms.DeploymentName(v1alpha1.Blue))
+	pass(t, r, ms)
+	routeIs(t, ms.Namespace, ms.Name, "", fmt.Sprintf("InferencePool %s-blue 100", ms.Name), fmt.Sprintf("InferencePool %s-green 0", ms.Name))
+}
+
+func TestDeletingAModelServerMidMoveTakesItsBackendRefsOutOfBothRoutes(t *testing.T) {
+	r := manualReconciler(t, interceptor.Funcs{})
+	ctx := context.Background()
+	stamp := time.Now().UnixNano() % 1e6
+	routes := []string{fmt.Sprintf("from-%d", stamp), fmt.Sprintf("to-%d", stamp)}
+	for _, name := range routes {
+		if err := k8s.Create(ctx, &gatewayv1.HTTPRoute{
+			ObjectMeta: metav1.ObjectMeta{Namespace: manualNamespace, Name: name},
+			Spec: gatewayv1.HTTPRouteSpec{
+				CommonRouteSpec: gatewayv1.CommonRouteSpec{ParentRefs: []gatewayv1.ParentReference{{Name: "gw"}}},
+				Rules:           []gatewayv1.HTTPRouteRule{{Name: ptr.To(gatewayv1.SectionName("llm"))}},
+			},
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ms := newModelServer(manualNamespace, fmt.Sprintf("gone-%d", stamp), func(ms *v1alpha1.ModelServer) {
+		ms.Spec.Gateway = v1alpha1.GatewaySpec{RouteRef: &v1alpha1.RouteReference{Name: routes[0]}}
+	})
+	if err := k8s.Create(ctx, ms); err != nil {
+		t.Fatal(err)
+	}
+	pass(t, r, ms)
+	pass(t, r, ms)
+	ours := []string{fmt.Sprintf("Service %s-blue 100", ms.Name), fmt.Sprintf("Service %s-green 0", ms.Name)}
+	routeIs(t, manualNamespace, routes[0], "llm", ours...)
+	routeRecorded(t, ms, v1alpha1.RouteStatus{Name: routes[0]})
+
+	// The move has written the new route but not yet cleared the old one when the ModelServer goes.
+	updateMS(t, ms, func(ms *v1alpha1.ModelServer) { ms.Spec.Gateway.RouteRef.Name = routes[1] })
+	pass(t, r, ms)
+	routeIs(t, manualNamespace, routes[1], "llm", ours...)
+	routeIs(t, manualNamespace, routes[0], "llm", ours...)
+	if err := k8s.Delete(ctx, getMS(t, ms)); err != nil {
+		t.Fatal(err)
+	}
+	pass(t, r, ms)
+	for _, name := range routes {
+		routeIs(t, manualNamespace, name, "llm")
+	}
+}
