@@ -57,8 +57,8 @@ func (r *ModelServerReconciler) applyPools(ctx context.Context, ms *v1alpha1.Mod
 
 // prunePools deletes the pools this ModelServer controls once it no longer routes to them
 // (spec.gateway.backend back to Service); it runs after the route was written, and waits while
-// a route modelship writes (the spec's, or the one status.route recorded) still names them as
-// last read.
+// a route modelship writes (the spec's, or the one status.route recorded) still sends traffic to
+// them as last read (the route's update brings the next pass).
 func (r *ModelServerReconciler) prunePools(ctx context.Context, ms *v1alpha1.ModelServer) error {
 	if ms.UsesInferencePools() || !r.InferencePools {
 		return nil
