@@ -168,7 +168,7 @@ func (r *ModelServerReconciler) removeBackendsFrom(ctx context.Context, ms *v1al
 		return false, fmt.Errorf("getting HTTPRoute %s: %w", name, err)
 	}
 	orig := route.DeepCopy()
-	removed := false
+	var removed bool
 	if keep != nil {
 		removed = routing.RemoveBackendsOutside(route, ms, *keep)
 	} else {
