@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -113,22 +115,32 @@ func (r *ModelServerReconciler) applyColor(ctx context.Context, ms *v1alpha1.Mod
 	return nil
 }
 
+// applyRoute writes the weights into the route: the owned HTTPRoute, or modelship's backendRefs
+// in the user's route of spec.gateway.routeRef. After a change of spec.gateway.backend the old
+// backends keep the traffic until the new ones are ready (see backends).
 func (r *ModelServerReconciler) applyRoute(ctx context.Context, ms *v1alpha1.ModelServer, weights map[v1alpha1.Color]int32, route *gatewayv1.HTTPRoute) error {
+	b, _ := r.backends(ctx, ms, route, weights)
+	switched := route != nil && b.Pending == "" && routing.Carrier(route, ms) != b.Carrier
 	if ref := ms.Spec.Gateway.RouteRef; ref != nil {
 		if route == nil {
 			return fmt.Errorf("HTTPRoute %s named by spec.gateway.routeRef does not exist", ref.Name)
 		}
 		orig := route.DeepCopy()
-		changed, err := routing.SetBackendWeights(route, ms, ref.RuleName, weights)
+		changed, err := routing.SetBackendWeights(route, ms, ref.RuleName, b)
 		if err != nil || !changed {
 			return err
 		}
 		if err := r.Patch(ctx, route, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}), client.FieldOwner(v1alpha1.FieldOwner)); err != nil {
 			return fmt.Errorf("setting weights in HTTPRoute %s: %w", route.Name, err)
 		}
-		return nil
+	} else if err := r.applyObject(ctx, ms, routing.OwnedRoute(ms, b)); err != nil {
+		return err
 	}
-	return r.applyObject(ctx, ms, routing.OwnedRoute(ms, weights))
+	if switched {
+		r.Recorder.Eventf(ms, nil, corev1.EventTypeNormal, v1alpha1.ReasonBackendSwitched, "Switch",
+			"HTTPRoute %s sends the traffic to the %ss and no longer names the old backends", ms.RouteName(), b.Carrier)
+	}
+	return nil
 }
 
 // applyObject server-side applies an object that ms owns, with modelship's field owner.
@@ -224,18 +236,18 @@ func (r *ModelServerReconciler) finalize(ctx context.Context, ms *v1alpha1.Model
 	if !controllerutil.ContainsFinalizer(ms, cleanupFinalizer) {
 		return nil
 	}
-	if ms.Spec.Gateway.RouteRef != nil {
-		route, err := r.getRoute(ctx, ms)
-		if err != nil {
+	// The user's routes modelship wrote into: the spec's, and the one status.route recorded when
+	// a move away from it was not finished.
+	var users []string
+	if ref := ms.Spec.Gateway.RouteRef; ref != nil {
+		users = append(users, ref.Name)
+	}
+	if prev := ms.Status.Route; prev != nil && !prev.Owned && !slices.Contains(users, prev.Name) {
+		users = append(users, prev.Name)
+	}
+	for _, name := range users {
+		if _, err := r.removeBackendsFrom(ctx, ms, name, nil); err != nil {
 			return err
-		}
-		if route != nil {
-			orig := route.DeepCopy()
-			if routing.RemoveBackends(route, ms) {
-				if err := r.Patch(ctx, route, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
-					return fmt.Errorf("removing backends from HTTPRoute %s: %w", route.Name, err)
-				}
-			}
 		}
 	}
 	controllerutil.RemoveFinalizer(ms, cleanupFinalizer)

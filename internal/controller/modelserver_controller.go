@@ -307,6 +307,9 @@ func (r *ModelServerReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	if err := r.moveRoute(ctx, ms, &obs); err != nil {
+		return ctrl.Result{}, err
+	}
 	pending, handled := pendingOperation(ms)
 	if handled {
 		// This pass or an earlier one acted on it and recorded so, but removing the annotation
@@ -428,9 +431,14 @@ func (r *ModelServerReconciler) podsOf(ms *v1alpha1.ModelServer, more ...client.
 }
 
 // refuseConflict stalls the ModelServer on an object of another owner with one of its children's
-// names: server-side apply with force would take it over, so nothing more is applied.
+// names: server-side apply with force would take it over, so nothing more is applied. conflict
+// names the object ("Service ml/llama-blue"), or is a whole sentence, ending with a period, that
+// says who holds it (a routeRef conflict, see routeRefConflict).
 func (r *ModelServerReconciler) refuseConflict(ctx context.Context, before, ms *v1alpha1.ModelServer, conflict string) (ctrl.Result, error) {
-	msg := conflict + " exists and is not controlled by this ModelServer: rename or delete it; modelship does not take it over"
+	msg := conflict
+	if !strings.HasSuffix(conflict, ".") {
+		msg = conflict + " exists and is not controlled by this ModelServer: rename or delete it; modelship does not take it over"
+	}
 	stall(ms, v1alpha1.ReasonNameConflict, msg)
 	if !meta.IsStatusConditionTrue(before.Status.Conditions, v1alpha1.ConditionStalled) {
 		ctrl.LoggerFrom(ctx).Info("Refusing to take over an object of another owner", "object", conflict)
@@ -449,7 +457,8 @@ func (e *nameConflictError) Error() string {
 
 // nameConflict names ("Service ml/llama-blue") the first object that the ModelServer would
 // apply but that exists without being controlled by it; "" when there is none. The HTTPRoute
-// named by spec.gateway.routeRef is the user's by design and is not checked.
+// named by spec.gateway.routeRef is the user's by design: it conflicts only when another object
+// controls it (see routeRefConflict).
 func (r *ModelServerReconciler) nameConflict(ctx context.Context, ms *v1alpha1.ModelServer) (string, error) {
 	var objs []client.Object
 	for _, c := range routing.Colors {
@@ -482,7 +491,7 @@ func (r *ModelServerReconciler) nameConflict(ctx context.Context, ms *v1alpha1.M
 			return kind + " " + key.String(), nil
 		}
 	}
-	return "", nil
+	return r.routeRefConflict(ctx, ms)
 }
 
 // defaultSpec fills, in memory only, what the controller's flags default: the scrape interval
