@@ -239,7 +239,8 @@ func (r *ModelServerReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 			r.fresh.forget(req.NamespacedName)
 			r.measurements.forget(req.NamespacedName)
 			r.warmups.forget(req.NamespacedName)
-			children := []string{req.Name, req.Name + "-" + string(v1alpha1.Blue), req.Name + "-" + string(v1alpha1.Green)}
+			children := []string{req.Name, req.Name + "-" + string(v1alpha1.Blue), req.Name + "-" + string(v1alpha1.Green),
+				v1alpha1.ServiceNameOf(req.Name, v1alpha1.Blue), v1alpha1.ServiceNameOf(req.Name, v1alpha1.Green)}
 			r.applied.forget(req.Namespace, children...)
 			r.absent.forget(req.Namespace, children...)
 		}
