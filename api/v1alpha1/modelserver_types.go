@@ -64,7 +64,10 @@ type ModelServerSpec struct {
 	// Container names are DNS-1123 labels and every container has an image. The labels
 	// serving.modelship.dev/modelserver, /color and /revision are modelship's, set on the pods.
 	// Admission checks the first 16 containers (a CEL cost bound); the controller checks every
-	// container and init container and reports Stalled with reason InvalidSpec.
+	// container and init container and reports Stalled with reason InvalidSpec. What else a
+	// Deployment would refuse, the controller finds with a dry run of the Deployment whenever the
+	// template changes, and reports Stalled with reason InvalidTemplate and the API server's
+	// message, applying nothing (the Deployments that serve keep their template).
 	// +kubebuilder:validation:XValidation:rule="has(self.spec) && has(self.spec.containers) && size(self.spec.containers) > 0",message="spec.template.spec.containers must list at least one container (the model server)",fieldPath=".spec.containers"
 	// +kubebuilder:validation:XValidation:rule="!has(self.spec) || !has(self.spec.restartPolicy) || self.spec.restartPolicy == 'Always'",message="spec.template.spec.restartPolicy must be Always or left out: the model server runs under a Deployment, which restarts its pods",fieldPath=".spec.restartPolicy"
 	// +kubebuilder:validation:XValidation:rule="!has(self.spec) || !has(self.spec.activeDeadlineSeconds)",message="spec.template.spec.activeDeadlineSeconds must be left out: a model server runs until it is replaced, and a Deployment refuses a deadline",fieldPath=".spec.activeDeadlineSeconds"

@@ -98,6 +98,8 @@ type ModelServerReconciler struct {
 	podIndex bool
 	// absent remembers the children checked live and found missing (see nameConflict).
 	absent absentMemory
+	// templates remembers the API server's verdict on each template revision (see templateRefusal).
+	templates templateVerdicts
 	// Workers is how many ModelServers are reconciled at once (default DefaultWorkers).
 	Workers int
 	// LiveReader reads straight from the API server; nameConflict uses it, only while one of
@@ -243,6 +245,7 @@ func (r *ModelServerReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 				v1alpha1.ServiceNameOf(req.Name, v1alpha1.Blue), v1alpha1.ServiceNameOf(req.Name, v1alpha1.Green)}
 			r.applied.forget(req.Namespace, children...)
 			r.absent.forget(req.Namespace, children...)
+			r.templates.forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -269,6 +272,11 @@ func (r *ModelServerReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	if err := invalid; err != nil {
 		// A bad spec never disturbs what is serving: nothing is applied until it is fixed.
 		stall(ms, v1alpha1.ReasonInvalidSpec, err.Error())
+		return ctrl.Result{}, r.writeStatus(ctx, before, ms)
+	}
+	if msg := r.templateRefusal(ctx, ms); msg != "" {
+		// What serves keeps its template: nothing is applied until the template is fixed.
+		stall(ms, v1alpha1.ReasonInvalidTemplate, msg)
 		return ctrl.Result{}, r.writeStatus(ctx, before, ms)
 	}
 	if msg := r.poolAPIMissing(ms); msg != "" {
@@ -868,7 +876,7 @@ func (r *ModelServerReconciler) completeStatus(ms *v1alpha1.ModelServer, obs obs
 			setCondition(ms, v1alpha1.ConditionScalingLimited, metav1.ConditionFalse, v1alpha1.ReasonWithinBounds, "the desired count fits the bounds and the GPUs")
 		}
 	}
-	if c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionStalled); c != nil && c.Reason == v1alpha1.ReasonInvalidSpec {
+	if c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionStalled); c != nil && (c.Reason == v1alpha1.ReasonInvalidSpec || c.Reason == v1alpha1.ReasonInvalidTemplate) {
 		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionStalled)
 	}
 }
