@@ -70,3 +70,28 @@ func TestServesAModelServerWhoseNameHasDotsThroughServicesNamedForIt(t *testing.
 		return nil
 	})
 }
+
+// Through InferencePools, a dotted name keeps its dots: the pools are <name>-<color>, as the
+// endpoint pickers' --pool-name gives them, and the route points at them.
+func TestServesADottedNameThroughInferencePoolsNamedAfterIt(t *testing.T) {
+	t.Parallel()
+	ns := newNamespace(t)
+	ms := newModelServer(ns, "qwen-2.5-7b", onPools)
+	if err := k8s.Create(context.Background(), ms); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []v1alpha1.Color{v1alpha1.Blue, v1alpha1.Green} {
+		eventually(t, 20*time.Second, "pool "+ms.PoolName(c), func() error { _, err := getPool(ns, "qwen-2.5-7b-"+string(c)); return err })
+	}
+	eventually(t, 20*time.Second, "the route on the pools", func() error {
+		r, err := getRoute(ns, "qwen-2.5-7b")
+		if err != nil {
+			return err
+		}
+		refs := r.Spec.Rules[0].BackendRefs
+		if len(refs) != 2 || refs[0].Name != "qwen-2.5-7b-blue" || refs[1].Name != "qwen-2.5-7b-green" {
+			return fmt.Errorf("backendRefs %+v", refs)
+		}
+		return nil
+	})
+}
