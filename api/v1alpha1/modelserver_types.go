@@ -63,8 +63,10 @@ type ModelServerSpec struct {
 	// from 0 to 16 written like 1 or "8", and a GPU request, when given, equals the limit.
 	// Container names are DNS-1123 labels and every container has an image. The labels
 	// serving.modelship.dev/modelserver, /color and /revision are modelship's, set on the pods.
-	// Admission checks the first 16 containers (a CEL cost bound); the controller checks every
-	// container and init container and reports Stalled with reason InvalidSpec. What else a
+	// Admission checks the GPUs and images of the first 16 containers and the names of the first
+	// 8 containers and init containers (CEL cost bounds); the controller checks the GPUs of
+	// every container and init container, and the labels, and reports Stalled with reason
+	// InvalidSpec. Admission reads a GPU count as written: 1.0 is refused, write 1. What else a
 	// Deployment would refuse, the controller finds with a dry run of the Deployment whenever the
 	// template changes, and reports Stalled with reason InvalidTemplate and the API server's
 	// message, applying nothing (the Deployments that serve keep their template).
