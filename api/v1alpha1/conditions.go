@@ -30,19 +30,24 @@ const (
 
 // Condition reasons (UpperCamelCase, one place).
 const (
-	ReasonAvailable            = "Available"
-	ReasonDeploymentsNotReady  = "DeploymentsNotReady"
-	ReasonRolloutInProgress    = "RolloutInProgress"
-	ReasonWarmingUp            = "WarmingUp"
-	ReasonAnalyzing            = "Analyzing"
-	ReasonInconclusive         = "Inconclusive"
-	ReasonPaused               = "Paused"
-	ReasonAwaitingPromotion    = "AwaitingPromotion"
-	ReasonPromoted             = "Promoted"
-	ReasonRolledBack           = "RolledBack"
-	ReasonAborted              = "Aborted"
-	ReasonProgressDeadline     = "ProgressDeadlineExceeded"
-	ReasonInvalidSpec          = "InvalidSpec"
+	ReasonAvailable           = "Available"
+	ReasonDeploymentsNotReady = "DeploymentsNotReady"
+	ReasonRolloutInProgress   = "RolloutInProgress"
+	ReasonWarmingUp           = "WarmingUp"
+	ReasonAnalyzing           = "Analyzing"
+	ReasonInconclusive        = "Inconclusive"
+	ReasonPaused              = "Paused"
+	ReasonAwaitingPromotion   = "AwaitingPromotion"
+	ReasonPromoted            = "Promoted"
+	ReasonRolledBack          = "RolledBack"
+	ReasonAborted             = "Aborted"
+	ReasonProgressDeadline    = "ProgressDeadlineExceeded"
+	ReasonInvalidSpec         = "InvalidSpec"
+	// ReasonInvalidTemplate (Stalled) says that the API server refuses a Deployment of the
+	// spec's template (found by a dry run when the template changes): the message names the
+	// fields; nothing is applied, and the Deployments that serve keep their template, until the
+	// template is fixed.
+	ReasonInvalidTemplate      = "InvalidTemplate"
 	ReasonMetricsOK            = "MetricsOK"
 	ReasonMetricsUnavailable   = "MetricsUnavailable"
 	ReasonNoGatewayAnswer      = "NoGatewayAnswer"

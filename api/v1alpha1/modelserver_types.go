@@ -49,6 +49,10 @@ type ModelServerList struct {
 // ModelServerSpec is the desired state of a ModelServer.
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.autoscaling) || !has(self.autoscaling.metrics) || !self.autoscaling.metrics.exists(m, has(m.endpointPicker)) || (has(self.gateway.backend) && self.gateway.backend == 'InferencePool')",message="spec.autoscaling.metrics[*].endpointPicker reads the InferencePools' endpoint picker and needs spec.gateway.backend InferencePool"
+// +kubebuilder:validation:XValidation:rule="(has(self.gateway.backend) && self.gateway.backend == 'InferencePool') || !has(self.rollout) || !has(self.rollout.analysis) || !has(self.rollout.analysis.metrics) || !self.rollout.analysis.metrics.exists(m, m.query.matches('[{][{]-?[[:space:]]*[.]Pool[[:space:]]*-?[}][}]') || (has(m.histogram) && m.histogram.bucketQuery.matches('[{][{]-?[[:space:]]*[.]Pool[[:space:]]*-?[}][}]')))",message="spec.rollout.analysis.metrics[*].query and histogram.bucketQuery may use {{.Pool}}, the color's InferencePool, only with spec.gateway.backend InferencePool",fieldPath=".rollout.analysis.metrics"
+// +kubebuilder:validation:XValidation:rule="(has(self.gateway.backend) && self.gateway.backend == 'InferencePool') || !has(self.rollout) || !has(self.rollout.analysis) || !has(self.rollout.analysis.sampleQuery) || !self.rollout.analysis.sampleQuery.matches('[{][{]-?[[:space:]]*[.]Pool[[:space:]]*-?[}][}]')",message="spec.rollout.analysis.sampleQuery may use {{.Pool}}, the color's InferencePool, only with spec.gateway.backend InferencePool",fieldPath=".rollout.analysis.sampleQuery"
+// +kubebuilder:validation:XValidation:rule="(has(self.gateway.backend) && self.gateway.backend == 'InferencePool') || !has(self.autoscaling) || !has(self.autoscaling.metrics) || !self.autoscaling.metrics.exists(m, has(m.prometheus) && m.prometheus.query.matches('[{][{]-?[[:space:]]*[.]Pool[[:space:]]*-?[}][}]'))",message="spec.autoscaling.metrics[*].prometheus.query may use {{.Pool}}, the color's InferencePool, only with spec.gateway.backend InferencePool",fieldPath=".autoscaling.metrics"
+// +kubebuilder:validation:XValidation:rule="(has(self.port) && self.port != 8000) || !has(self.template.spec) || !has(self.template.spec.containers) || size(self.template.spec.containers) > 16 || size([0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15].filter(i, i < size(self.template.spec.containers) && has(self.template.spec.containers[i].ports) && size(self.template.spec.containers[i].ports) > 0)) != 1 || size(self.template.spec.containers[[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15].filter(i, i < size(self.template.spec.containers) && has(self.template.spec.containers[i].ports) && size(self.template.spec.containers[i].ports) > 0)[0]].ports) > 8 || [0, 1, 2, 3, 4, 5, 6, 7].exists(j, j < size(self.template.spec.containers[[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15].filter(i, i < size(self.template.spec.containers) && has(self.template.spec.containers[i].ports) && size(self.template.spec.containers[i].ports) > 0)[0]].ports) && self.template.spec.containers[[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15].filter(i, i < size(self.template.spec.containers) && has(self.template.spec.containers[i].ports) && size(self.template.spec.containers[i].ports) > 0)[0]].ports[j].containerPort == 8000)",messageExpression="'spec.port is 8000 (the default), but the only container that declares ports declares containerPort %d and not 8000: set spec.port to %d, the port the model server listens on, or declare containerPort 8000'.format([self.template.spec.containers[[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15].filter(i, i < size(self.template.spec.containers) && has(self.template.spec.containers[i].ports) && size(self.template.spec.containers[i].ports) > 0)[0]].ports[0].containerPort, self.template.spec.containers[[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15].filter(i, i < size(self.template.spec.containers) && has(self.template.spec.containers[i].ports) && size(self.template.spec.containers[i].ports) > 0)[0]].ports[0].containerPort])",fieldPath=".port"
 type ModelServerSpec struct {
 	// Template is the pod template of the model server, as in a Deployment: image, args, ports,
 	// resources (nvidia.com/gpu), probes, volumes with model weights, node selection for a GPU
@@ -57,13 +61,24 @@ type ModelServerSpec struct {
 	// activeDeadlineSeconds. GPUs (nvidia.com/gpu, amd.com/gpu, gpu.intel.com/i915,
 	// gpu.intel.com/xe, habana.ai/gaudi, google.com/tpu, aws.amazon.com/neuron) are whole numbers
 	// from 0 to 16 written like 1 or "8", and a GPU request, when given, equals the limit.
-	// Admission checks the first 16 containers (a CEL cost bound); the controller checks every
-	// container and init container and reports Stalled with reason InvalidSpec.
+	// Container names are DNS-1123 labels and every container has an image. The labels
+	// serving.modelship.dev/modelserver, /color and /revision are modelship's, set on the pods.
+	// Admission checks the GPUs and images of the first 16 containers and the names of the first
+	// 8 containers and init containers (CEL cost bounds); the controller checks the GPUs of
+	// every container and init container, and the labels, and reports Stalled with reason
+	// InvalidSpec. Admission reads a GPU count as written: 1.0 is refused, write 1. What else a
+	// Deployment would refuse, the controller finds with a dry run of the Deployment whenever the
+	// template changes, and reports Stalled with reason InvalidTemplate and the API server's
+	// message, applying nothing (the Deployments that serve keep their template).
 	// +kubebuilder:validation:XValidation:rule="has(self.spec) && has(self.spec.containers) && size(self.spec.containers) > 0",message="spec.template.spec.containers must list at least one container (the model server)",fieldPath=".spec.containers"
 	// +kubebuilder:validation:XValidation:rule="!has(self.spec) || !has(self.spec.restartPolicy) || self.spec.restartPolicy == 'Always'",message="spec.template.spec.restartPolicy must be Always or left out: the model server runs under a Deployment, which restarts its pods",fieldPath=".spec.restartPolicy"
 	// +kubebuilder:validation:XValidation:rule="!has(self.spec) || !has(self.spec.activeDeadlineSeconds)",message="spec.template.spec.activeDeadlineSeconds must be left out: a model server runs until it is replaced, and a Deployment refuses a deadline",fieldPath=".spec.activeDeadlineSeconds"
 	// +kubebuilder:validation:XValidation:rule="!has(self.spec) || !has(self.spec.containers) || [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15].all(i, i >= size(self.spec.containers) || !has(self.spec.containers[i].resources) || !has(self.spec.containers[i].resources.limits) || ['nvidia.com/gpu', 'amd.com/gpu', 'gpu.intel.com/i915', 'gpu.intel.com/xe', 'habana.ai/gaudi', 'google.com/tpu', 'aws.amazon.com/neuron'].all(g, !self.spec.containers[i].resources.limits[?g].hasValue() || self.spec.containers[i].resources.limits[g] in [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16] || self.spec.containers[i].resources.limits[g] in ['0', '1', '2', '3', '4', '5', '6', '7', '8', '9', '10', '11', '12', '13', '14', '15', '16']))",message="spec.template.spec.containers[*].resources.limits: a GPU count (nvidia.com/gpu and the like) must be a whole number from 0 to 16, such as 1 or 8: a pod cannot have part of a GPU",fieldPath=".spec.containers"
 	// +kubebuilder:validation:XValidation:rule="!has(self.spec) || !has(self.spec.containers) || [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15].all(i, i >= size(self.spec.containers) || !has(self.spec.containers[i].resources) || !has(self.spec.containers[i].resources.requests) || ['nvidia.com/gpu', 'amd.com/gpu', 'gpu.intel.com/i915', 'gpu.intel.com/xe', 'habana.ai/gaudi', 'google.com/tpu', 'aws.amazon.com/neuron'].all(g, !self.spec.containers[i].resources.requests[?g].hasValue() || (has(self.spec.containers[i].resources.limits) && self.spec.containers[i].resources.limits[?g].hasValue() && [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16].exists(n, [self.spec.containers[i].resources.requests[g], self.spec.containers[i].resources.limits[g]].all(v, v in [n] || v in [string(n)])))))",message="spec.template.spec.containers[*].resources.requests: a GPU request (nvidia.com/gpu and the like) must equal the container's GPU limit, which must be set: GPUs are neither shared nor overcommitted",fieldPath=".spec.containers"
+	// +kubebuilder:validation:XValidation:rule="!has(self.spec) || !has(self.spec.containers) || [0, 1, 2, 3, 4, 5, 6, 7].all(i, i >= size(self.spec.containers) || (size(self.spec.containers[i].name) <= 63 && self.spec.containers[i].name.matches('^[-a-z0-9]+$') && !self.spec.containers[i].name.startsWith('-') && !self.spec.containers[i].name.endsWith('-')))",message="spec.template.spec.containers[*].name must be a DNS-1123 label: lower-case letters, digits and '-', starting and ending with a letter or digit, at most 63 characters, such as vllm",fieldPath=".spec.containers"
+	// +kubebuilder:validation:XValidation:rule="!has(self.spec) || !has(self.spec.initContainers) || [0, 1, 2, 3, 4, 5, 6, 7].all(i, i >= size(self.spec.initContainers) || (size(self.spec.initContainers[i].name) <= 63 && self.spec.initContainers[i].name.matches('^[-a-z0-9]+$') && !self.spec.initContainers[i].name.startsWith('-') && !self.spec.initContainers[i].name.endsWith('-')))",message="spec.template.spec.initContainers[*].name must be a DNS-1123 label: lower-case letters, digits and '-', starting and ending with a letter or digit, at most 63 characters, such as fetch-weights",fieldPath=".spec.initContainers"
+	// +kubebuilder:validation:XValidation:rule="!has(self.spec) || !has(self.spec.containers) || [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15].all(i, i >= size(self.spec.containers) || (has(self.spec.containers[i].image) && size(self.spec.containers[i].image) > 0))",message="spec.template.spec.containers[*].image must be set, such as vllm/vllm-openai:v0.10.2: a Deployment refuses a container without an image",fieldPath=".spec.containers"
+	// +kubebuilder:validation:XValidation:rule="!has(self.metadata) || !has(self.metadata.labels) || !['serving.modelship.dev/modelserver', 'serving.modelship.dev/color', 'serving.modelship.dev/revision'].exists(k, k in self.metadata.labels)",message="spec.template.metadata.labels must not set serving.modelship.dev/modelserver, serving.modelship.dev/color or serving.modelship.dev/revision: modelship puts them on the pods to tell its ModelServers, colors and revisions apart",fieldPath=".metadata.labels"
 	// +required
 	Template corev1.PodTemplateSpec `json:"template"`
 
@@ -79,7 +94,8 @@ type ModelServerSpec struct {
 	// Port is the port the model server listens on (vLLM's default is 8000). Each color's
 	// Service exposes it under the same number and the HTTPRoute sends traffic to it; each
 	// Service targets the port its own color's template was applied with, so a change reaches
-	// the stable color only when its pods are replaced.
+	// the stable color only when its pods are replaced. Left at 8000 while the only container
+	// that declares ports declares other ones, it is refused, naming the port to set.
 	// +kubebuilder:default=8000
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=65535
@@ -412,6 +428,14 @@ type AnalysisSpec struct {
 	SampleQuery string `json:"sampleQuery,omitempty"`
 
 	// Metrics are the metrics judged at every measurement, in addition to the preset's.
+	// Each maxRatioToStable is greater than 0 and each min at most its max, compared as
+	// quantities (0.000 and 0Ki are zero). (The rules below take the items in ranges: each rule
+	// has its own CEL cost budget, and a quantity costs by its length.)
+	// +kubebuilder:validation:XValidation:rule="[0, 1, 2, 3, 4, 5, 6, 7, 8, 9].all(i, i >= size(self) || !has(self[i].maxRatioToStable) || (type(self[i].maxRatioToStable) == int ? self[i].maxRatioToStable > 0 : quantity(self[i].maxRatioToStable).isGreaterThan(quantity('0'))))",message="spec.rollout.analysis.metrics[*].maxRatioToStable must be greater than 0, such as 1.2 for at most 20% worse than the stable color"
+	// +kubebuilder:validation:XValidation:rule="[10, 11, 12, 13, 14, 15, 16, 17, 18, 19].all(i, i >= size(self) || !has(self[i].maxRatioToStable) || (type(self[i].maxRatioToStable) == int ? self[i].maxRatioToStable > 0 : quantity(self[i].maxRatioToStable).isGreaterThan(quantity('0'))))",message="spec.rollout.analysis.metrics[*].maxRatioToStable must be greater than 0, such as 1.2 for at most 20% worse than the stable color"
+	// +kubebuilder:validation:XValidation:rule="[0, 1, 2, 3, 4, 5, 6].all(i, i >= size(self) || !has(self[i].min) || !has(self[i].max) || !quantity(string(self[i].min)).isGreaterThan(quantity(string(self[i].max))))",message="spec.rollout.analysis.metrics[*].min must not be greater than max: no value could pass"
+	// +kubebuilder:validation:XValidation:rule="[7, 8, 9, 10, 11, 12, 13].all(i, i >= size(self) || !has(self[i].min) || !has(self[i].max) || !quantity(string(self[i].min)).isGreaterThan(quantity(string(self[i].max))))",message="spec.rollout.analysis.metrics[*].min must not be greater than max: no value could pass"
+	// +kubebuilder:validation:XValidation:rule="[14, 15, 16, 17, 18, 19].all(i, i >= size(self) || !has(self[i].min) || !has(self[i].max) || !quantity(string(self[i].min)).isGreaterThan(quantity(string(self[i].max))))",message="spec.rollout.analysis.metrics[*].min must not be greater than max: no value could pass"
 	// +kubebuilder:validation:MaxItems=20
 	// +listType=map
 	// +listMapKey=name
@@ -442,7 +466,7 @@ type AnalysisMetric struct {
 	Query string `json:"query"`
 
 	// Max is an absolute upper bound for the candidate's value (e.g. 0.5 seconds). At least Min
-	// when both are set (checked by the controller, which reports Stalled otherwise).
+	// when both are set.
 	// +optional
 	Max *resource.Quantity `json:"max,omitempty"`
 
@@ -452,7 +476,6 @@ type AnalysisMetric struct {
 
 	// MaxRatioToStable bounds the candidate's value relative to the same query on the stable
 	// color: candidate <= ratio * stable (e.g. 1.2 for "at most 20% worse").
-	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self > 0 : !(self.startsWith('-') || self in ['0', '+0', '0.', '.0', '0.0', '0.00', '0m', '0u', '0n'])",message="spec.rollout.analysis.metrics[*].maxRatioToStable must be greater than 0, such as 1.2 for at most 20% worse than the stable color"
 	// +optional
 	MaxRatioToStable *resource.Quantity `json:"maxRatioToStable,omitempty"`
 
@@ -667,7 +690,7 @@ type EndpointPickerMetric struct {
 
 	// Target is the queue per pod (QueueSize), the saturation fraction (PoolSaturation, at
 	// most 1) or the running requests per replica (RunningRequests), greater than 0.
-	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self > 0 : !(self.startsWith('-') || self in ['0', '+0', '0.', '.0', '0.0', '0.00', '0m', '0u', '0n'])",message="spec.autoscaling.metrics[*].endpointPicker.target must be greater than 0"
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self > 0 : quantity(self).isGreaterThan(quantity('0'))",message="spec.autoscaling.metrics[*].endpointPicker.target must be greater than 0"
 	// +required
 	Target resource.Quantity `json:"target"`
 
@@ -700,7 +723,7 @@ type PerReplicaMetric struct {
 // AverageMetric targets an average over the pods.
 type AverageMetric struct {
 	// Target average KV-cache use, a fraction greater than 0 and at most 1 (0.8 for 80%).
-	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self == 1 : !(self.startsWith('-') || self in ['0', '+0', '0.', '.0', '0.0', '0.00', '0m', '0u', '0n'] || quantity(self).isGreaterThan(quantity('1')))",message="spec.autoscaling.metrics[*].kvCacheUsage.target must be a fraction greater than 0 and at most 1, such as 0.8 for 80%"
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self == 1 : (quantity(self).isGreaterThan(quantity('0')) && !quantity(self).isGreaterThan(quantity('1')))",message="spec.autoscaling.metrics[*].kvCacheUsage.target must be a fraction greater than 0 and at most 1, such as 0.8 for 80%"
 	// +required
 	Target resource.Quantity `json:"target"`
 }

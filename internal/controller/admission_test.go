@@ -105,7 +105,7 @@ func badSpecs() []badSpec {
 		return func(ms *v1alpha1.ModelServer) { autoscaleOn(ms).Metrics = []v1alpha1.AutoscalingMetric{m} }
 	}
 	const positiveDuration = "must be a positive duration such as 2m or 90s"
-	return []badSpec{
+	return append(append(zeroSpellings(), childKindsOfMistake()...), []badSpec{
 		// Durations.
 		{name: "a step duration in words", mutate: func(ms *v1alpha1.ModelServer) { ms.Spec.Rollout.StepDuration = text("2 minutes") },
 			want: []string{"spec.rollout.stepDuration must be a positive duration such as 2m or 90s"}},
@@ -319,9 +319,9 @@ func badSpecs() []badSpec {
 			delete(spec, "replicas")
 		}, want: []string{"spec.autoscaling.behavior.scaleDown.selectPolicy", `supported values: "Max", "Min", "Disabled"`}},
 		{name: "a zero ratio to stable", mutate: analysisMetric(v1alpha1.AnalysisMetric{Name: "x", Query: "up", MaxRatioToStable: qty("0")}),
-			want: []string{"spec.rollout.analysis.metrics[0].maxRatioToStable: Invalid value", "spec.rollout.analysis.metrics[*].maxRatioToStable must be greater than 0"}},
+			want: []string{"spec.rollout.analysis.metrics: Invalid value", "spec.rollout.analysis.metrics[*].maxRatioToStable must be greater than 0"}},
 		{name: "a negative ratio to stable", mutate: analysisMetric(v1alpha1.AnalysisMetric{Name: "x", Query: "up", MaxRatioToStable: qty("-1.2")}),
-			want: []string{"spec.rollout.analysis.metrics[0].maxRatioToStable: Invalid value", "spec.rollout.analysis.metrics[*].maxRatioToStable must be greater than 0"}},
+			want: []string{"spec.rollout.analysis.metrics: Invalid value", "spec.rollout.analysis.metrics[*].maxRatioToStable must be greater than 0"}},
 		{name: "an analysis metric without a bound", mutate: analysisMetric(v1alpha1.AnalysisMetric{Name: "ttft", Query: "x"}),
 			want: []string{"an analysis metric needs at least one of max, min or maxRatioToStable"}},
 		{name: "a histogram percentile of 100", mutate: analysisMetric(v1alpha1.AnalysisMetric{Name: "ttft", Query: "x", MaxRatioToStable: qty("1.2"),
@@ -412,6 +412,153 @@ func badSpecs() []badSpec {
 			spec["autoscaling"] = map[string]any{"maxReplicas": 4, "metrics": []any{map[string]any{"saturation": map[string]any{}, "gpuUtilization": map[string]any{"target": 70}}}}
 			delete(spec, "replicas")
 		}, want: []string{"exactly one of gpuUtilization, requestsWaiting, kvCacheUsage, prometheus, resource, external, saturation or endpointPicker"}},
+	}...)
+}
+
+// zeroTargets are the numeric fields that must be greater than 0, each with how to write a
+// value into the spec's JSON as the user spelt it, and what the refusal says.
+func zeroTargets() []struct {
+	field string
+	write func(value string) func(spec map[string]any)
+	pools bool
+	want  []string
+} {
+	scaleOn := func(metric string, fields func(string) map[string]any) func(string) func(map[string]any) {
+		return func(v string) func(map[string]any) {
+			return func(spec map[string]any) {
+				spec["autoscaling"] = map[string]any{"maxReplicas": 4, "metrics": []any{map[string]any{metric: fields(v)}}}
+				delete(spec, "replicas")
+			}
+		}
+	}
+	return []struct {
+		field string
+		write func(value string) func(spec map[string]any)
+		pools bool
+		want  []string
+	}{
+		{field: "an endpoint picker queue target", pools: true,
+			write: scaleOn("endpointPicker", func(v string) map[string]any { return map[string]any{"signal": "QueueSize", "target": v} }),
+			want:  []string{"spec.autoscaling.metrics[0].endpointPicker.target: Invalid value", "must be greater than 0"}},
+		{field: "an endpoint picker saturation target", pools: true,
+			write: scaleOn("endpointPicker", func(v string) map[string]any { return map[string]any{"signal": "PoolSaturation", "target": v} }),
+			want:  []string{"spec.autoscaling.metrics[0].endpointPicker.target: Invalid value", "must be greater than 0"}},
+		{field: "a KV-cache target",
+			write: scaleOn("kvCacheUsage", func(v string) map[string]any { return map[string]any{"target": v} }),
+			want:  []string{"spec.autoscaling.metrics[0].kvCacheUsage.target: Invalid value", "must be a fraction greater than 0 and at most 1"}},
+		{field: "a waiting-requests target",
+			write: scaleOn("requestsWaiting", func(v string) map[string]any { return map[string]any{"targetPerReplica": v} }),
+			want:  []string{"spec.autoscaling.metrics[0].requestsWaiting.targetPerReplica: Invalid value", "must be greater than 0"}},
+		{field: "a Prometheus target",
+			write: scaleOn("prometheus", func(v string) map[string]any { return map[string]any{"query": "sum(up)", "targetPerReplica": v} }),
+			want:  []string{"spec.autoscaling.metrics[0].prometheus.targetPerReplica: Invalid value", "must be greater than 0"}},
+		{field: "an external metric target",
+			write: scaleOn("external", func(v string) map[string]any { return map[string]any{"metricName": "queue", "targetPerReplica": v} }),
+			want:  []string{"spec.autoscaling.metrics[0].external.targetPerReplica: Invalid value", "must be greater than 0"}},
+		{field: "a ratio to stable",
+			write: func(v string) func(map[string]any) {
+				return set("rollout.analysis.metrics", []any{map[string]any{"name": "x", "query": "x", "maxRatioToStable": v}})
+			},
+			want: []string{"spec.rollout.analysis.metrics: Invalid value", "spec.rollout.analysis.metrics[*].maxRatioToStable must be greater than 0"}},
+	}
+}
+
+// zeroSpellings writes zero, and a negative value, in the ways the quantity syntax allows into
+// every field that must be greater than 0: admission compares quantities, not spellings.
+func zeroSpellings() []badSpec {
+	var out []badSpec
+	for _, f := range zeroTargets() {
+		for _, v := range []string{"0", "0.000", "0e3", "0Ki", "-0.1"} {
+			var mutate func(*v1alpha1.ModelServer)
+			if f.pools {
+				mutate = onPools
+			}
+			out = append(out, badSpec{name: f.field + " of " + v, mutate: mutate, raw: f.write(v), want: f.want})
+		}
+	}
+	out = append(out, badSpec{name: "a tolerance of -0.1", raw: func(spec map[string]any) {
+		spec["autoscaling"] = map[string]any{"maxReplicas": 4, "tolerance": "-0.1"}
+		delete(spec, "replicas")
+	}, want: []string{"spec.autoscaling.tolerance must be a fraction from 0"}})
+	return out
+}
+
+// childKindsOfMistake are the mistakes that used to get through admission and fail later: a
+// pool key without pools, bounds no value can pass, the controller's own pod labels, a port
+// the model server does not declare, a pod template the Deployment API refuses.
+func childKindsOfMistake() []badSpec {
+	analysisMetric := func(m v1alpha1.AnalysisMetric) func(*v1alpha1.ModelServer) {
+		return func(ms *v1alpha1.ModelServer) { ms.Spec.Rollout.Analysis.Metrics = []v1alpha1.AnalysisMetric{m} }
+	}
+	label := func(k string) func(*v1alpha1.ModelServer) {
+		return func(ms *v1alpha1.ModelServer) { ms.Spec.Template.Labels = map[string]string{"app": "llm", k: "x"} }
+	}
+	const labelsMsg = "spec.template.metadata.labels must not set serving.modelship.dev/modelserver, serving.modelship.dev/color or serving.modelship.dev/revision"
+	const containerName = "spec.template.spec.containers[*].name must be a DNS-1123 label"
+	return []badSpec{
+		// {{.Pool}} on Service backends.
+		{name: "an analysis query reading the pool of a ModelServer served through Services", mutate: analysisMetric(v1alpha1.AnalysisMetric{Name: "epp", MaxRatioToStable: qty("2"),
+			Query: `avg(inference_pool_average_queue_size{name=~"{{.Pool}}"})`}),
+			want: []string{"spec.rollout.analysis.metrics: Invalid value", "spec.rollout.analysis.metrics[*].query and histogram.bucketQuery may use {{.Pool}}, the color's InferencePool, only with spec.gateway.backend InferencePool"}},
+		{name: "a histogram bucket query reading the pool without pools", mutate: analysisMetric(v1alpha1.AnalysisMetric{Name: "ttft", MaxRatioToStable: qty("1.2"), Query: "x",
+			Histogram: &v1alpha1.AnalysisHistogram{BucketQuery: `sum by (le) (increase(x_bucket{pool="{{- .Pool -}}"}[5m]))`}}),
+			want: []string{"spec.rollout.analysis.metrics: Invalid value", "may use {{.Pool}}", "only with spec.gateway.backend InferencePool"}},
+		{name: "a sample query reading the pool without pools", mutate: func(ms *v1alpha1.ModelServer) {
+			ms.Spec.Rollout.Analysis.SampleQuery = `sum(increase(x{pool="{{ .Pool }}"}[{{.Window}}]))`
+		}, want: []string{"spec.rollout.analysis.sampleQuery: Invalid value", "spec.rollout.analysis.sampleQuery may use {{.Pool}}"}},
+		{name: "an autoscaling query reading the pool without pools", mutate: func(ms *v1alpha1.ModelServer) {
+			autoscaleOn(ms).Metrics = []v1alpha1.AutoscalingMetric{{Prometheus: &v1alpha1.PrometheusMetric{Query: `sum(x{pool=~"{{.Pool}}"})`, TargetPerReplica: resource.MustParse("1")}}}
+		}, want: []string{"spec.autoscaling.metrics: Invalid value", "spec.autoscaling.metrics[*].prometheus.query may use {{.Pool}}"}},
+
+		// Bounds that no value can pass.
+		{name: "an analysis min above its max", mutate: analysisMetric(v1alpha1.AnalysisMetric{Name: "success", Query: "x", Min: qty("0.99"), Max: qty("0.5")}),
+			want: []string{"spec.rollout.analysis.metrics: Invalid value", "spec.rollout.analysis.metrics[*].min must not be greater than max: no value could pass"}},
+		{name: "an analysis min above its max in other units", raw: set("rollout.analysis.metrics", []any{map[string]any{"name": "x", "query": "x", "min": "1Ki", "max": 1000}}),
+			want: []string{"spec.rollout.analysis.metrics[*].min must not be greater than max"}},
+		{name: "an analysis min above its max in the last metric of twenty", mutate: func(ms *v1alpha1.ModelServer) {
+			for i := range 20 {
+				m := v1alpha1.AnalysisMetric{Name: fmt.Sprintf("m%d", i), Query: "x", Max: qty("1")}
+				if i == 19 {
+					m.Min = qty("2")
+				}
+				ms.Spec.Rollout.Analysis.Metrics = append(ms.Spec.Rollout.Analysis.Metrics, m)
+			}
+		}, want: []string{"spec.rollout.analysis.metrics[*].min must not be greater than max"}},
+
+		// The controller's own pod labels.
+		{name: "a template label of the color", mutate: label(v1alpha1.LabelColor), want: []string{"spec.template.metadata.labels: Invalid value", labelsMsg}},
+		{name: "a template label of the ModelServer", mutate: label(v1alpha1.LabelModelServer), want: []string{labelsMsg}},
+		{name: "a template label of the revision", mutate: label(v1alpha1.LabelRevision), want: []string{labelsMsg}},
+
+		// spec.port left at its default while the model server declares another port.
+		{name: "the default port while the model server declares 8080", mutate: func(ms *v1alpha1.ModelServer) {
+			ms.Spec.Template.Spec.Containers[0].Ports = []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}}
+		}, want: []string{"spec.port: Invalid value", "spec.port is 8000 (the default), but the only container that declares ports declares containerPort 8080 and not 8000: set spec.port to 8080"}},
+		{name: "the default port while the model server declares 9000 and 9090 beside a sidecar without ports", mutate: func(ms *v1alpha1.ModelServer) {
+			ms.Spec.Template.Spec.Containers[0].Ports = []corev1.ContainerPort{{Name: "http", ContainerPort: 9000}, {Name: "metrics", ContainerPort: 9090}}
+			ms.Spec.Template.Spec.Containers = append(ms.Spec.Template.Spec.Containers, corev1.Container{Name: "log-shipper", Image: "busybox"})
+		}, want: []string{"set spec.port to 9000"}},
+
+		// Pod templates the Deployment API refuses, caught by CEL.
+		{name: "an upper-case container name", mutate: func(ms *v1alpha1.ModelServer) { ms.Spec.Template.Spec.Containers[0].Name = "VLLM" },
+			want: []string{"spec.template.spec.containers: Invalid value", containerName}},
+		{name: "a container name with an underscore", mutate: func(ms *v1alpha1.ModelServer) { ms.Spec.Template.Spec.Containers[0].Name = "vllm_server" },
+			want: []string{containerName}},
+		{name: "a container name ending with a dash", mutate: func(ms *v1alpha1.ModelServer) { ms.Spec.Template.Spec.Containers[0].Name = "vllm-" },
+			want: []string{containerName}},
+		{name: "an empty container name", mutate: func(ms *v1alpha1.ModelServer) { ms.Spec.Template.Spec.Containers[0].Name = "" },
+			want: []string{containerName}},
+		{name: "an upper-case sidecar name", mutate: func(ms *v1alpha1.ModelServer) {
+			ms.Spec.Template.Spec.Containers = append(ms.Spec.Template.Spec.Containers, corev1.Container{Name: "Proxy", Image: "envoyproxy/envoy:v1.31"})
+		}, want: []string{containerName}},
+		{name: "an upper-case init container name", mutate: func(ms *v1alpha1.ModelServer) {
+			ms.Spec.Template.Spec.InitContainers = []corev1.Container{{Name: "FetchWeights", Image: "busybox"}}
+		}, want: []string{"spec.template.spec.initContainers: Invalid value", "spec.template.spec.initContainers[*].name must be a DNS-1123 label"}},
+		{name: "an empty image", mutate: func(ms *v1alpha1.ModelServer) { ms.Spec.Template.Spec.Containers[0].Image = "" },
+			want: []string{"spec.template.spec.containers: Invalid value", "spec.template.spec.containers[*].image must be set"}},
+		{name: "a sidecar without an image", mutate: func(ms *v1alpha1.ModelServer) {
+			ms.Spec.Template.Spec.Containers = append(ms.Spec.Template.Spec.Containers, corev1.Container{Name: "proxy"})
+		}, want: []string{"spec.template.spec.containers[*].image must be set"}},
 	}
 }
 
@@ -573,7 +720,7 @@ func TestAcceptsEveryModelServerTheRepositoryShows(t *testing.T) {
 	if len(examples) < 4 {
 		t.Fatalf("found only %d examples", len(examples))
 	}
-	for _, g := range goodSpecs() {
+	for _, g := range append(goodSpecs(), tinyPositives()...) {
 		ms := newModelServer(ns, "good")
 		if g.mutate != nil {
 			g.mutate(ms)
@@ -685,5 +832,60 @@ func goodSpecs() []badSpec {
 		{name: "a route reference with a dotted name", mutate: func(ms *v1alpha1.ModelServer) {
 			ms.Spec.Gateway = v1alpha1.GatewaySpec{RouteRef: &v1alpha1.RouteReference{Name: "llm.shared-route"}}
 		}},
+		{name: "the pool key over InferencePools, in every query", mutate: func(ms *v1alpha1.ModelServer) {
+			onPools(ms)
+			ms.Spec.Rollout.Analysis.Metrics = []v1alpha1.AnalysisMetric{{Name: "epp", MaxRatioToStable: qty("2"), Query: `avg(inference_pool_average_queue_size{name=~"{{.Pool}}"})`,
+				Histogram: &v1alpha1.AnalysisHistogram{BucketQuery: `sum by (le) (increase(x_bucket{pool=~"{{ .Pool }}"}[5m]))`}}}
+			ms.Spec.Rollout.Analysis.SampleQuery = `sum(increase(x{pool=~"{{.Pool}}"}[5m]))`
+			autoscaleOn(ms).Metrics = []v1alpha1.AutoscalingMetric{{Prometheus: &v1alpha1.PrometheusMetric{Query: `sum(x{pool=~"{{.Pool}}"})`, TargetPerReplica: resource.MustParse("1")}}}
+		}},
+		{name: "a query naming a pool label without the key on Services", mutate: func(ms *v1alpha1.ModelServer) {
+			ms.Spec.Rollout.Analysis.Metrics = []v1alpha1.AnalysisMetric{{Name: "x", MaxRatioToStable: qty("2"), Query: `avg(x{name=~"my.Pool.+",pod=~"{{.Pods}}"})`}}
+		}},
+		{name: "a min equal to its max in other spellings", raw: set("rollout.analysis.metrics", []any{
+			map[string]any{"name": "zero", "query": "x", "min": "0Ki", "max": "0.000"},
+			map[string]any{"name": "one", "query": "x", "min": 1, "max": "1000m"},
+		})},
+		{name: "template labels of the user's own, one under modelship's domain", mutate: func(ms *v1alpha1.ModelServer) {
+			ms.Spec.Template.Labels = map[string]string{"app": "llm", "serving.modelship.dev/team": "search"}
+		}},
+		{name: "spec.port set to the model server's declared port", mutate: func(ms *v1alpha1.ModelServer) {
+			ms.Spec.Port = 8080
+			ms.Spec.Template.Spec.Containers[0].Ports = []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}}
+		}},
+		{name: "the default port declared beside a metrics port", mutate: func(ms *v1alpha1.ModelServer) {
+			ms.Spec.Template.Spec.Containers[0].Ports = []corev1.ContainerPort{{Name: "metrics", ContainerPort: 9090}, {Name: "http", ContainerPort: 8000}}
+		}},
+		{name: "the default port with no port declared", mutate: func(ms *v1alpha1.ModelServer) { ms.Spec.Template.Spec.Containers[0].Ports = nil }},
+		{name: "the default port with two containers declaring others (which one serves is the user's call)", mutate: func(ms *v1alpha1.ModelServer) {
+			ms.Spec.Template.Spec.Containers[0].Ports = []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}}
+			ms.Spec.Template.Spec.Containers = append(ms.Spec.Template.Spec.Containers, corev1.Container{Name: "proxy", Image: "envoyproxy/envoy:v1.31", Ports: []corev1.ContainerPort{{ContainerPort: 8001}}})
+		}},
+		{name: "container names with digits and dashes, and an init container", mutate: func(ms *v1alpha1.ModelServer) {
+			ms.Spec.Template.Spec.Containers[0].Name = "vllm-0"
+			ms.Spec.Template.Spec.InitContainers = []corev1.Container{{Name: "fetch-weights-2", Image: "busybox"}}
+		}},
 	}
+}
+
+// tinyPositives are values just above 0 in each field that must be greater than 0, and zero
+// tolerances in every spelling: what the quantity rules must let through.
+func tinyPositives() []badSpec {
+	var out []badSpec
+	for _, f := range zeroTargets() {
+		for _, v := range []string{"1m", "0.001", "1e-3"} {
+			var mutate func(*v1alpha1.ModelServer)
+			if f.pools {
+				mutate = onPools
+			}
+			out = append(out, badSpec{name: f.field + " of " + v, mutate: mutate, raw: f.write(v)})
+		}
+	}
+	for _, v := range []string{"0", "0.000", "0e3", "0Ki", "1m"} {
+		out = append(out, badSpec{name: "a tolerance of " + v, raw: func(spec map[string]any) {
+			spec["autoscaling"] = map[string]any{"maxReplicas": 4, "tolerance": v}
+			delete(spec, "replicas")
+		}})
+	}
+	return out
 }

@@ -284,9 +284,9 @@ func TestUserOwnedRouteOnlyHasOurBackendRefsEdited(t *testing.T) {
 	})
 }
 
-// Admission refuses what it can (see admission_test.go); this is what it cannot: bounds no value
-// could meet (min above max, a comparison CEL's cost budget leaves to the controller).
-func TestInvalidAnalysisBoundsStallWithoutDisturbingServing(t *testing.T) {
+// Admission refuses what it can (see admission_test.go); this is what it cannot: a query the
+// controller's query policy (namespaced, in these tests) does not run, for want of a namespace.
+func TestAQueryThePolicyRefusesStallsWithoutDisturbingServing(t *testing.T) {
 	ns := newNamespace(t)
 	ctx := context.Background()
 	ms := newModelServer(ns, "tmpl")
@@ -297,11 +297,11 @@ func TestInvalidAnalysisBoundsStallWithoutDisturbingServing(t *testing.T) {
 	markReady(t, ns, "tmpl-blue")
 	updateMS(t, ms, func(got *v1alpha1.ModelServer) {
 		got.Spec.Template.Spec.Containers[0].Image = "vllm/vllm-openai:v0.11.0"
-		got.Spec.Rollout.Analysis.Metrics = []v1alpha1.AnalysisMetric{{Name: "bad", Query: `up{pod=~"{{.Pods}}"}`, Min: ptr.To(mustQuantity("2")), Max: ptr.To(mustQuantity("1"))}}
+		got.Spec.Rollout.Analysis.Metrics = []v1alpha1.AnalysisMetric{{Name: "bad", Query: `up{pod=~"{{.Pods}}"}`, Max: ptr.To(mustQuantity("1"))}}
 	})
 	eventually(t, 20*time.Second, "Stalled with the field named", func() error {
 		c := condition(getMS(t, ms), v1alpha1.ConditionStalled)
-		if c == nil || c.Status != metav1.ConditionTrue || c.Reason != v1alpha1.ReasonInvalidSpec || !strings.Contains(c.Message, "spec.rollout.analysis.metrics[0].min") {
+		if c == nil || c.Status != metav1.ConditionTrue || c.Reason != v1alpha1.ReasonInvalidSpec || !strings.Contains(c.Message, "spec.rollout.analysis.metrics[bad].query") {
 			return fmt.Errorf("%+v", c)
 		}
 		return nil

@@ -98,6 +98,8 @@ type ModelServerReconciler struct {
 	podIndex bool
 	// absent remembers the children checked live and found missing (see nameConflict).
 	absent absentMemory
+	// templates remembers the API server's verdict on each template revision (see templateRefusal).
+	templates templateVerdicts
 	// Workers is how many ModelServers are reconciled at once (default DefaultWorkers).
 	Workers int
 	// LiveReader reads straight from the API server; nameConflict uses it, only while one of
@@ -239,9 +241,11 @@ func (r *ModelServerReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 			r.fresh.forget(req.NamespacedName)
 			r.measurements.forget(req.NamespacedName)
 			r.warmups.forget(req.NamespacedName)
-			children := []string{req.Name, req.Name + "-" + string(v1alpha1.Blue), req.Name + "-" + string(v1alpha1.Green)}
+			children := []string{req.Name, req.Name + "-" + string(v1alpha1.Blue), req.Name + "-" + string(v1alpha1.Green),
+				v1alpha1.ServiceNameOf(req.Name, v1alpha1.Blue), v1alpha1.ServiceNameOf(req.Name, v1alpha1.Green)}
 			r.applied.forget(req.Namespace, children...)
 			r.absent.forget(req.Namespace, children...)
+			r.templates.forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -268,7 +272,13 @@ func (r *ModelServerReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	// runs, so analysis and autoscaling hold, while aborts, rollbacks and deadlines act.
 	var invalidMsg string
 	held := false
-	if invalid := validate(ms, r.QueryPolicy); invalid != nil { // the user's spec, before the flags' defaults
+	invalid, invalidReason := validate(ms, r.QueryPolicy), v1alpha1.ReasonInvalidSpec // the user's spec, before the flags' defaults
+	if invalid == nil {
+		if msg := r.templateRefusal(ctx, ms); msg != "" {
+			invalid, invalidReason = errors.New(msg), v1alpha1.ReasonInvalidTemplate
+		}
+	}
+	if invalid != nil {
 		last, gen, err := r.lastValidSpec(ctx, ms)
 		if err != nil {
 			return ctrl.Result{}, err
@@ -277,7 +287,7 @@ func (r *ModelServerReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 			// Nothing valid was ever kept: nothing is applied until it is fixed.
 			r.defaultSpec(ms)
 			before := ms.DeepCopy()
-			stall(ms, v1alpha1.ReasonInvalidSpec, invalid.Error())
+			stall(ms, invalidReason, invalid.Error())
 			return ctrl.Result{}, r.writeStatus(ctx, before, ms)
 		}
 		invalidMsg = fmt.Sprintf("%s; what serves goes on from the last valid spec (generation %d) until it is fixed", invalid, gen)
@@ -360,8 +370,8 @@ func (r *ModelServerReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	if invalidMsg != "" {
 		// The spec's generation was not acted on.
 		ms.Status.ObservedGeneration = before.Status.ObservedGeneration
-		setCondition(ms, v1alpha1.ConditionStalled, metav1.ConditionTrue, v1alpha1.ReasonInvalidSpec, invalidMsg)
-		setCondition(ms, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonInvalidSpec, invalidMsg)
+		setCondition(ms, v1alpha1.ConditionStalled, metav1.ConditionTrue, invalidReason, invalidMsg)
+		setCondition(ms, v1alpha1.ConditionReady, metav1.ConditionFalse, invalidReason, invalidMsg)
 	}
 	for _, e := range decision.Events {
 		r.Recorder.Eventf(ms, nil, e.Type, e.Reason, e.Reason, "%s", e.Message)
@@ -945,7 +955,7 @@ func (r *ModelServerReconciler) completeStatus(ms *v1alpha1.ModelServer, obs obs
 			setCondition(ms, v1alpha1.ConditionScalingLimited, metav1.ConditionFalse, v1alpha1.ReasonWithinBounds, "the desired count fits the bounds and the GPUs")
 		}
 	}
-	if c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionStalled); c != nil && c.Reason == v1alpha1.ReasonInvalidSpec {
+	if c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionStalled); c != nil && (c.Reason == v1alpha1.ReasonInvalidSpec || c.Reason == v1alpha1.ReasonInvalidTemplate) {
 		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionStalled)
 	}
 }

@@ -255,6 +255,9 @@ func positiveQuantity(p *field.Path, q resource.Quantity) field.ErrorList {
 	return nil
 }
 
+// podLabels are the labels modelship puts on the pods; a template must not set them.
+var podLabels = []string{v1alpha1.LabelModelServer, v1alpha1.LabelColor, v1alpha1.LabelRevision}
+
 // validateTemplate reports pod settings a Deployment refuses or a model server cannot run
 // under, and GPU counts (extended resources) that cannot be scheduled.
 func validateTemplate(t *corev1.PodTemplateSpec, p *field.Path) field.ErrorList {
@@ -268,6 +271,11 @@ func validateTemplate(t *corev1.PodTemplateSpec, p *field.Path) field.ErrorList 
 	}
 	if t.Spec.ActiveDeadlineSeconds != nil {
 		errs = append(errs, field.Forbidden(sp.Child("activeDeadlineSeconds"), "must be left out: a model server runs until it is replaced"))
+	}
+	for _, k := range podLabels {
+		if _, ok := t.Labels[k]; ok {
+			errs = append(errs, field.Forbidden(p.Child("metadata", "labels").Key(k), "is modelship's: it puts it on the pods to tell its ModelServers, colors and revisions apart"))
+		}
 	}
 	for i := range t.Spec.InitContainers {
 		errs = append(errs, validateExtendedResources(t.Spec.InitContainers[i].Resources, sp.Child("initContainers").Index(i).Child("resources"))...)

@@ -109,6 +109,18 @@ func TestValidateReportsTheFieldAdmissionShouldHaveRefused(t *testing.T) {
 		{name: "a min above max is refused", mutate: func(ms *v1alpha1.ModelServer) {
 			ms.Spec.Rollout.Analysis.Metrics = []v1alpha1.AnalysisMetric{{Name: "x", Query: "x", Min: q("0.99"), Max: q("0.5")}}
 		}, want: []string{"spec.rollout.analysis.metrics[0].min", "must not be greater than max"}},
+		{name: "a template label modelship puts on the pods is refused", mutate: func(ms *v1alpha1.ModelServer) {
+			ms.Spec.Template.Labels = map[string]string{"app": "llm", v1alpha1.LabelColor: "blue"}
+		}, want: []string{"spec.template.metadata.labels[serving.modelship.dev/color]", "is modelship's"}},
+		{name: "template labels of the user's own pass", mutate: func(ms *v1alpha1.ModelServer) {
+			ms.Spec.Template.Labels = map[string]string{"app": "llm", "serving.modelship.dev/team": "search"}
+		}},
+		{name: "a zero ratio to stable written 0.000 is refused", mutate: func(ms *v1alpha1.ModelServer) {
+			ms.Spec.Rollout.Analysis.Metrics = []v1alpha1.AnalysisMetric{{Name: "x", Query: "x", MaxRatioToStable: q("0.000")}}
+		}, want: []string{"spec.rollout.analysis.metrics[0].maxRatioToStable", "greater than 0"}},
+		{name: "a zero KV-cache target written 0Ki is refused", mutate: func(ms *v1alpha1.ModelServer) {
+			autoscaled(ms).Metrics = []v1alpha1.AutoscalingMetric{{KVCacheUsage: &v1alpha1.AverageMetric{Target: resource.MustParse("0Ki")}}}
+		}, want: []string{"spec.autoscaling.metrics[0].kvCacheUsage.target", "fraction"}},
 		{name: "replicas far beyond any cluster are refused", mutate: func(ms *v1alpha1.ModelServer) {
 			ms.Spec.Replicas = ptr.To(int32(1000000))
 		}, want: []string{"spec.replicas", "from 0 to 10000"}},

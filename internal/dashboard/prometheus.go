@@ -9,16 +9,17 @@ import (
 	"github.com/prometheus/common/model"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
+	"github.com/modelship/modelship/internal/metrics"
 )
 
 // chartWindow is how far back the charts read Prometheus.
 const chartWindow = time.Hour
 
 // GPUQuery is the PromQL of one color's average GPU utilization: DCGM's gauge over the pods of
-// the color's Deployment, whether the exporter labels them pod/namespace or, behind a
+// the color's Deployment (and no other's: a dot in the name is literal), whether the exporter labels them pod/namespace or, behind a
 // ServiceMonitor with honorLabels off, exported_pod/exported_namespace.
 func GPUQuery(ms *v1alpha1.ModelServer, c v1alpha1.Color) string {
-	pods := ms.DeploymentName(c) + "-.+"
+	pods := metrics.PodRegex(ms.DeploymentName(c))
 	return fmt.Sprintf(`avg(DCGM_FI_DEV_GPU_UTIL{namespace=%q,pod=~%q} or DCGM_FI_DEV_GPU_UTIL{exported_namespace=%q,exported_pod=~%q})`,
 		ms.Namespace, pods, ms.Namespace, pods)
 }

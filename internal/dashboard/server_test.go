@@ -187,7 +187,7 @@ func TestGPUChartReadsPrometheusPerColor(t *testing.T) {
 	if len(series["blue"]) != 1 || series["blue"][0].Value != 40 || series["green"][0].Value != 90 {
 		t.Errorf("series %+v", series)
 	}
-	if len(queries) != 2 || !strings.Contains(queries[0], `pod=~"llama-blue-.+"`) || !strings.Contains(queries[0], `exported_pod=~"llama-blue-.+"`) {
+	if len(queries) != 2 || !strings.Contains(queries[0], `pod=~"llama-blue-[a-z0-9]+-[a-z0-9]+"`) || !strings.Contains(queries[0], `exported_pod=~"llama-blue-[a-z0-9]+-[a-z0-9]+"`) {
 		t.Errorf("queries %q", queries)
 	}
 }

@@ -253,7 +253,7 @@ func PoolTargetOf(namespace string, matchLabels map[string]string) (PoolTarget, 
 }
 
 // RouteWeights reads an HTTPRoute's backendRef weights for each ModelServer it routes to. A
-// backendRef counts when it names a Service "<modelserver>-<color>" of a known ModelServer, an
+// backendRef counts when it names a color's Service of a known ModelServer (v1alpha1.ServiceNameOf), an
 // InferencePool of pools (whose selector picks one color's pods), or a Service of services (a
 // peer's, whose selector picks one group of a peer's pods), in the backend's namespace (the
 // route's by default). The first rule that references a ModelServer gives its weights; a
@@ -293,12 +293,7 @@ func RouteWeights(route *gatewayv1.HTTPRoute, modelServers map[types.NamespacedN
 				add(t.ModelServer, t.Color, ref)
 				continue
 			}
-			for _, color := range []v1alpha1.Color{v1alpha1.Blue, v1alpha1.Green} {
-				ms, ok := strings.CutSuffix(string(ref.Name), "-"+string(color))
-				key := types.NamespacedName{Namespace: ns, Name: ms}
-				if !ok || !modelServers[key] {
-					continue
-				}
+			if key, color, ok := modelServerOfService(ns, string(ref.Name), modelServers); ok {
 				add(key, string(color), ref)
 			}
 		}
@@ -309,6 +304,30 @@ func RouteWeights(route *gatewayv1.HTTPRoute, modelServers map[types.NamespacedN
 		}
 	}
 	return out
+}
+
+// modelServerOfService finds the known ModelServer and color whose Service is named name (see
+// v1alpha1.ServiceNameOf): <modelserver>-<color>, or for a name a Service cannot take, a name
+// derived from it, found by deriving the names of the namespace's ModelServers.
+func modelServerOfService(ns, name string, modelServers map[types.NamespacedName]bool) (types.NamespacedName, v1alpha1.Color, bool) {
+	for _, color := range []v1alpha1.Color{v1alpha1.Blue, v1alpha1.Green} {
+		ms, ok := strings.CutSuffix(name, "-"+string(color))
+		key := types.NamespacedName{Namespace: ns, Name: ms}
+		if ok && modelServers[key] && v1alpha1.ServiceNameOf(ms, color) == name {
+			return key, color, true
+		}
+	}
+	for key := range modelServers {
+		if key.Namespace != ns {
+			continue
+		}
+		for _, color := range []v1alpha1.Color{v1alpha1.Blue, v1alpha1.Green} {
+			if v1alpha1.ServiceNameOf(key.Name, color) == name {
+				return key, color, true
+			}
+		}
+	}
+	return types.NamespacedName{}, "", false
 }
 
 func isPoolRef(ref gatewayv1.BackendObjectReference) bool {

@@ -214,7 +214,8 @@ func newRoute(rules ...[]gatewayv1.HTTPBackendRef) *gatewayv1.HTTPRoute {
 func TestRouteWeights(t *testing.T) {
 	llm := types.NamespacedName{Namespace: "ns", Name: "llm"}
 	other := types.NamespacedName{Namespace: "other", Name: "chat"}
-	known := map[types.NamespacedName]bool{llm: true, other: true}
+	dotted, dashed := types.NamespacedName{Namespace: "ns", Name: "llama-3.1-8b"}, types.NamespacedName{Namespace: "ns", Name: "llama-3-1-8b"}
+	known := map[types.NamespacedName]bool{llm: true, other: true, dotted: true, dashed: true}
 	tests := []struct {
 		name  string
 		route *gatewayv1.HTTPRoute
@@ -253,6 +254,14 @@ func TestRouteWeights(t *testing.T) {
 				[]gatewayv1.HTTPBackendRef{backend("llm-blue", ptr.To[int32](0)), backend("llm-green", ptr.To[int32](100))},
 			),
 			want: map[types.NamespacedName]map[string]int32{llm: {"blue": 75, "green": 25}},
+		},
+		{
+			name: "reads the Services of a dotted name, derived, apart from those of the same name with dashes",
+			route: newRoute([]gatewayv1.HTTPBackendRef{
+				backend(v1alpha1.ServiceNameOf(dotted.Name, v1alpha1.Blue), ptr.To[int32](70)), backend(v1alpha1.ServiceNameOf(dotted.Name, v1alpha1.Green), ptr.To[int32](30)),
+				backend("llama-3-1-8b-blue", ptr.To[int32](100)),
+			}),
+			want: map[types.NamespacedName]map[string]int32{dotted: {"blue": 70, "green": 30}, dashed: {"blue": 100}},
 		},
 		{name: "gives nothing for a route without ModelServer backends", route: newRoute([]gatewayv1.HTTPBackendRef{backend("web", nil)}), want: map[types.NamespacedName]map[string]int32{}},
 	}
