@@ -30,7 +30,7 @@ import (
 // that have not passed yet, and opens the gate of each pod that passed. A Deployment's
 // readyReplicas then counts warm pods only: the rollout's Ready counts mean warm.
 //
-// Probes run off the reconcile workers (see jobs) and their outcome is kept per pod (see
+// Probes run off the reconcile workers, as jobs do, and their outcome is kept per pod (see
 // warmth): a pod that passed is not probed again, and a pass whose probes are still running
 // counts as warm the pods that passed before, so a slow warm-up endpoint never makes a warm
 // candidate look cold every other pass.
@@ -57,8 +57,15 @@ func (r *ModelServerReconciler) observeWarmup(ctx context.Context, ms *v1alpha1.
 			}
 			return false, fmt.Errorf("getting Deployment %s: %w", ms.DeploymentName(c), err)
 		}
-		// A Deployment made without the gate while warm-up is off has nothing to probe or open.
-		if metav1.IsControlledBy(d, ms) && (ms.Spec.Rollout.Warmup != nil || workload.WarmGated(&d.Spec.Template.Spec)) {
+		switch {
+		case !metav1.IsControlledBy(d, ms):
+			if ms.Spec.Rollout.Warmup != nil {
+				co := colors[c]
+				co.Warm, co.WarmPods = false, 0 // another owner's pods are never probed
+				colors[c] = co
+			}
+		case ms.Spec.Rollout.Warmup != nil || workload.WarmGated(&d.Spec.Template.Spec):
+			// (A Deployment made without the gate while warm-up is off has nothing to probe.)
 			deps[c] = d
 		}
 	}
