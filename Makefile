@@ -28,6 +28,7 @@ manifests: $(CONTROLLER_GEN) ## CRDs and RBAC, into config/ and the Helm chart.
 	cp config/crd/bases/*.yaml charts/modelship/crds/
 	hack/chart-rbac.sh config/rbac/role.yaml cluster > charts/modelship/templates/clusterrole.yaml
 	hack/chart-rbac.sh config/rbac/role.yaml namespaced > charts/modelship/templates/role-namespaced.yaml
+	hack/chart-rbac.sh config/rbac/role.yaml leader-election > charts/modelship/templates/leader-election.yaml
 	cp config/grafana/modelship.json charts/modelship/dashboards/modelship.json
 
 .PHONY: verify

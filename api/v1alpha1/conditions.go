@@ -75,9 +75,18 @@ const (
 	ReasonSuperseding = "Superseding"
 	// ReasonNameConflict means: an object that modelship would make (a color's Deployment or
 	// Service, or the HTTPRoute it owns) already exists and is not controlled by this
-	// ModelServer; modelship does not take it over and touches nothing until it is renamed or
-	// removed.
+	// ModelServer, or the HTTPRoute named by spec.gateway.routeRef is controlled by another
+	// object (another ModelServer's owned route); modelship does not take it over and touches
+	// nothing until it is renamed or removed, or routeRef names another route.
 	ReasonNameConflict = "NameConflict"
+	// ReasonRouteMoved (an event) says that the place spec.gateway puts the backendRefs in (the
+	// owned HTTPRoute, a routeRef or its ruleName) changed and, the new place carrying the
+	// traffic, modelship deleted its owned HTTPRoute or removed its backendRefs from the old place.
+	ReasonRouteMoved = "RouteMoved"
+	// ReasonBackendSwitched (an event) says that after a change of spec.gateway.backend the route
+	// now sends the traffic to the new backends (InferencePools once a Gateway accepted them and
+	// the colors that carry traffic have Ready pods; Services at once) and no longer names the old.
+	ReasonBackendSwitched = "BackendSwitched"
 	// ReasonPoolNotAccepted (RouteAccepted False) says that a Gateway accepted the HTTPRoute but
 	// has not accepted (or resolved) one of the ModelServer's InferencePools: the rollout holds.
 	ReasonPoolNotAccepted = "PoolNotAccepted"

@@ -106,6 +106,12 @@ type ModelServerStatus struct {
 	// +optional
 	Step int32 `json:"step,omitempty"`
 
+	// StepWeight is the candidate's weight at the current step, in percent, as set when the
+	// step began (spec.rollout.steps[step-1] then). Steps edited mid-rollout never lower it:
+	// the rollout holds this weight and goes on to the first step above it.
+	// +optional
+	StepWeight int32 `json:"stepWeight,omitempty"`
+
 	// StepStartedAt is when the current step (or the warm-up) began.
 	// +optional
 	StepStartedAt *metav1.Time `json:"stepStartedAt,omitempty"`
@@ -167,12 +173,35 @@ type ModelServerStatus struct {
 	// acting again. Cleared once the annotation is gone.
 	// +optional
 	HandledOperation *HandledOperation `json:"handledOperation,omitempty"`
+
+	// Route is where the ModelServer's backendRefs were last written and carry its traffic: the
+	// HTTPRoute modelship owns, or the route (and rule) named by spec.gateway.routeRef. When
+	// spec.gateway moves them (parentRefs to routeRef and back, another routeRef or ruleName),
+	// modelship writes them in the new place first and, once that place carries the weights and
+	// no Gateway rejected it, deletes the owned HTTPRoute or removes its backendRefs from the
+	// place recorded here, then records the new one. Nothing modelship wrote stays behind.
+	// +optional
+	Route *RouteStatus `json:"route,omitempty"`
 	// Conditions follow kstatus (Ready, Reconciling, Stalled) plus Progressing, Degraded,
 	// MetricsAvailable, RouteAccepted and ScalingLimited.
 	// +listType=map
 	// +listMapKey=type
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// RouteStatus names the HTTPRoute (and rule) that holds a ModelServer's backendRefs.
+type RouteStatus struct {
+	// Name of the HTTPRoute, in the ModelServer's namespace.
+	Name string `json:"name"`
+	// Owned is true for the HTTPRoute modelship owns (spec.gateway.parentRefs), false for a
+	// user's route named by spec.gateway.routeRef.
+	// +optional
+	Owned bool `json:"owned,omitempty"`
+	// RuleName is the rule of a user's route that holds the backendRefs
+	// (spec.gateway.routeRef.ruleName); empty when none was named.
+	// +optional
+	RuleName string `json:"ruleName,omitempty"`
 }
 
 // HandledOperation names an operation annotation and the value it had when a pass acted on it.

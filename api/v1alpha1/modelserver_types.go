@@ -283,7 +283,10 @@ type RolloutSpec struct {
 	AutoPromote *bool `json:"autoPromote,omitempty"`
 
 	// ScaleDownDelay is how long the previous stable color stays at full size after a promotion,
-	// so that a rollback within this window is instant (no model load). Then it scales to zero.
+	// so that a rollback within this window is instant: the spec back on that revision moves all
+	// the traffic its Ready pods carry in one pass, with no steps, no analysis and no pod
+	// restarted (the abandoned revision keeps its pods as long, for inspection). Then it scales
+	// to zero. Also how long an aborted candidate keeps its pods.
 	// A positive duration such as 10m; defaults to 10m.
 	// +kubebuilder:default="10m"
 	// +kubebuilder:validation:XValidation:rule="self.matches('^(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')",message="spec.rollout.scaleDownDelay must be a positive duration such as 2m or 90s (units h, m, s, ms)"
@@ -576,7 +579,9 @@ type AutoscalingMetric struct {
 
 	// External reads a metric from the external metrics API (external.metrics.k8s.io), as
 	// served by prometheus-adapter or KEDA's metrics server; the proposal is
-	// ceil(value / targetPerReplica).
+	// ceil(value / targetPerReplica). Read only when the controller runs with
+	// --query-policy=any: the API answers with the controller's credentials about any
+	// namespace, and the default policies refuse the spec.
 	// +optional
 	External *ExternalMetric `json:"external,omitempty"`
 

@@ -34,6 +34,11 @@ type Target struct {
 	Namespace, Name string
 	// Candidate is the color being rolled out; Stable the color it is compared with.
 	Candidate, Stable ColorTarget
+	// AbsoluteOnly judges the candidate on absolute bounds only (max, min): the stable color
+	// serves nothing (it lost every pod), so it has no samples to compare with, and a fix
+	// shipped to it must not wait forever on inconclusive relative bounds. A metric with only
+	// a relative bound then passes.
+	AbsoluteOnly bool
 }
 
 func (t Target) vars(c ColorTarget, window string) metrics.Vars {
@@ -65,6 +70,10 @@ func (t Target) vars(c ColorTarget, window string) metrics.Vars {
 // maxConcurrentQueries queries run at once.
 func Run(ctx context.Context, q metrics.Querier, spec v1alpha1.AnalysisSpec, t Target, window time.Duration, at time.Time) ([]v1alpha1.MetricResult, error) {
 	ms, sampleTmpl := metrics.EffectiveMetrics(spec)
+	if t.AbsoluteOnly {
+		ms = absoluteOnly(ms)
+		t.Stable.Pods = "" // nothing of the stable color is queried
+	}
 	win := metrics.AnalysisWindow(window)
 	candVars, stableVars := t.vars(t.Candidate, win), t.vars(t.Stable, win)
 
@@ -141,6 +150,17 @@ func Run(ctx context.Context, q metrics.Querier, spec v1alpha1.AnalysisSpec, t T
 	}
 	sort.Slice(results, func(i, j int) bool { return results[i].Name < results[j].Name })
 	return results, nil
+}
+
+// absoluteOnly returns the metrics without their relative bounds (see Target.AbsoluteOnly).
+func absoluteOnly(ms []v1alpha1.AnalysisMetric) []v1alpha1.AnalysisMetric {
+	out := make([]v1alpha1.AnalysisMetric, len(ms))
+	for i, m := range ms {
+		m = *m.DeepCopy()
+		m.MaxRatioToStable = nil
+		out[i] = m
+	}
+	return out
 }
 
 // scalars runs the queries, a few at a time, and returns their samples in order.

@@ -404,6 +404,28 @@ func TestRunWithoutStableColor(t *testing.T) {
 	}
 }
 
+// TestRunAbsoluteOnlyWhenTheStableServesNothing: a stable color that lost every pod has no
+// samples; its queries are not run and the candidate passes on its absolute bounds alone.
+func TestRunAbsoluteOnlyWhenTheStableServesNothing(t *testing.T) {
+	f := healthyVLLM()
+	dead := target
+	dead.AbsoluteOnly = true
+	rs, err := Run(context.Background(), f, vllmSpec(), dead, time.Minute, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, v := range verdicts(rs) {
+		if v != v1alpha1.VerdictPass {
+			t.Errorf("%s: %s, want Pass on absolute bounds only", name, v)
+		}
+	}
+	for _, q := range f.recorded() {
+		if strings.Contains(q, string(target.Stable.Color)) && !strings.Contains(q, string(target.Candidate.Color)) {
+			t.Errorf("query %q reads the stable color, which serves nothing", q)
+		}
+	}
+}
+
 func TestRunRejectsBadTemplatesBeforeQuerying(t *testing.T) {
 	cases := []struct {
 		name string

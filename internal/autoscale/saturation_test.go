@@ -198,8 +198,9 @@ func TestEndpointPickerObservations(t *testing.T) {
 			series(4, "namespace", "ml", "name", "llama-blue"),
 			series(1, "namespace", "ml", "name", "llama-green"),
 			series(50, "namespace", "other", "name", "llama-blue"),
-			// The endpoint picker scraped through a monitoring namespace's target labels.
-			series(2, "namespace", "monitoring", "exported_namespace", "team", "name", "chat-blue"),
+			// A pod of namespace other that writes team's pool into its own exposition: Prometheus
+			// keeps the target's namespace and renames the written one exported_namespace.
+			series(2, "namespace", "other", "exported_namespace", "team", "name", "chat-blue"),
 		},
 		QueryPoolSaturation: {
 			series(0.9, "namespace", "ml", "inference_pool", "llama-blue"),
@@ -242,9 +243,9 @@ func TestEndpointPickerObservations(t *testing.T) {
 		{name: "a pool the endpoint picker does not report is missing, not idle", spec: epp(v1alpha1.EndpointPickerQueueSize, "2", ""),
 			pools: []Pool{{Key: pod("ml", "llama-blue"), Ready: 2}, {Key: pod("ml", "llama-absent"), Ready: 2}},
 			want:  Observation{Status: metrics.OK, Value: 4, Pods: 2, MissingPods: 2}, current: 4, desired: 4},
-		{name: "exported_namespace names the pool's namespace", spec: epp(v1alpha1.EndpointPickerQueueSize, "2", ""),
+		{name: "a series another namespace's pod wrote with exported_namespace is not the pool's", spec: epp(v1alpha1.EndpointPickerQueueSize, "2", ""),
 			pools: []Pool{{Key: pod("team", "chat-blue"), Ready: 2}},
-			want:  Observation{Status: metrics.OK, Value: 2, Pods: 2}, current: 2, desired: 2},
+			want:  Observation{Status: metrics.NoData}, current: 2, desired: 2, wantNote: "no endpoint picker series"},
 		{name: "no series for any pool is no data", spec: epp(v1alpha1.EndpointPickerQueueSize, "2", ""),
 			pools: []Pool{{Key: pod("ml", "x-blue"), Ready: 2}}, want: Observation{Status: metrics.NoData}, current: 2, desired: 2, wantNote: "no endpoint picker series"},
 		{name: "an unknown model name is no data", spec: epp(v1alpha1.EndpointPickerRunningRequests, "8", "mistral"), pools: pools(2, 0),

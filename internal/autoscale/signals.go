@@ -14,34 +14,86 @@ import (
 
 // PromQL of the built-in signals. Each is one query for every pod (or pool) of every
 // ModelServer, grouped by pod (or pool); Snapshot.Observe picks a ModelServer's pods in memory.
-// Every grouping keeps both label variants (namespace/pod and exported_namespace/exported_pod):
-// a label that a series lacks is simply empty in its group (see podOf and keyOf).
+//
+// A series is filed under the pod its scrape target is (namespace and pod, the labels
+// Prometheus sets from the target and that a target's own exposition cannot override with
+// honorLabels: false), except GPU utilization from the GPU exporter (see GPUExporter), whose
+// exported_namespace and exported_pod name the workload holding the GPU. Every other series'
+// exported_* labels are what a pod wrote in its own exposition: a tenant's pod could name
+// another tenant's pod there, so they are never read.
 const (
 	// QueryGPUUtilization averages NVIDIA DCGM's GPU utilization (percent) per pod over the
 	// pod's GPUs. dcgm-exporter labels the workload pod as pod/namespace when scraped with
 	// honorLabels, and as exported_pod/exported_namespace otherwise (pod is then the exporter's
-	// own pod); Snapshot prefers exported_* when present.
-	QueryGPUUtilization = `avg by (namespace, pod, exported_namespace, exported_pod) (DCGM_FI_DEV_GPU_UTIL)`
+	// own pod); Snapshot reads exported_* on the exporter's series only (GPUExporter), which
+	// the job label in the grouping helps tell apart.
+	QueryGPUUtilization = `avg by (job, namespace, pod, exported_namespace, exported_pod) (DCGM_FI_DEV_GPU_UTIL)`
 	// QueryRequestsWaiting sums the requests queued in each pod over its engines (vLLM's
 	// vllm:num_requests_waiting, else SGLang's sglang:num_queue_reqs; a pod serves one of them).
-	QueryRequestsWaiting = `sum by (namespace, pod, exported_namespace, exported_pod) (vllm:num_requests_waiting) or sum by (namespace, pod, exported_namespace, exported_pod) (sglang:num_queue_reqs)`
+	QueryRequestsWaiting = `sum by (namespace, pod) (vllm:num_requests_waiting) or sum by (namespace, pod) (sglang:num_queue_reqs)`
 	// QueryKVCacheUsage is each pod's KV-cache use, 0..1, averaged over its engines: vLLM's
 	// vllm:kv_cache_usage_perc (a fraction despite its name), its name before v0.10
 	// (vllm:gpu_cache_usage_perc), else SGLang's sglang:token_usage.
-	QueryKVCacheUsage = `avg by (namespace, pod, exported_namespace, exported_pod) (vllm:kv_cache_usage_perc) or avg by (namespace, pod, exported_namespace, exported_pod) (vllm:gpu_cache_usage_perc) or avg by (namespace, pod, exported_namespace, exported_pod) (sglang:token_usage)`
+	QueryKVCacheUsage = `avg by (namespace, pod) (vllm:kv_cache_usage_perc) or avg by (namespace, pod) (vllm:gpu_cache_usage_perc) or avg by (namespace, pod) (sglang:token_usage)`
 
 	// QueryPoolQueueSize is each InferencePool's average queue per pod as its endpoint picker
 	// reports it, labelled name=<pool> (the Gateway API Inference Extension's name, else
-	// llm-d's newer one).
-	QueryPoolQueueSize = `avg by (namespace, exported_namespace, name) (inference_pool_average_queue_size) or avg by (namespace, exported_namespace, name) (llm_d_epp_average_queue_size)`
+	// llm-d's newer one). The endpoint picker runs in its pool's namespace: the target's.
+	QueryPoolQueueSize = `avg by (namespace, name) (inference_pool_average_queue_size) or avg by (namespace, name) (llm_d_epp_average_queue_size)`
 	// QueryPoolSaturation is each InferencePool's saturation, 0..1, from the endpoint picker's
 	// flow controller, labelled inference_pool=<pool> (older releases: name=<pool>).
-	QueryPoolSaturation = `max by (namespace, exported_namespace, inference_pool, name) (inference_extension_flow_control_pool_saturation) or max by (namespace, exported_namespace, inference_pool, name) (llm_d_epp_flow_control_pool_saturation)`
+	QueryPoolSaturation = `max by (namespace, inference_pool, name) (inference_extension_flow_control_pool_saturation) or max by (namespace, inference_pool, name) (llm_d_epp_flow_control_pool_saturation)`
 	// QueryObjectiveRunning is each model name's running requests summed over the endpoint
 	// pickers of a namespace (inference_objective_running_requests, called
 	// inference_model_running_requests before InferenceObjective).
-	QueryObjectiveRunning = `sum by (namespace, exported_namespace, model_name) (inference_objective_running_requests) or sum by (namespace, exported_namespace, model_name) (inference_model_running_requests)`
+	QueryObjectiveRunning = `sum by (namespace, model_name) (inference_objective_running_requests) or sum by (namespace, model_name) (inference_model_running_requests)`
 )
+
+// GPUExporter tells the GPU exporter's series from the others by the labels its scrape target
+// has: only on its series are exported_namespace and exported_pod the workload's. An empty
+// field is not checked; with both empty no series is the exporter's and exported_* labels are
+// never read (an exporter scraped with honorLabels: true needs none).
+type GPUExporter struct {
+	// Namespace is the namespace label of the exporter's targets: the namespace it runs in,
+	// which the Prometheus Operator sets from the scraped pod or Service, and which a tenant's
+	// pod cannot have unless it runs there.
+	Namespace string
+	// Job is the job label of the exporter's targets (the Prometheus Operator sets it from the
+	// Service's name, which a tenant can choose for a Service of its own: prefer Namespace).
+	Job string
+}
+
+// DefaultGPUExporter is dcgm-exporter as NVIDIA's GPU Operator runs it and as
+// config/prometheus and the chart scrape it: in namespace gpu-operator.
+var DefaultGPUExporter = GPUExporter{Namespace: "gpu-operator"}
+
+// owns says whether a series with labels l comes from the exporter.
+func (e GPUExporter) owns(l map[string]string) bool {
+	if e.Namespace == "" && e.Job == "" {
+		return false
+	}
+	return (e.Namespace == "" || l["namespace"] == e.Namespace) && (e.Job == "" || l["job"] == e.Job)
+}
+
+// podOf reads the pod a series describes. On the exporter's series, each of the pod's
+// namespace and name is read from its exported_ label whenever the series has it, else from
+// the plain label, independently of each other: Prometheus renames only the exporter's labels
+// that collide with a target label, so dcgm-exporter scraped with a namespace target label but
+// no pod target label gives exported_namespace (the workload's) beside pod (the workload's
+// too), and namespace is then the exporter's own. Any other series is its target's pod.
+func (e GPUExporter) podOf(l map[string]string) PodKey {
+	if !e.owns(l) {
+		return targetPod(l)
+	}
+	k := targetPod(l)
+	if ns := l["exported_namespace"]; ns != "" {
+		k.Namespace = ns
+	}
+	if p := l["exported_pod"]; p != "" {
+		k.Name = p
+	}
+	return k
+}
 
 // Signals are the queries of the built-in signals; an empty query is not run (its metric then
 // has no data).
@@ -58,13 +110,17 @@ type Signals struct {
 	PoolSaturation string
 	// ObjectiveRunning returns per-model-name running requests.
 	ObjectiveRunning string
+	// GPUExporter tells which GPUUtilization series may name the workload in exported_*.
+	GPUExporter GPUExporter
 }
 
-// DefaultSignals are the vLLM/SGLang, DCGM and endpoint picker queries above.
+// DefaultSignals are the vLLM/SGLang, DCGM and endpoint picker queries above, with the GPU
+// Operator's dcgm-exporter.
 func DefaultSignals() Signals {
 	return Signals{
 		GPUUtilization: QueryGPUUtilization, RequestsWaiting: QueryRequestsWaiting, KVCacheUsage: QueryKVCacheUsage,
 		PoolQueueSize: QueryPoolQueueSize, PoolSaturation: QueryPoolSaturation, ObjectiveRunning: QueryObjectiveRunning,
+		GPUExporter: DefaultGPUExporter,
 	}
 }
 
@@ -164,9 +220,9 @@ func Fetch(ctx context.Context, q metrics.Querier, sig Signals, now time.Time) (
 		metric, query string
 		key           func(map[string]string) PodKey
 	}{
-		{MetricGPUUtilization, sig.GPUUtilization, podOf},
-		{MetricRequestsWaiting, sig.RequestsWaiting, podOf},
-		{MetricKVCacheUsage, sig.KVCacheUsage, podOf},
+		{MetricGPUUtilization, sig.GPUUtilization, sig.GPUExporter.podOf},
+		{MetricRequestsWaiting, sig.RequestsWaiting, targetPod},
+		{MetricKVCacheUsage, sig.KVCacheUsage, targetPod},
 		{signalPoolQueueSize, sig.PoolQueueSize, keyOf("name")},
 		{signalPoolSaturation, sig.PoolSaturation, keyOf("inference_pool", "name")},
 		{signalObjectiveRunning, sig.ObjectiveRunning, keyOf("model_name")},
@@ -225,22 +281,13 @@ func index(series []metrics.Series, key func(map[string]string) PodKey) map[PodK
 	return sums
 }
 
-// podOf reads the pod a series describes. Each of the pod's namespace and name is read from
-// its exported_ label whenever a series has it, else from the plain label, independently of
-// each other: Prometheus renames only the exporter's labels that collide with a target label,
-// so dcgm-exporter scraped with a namespace target label but no pod target label gives
-// exported_namespace (the workload's) beside pod (the workload's too), and namespace is then
-// the exporter's own.
-var podOf = keyOf("exported_pod", "pod")
+// targetPod is the pod a series' scrape target is: its namespace and pod labels.
+var targetPod = keyOf("pod")
 
-// keyOf reads a series' namespace (exported_namespace when present) and its name from the
-// first of names it has.
+// keyOf reads a series' namespace (the target's) and its name from the first of names it has.
 func keyOf(names ...string) func(map[string]string) PodKey {
 	return func(l map[string]string) PodKey {
 		k := PodKey{Namespace: l["namespace"]}
-		if ns := l["exported_namespace"]; ns != "" {
-			k.Namespace = ns
-		}
 		for _, n := range names {
 			if v := l[n]; v != "" {
 				k.Name = v

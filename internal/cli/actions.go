@@ -266,7 +266,13 @@ func (o *options) restoreTemplate(ctx context.Context, c client.Client, ms *v1al
 		}
 		return fmt.Errorf("reading the template of revision %s: %w", to, err)
 	}
-	patch, err := json.Marshal([]map[string]any{{"op": "replace", "path": "/spec/template", "value": json.RawMessage(cr.Data.Raw)}})
+	// Anyone who may create ControllerRevisions here can create one under this name: put back
+	// only modelship's own record of the revision, and exactly the template that hashes to it.
+	tmpl, err := revision.Kept(cr, ms.UID, to)
+	if err != nil {
+		return fmt.Errorf("cannot roll back modelserver %s to revision %s: %w", ms.Name, to, err)
+	}
+	patch, err := json.Marshal([]map[string]any{{"op": "replace", "path": "/spec/template", "value": tmpl}})
 	if err != nil {
 		return fmt.Errorf("building the patch: %w", err)
 	}

@@ -29,11 +29,15 @@ func (o *options) newDashboardCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "dashboard",
 		Short: "Serve a local web page of every ModelServer's rollout, live, with the rollout actions",
-		Long: "dashboard serves a web page on this machine (http://localhost:3100 by default) that shows every\n" +
+		Long: "dashboard serves a web page on this machine, at a free port unless --port is given, that shows every\n" +
 			"ModelServer of the namespace (or of all namespaces with -A): phase, versions, weights, replicas and\n" +
 			"GPU utilization, updated as the controller writes, and one page per ModelServer with its rollout's\n" +
 			"steps and measurements, revision history and events. Its buttons run the same code as pause, resume,\n" +
-			"promote, promote --full, abort and rollback, with your kubeconfig's credentials.",
+			"promote, promote --full, abort and rollback, with your kubeconfig's credentials.\n\n" +
+			"Open the URL it prints: it carries a random token made for this launch, which the page keeps in a\n" +
+			"cookie (HttpOnly, SameSite=Strict). Requests without it are refused (401), as are requests that name\n" +
+			"another host than localhost, 127.0.0.1 or [::1] at the dashboard's port (403: DNS rebinding), and\n" +
+			"actions that are not JSON from the page itself. Scripts may send the token as Authorization: Bearer.",
 		Example: "  kubectl modelship dashboard -n ml\n" +
 			"  kubectl modelship dashboard -A --port 8080 --prometheus-url http://localhost:9090",
 		Args: cobra.NoArgs,
@@ -43,7 +47,7 @@ func (o *options) newDashboardCommand() *cobra.Command {
 	}
 	cmd.Flags().BoolVarP(&all, "all-namespaces", "A", false, "Show ModelServers in all namespaces")
 	cmd.Flags().StringVar(&address, "address", "localhost", "Address to listen on (keep it local: the page acts with your credentials)")
-	cmd.Flags().IntVar(&port, "port", 3100, "Port to listen on (0 picks a free one)")
+	cmd.Flags().IntVar(&port, "port", 0, "Port to listen on (default: a free one)")
 	cmd.Flags().StringVar(&prometheusURL, "prometheus-url", "", "Prometheus to read GPU utilization over time from (optional)")
 	return cmd
 }
@@ -84,12 +88,17 @@ func (o *options) runDashboard(ctx context.Context, all bool, listen, prometheus
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", listen, err)
 	}
-	srv := &http.Server{Handler: d.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	access, base, err := accessFor(ln.Addr())
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
+	srv := &http.Server{Handler: access.Wrap(d.Handler()), ReadHeaderTimeout: 10 * time.Second}
 	where := "namespace " + ns
 	if ns == "" {
 		where = "all namespaces"
 	}
-	fmt.Fprintf(o.streams.Out, "modelship dashboard of %s at http://%s/ (Ctrl-C stops it)\n", where, ln.Addr())
+	fmt.Fprintf(o.streams.Out, "modelship dashboard of %s at %s (Ctrl-C stops it)\n", where, access.URL(base))
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	select {
@@ -103,6 +112,29 @@ func (o *options) runDashboard(ctx context.Context, all bool, listen, prometheus
 		return fmt.Errorf("stopping the dashboard: %w", err)
 	}
 	return nil
+}
+
+// accessFor guards a dashboard listening at addr with a new token, and returns the base URL
+// to print: the listening IP, or localhost when it listens on all addresses. An IP the user
+// asked for (--address) is served besides localhost, 127.0.0.1 and [::1].
+func accessFor(addr net.Addr) (dashboard.Access, string, error) {
+	tcp, ok := addr.(*net.TCPAddr)
+	if !ok {
+		return dashboard.Access{}, "", fmt.Errorf("listening on %s: not a TCP address", addr)
+	}
+	token, err := dashboard.NewToken()
+	if err != nil {
+		return dashboard.Access{}, "", err
+	}
+	a := dashboard.Access{Token: token, Port: tcp.Port}
+	host := "localhost"
+	if !tcp.IP.IsUnspecified() {
+		host = tcp.IP.String()
+		if !tcp.IP.Equal(net.IPv4(127, 0, 0, 1)) && !tcp.IP.Equal(net.IPv6loopback) {
+			a.Hosts = []string{host}
+		}
+	}
+	return a, "http://" + net.JoinHostPort(host, strconv.Itoa(tcp.Port)), nil
 }
 
 // dashboardAct runs the page's actions through the subcommands' own code, as the dashboard's

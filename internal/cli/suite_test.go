@@ -99,6 +99,23 @@ func (h *harness) create(name string) *v1alpha1.ModelServer {
 }
 
 // get reads the ModelServer back.
+// keep creates the ControllerRevision name holding tmpl, controlled by ms when controlled (as
+// the controller records revisions), else owned by nobody.
+func (h *harness) keep(ms *v1alpha1.ModelServer, name string, tmpl corev1.PodTemplateSpec, controlled bool) {
+	h.t.Helper()
+	data, err := json.Marshal(tmpl)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	cr := &appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: name}, Data: runtime.RawExtension{Raw: data}, Revision: 1}
+	if controlled {
+		cr.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(ms, v1alpha1.GroupVersion.WithKind("ModelServer"))}
+	}
+	if err := h.c.Create(context.Background(), cr); err != nil {
+		h.t.Fatalf("creating ControllerRevision %s: %v", name, err)
+	}
+}
+
 func (h *harness) get(name string) *v1alpha1.ModelServer {
 	h.t.Helper()
 	ms := &v1alpha1.ModelServer{}
@@ -440,19 +457,10 @@ func commandSuite(t *testing.T, newHarness func(t *testing.T) *harness) {
 
 	t.Run("rollback to a kept revision sets its template back and warns GitOps users", func(t *testing.T) {
 		h := newHarness(t)
-		h.create("llama")
+		ms := h.create("llama")
 		old := corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "server", Image: "vllm/vllm-openai:v0.8.0"}}}}
 		rev := revision.Of(&old)
-		data, err := json.Marshal(old)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := h.c.Create(context.Background(), &appsv1.ControllerRevision{
-			ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: v1alpha1.RevisionObjectName("llama", rev)},
-			Data:       runtime.RawExtension{Raw: data}, Revision: 1,
-		}); err != nil {
-			t.Fatalf("creating the ControllerRevision: %v", err)
-		}
+		h.keep(ms, v1alpha1.RevisionObjectName("llama", rev), old, true)
 		h.setStatus("llama", v1alpha1.PhaseHealthy, withHistory(v1alpha1.RevisionRecord{
 			Revision: rev, Image: "vllm/vllm-openai:v0.8.0", Outcome: v1alpha1.OutcomePromoted, At: metav1.Now()}))
 		out, _, err := h.run("rollback", "llama", "--to-revision", rev)
@@ -469,6 +477,41 @@ func commandSuite(t *testing.T, newHarness func(t *testing.T) *harness) {
 		out, _, err = h.run("rollback", "llama", "--to-revision", rev)
 		if err != nil || !strings.Contains(out, "nothing changed") {
 			t.Errorf("a second rollback: err %v out %q, want nothing changed", err, out)
+		}
+	})
+
+	t.Run("rollback refuses a ControllerRevision that is not the ModelServer's record of the revision", func(t *testing.T) {
+		h := newHarness(t)
+		ms := h.create("llama")
+		old := corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "server", Image: "vllm/vllm-openai:v0.8.0"}}}}
+		planted := corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "server", Image: "attacker/vllm-openai:v0.8.0"}}}}
+		cases := []struct {
+			name       string
+			tmpl       corev1.PodTemplateSpec
+			controlled bool
+			want       string
+		}{
+			{"a record someone created under the name", old, false, "has no controller"},
+			{"a record claiming the ModelServer as controller that holds another template", planted, true, "holds the template of revision " + revision.Of(&planted)},
+		}
+		for i, c := range cases {
+			rev := revision.Of(&old)
+			name := v1alpha1.RevisionObjectName("llama", rev)
+			if i > 0 {
+				if err := h.c.Delete(context.Background(), &appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: name}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			h.keep(ms, name, c.tmpl, c.controlled)
+			h.setStatus("llama", v1alpha1.PhaseHealthy, withHistory(v1alpha1.RevisionRecord{
+				Revision: rev, Image: "vllm/vllm-openai:v0.8.0", Outcome: v1alpha1.OutcomePromoted, At: metav1.Now()}))
+			_, _, err := h.run("rollback", "llama", "--to-revision", rev)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("%s: rollback error %v, want one containing %q", c.name, err, c.want)
+			}
+			if got := h.get("llama").Spec.Template.Spec.Containers[0].Image; got != "vllm/vllm-openai:v0.9.2" {
+				t.Errorf("%s: spec.template now runs %s", c.name, got)
+			}
 		}
 	})
 

@@ -2,9 +2,12 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -22,26 +25,35 @@ import (
 	"github.com/modelship/modelship/internal/workload"
 )
 
-// apply makes the cluster match a decision. Order keeps traffic safe: Services and any color
-// that grows (or is created) first, then the route weights, then any color whose pods go away
-// (fewer replicas, or a new template that replaces them), so that traffic never points at pods
-// that are going away. A color that gets a new template while the route still sends it traffic
-// (a candidate superseded mid-rollout) keeps its pods until the route has moved the traffic off
-// it: if the route cannot be written, the pass fails before touching them.
-func (r *ModelServerReconciler) apply(ctx context.Context, ms *v1alpha1.ModelServer, obs rollout.Observation, d rollout.Decision, route *gatewayv1.HTTPRoute) error {
+// apply makes the cluster match a decision, risk first. The route's weights, which carry an
+// abort, a rollback or a weight cut to the Gateway, are written before anything that could be
+// refused for reasons of its own (a webhook that refuses Deployments, a template the Deployment
+// API rejects); each object is applied on its own and the errors are joined, so that one refused
+// object (the candidate's Deployment) never stops another (the stable color's scaling, the
+// route). Order: the Services and pools the route names, the route, the colors that grow or
+// are created, then the colors whose pods go away (fewer replicas, or a new template that
+// replaces them), so that traffic never points at pods that are going away. Those are applied
+// only once the route was written: a color that gets a new template while the route still
+// sends it traffic (a candidate superseded mid-rollout) keeps its pods until the route has
+// moved the traffic off it. routeWritten says whether the route now has d.Weights.
+func (r *ModelServerReconciler) apply(ctx context.Context, ms *v1alpha1.ModelServer, obs rollout.Observation, d rollout.Decision, route *gatewayv1.HTTPRoute) (routeWritten bool, err error) {
+	var errs []error
 	ports := map[v1alpha1.Color]int32{}
 	for _, c := range routing.Colors {
 		port, err := r.colorPort(ctx, ms, obs, d, c)
 		if err != nil {
-			return err
+			errs = append(errs, err)
+			port = ms.Spec.Port
 		}
 		ports[c] = port
-		if err := r.applyObject(ctx, ms, workload.Service(ms, c, port)); err != nil {
-			return err
-		}
+		errs = append(errs, r.applyObject(ctx, ms, workload.Service(ms, c, port)))
 	}
-	if err := r.applyPools(ctx, ms, ports); err != nil {
-		return err
+	errs = append(errs, r.applyPools(ctx, ms, ports))
+	if err := r.applyRoute(ctx, ms, d.Weights, route); err != nil {
+		errs = append(errs, err)
+	} else {
+		routeWritten = true
+		errs = append(errs, r.prunePools(ctx, ms))
 	}
 	var leaving []v1alpha1.Color
 	for _, c := range routing.Colors {
@@ -53,22 +65,14 @@ func (r *ModelServerReconciler) apply(ctx context.Context, ms *v1alpha1.ModelSer
 			leaving = append(leaving, c)
 			continue
 		}
-		if err := r.applyColor(ctx, ms, obs, c, plan); err != nil {
-			return err
+		errs = append(errs, r.applyColor(ctx, ms, obs, c, plan))
+	}
+	if routeWritten {
+		for _, c := range leaving {
+			errs = append(errs, r.applyColor(ctx, ms, obs, c, d.Plans[c]))
 		}
 	}
-	if err := r.applyRoute(ctx, ms, d.Weights, route); err != nil {
-		return err
-	}
-	if err := r.prunePools(ctx, ms); err != nil {
-		return err
-	}
-	for _, c := range leaving {
-		if err := r.applyColor(ctx, ms, obs, c, d.Plans[c]); err != nil {
-			return err
-		}
-	}
-	return nil
+	return routeWritten, errors.Join(errs...)
 }
 
 // colorPort is the port color c's pods listen on once this decision is applied: spec.port when
@@ -115,22 +119,32 @@ func (r *ModelServerReconciler) applyColor(ctx context.Context, ms *v1alpha1.Mod
 	return nil
 }
 
+// applyRoute writes the weights into the route: the owned HTTPRoute, or modelship's backendRefs
+// in the user's route of spec.gateway.routeRef. After a change of spec.gateway.backend the old
+// backends keep the traffic until the new ones are ready (see backends).
 func (r *ModelServerReconciler) applyRoute(ctx context.Context, ms *v1alpha1.ModelServer, weights map[v1alpha1.Color]int32, route *gatewayv1.HTTPRoute) error {
+	b, _ := r.backends(ctx, ms, route, weights)
+	switched := route != nil && b.Pending == "" && routing.Carrier(route, ms) != b.Carrier
 	if ref := ms.Spec.Gateway.RouteRef; ref != nil {
 		if route == nil {
 			return fmt.Errorf("HTTPRoute %s named by spec.gateway.routeRef does not exist", ref.Name)
 		}
 		orig := route.DeepCopy()
-		changed, err := routing.SetBackendWeights(route, ms, ref.RuleName, weights)
+		changed, err := routing.SetBackendWeights(route, ms, ref.RuleName, b)
 		if err != nil || !changed {
 			return err
 		}
 		if err := r.Patch(ctx, route, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}), client.FieldOwner(v1alpha1.FieldOwner)); err != nil {
 			return fmt.Errorf("setting weights in HTTPRoute %s: %w", route.Name, err)
 		}
-		return nil
+	} else if err := r.applyObject(ctx, ms, routing.OwnedRoute(ms, b)); err != nil {
+		return err
 	}
-	return r.applyObject(ctx, ms, routing.OwnedRoute(ms, weights))
+	if switched {
+		r.Recorder.Eventf(ms, nil, corev1.EventTypeNormal, v1alpha1.ReasonBackendSwitched, "Switch",
+			"HTTPRoute %s sends the traffic to the %ss and no longer names the old backends", ms.RouteName(), b.Carrier)
+	}
+	return nil
 }
 
 // applyObject server-side applies an object that ms owns, with modelship's field owner.
@@ -226,18 +240,18 @@ func (r *ModelServerReconciler) finalize(ctx context.Context, ms *v1alpha1.Model
 	if !controllerutil.ContainsFinalizer(ms, cleanupFinalizer) {
 		return nil
 	}
-	if ms.Spec.Gateway.RouteRef != nil {
-		route, err := r.getRoute(ctx, ms)
-		if err != nil {
+	// The user's routes modelship wrote into: the spec's, and the one status.route recorded when
+	// a move away from it was not finished.
+	var users []string
+	if ref := ms.Spec.Gateway.RouteRef; ref != nil {
+		users = append(users, ref.Name)
+	}
+	if prev := ms.Status.Route; prev != nil && !prev.Owned && !slices.Contains(users, prev.Name) {
+		users = append(users, prev.Name)
+	}
+	for _, name := range users {
+		if _, err := r.removeBackendsFrom(ctx, ms, name, nil); err != nil {
 			return err
-		}
-		if route != nil {
-			orig := route.DeepCopy()
-			if routing.RemoveBackends(route, ms) {
-				if err := r.Patch(ctx, route, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
-					return fmt.Errorf("removing backends from HTTPRoute %s: %w", route.Name, err)
-				}
-			}
 		}
 	}
 	controllerutil.RemoveFinalizer(ms, cleanupFinalizer)

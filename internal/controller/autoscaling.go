@@ -188,7 +188,7 @@ func (r *ModelServerReconciler) latencySLOs(ctx context.Context, ms *v1alpha1.Mo
 		if err != nil {
 			return autoscale.Observation{Status: metrics.Error, Message: err.Error()}
 		}
-		return autoscale.FromSample("", r.Prometheus.Scalar(ctx, q, now))
+		return autoscale.FromSample("", metrics.Enforce(r.Prometheus, r.QueryPolicy, ms.Namespace).Scalar(ctx, q, now))
 	}
 	var wg sync.WaitGroup
 	if wantTTFT {
@@ -209,9 +209,11 @@ func (r *ModelServerReconciler) customMetric(ctx context.Context, ms *v1alpha1.M
 	if r.Prometheus == nil {
 		return autoscale.Observation{Metric: name, Status: metrics.Error, Message: "no Prometheus configured (--prometheus-url)"}
 	}
-	o := autoscale.FromSample(name, r.Prometheus.Scalar(ctx, q, now))
+	// The query is checked against the policy as it runs, not only its template.
+	prom := metrics.Enforce(r.Prometheus, r.QueryPolicy, ms.Namespace)
+	o := autoscale.FromSample(name, prom.Scalar(ctx, q, now))
 	if ms.Spec.Autoscaling != nil && ms.Spec.Autoscaling.ColdStart.Duration > 0 && o.Status == metrics.OK {
-		o = autoscale.WithTrend(o, r.Prometheus.Scalar(ctx, autoscale.TrendQuery(q), now))
+		o = autoscale.WithTrend(o, prom.Scalar(ctx, autoscale.TrendQuery(q), now))
 	}
 	return o
 }
@@ -228,6 +230,9 @@ func (r *ModelServerReconciler) resourceMetric(ctx context.Context, ms *v1alpha1
 }
 
 func (r *ModelServerReconciler) externalMetric(ctx context.Context, ms *v1alpha1.ModelServer, name string, m *v1alpha1.ExternalMetric) autoscale.Observation {
+	if err := r.QueryPolicy.CheckExternal(); err != nil {
+		return autoscale.Observation{Metric: name, Status: metrics.Error, Message: err.Error()}
+	}
 	if r.MetricsAPIs == nil {
 		return autoscale.Observation{Metric: name, Status: metrics.Error, Message: "the external metrics API is not configured"}
 	}

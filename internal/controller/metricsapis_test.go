@@ -13,8 +13,10 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	externalv1beta1 "k8s.io/metrics/pkg/apis/external_metrics/v1beta1"
 	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
+	"github.com/modelship/modelship/internal/metrics"
 )
 
 // testMetricsAPIs plays metrics-server and an external metrics adapter (prometheus-adapter,
@@ -57,7 +59,7 @@ func withCPURequest(cpu string) msOption {
 	}
 }
 
-func TestScalesOnTheResourceAndExternalMetricsAPIs(t *testing.T) {
+func TestScalesOnTheResourceMetricsAPI(t *testing.T) {
 	t.Parallel()
 	ns := newNamespace(t)
 	ctx := context.Background()
@@ -65,7 +67,6 @@ func TestScalesOnTheResourceAndExternalMetricsAPIs(t *testing.T) {
 		ms.Spec.Autoscaling = &v1alpha1.AutoscalingSpec{MinReplicas: 1, MaxReplicas: 8, Interval: v1alpha1.Duration{Duration: 200 * time.Millisecond},
 			Metrics: []v1alpha1.AutoscalingMetric{
 				{Resource: &v1alpha1.ResourceMetric{Name: corev1.ResourceCPU, TargetAverageUtilization: 50}},
-				{External: &v1alpha1.ExternalMetric{MetricName: "queue_depth", TargetPerReplica: resource.MustParse("10")}},
 			}}
 	})
 	if err := k8s.Create(ctx, ms); err != nil {
@@ -73,15 +74,13 @@ func TestScalesOnTheResourceAndExternalMetricsAPIs(t *testing.T) {
 	}
 	waitReplicas(t, ns, "kube-blue", 2)
 
-	// Given two Ready pods using 0.9 of their 1 CPU (90% against 50%) and an external queue of
-	// 30 requests (10 per replica wanted).
+	// Given two Ready pods using 0.9 of their 1 CPU (90% against 50%).
 	pods := runPods(t, ms, v1alpha1.Blue, 2, "")
 	kubeMetrics.mu.Lock()
 	kubeMetrics.cpu[ns] = map[string]string{pods[0]: "900m", pods[1]: "900m"}
-	kubeMetrics.external[ns+"/queue_depth"] = 30
 	kubeMetrics.mu.Unlock()
 
-	// Then CPU proposes ceil(2 * 90/50) = 4, the queue 3, and the larger wins.
+	// Then CPU proposes ceil(2 * 90/50) = 4.
 	eventually(t, 30*time.Second, "scaled to 4 on CPU", func() error {
 		got := getMS(t, ms)
 		a, err := autoscaling(got)
@@ -91,17 +90,57 @@ func TestScalesOnTheResourceAndExternalMetricsAPIs(t *testing.T) {
 		if a.DesiredReplicas != 4 {
 			return fmt.Errorf("desired %d; %s", a.DesiredReplicas, describe(got))
 		}
-		want := map[string]string{"resource/cpu": "90/50", "external/queue_depth": "30/10"}
-		for _, p := range a.Proposals {
-			if want[p.Metric] != p.Value+"/"+p.Target || p.Replicas == nil {
-				return fmt.Errorf("proposal %+v, want value/target %q", p, want[p.Metric])
-			}
-			delete(want, p.Metric)
-		}
-		if len(want) > 0 {
-			return fmt.Errorf("no proposal from %v", want)
-		}
-		return nil
+		return proposalOf(a, "resource/cpu", "90", "50", 4)
 	})
 	waitReplicas(t, ns, "kube-blue", 4)
+}
+
+// The external metrics API answers about any namespace with the controller's credentials: a
+// controller started with --query-policy=any (an explicit opt-in) reads it; the default
+// (namespaced, the suite's controller) refuses the spec (TestValidateAppliesTheQueryPolicyNamingTheField).
+func TestScalesOnTheExternalMetricsAPIWithTheAnyQueryPolicy(t *testing.T) {
+	r := manualReconciler(t, interceptor.Funcs{})
+	r.QueryPolicy, r.MetricsAPIs = metrics.QueryPolicyAny, kubeMetrics
+	metric := fmt.Sprintf("queue_depth_%d", time.Now().UnixNano()%1e6)
+	ms := newModelServer(manualNamespace, fmt.Sprintf("external-%d", time.Now().UnixNano()%1e6), withReplicas(2), func(ms *v1alpha1.ModelServer) {
+		ms.Spec.Autoscaling = &v1alpha1.AutoscalingSpec{MinReplicas: 1, MaxReplicas: 8, Interval: v1alpha1.Duration{Duration: 200 * time.Millisecond},
+			Metrics: []v1alpha1.AutoscalingMetric{
+				{External: &v1alpha1.ExternalMetric{MetricName: metric, TargetPerReplica: resource.MustParse("10")}},
+			}}
+	})
+	if err := k8s.Create(context.Background(), ms); err != nil {
+		t.Fatal(err)
+	}
+	pass(t, r, ms)
+	runPods(t, ms, v1alpha1.Blue, 2, "")
+	// Given an external queue of 30 requests, 10 per replica wanted.
+	kubeMetrics.mu.Lock()
+	kubeMetrics.external[manualNamespace+"/"+metric] = 30
+	kubeMetrics.mu.Unlock()
+
+	// Then it proposes ceil(30 / 10) = 3.
+	eventually(t, 30*time.Second, "scaled to 3 on the external queue", func() error {
+		pass(t, r, ms)
+		got := getMS(t, ms)
+		a, err := autoscaling(got)
+		if err != nil {
+			return err
+		}
+		if a.DesiredReplicas != 3 {
+			return fmt.Errorf("desired %d; %s", a.DesiredReplicas, describe(got))
+		}
+		return proposalOf(a, "external/"+metric, "30", "10", 3)
+	})
+}
+
+// proposalOf checks the only proposal: its metric, value, target and proposed replicas.
+func proposalOf(a *v1alpha1.AutoscalingStatus, metric, value, target string, replicas int32) error {
+	if len(a.Proposals) != 1 {
+		return fmt.Errorf("proposals %+v", a.Proposals)
+	}
+	p := a.Proposals[0]
+	if p.Metric != metric || p.Value != value || p.Target != target || p.Replicas == nil || *p.Replicas != replicas {
+		return fmt.Errorf("proposal %+v, want %s value %s target %s replicas %d", p, metric, value, target, replicas)
+	}
+	return nil
 }

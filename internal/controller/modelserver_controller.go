@@ -80,8 +80,8 @@ type ModelServerReconciler struct {
 	// spec.rollout.analysis.scrapeInterval (--prometheus-scrape-interval); zero means
 	// metrics.DefaultScrapeInterval.
 	ScrapeInterval time.Duration
-	// QueryPolicy says which custom PromQL a ModelServer may have the controller run
-	// (--query-policy); empty is metrics.QueryPolicyAny.
+	// QueryPolicy says which custom PromQL (and external metrics) a ModelServer may have the
+	// controller run (--query-policy); empty is metrics.DefaultQueryPolicy (namespaced).
 	QueryPolicy metrics.QueryPolicy
 	// Now is the clock (time.Now in production).
 	Now func() time.Time
@@ -259,15 +259,35 @@ func (r *ModelServerReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		r.fresh.wrote(client.ObjectKeyFromObject(ms), ms.UID, ms.ResourceVersion)
 	}
 
-	invalid := validate(ms, r.QueryPolicy) // the user's spec, before the flags' defaults
+	userSpec := ms.Spec.DeepCopy()
+	// A spec the controller refuses never freezes what serves: the pass goes on from the last
+	// valid spec (see lastvalid.go); only the new spec waits, reported Stalled InvalidSpec.
+	// held: even that spec is refused now (a --query-policy tightened since): no query of it
+	// runs, so analysis and autoscaling hold, while aborts, rollbacks and deadlines act.
+	var invalidMsg string
+	held := false
+	if invalid := validate(ms, r.QueryPolicy); invalid != nil { // the user's spec, before the flags' defaults
+		last, gen, err := r.lastValidSpec(ctx, ms)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if last == nil {
+			// Nothing valid was ever kept: nothing is applied until it is fixed.
+			r.defaultSpec(ms)
+			before := ms.DeepCopy()
+			stall(ms, v1alpha1.ReasonInvalidSpec, invalid.Error())
+			return ctrl.Result{}, r.writeStatus(ctx, before, ms)
+		}
+		invalidMsg = fmt.Sprintf("%s; what serves goes on from the last valid spec (generation %d) until it is fixed", invalid, gen)
+		ms.Spec = *last
+		if err := validate(ms, r.QueryPolicy); err != nil {
+			held = true
+			invalidMsg += fmt.Sprintf(" (which the controller refuses too now: %s; analysis and autoscaling hold)", err)
+		}
+	}
 	r.defaultSpec(ms)
 	now := r.Now()
 	before := ms.DeepCopy()
-	if err := invalid; err != nil {
-		// A bad spec never disturbs what is serving: nothing is applied until it is fixed.
-		stall(ms, v1alpha1.ReasonInvalidSpec, err.Error())
-		return ctrl.Result{}, r.writeStatus(ctx, before, ms)
-	}
 	if msg := r.poolAPIMissing(ms); msg != "" {
 		stall(ms, v1alpha1.ReasonInferencePoolAPIMissing, msg)
 		return ctrl.Result{}, r.writeStatus(ctx, before, ms)
@@ -280,9 +300,12 @@ func (r *ModelServerReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	if conflict != "" {
 		return r.refuseConflict(ctx, before, ms, conflict)
 	}
-	obs, err := r.observe(ctx, ms, now)
+	obs, err := r.observe(ctx, ms, now, held)
 
 	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.moveRoute(ctx, ms, &obs); err != nil {
 		return ctrl.Result{}, err
 	}
 	pending, handled := pendingOperation(ms)
@@ -293,25 +316,27 @@ func (r *ModelServerReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	}
 	decision := rollout.Next(ms, obs.Observation, now)
 
-	if err := r.apply(ctx, ms, obs.Observation, decision, obs.route); err != nil {
+	routeWritten, applyErr := r.apply(ctx, ms, obs.Observation, decision, obs.route)
+	if applyErr != nil {
 		var nc *nameConflictError
-		if errors.As(err, &nc) {
+		if errors.As(applyErr, &nc) {
 			return r.refuseConflict(ctx, before, ms, nc.object)
 		}
-		if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
+		if apierrors.HasStatusCause(applyErr, corev1.NamespaceTerminatingCause) {
 			// The namespace is going away with everything in it: nothing to keep in shape.
 			return ctrl.Result{}, nil
 		}
-		setCondition(ms, v1alpha1.ConditionReconciling, metav1.ConditionTrue, v1alpha1.ReasonApplyFailed, err.Error())
-		if serr := r.writeStatus(ctx, before, ms); serr != nil {
-			log.Error(serr, "Writing status after a failed apply")
-		}
-		return ctrl.Result{}, err
 	}
 	if err := r.recordRevision(ctx, ms, obs.Revision); err != nil {
-		return ctrl.Result{}, err
+		applyErr = errors.Join(applyErr, err)
 	}
+	// The decision is recorded even when part of it could not be applied (a rollback whose
+	// candidate Deployment a webhook refuses is still a rollback); the weights say what the
+	// route carries.
 	ms.Status = decision.Status
+	if !routeWritten {
+		ms.Status.Weights = before.Status.Weights
+	}
 	// The operation's effect and the record that it was handled go in the same status write;
 	// its annotation is removed only after that write succeeded, so a failed write leaves the
 	// request in place for the next pass instead of losing it.
@@ -325,6 +350,17 @@ func (r *ModelServerReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		ms.Status.HandledOperation = before.Status.HandledOperation
 	}
 	r.completeStatus(ms, obs, decision)
+	if applyErr != nil {
+		// The pass did not succeed: observedGeneration stays where the last one left it.
+		ms.Status.ObservedGeneration = before.Status.ObservedGeneration
+		setCondition(ms, v1alpha1.ConditionReconciling, metav1.ConditionTrue, v1alpha1.ReasonApplyFailed, applyErr.Error())
+	}
+	if invalidMsg != "" {
+		// The spec's generation was not acted on.
+		ms.Status.ObservedGeneration = before.Status.ObservedGeneration
+		setCondition(ms, v1alpha1.ConditionStalled, metav1.ConditionTrue, v1alpha1.ReasonInvalidSpec, invalidMsg)
+		setCondition(ms, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonInvalidSpec, invalidMsg)
+	}
 	for _, e := range decision.Events {
 		r.Recorder.Eventf(ms, nil, e.Type, e.Reason, e.Reason, "%s", e.Message)
 	}
@@ -341,7 +377,15 @@ func (r *ModelServerReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		requeue = rollout.WarmupPollInterval // a pod still loading is probed again
 	}
 	if err := r.writeStatus(ctx, before, ms); err != nil {
-		return ctrl.Result{}, err
+		return ctrl.Result{}, errors.Join(applyErr, err)
+	}
+	if applyErr != nil {
+		return ctrl.Result{}, applyErr // retried with backoff; the next pass decides again
+	}
+	if invalidMsg == "" {
+		if err := r.rememberValidSpec(ctx, ms, userSpec); err != nil {
+			return ctrl.Result{}, err
+		}
 	}
 	telemetry.Record(ms)
 	if s := obs.scale; s != nil && s.Event != nil {
@@ -388,9 +432,14 @@ func (r *ModelServerReconciler) podsOf(ms *v1alpha1.ModelServer, more ...client.
 }
 
 // refuseConflict stalls the ModelServer on an object of another owner with one of its children's
-// names: server-side apply with force would take it over, so nothing more is applied.
+// names: server-side apply with force would take it over, so nothing more is applied. conflict
+// names the object ("Service ml/llama-blue"), or is a whole sentence, ending with a period, that
+// says who holds it (a routeRef conflict, see routeRefConflict).
 func (r *ModelServerReconciler) refuseConflict(ctx context.Context, before, ms *v1alpha1.ModelServer, conflict string) (ctrl.Result, error) {
-	msg := conflict + " exists and is not controlled by this ModelServer: rename or delete it; modelship does not take it over"
+	msg := conflict
+	if !strings.HasSuffix(conflict, ".") {
+		msg = conflict + " exists and is not controlled by this ModelServer: rename or delete it; modelship does not take it over"
+	}
 	stall(ms, v1alpha1.ReasonNameConflict, msg)
 	if !meta.IsStatusConditionTrue(before.Status.Conditions, v1alpha1.ConditionStalled) {
 		ctrl.LoggerFrom(ctx).Info("Refusing to take over an object of another owner", "object", conflict)
@@ -409,7 +458,8 @@ func (e *nameConflictError) Error() string {
 
 // nameConflict names ("Service ml/llama-blue") the first object that the ModelServer would
 // apply but that exists without being controlled by it; "" when there is none. The HTTPRoute
-// named by spec.gateway.routeRef is the user's by design and is not checked.
+// named by spec.gateway.routeRef is the user's by design: it conflicts only when another object
+// controls it (see routeRefConflict).
 func (r *ModelServerReconciler) nameConflict(ctx context.Context, ms *v1alpha1.ModelServer) (string, error) {
 	var objs []client.Object
 	for _, c := range routing.Colors {
@@ -442,7 +492,7 @@ func (r *ModelServerReconciler) nameConflict(ctx context.Context, ms *v1alpha1.M
 			return kind + " " + key.String(), nil
 		}
 	}
-	return "", nil
+	return r.routeRefConflict(ctx, ms)
 }
 
 // defaultSpec fills, in memory only, what the controller's flags default: the scrape interval
@@ -466,18 +516,19 @@ func validate(ms *v1alpha1.ModelServer, policy metrics.QueryPolicy) error {
 	if err := analysis.Validate(a); err != nil {
 		return fmt.Errorf("spec.rollout.analysis.%w", err)
 	}
+	colors := analysisVars(ms)
 	for _, m := range a.Metrics {
-		if err := policy.CheckQuery(m.Query, ms.Namespace); err != nil {
+		if err := policy.CheckQuery(m.Query, colors...); err != nil {
 			return fmt.Errorf("spec.rollout.analysis.metrics[%s].query: %w", m.Name, err)
 		}
 		if h := m.Histogram; h != nil {
-			if err := policy.CheckQuery(h.BucketQuery, ms.Namespace); err != nil {
+			if err := policy.CheckQuery(h.BucketQuery, colors...); err != nil {
 				return fmt.Errorf("spec.rollout.analysis.metrics[%s].histogram.bucketQuery: %w", m.Name, err)
 			}
 		}
 	}
 	if a.SampleQuery != "" {
-		if err := policy.CheckQuery(a.SampleQuery, ms.Namespace); err != nil {
+		if err := policy.CheckQuery(a.SampleQuery, colors...); err != nil {
 			return fmt.Errorf("spec.rollout.analysis.sampleQuery: %w", err)
 		}
 	}
@@ -489,17 +540,40 @@ func validate(ms *v1alpha1.ModelServer, policy metrics.QueryPolicy) error {
 			if err := metrics.Validate(m.Prometheus.Query); err != nil {
 				return fmt.Errorf("spec.autoscaling.metrics[%d].prometheus.query: %w", i, err)
 			}
-			if err := policy.CheckQuery(m.Prometheus.Query, ms.Namespace); err != nil {
+			if err := policy.CheckQuery(m.Prometheus.Query, bothColors(ms)); err != nil {
 				return fmt.Errorf("spec.autoscaling.metrics[%d].prometheus.query: %w", i, err)
+			}
+		}
+		if m.External != nil {
+			if err := policy.CheckExternal(); err != nil {
+				return fmt.Errorf("spec.autoscaling.metrics[%d].external: %w", i, err)
 			}
 		}
 	}
 	return nil
 }
 
+// analysisVars are the values the ModelServer's analysis queries run with, one per color (see
+// measure), for judging its templates as they will run. The revision is the spec's (the
+// candidate a measurement would judge) and the window the one its spec asks for.
+func analysisVars(ms *v1alpha1.ModelServer) []metrics.Vars {
+	out := make([]metrics.Vars, 0, len(routing.Colors))
+	for _, c := range routing.Colors {
+		out = append(out, metrics.Vars{
+			Namespace: ms.Namespace, Name: ms.Name, Color: string(c), Revision: revision.Of(&ms.Spec.Template),
+			Pods: metrics.PodRegex(ms.DeploymentName(c)), Pool: regexp.QuoteMeta(ms.PoolName(c)),
+			Window: metrics.AnalysisWindow(rollout.AnalysisWindow(ms)),
+		})
+	}
+	return out
+}
+
 // observe gathers what Next needs: both colors' Deployments, warm-up of their pods, the
 // route, a measurement when one is due, and a human's operation.
-func (r *ModelServerReconciler) observe(ctx context.Context, ms *v1alpha1.ModelServer, now time.Time) (observed, error) {
+//
+// held (a spec the query policy refuses): no measurement and no autoscaling query runs; the
+// desired replicas stay the last decision's.
+func (r *ModelServerReconciler) observe(ctx context.Context, ms *v1alpha1.ModelServer, now time.Time, held bool) (observed, error) {
 	var o observed
 	obs := rollout.Observation{
 		Revision:        revision.Of(&ms.Spec.Template),
@@ -547,14 +621,14 @@ func (r *ModelServerReconciler) observe(ctx context.Context, ms *v1alpha1.ModelS
 	o.accepted = accepted
 	obs.RouteAccepted, obs.RouteMessage = accepted.Status, accepted.Message
 	obs.Operation = operation(ms)
-	if rollout.MeasureDue(ms, now) {
+	if !held && rollout.MeasureDue(ms, now) {
 		m, err := r.measure(ctx, ms, now)
 		if err != nil {
 			return o, err
 		}
 		obs.Measurement = m
 	}
-	if ms.Spec.Autoscaling != nil {
+	if ms.Spec.Autoscaling != nil && !held {
 		if o.scale, err = r.autoscale(ctx, ms, obs, now); err != nil {
 			return o, err
 		}
@@ -686,10 +760,14 @@ func (r *ModelServerReconciler) measure(ctx context.Context, ms *v1alpha1.ModelS
 		Namespace: ms.Namespace, Name: ms.Name,
 		Candidate: analysis.ColorTarget{Color: cand.Color, Revision: cand.Revision, Pods: metrics.PodRegex(ms.DeploymentName(cand.Color)), Pool: regexp.QuoteMeta(ms.PoolName(cand.Color))},
 		Stable:    analysis.ColorTarget{Color: stable.Color, Revision: stable.Revision, Pods: metrics.PodRegex(ms.DeploymentName(stable.Color)), Pool: regexp.QuoteMeta(ms.PoolName(stable.Color))},
+		// A stable color that lost every pod has nothing to compare with (see rollout's
+		// stableServesNothing): the candidate is held to absolute bounds only.
+		AbsoluteOnly: stable.ReadyReplicas == 0 && meta.IsStatusConditionTrue(ms.Status.Conditions, v1alpha1.ConditionDegraded),
 	}
-	q := r.Prometheus
-	if q == nil {
-		q = unavailable{}
+	var q metrics.Querier = unavailable{}
+	if r.Prometheus != nil {
+		// Every query is checked against the policy as it runs, not only its template.
+		q = metrics.Enforce(r.Prometheus, r.QueryPolicy, ms.Namespace)
 	}
 	spec := *ms.Spec.Rollout.Analysis.DeepCopy()
 	// The measurement due now: of this candidate, at this step, after the last one, for this

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
 	"github.com/modelship/modelship/internal/routing"
@@ -55,10 +56,24 @@ func (r *ModelServerReconciler) applyPools(ctx context.Context, ms *v1alpha1.Mod
 }
 
 // prunePools deletes the pools this ModelServer controls once it no longer routes to them
-// (spec.gateway.backend back to Service); it runs after the route was written.
+// (spec.gateway.backend back to Service); it runs after the route was written, and waits while
+// a route modelship writes (the spec's, or the one status.route recorded) still sends traffic to
+// them as last read (the route's update brings the next pass).
 func (r *ModelServerReconciler) prunePools(ctx context.Context, ms *v1alpha1.ModelServer) error {
 	if ms.UsesInferencePools() || !r.InferencePools {
 		return nil
+	}
+	names := []string{ms.RouteName()}
+	if prev := ms.Status.Route; prev != nil && prev.Name != ms.RouteName() {
+		names = append(names, prev.Name)
+	}
+	for _, name := range names {
+		route := &gatewayv1.HTTPRoute{}
+		if err := r.Get(ctx, types.NamespacedName{Namespace: ms.Namespace, Name: name}, route); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("getting HTTPRoute %s: %w", name, err)
+		} else if err == nil && routing.Carrier(route, ms) == v1alpha1.BackendInferencePool && routing.Holds(route, ms, nil) {
+			return nil
+		}
 	}
 	for c, pool := range r.readPools(ctx, ms) {
 		if !metav1.IsControlledBy(pool, ms) {

@@ -66,6 +66,12 @@ func TestValidateAppliesTheQueryPolicyNamingTheField(t *testing.T) {
 			}}
 		}
 	}
+	withExternal := func(ms *v1alpha1.ModelServer) {
+		ms.Spec.Autoscaling = &v1alpha1.AutoscalingSpec{MinReplicas: 1, MaxReplicas: 2, Metrics: []v1alpha1.AutoscalingMetric{
+			{GPUUtilization: &v1alpha1.GPUUtilizationMetric{}},
+			{External: &v1alpha1.ExternalMetric{MetricName: "queue_depth", TargetPerReplica: resource.MustParse("5")}},
+		}}
+	}
 	cases := []struct {
 		name    string
 		policy  metrics.QueryPolicy
@@ -83,6 +89,21 @@ func TestValidateAppliesTheQueryPolicyNamingTheField(t *testing.T) {
 		}, nil},
 		{"presets refuses even a scoped analysis metric", metrics.QueryPolicyPresets, withMetric(scoped), []string{"spec.rollout.analysis.metrics[queue].query", "presets"}},
 		{"presets refuses a scoped autoscaling query", metrics.QueryPolicyPresets, withScaling(scoped), []string{"spec.autoscaling.metrics[1].prometheus.query", "presets"}},
+		{"presets refuses an external metric, naming its index", metrics.QueryPolicyPresets, withExternal, []string{"spec.autoscaling.metrics[1].external", "presets", "external metrics"}},
+		{"namespaced refuses an external metric", metrics.QueryPolicyNamespaced, withExternal, []string{"spec.autoscaling.metrics[1].external", "namespaced"}},
+		{"no policy refuses an external metric, as namespaced", "", withExternal, []string{"spec.autoscaling.metrics[1].external", "namespaced"}},
+		{"any admits an external metric", metrics.QueryPolicyAny, withExternal, nil},
+		{"namespaced refuses a key outside a string that the ModelServer's name turns into another selector",
+			metrics.QueryPolicyNamespaced, func(ms *v1alpha1.ModelServer) {
+				ms.Name = "or"
+				onPools(ms)
+				withMetric(`vllm:num_requests_waiting{namespace="{{.Namespace}}"} {{.Pool}}`)(ms)
+			}, []string{"spec.rollout.analysis.metrics[queue].query", "namespaced", "blue"}},
+		{"namespaced admits the pool's key inside a string for the same ModelServer", metrics.QueryPolicyNamespaced, func(ms *v1alpha1.ModelServer) {
+			ms.Name = "or"
+			onPools(ms)
+			withMetric(`vllm:num_requests_waiting{namespace="{{.Namespace}}",name=~"{{.Pool}}"}`)(ms)
+		}, nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

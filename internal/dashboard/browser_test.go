@@ -66,17 +66,17 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
-var servingAt = regexp.MustCompile(`at (http://\S+/) `)
+var servingAt = regexp.MustCompile(`at (http://\S+/\?token=\S+) `)
 
-// startDashboard runs `kubectl modelship dashboard --kubeconfig K -n ml --port 0` until the
-// test ends and returns its URL.
+// startDashboard runs `kubectl modelship dashboard --kubeconfig K -n ml` (at a free port, the
+// default) until the test ends and returns the URL it printed, with its token.
 func startDashboard(t *testing.T, kubeconfig string) string {
 	t.Helper()
 	out := &lockedBuffer{}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	cmd := cli.NewCommand(genericiooptions.IOStreams{In: strings.NewReader(""), Out: out, ErrOut: out})
-	cmd.SetArgs([]string{"dashboard", "--kubeconfig", kubeconfig, "-n", ns, "--port", "0"})
+	cmd.SetArgs([]string{"dashboard", "--kubeconfig", kubeconfig, "-n", ns})
 	go func() { done <- cmd.ExecuteContext(ctx) }()
 	t.Cleanup(func() {
 		cancel()
@@ -262,6 +262,18 @@ func (b browser) text(t *testing.T, sel string) string {
 	return strings.TrimSpace(s)
 }
 
+// location is the page's address.
+func (b browser) location(t *testing.T) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	defer cancel()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[string](`location.href`))
+	if err != nil {
+		t.Fatalf("reading location: %v", err)
+	}
+	return v
+}
+
 // eval evaluates a JavaScript expression to a bool.
 func (b browser) eval(t *testing.T, expr string) bool {
 	t.Helper()
@@ -343,8 +355,22 @@ func TestDashboardInChromium(t *testing.T) {
 	}
 	b := browser{ctx: tab}
 
+	// page is the dashboard's address without the token: once the printed URL was opened, the
+	// cookie carries it, and the pages below are reached by their fragment, as links do.
+	page, _, _ := strings.Cut(url, "?")
+
+	t.Run("without the printed URL's token the page is refused", func(t *testing.T) {
+		b.do(t, chromedp.Navigate(page), visible(`body`))
+		if body := b.text(t, `body`); !strings.Contains(body, "no valid token") {
+			t.Errorf("the dashboard without its token shows %q, want the refusal", body)
+		}
+	})
+
 	t.Run("the fleet page lists the ModelServers with their phase and weights", func(t *testing.T) {
 		b.do(t, chromedp.Navigate(url), visible(`tr[data-key="ml/llama"]`), visible(`tr[data-key="ml/mistral"]`))
+		if loc := b.location(t); loc != page {
+			t.Errorf("the printed URL landed on %s, want %s (the token out of the address bar)", loc, page)
+		}
 		phase, weights := b.text(t, `tr[data-key="ml/llama"] td[data-field="phase"]`), b.text(t, `tr[data-key="ml/llama"] td[data-field="weights"]`)
 		step := b.text(t, `tr[data-key="ml/llama"] td[data-field="step"]`)
 		if phase != "Progressing" || weights != "75/25" || step != "step 2 of 4 (25%)" {
@@ -369,7 +395,7 @@ func TestDashboardInChromium(t *testing.T) {
 	})
 
 	t.Run("a rollout page shows steps and measurements", func(t *testing.T) {
-		b.do(t, chromedp.Navigate(url+"#/ml/qwen"), visible(`#steps li[data-state="current"]`), visible(`#measurements tr[data-metric="ttftP95"]`))
+		b.do(t, chromedp.Navigate(page+"#/ml/qwen"), visible(`#steps li[data-state="current"]`), visible(`#measurements tr[data-metric="ttftP95"]`))
 		current := b.text(t, `#steps li[data-state="current"]`)
 		verdict := b.text(t, `#measurements tr[data-metric="ttftP95"] td:nth-child(7)`)
 		samples := b.text(t, `#measurements tr[data-metric="ttftP95"] td:nth-child(8)`)
@@ -388,7 +414,7 @@ func TestDashboardInChromium(t *testing.T) {
 	})
 
 	t.Run("a pushed change keeps the buttons under the pointer", func(t *testing.T) {
-		b.do(t, chromedp.Navigate(url+"#/ml/llama"), visible(`button[data-action="abort"]`))
+		b.do(t, chromedp.Navigate(page+"#/ml/llama"), visible(`button[data-action="abort"]`))
 		b.eval(t, `(window.__abort = document.querySelector('button[data-action="abort"]'), true)`)
 		w := k.get("llama").Spec.Rollout.Steps[0]
 		k.setStatus("llama", v1alpha1.PhaseProgressing, 1)
@@ -399,7 +425,7 @@ func TestDashboardInChromium(t *testing.T) {
 	})
 
 	t.Run("abort clicked and confirmed sends the rollout back to stable", func(t *testing.T) {
-		b.do(t, chromedp.Navigate(url+"#/ml/llama"), visible(`button[data-action="abort"]`),
+		b.do(t, chromedp.Navigate(page+"#/ml/llama"), visible(`button[data-action="abort"]`),
 			click(`button[data-action="abort"]`), visible(`#confirm-cancel`), click(`#confirm-cancel`),
 			chromedp.WaitNotVisible(chromedp.CSS(`#confirm`)))
 		if v, ok := k.get("llama").Annotations[v1alpha1.AnnotationAbort]; ok {
@@ -420,6 +446,9 @@ func TestDashboardInChromium(t *testing.T) {
 
 	t.Run("a user without RBAC to patch sees the API server refuse the action", func(t *testing.T) {
 		viewerURL := startDashboard(t, viewer)
+		if token := func(u string) string { _, t, _ := strings.Cut(u, "?token="); return t }; token(viewerURL) == token(url) {
+			t.Errorf("two launches printed the same token %s", token(url))
+		}
 		b.do(t, chromedp.Navigate(viewerURL+"#/ml/qwen"), visible(`button[data-action="pause"]`),
 			click(`button[data-action="pause"]`), visible(`#confirm-ok`), click(`#confirm-ok`), waitText(`#action-error`, "refused"))
 		refusal := b.text(t, `#action-error`)

@@ -1,9 +1,11 @@
 package metrics
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql/parser"
@@ -13,28 +15,35 @@ import (
 // with the controller's Prometheus credentials (--prometheus-bearer-token-file) and its values
 // land in the ModelServer's status, readable by whoever can read the ModelServer: a tenant who
 // may write a ModelServer in one namespace could otherwise read any series the controller can.
+// The default is QueryPolicyNamespaced.
 type QueryPolicy string
 
 const (
-	// QueryPolicyAny runs any query template (the default: one team owns the cluster).
+	// QueryPolicyAny runs any query template and reads external metrics: for a cluster where
+	// whoever writes a ModelServer may read everything the controller's Prometheus credentials
+	// read. An explicit opt-in (--query-policy=any).
 	QueryPolicyAny QueryPolicy = "any"
 	// QueryPolicyNamespaced runs the presets, the built-in signals and any query template
-	// whose every series selector has the matcher namespace="<the ModelServer's namespace>"
-	// (namespace="{{.Namespace}}" in a template).
+	// whose every series selector, as the query runs, has the matcher
+	// namespace="<the ModelServer's namespace>" (namespace="{{.Namespace}}" in a template).
+	// External autoscaling metrics are refused. The default.
 	QueryPolicyNamespaced QueryPolicy = "namespaced"
 	// QueryPolicyPresets runs only the presets' queries and the built-in autoscaling signals:
-	// spec.rollout.analysis.metrics, spec.rollout.analysis.sampleQuery and prometheus
+	// spec.rollout.analysis.metrics, spec.rollout.analysis.sampleQuery, prometheus and external
 	// autoscaling metrics are refused.
 	QueryPolicyPresets QueryPolicy = "presets"
 )
 
+// DefaultQueryPolicy is the policy when none is given: namespaced.
+const DefaultQueryPolicy = QueryPolicyNamespaced
+
 // QueryPolicies lists the policies, for flag help and errors.
 var QueryPolicies = []QueryPolicy{QueryPolicyAny, QueryPolicyNamespaced, QueryPolicyPresets}
 
-// ParseQueryPolicy reads a policy name; the empty name is QueryPolicyAny.
+// ParseQueryPolicy reads a policy name; the empty name is DefaultQueryPolicy.
 func ParseQueryPolicy(s string) (QueryPolicy, error) {
 	if s == "" {
-		return QueryPolicyAny, nil
+		return DefaultQueryPolicy, nil
 	}
 	for _, p := range QueryPolicies {
 		if string(p) == s {
@@ -48,36 +57,76 @@ func ParseQueryPolicy(s string) (QueryPolicy, error) {
 	return "", fmt.Errorf("unknown query policy %q: want one of %s", s, strings.Join(names, ", "))
 }
 
-// CheckQuery says whether the policy lets a ModelServer in namespace run the query template
-// tmpl written in its spec (a custom query: the presets' own queries are never checked). The
-// error explains the refusal; the caller prefixes the field.
-func (p QueryPolicy) CheckQuery(tmpl, namespace string) error {
-	switch p {
-	case QueryPolicyAny, "":
+// orDefault is p, or DefaultQueryPolicy when p is empty (a reconciler built without one).
+func (p QueryPolicy) orDefault() QueryPolicy {
+	if p == "" {
+		return DefaultQueryPolicy
+	}
+	return p
+}
+
+// CheckQuery says whether the policy lets a ModelServer run the query template tmpl written in
+// its spec (a custom query: the presets' own queries are never refused) with each of vars, the
+// values it runs with (the ModelServer's namespace and name, each color's pods and pool). The
+// namespaced policy checks each rendering as CheckRendered does: a key outside a string
+// literal (say {{.Pool}} of a ModelServer named "or") changes how the query parses, so the
+// template is judged by what it becomes. The error explains the refusal; the caller prefixes
+// the field.
+func (p QueryPolicy) CheckQuery(tmpl string, vars ...Vars) error {
+	switch p.orDefault() {
+	case QueryPolicyAny:
 		return nil
 	case QueryPolicyPresets:
 		return errors.New("the controller's query policy (presets) runs only the presets' queries and the built-in signals: remove this query or ask the cluster's administrator")
 	case QueryPolicyNamespaced:
-		return checkNamespaced(tmpl, namespace)
+		for _, v := range vars {
+			query, err := Render(tmpl, v)
+			if err != nil {
+				return err
+			}
+			if err := checkNamespaced(query, v.Namespace, QueryPolicyNamespaced); err != nil {
+				return err
+			}
+		}
+		return nil
 	default:
 		return fmt.Errorf("unknown query policy %q", p)
 	}
 }
 
-// checkNamespaced renders tmpl for namespace, parses it as PromQL and requires every series
-// selector to match namespace exactly.
-func checkNamespaced(tmpl, namespace string) error {
-	query, err := Render(tmpl, Vars{
-		Namespace: namespace,
-		Name:      "model",
-		Color:     "blue",
-		Revision:  "0123456789",
-		Pods:      PodRegex("model-blue"),
-		Window:    PromDuration(ScrapesPerWindow * DefaultScrapeInterval),
-	})
-	if err != nil {
-		return err
+// CheckExternal says whether the policy lets a ModelServer read an external metric. The
+// external metrics API answers with the controller's credentials, and the adapters behind it
+// (prometheus-adapter, KEDA) serve series of any namespace whatever namespace is asked: only
+// the any policy reads them.
+func (p QueryPolicy) CheckExternal() error {
+	switch p := p.orDefault(); p {
+	case QueryPolicyAny:
+		return nil
+	case QueryPolicyNamespaced, QueryPolicyPresets:
+		return fmt.Errorf("the controller's query policy (%s) does not read external metrics: the external metrics API answers with the controller's credentials about any namespace; use a prometheus metric scoped to namespace=\"{{.Namespace}}\" or ask the cluster's administrator", p)
+	default:
+		return fmt.Errorf("unknown query policy %q", p)
 	}
+}
+
+// CheckRendered says whether the policy lets a ModelServer in namespace run query, rendered
+// and about to run: under namespaced and presets, every series selector must have
+// namespace="<namespace>" (the presets' and the admitted templates' queries all do). It checks
+// the exact text sent to Prometheus, with Prometheus's own parser.
+func (p QueryPolicy) CheckRendered(query, namespace string) error {
+	switch p.orDefault() {
+	case QueryPolicyAny:
+		return nil
+	case QueryPolicyNamespaced, QueryPolicyPresets:
+		return checkNamespaced(query, namespace, p.orDefault())
+	default:
+		return fmt.Errorf("unknown query policy %q", p)
+	}
+}
+
+// checkNamespaced parses query as PromQL and requires every series selector to match namespace
+// exactly; the refusal names policy.
+func checkNamespaced(query, namespace string, policy QueryPolicy) error {
 	expr, err := parser.NewParser(parser.Options{}).ParseExpr(query)
 	if err != nil {
 		return fmt.Errorf("parsing the rendered query as PromQL: %w", err)
@@ -94,7 +143,7 @@ func checkNamespaced(tmpl, namespace string) error {
 		return nil
 	})
 	if len(unscoped) > 0 {
-		return fmt.Errorf(`the controller's query policy (namespaced) runs only queries whose every selector has namespace="{{.Namespace}}"; %s does not`, strings.Join(unscoped, ", "))
+		return fmt.Errorf(`the controller's query policy (%s) runs only queries whose every selector has namespace="{{.Namespace}}"; %s does not`, policy, strings.Join(unscoped, ", "))
 	}
 	return nil
 }
@@ -106,4 +155,35 @@ func scopedTo(ms []*labels.Matcher, namespace string) bool {
 		}
 	}
 	return false
+}
+
+// Enforce returns q checking every query against policy for a ModelServer in namespace before
+// it runs (CheckRendered): a refused query is not sent, and answers as an error naming the
+// policy. Wrap the querier of every query run on a ModelServer's behalf (analysis, prometheus
+// autoscaling metrics), not the built-in signals' cluster-wide ones.
+func Enforce(q Querier, policy QueryPolicy, namespace string) Querier {
+	if policy.orDefault() == QueryPolicyAny {
+		return q
+	}
+	return enforced{q: q, policy: policy, namespace: namespace}
+}
+
+type enforced struct {
+	q         Querier
+	policy    QueryPolicy
+	namespace string
+}
+
+func (e enforced) Scalar(ctx context.Context, query string, at time.Time) Sample {
+	if err := e.policy.CheckRendered(query, e.namespace); err != nil {
+		return Sample{Status: Error, Message: "not run: " + err.Error()}
+	}
+	return e.q.Scalar(ctx, query, at)
+}
+
+func (e enforced) Vector(ctx context.Context, query string, at time.Time) ([]Series, error) {
+	if err := e.policy.CheckRendered(query, e.namespace); err != nil {
+		return nil, fmt.Errorf("not run: %w", err)
+	}
+	return e.q.Vector(ctx, query, at)
 }

@@ -1,5 +1,6 @@
 // Package revision names a ModelServer's template: a short, stable hash that changes when, and
-// only when, what the pods run changes.
+// only when, what the pods run changes; and says which ControllerRevision truly keeps a
+// revision's template (Kept).
 package revision
 
 import (

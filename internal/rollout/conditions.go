@@ -26,6 +26,9 @@ type facts struct {
 	routeHeld string
 	// superseding explains a superseded candidate that still drains.
 	superseding string
+	// stableDead: the stable color serves nothing; a live candidate carries what its warm pods
+	// carry and is judged on absolute bounds only.
+	stableDead bool
 	// stall explains a rollout stalled ("" when it is not): on inconclusive analysis, or with
 	// no room for the candidate's next step (stallReason says which).
 	stall       string
@@ -72,6 +75,14 @@ func candidateRevision(st *v1alpha1.ModelServerStatus) string {
 // progressReason is the reason of a live, moving rollout: warming, analysing, or holding on
 // inconclusive analysis.
 func progressReason(st *v1alpha1.ModelServerStatus, f facts) (reason, message string) {
+	reason, message = progressReasonOf(st, f)
+	if f.stableDead {
+		message += fmt.Sprintf("; stable %s serves nothing: the candidate carries what its Ready, warm pods carry (%d%%) and is judged on absolute bounds only", st.Stable.Revision, st.Weights.Candidate)
+	}
+	return reason, message
+}
+
+func progressReasonOf(st *v1alpha1.ModelServerStatus, f facts) (reason, message string) {
 	c := st.Candidate
 	switch {
 	case f.superseding != "":

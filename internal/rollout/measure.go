@@ -9,7 +9,8 @@ import (
 )
 
 // MeasureDue reports whether the controller should run analysis in this pass: a rollout holds
-// a step (step >= 1, phase Progressing, so neither paused nor awaiting promotion), the
+// a step (step >= 1; phase Progressing, Paused or AwaitingPromotion: what holds traffic is
+// judged also while a person holds the rollout), the
 // candidate has run at its planned size for one whole analysis window (AnalysisWindow: the
 // window then never starts before status.candidate.sizedSince; a candidate still loading the
 // pods pre-scaled for its next weight carries more load per pod than the stable color, and
@@ -23,16 +24,19 @@ func MeasureDue(ms *v1alpha1.ModelServer, now time.Time) bool {
 // NextMeasureAt is when the next measurement is due: the step's start when none was taken in
 // this step, else the last measurement plus the analysis interval; never before the candidate
 // has run at its planned size for one analysis window (sizedSince + AnalysisWindow). ok is false when no rollout
-// is being analysed (no candidate, warming, paused, awaiting promotion, rolled back).
+// is being analysed (no candidate, warming, rolled back).
 func NextMeasureAt(ms *v1alpha1.ModelServer) (time.Time, bool) {
-	if ms.Spec.Paused {
-		return time.Time{}, false
-	}
 	return nextMeasureAt(&ms.Status, policyOf(ms))
 }
 
+// judgedPhase: the phases in which a candidate holds traffic and is judged: moving, and held
+// by a person (paused, awaiting promotion), as Argo Rollouts' background analysis runs.
+func judgedPhase(p v1alpha1.Phase) bool {
+	return p == v1alpha1.PhaseProgressing || p == v1alpha1.PhasePaused || p == v1alpha1.PhaseAwaitingPromotion
+}
+
 func nextMeasureAt(st *v1alpha1.ModelServerStatus, pol policy) (time.Time, bool) {
-	if st.Phase != v1alpha1.PhaseProgressing || st.Candidate == nil || st.Step < 1 || st.StepStartedAt == nil {
+	if !judgedPhase(st.Phase) || st.Candidate == nil || st.Step < 1 || st.StepStartedAt == nil {
 		return time.Time{}, false
 	}
 	sized := st.Candidate.SizedSince

@@ -27,8 +27,9 @@ func TestMeasureDue(t *testing.T) {
 		{"waits for a window of four scrapes of spec.rollout.analysis.scrapeInterval after sizing", newModelServer(withScrapeInterval(15*time.Second), withStatus(stableOn(blue, revA, 2), inRollout(revB, 1, t0, 10), sizedAt(t0.Add(time.Minute)))), t0.Add(2 * time.Minute), true, t0.Add(2 * time.Minute)},
 		{"waits for the window even when the last measurement's interval has passed", newModelServer(withScrapeInterval(time.Minute), withStatus(stableOn(blue, revA, 2), inRollout(revB, 1, t0, 10), measured(t0.Add(10*time.Second), pass), sizedAt(t0.Add(time.Minute)))), t0.Add(4 * time.Minute), false, t0.Add(5 * time.Minute)},
 		{"is not due while the candidate warms", newModelServer(withStatus(stableOn(blue, revA, 2), inRollout(revB, 0, t0, 0))), t0.Add(time.Hour), false, time.Time{}},
-		{"is not due while paused", newModelServer(withPaused(true), withStatus(stableOn(blue, revA, 2), inRollout(revB, 1, t0, 10))), t0.Add(time.Hour), false, time.Time{}},
-		{"is not due while awaiting promotion", newModelServer(withStatus(phase(v1alpha1.PhaseAwaitingPromotion), stableOn(blue, revA, 2), inRollout(revB, 2, t0, 50))), t0.Add(time.Hour), false, time.Time{}},
+		{"is due while paused: what holds traffic is judged", newModelServer(withPaused(true), withStatus(phase(v1alpha1.PhasePaused), stableOn(blue, revA, 2), inRollout(revB, 1, t0, 10))), t0.Add(time.Hour), true, t0},
+		{"is due while awaiting promotion", newModelServer(withStatus(phase(v1alpha1.PhaseAwaitingPromotion), stableOn(blue, revA, 2), inRollout(revB, 2, t0, 50))), t0.Add(time.Hour), true, t0},
+		{"is not due while paused in the warm-up (no weight)", newModelServer(withPaused(true), withStatus(phase(v1alpha1.PhasePaused), stableOn(blue, revA, 2), inRollout(revB, 0, t0, 0))), t0.Add(time.Hour), false, time.Time{}},
 		{"is not due without a rollout", newModelServer(withStatus(phase(v1alpha1.PhaseHealthy), stableOn(blue, revA, 2))), t0, false, time.Time{}},
 		{"is not due after a rollback", newModelServer(withStatus(stableOn(blue, revA, 2), rolledBack(revB, v1alpha1.OutcomeRolledBack, "x"))), t0, false, time.Time{}},
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
@@ -35,6 +36,9 @@ const (
 	EventAnalysisFailed = "AnalysisFailed"
 	// EventAnalysisInconclusive: analysis started holding on inconclusive measurements.
 	EventAnalysisInconclusive = "AnalysisInconclusive"
+	// EventRevertedToWarm: the spec went back to the revision the idle color still runs warm;
+	// traffic moved to it at once (an instant rollback), the abandoned revision drains.
+	EventRevertedToWarm = "RevertedToWarm"
 	// EventOperationIgnored: an operation came for a rollout that already ended.
 	EventOperationIgnored = "OperationIgnored"
 	// EventStableReplaced: the spec changed before the first revision ever served, so the new
@@ -199,10 +203,12 @@ func (m *machine) run() {
 	spec := m.obs.Revision
 	switch {
 	case spec == st.Stable.Revision:
-		if m.drainSuperseded() {
+		if m.drainSuperseded() || m.drainReverted() {
 			return
 		}
 		m.steady()
+	case m.revertsToWarm():
+		m.revert()
 	case m.neverServed():
 		m.replaceStable()
 		m.steady()
@@ -303,6 +309,109 @@ func (m *machine) drainPods(c *v1alpha1.ColorStatus) bool {
 	return true
 }
 
+// revertsToWarm: the spec asks for the revision that the idle color still runs within its
+// keep window (status.scaleDownAt after a promotion), with Ready pods, and that revision's last
+// outcome was a promotion, or it has none (the first revision): it served all traffic before.
+// An aborted or superseded revision kept on the idle color is rolled out step by step. Moving back to it is an instant
+// rollback: no steps, no analysis, no pod restarted or created for it.
+func (m *machine) revertsToWarm() bool {
+	st := m.st
+	if m.inProgress() || st.Candidate != nil || st.ScaleDownAt == nil || !m.now.Before(st.ScaleDownAt.Time) {
+		return false
+	}
+	idle := st.Stable.Color.Other()
+	if o, ok := m.colorObs(idle, m.obs.Revision); !ok || o.Replicas == 0 || m.servingReady(idle, m.obs.Revision) == 0 {
+		return false
+	}
+	for _, h := range st.History {
+		if h.Revision == m.obs.Revision {
+			return h.Outcome == v1alpha1.OutcomePromoted
+		}
+	}
+	// No record: the first revision, which served before any rollout.
+	return true
+}
+
+// revert makes the warm idle color stable again at once (see revertsToWarm). Its Ready pods
+// take all the traffic they carry in this pass; the abandoned revision keeps the rest (see
+// drainWeight) and then its pods for the scale-down delay, for inspection, as after an abort.
+// The history records the abandoned revision as rolled back.
+func (m *machine) revert() {
+	st := m.st
+	old := *st.Stable
+	last := m.ms.Status.Weights.Stable // what the abandoned revision carried before this pass
+	st.Stable = &v1alpha1.ColorStatus{Color: old.Color.Other(), Revision: m.obs.Revision, Image: m.obs.Image}
+	for _, h := range st.History {
+		if h.Revision == m.obs.Revision {
+			if h.Image != "" {
+				st.Stable.Image = h.Image
+			}
+			break
+		}
+	}
+	st.ScaleDownAt = m.timeP(m.now.Add(max(m.pol.scaleDownDelay, RollbackDrain)))
+	m.record(&old, v1alpha1.OutcomeRolledBack, fmt.Sprintf("rolled back to %s, still warm on %s: all traffic moved at once (no steps, no analysis)", m.obs.Revision, st.Stable.Color))
+	m.clearRollout()
+	m.planStable()
+	st.Candidate = &v1alpha1.ColorStatus{Color: old.Color, Revision: old.Revision, Image: old.Image}
+	st.RolledBackRevision = old.Revision
+	m.drain = m.drainOf(st.Candidate, last)
+	m.event(corev1.EventTypeNormal, EventRevertedToWarm, "rolled back to %s on %s, which was still warm: %d%% of the traffic moved at once; %s (%s) on %s keeps %d%% and its pods until %s",
+		st.Stable.Revision, st.Stable.Color, 100-m.drain, old.Revision, old.Image, old.Color, m.drain, st.ScaleDownAt.UTC().Format(time.RFC3339))
+	if m.drain == 0 {
+		m.settleReverted()
+		return
+	}
+	m.keepReverted()
+}
+
+// drainReverted keeps a rolled-back revision that still carries weight when the spec is on the
+// stable revision (an instant rollback's abandoned revision, see revert, or a rolled-back
+// candidate whose spec was reverted while it drained) serving what the stable color's Ready
+// pods cannot carry yet (reason Superseding). It returns false, and the ModelServer is steady,
+// once the stable color carries all traffic.
+func (m *machine) drainReverted() bool {
+	st := m.st
+	c := st.Candidate
+	if c == nil || m.inProgress() || c.Revision != st.RolledBackRevision || m.ms.Status.Weights.Candidate == 0 {
+		return false
+	}
+	m.drain = m.drainWeight()
+	if m.drain == 0 {
+		m.drainUntil(m.now.Add(RollbackDrain))
+		return false
+	}
+	m.keepReverted()
+	return true
+}
+
+// keepReverted plans a pass of an instant rollback whose abandoned revision still carries
+// m.drain: the stable color at the total, the abandoned one at its pods, phase Progressing.
+func (m *machine) keepReverted() {
+	st := m.st
+	c := st.Candidate
+	m.planStable()
+	c.ReadyReplicas = m.readyOf(c.Color, c.Revision)
+	if o, ok := m.colorObs(c.Color, c.Revision); ok {
+		c.Replicas = max(o.Replicas, need(m.total, m.drain))
+		m.plans[c.Color] = ColorPlan{Revision: c.Revision, Replicas: c.Replicas}
+	}
+	m.superseding = fmt.Sprintf("spec back on %s (%s): %s keeps %d%% until %s's Ready pods carry all traffic", st.Stable.Revision, st.Stable.Color, c.Revision, m.drain, st.Stable.Color)
+	m.wakeAt(m.now.Add(WarmupPollInterval))
+	st.Phase = v1alpha1.PhaseProgressing
+}
+
+// settleReverted ends an instant rollback: no candidate, the abandoned color kept at its pods
+// until status.scaleDownAt (see planIdle).
+func (m *machine) settleReverted() {
+	st := m.st
+	st.Candidate = nil
+	st.RolledBackRevision = ""
+	m.planStable()
+	m.planIdle(st.Stable.Color.Other())
+	st.Phase = m.steadyPhase()
+}
+
 // neverServed is true while the first revision has not become available and has no Ready pod
 // now: nothing serves that a rollout would protect.
 func (m *machine) neverServed() bool {
@@ -370,7 +479,12 @@ func (m *machine) wasServing() bool {
 		return true
 	}
 	p := m.prevStable
-	return p != nil && p.Color == m.st.Stable.Color && p.Revision == m.st.Stable.Revision && p.ReadyReplicas > 0
+	if p == nil || p.Color != m.st.Stable.Color || p.Revision != m.st.Stable.Revision {
+		return false
+	}
+	// Degraded stays so during a rollout too (phase Progressing), until the stable color has
+	// Ready pods again.
+	return p.ReadyReplicas > 0 || meta.IsStatusConditionTrue(m.ms.Status.Conditions, v1alpha1.ConditionDegraded)
 }
 
 // holdRolledBack: the spec still asks for a revision that was rolled back or aborted.
@@ -439,10 +553,16 @@ func (m *machine) drainWeight() int32 {
 	if c == nil || prev == nil || prev.Color != c.Color || prev.Revision != c.Revision {
 		return 0
 	}
+	return m.drainOf(c, m.ms.Status.Weights.Candidate)
+}
+
+// drainOf is the weight a color that leaves (c, which carried last in the last pass) keeps
+// this pass: see drainWeight.
+func (m *machine) drainOf(c *v1alpha1.ColorStatus, last int32) int32 {
 	s := m.st.Stable
 	stableReady := m.servingReady(s.Color, s.Revision)
 	overflow := 100 - carries(m.total, stableReady)
-	d := max(0, min(m.ms.Status.Weights.Candidate, m.carryOf(c), overflow))
+	d := max(0, min(last, m.carryOf(c), overflow))
 	// Swap mode: the stable color grows back on the GPUs the candidate frees as it shrinks.
 	// When the drain would keep every pod the candidate has and no GPU is free, the stable
 	// color's next pod waits for one of the candidate's, and the drain would wait for that pod
@@ -468,9 +588,48 @@ func (m *machine) carryOf(c *v1alpha1.ColorStatus) int32 {
 // drain.
 func (m *machine) servedWeight() int32 {
 	if m.candidateHas && m.st.Candidate != nil {
-		return min(m.loadMatched(m.candidateWeight()), m.carryOf(m.st.Candidate))
+		w := min(m.loadMatched(m.candidateWeight()), m.carryOf(m.st.Candidate))
+		if m.stableServesNothing() {
+			dead := m.warmCarryOf(m.st.Candidate)
+			if m.ms.Spec.Paused {
+				// A paused rollout's weight does not grow.
+				dead = min(dead, m.ms.Status.Weights.Candidate)
+			}
+			w = max(w, dead)
+		}
+		return w
 	}
 	return m.drain
+}
+
+// stableServesNothing: the stable color has no Ready pod of more than zero desired (it is
+// Degraded, or never came up). A live candidate, a fix shipped to a dead revision, then carries
+// what its Ready, warm pods carry, whatever its step (every request routed to the stable color
+// fails), is sized for all traffic, and is judged on absolute bounds only: there is nothing to
+// compare it with (see the controller's measurement).
+func (m *machine) stableServesNothing() bool {
+	s := m.st.Stable
+	if m.total <= 0 || s == nil || m.servingReady(s.Color, s.Revision) > 0 {
+		return false
+	}
+	// It served and lost its pods; coming up (from zero, or the first time) is not dead.
+	if p := m.prevStable; p == nil || p.Replicas <= 0 {
+		return false
+	}
+	return m.wasServing()
+}
+
+// warmCarryOf is what the candidate's Ready pods that passed the warm-up check carry.
+func (m *machine) warmCarryOf(c *v1alpha1.ColorStatus) int32 {
+	o, ok := m.colorObs(c.Color, c.Revision)
+	if !ok || o.Stale {
+		return min(m.ms.Status.Weights.Candidate, m.carryOf(c))
+	}
+	warm := o.WarmPods
+	if o.Warm {
+		warm = o.ReadyReplicas // every Ready pod passed
+	}
+	return carries(m.total, min(warm, o.ReadyReplicas))
 }
 
 // loadMatched is step weight w under spec.rollout.loadMatching StablePods: raised to the
@@ -488,8 +647,8 @@ func (m *machine) loadMatched(w int32) int32 {
 		return w
 	}
 	next := int32(100)
-	if m.st.Step < int32(len(m.pol.steps)) {
-		next = m.pol.steps[m.st.Step]
+	if m.st.Step >= 1 {
+		next = m.nextStepWeight()
 	}
 	share := min(int32(int64(nc)*100/int64(nc+ns)), next)
 	if m.ms.Spec.Paused {
@@ -549,7 +708,7 @@ func (m *machine) startRollout() {
 		m.event(corev1.EventTypeNormal, EventSuperseded, "rollout of %s superseded by %s; all traffic back on %s", c.Revision, m.obs.Revision, st.Stable.Color)
 	}
 	st.Candidate = &v1alpha1.ColorStatus{Color: st.Stable.Color.Other(), Revision: m.obs.Revision, Image: m.obs.Image}
-	st.Step = 0
+	st.Step, st.StepWeight = 0, 0
 	st.StepStartedAt = m.timeP(m.now)
 	st.Failures = 0
 	st.Analysis = nil
@@ -564,19 +723,39 @@ func (m *machine) progress() {
 	st := m.st
 	c := st.Candidate
 	steps := m.pol.steps
-	// Steps shortened mid-rollout take effect by index; the last held step is len(steps)-1.
-	st.Step = min(max(st.Step, 0), int32(len(steps)-1))
+	// Steps edited mid-rollout never move the weight backwards: the candidate holds its step's
+	// weight and goes on to the first step above it (see heldWeight).
+	if st.Step >= 1 {
+		st.StepWeight = m.heldWeight()
+		st.Step = int32(max(m.nextStepIndex(), 1))
+	}
 	m.planStable()
 	m.candidateHas = true
 	c.ReadyReplicas = m.readyOf(c.Color, c.Revision)
 	c.Warm = m.warmOf(c.Color, c.Revision)
 	m.trackUnready()
-	next := steps[st.Step] // the weight the candidate gets next; 100 means promotion
+	next := m.nextStepWeight() // the weight the candidate gets next; 100 means promotion
 	m.planCandidate(next)
 
 	if m.obs.Operation == OpAbort {
 		m.rollback(v1alpha1.OutcomeAborted, fmt.Sprintf("aborted at step %d/%d (candidate weight %d%%)", st.Step, len(steps), st.Weights.Candidate))
 		return
+	}
+	// A candidate that holds traffic is judged also while a person holds the rollout (paused,
+	// awaiting promotion), as Argo Rollouts' background analysis does: a failure beyond the
+	// failure limit rolls it back, paused or not.
+	awaiting := m.prevPhase == v1alpha1.PhaseAwaitingPromotion
+	if st.Step >= 1 && m.obs.Measurement != nil {
+		held := ""
+		switch {
+		case m.ms.Spec.Paused:
+			held = " while paused"
+		case awaiting:
+			held = " while awaiting promotion"
+		}
+		if m.judge(*m.obs.Measurement, held) {
+			return
+		}
 	}
 	if m.ms.Spec.Paused {
 		if m.prevPhase != v1alpha1.PhasePaused {
@@ -590,12 +769,6 @@ func (m *machine) progress() {
 	if m.prevPhase == v1alpha1.PhasePaused {
 		st.StepStartedAt = m.timeP(m.now)
 		m.event(corev1.EventTypeNormal, EventResumed, "rollout of %s resumed at step %d/%d; step timer restarted", c.Revision, st.Step, len(steps))
-	}
-	awaiting := m.prevPhase == v1alpha1.PhaseAwaitingPromotion
-	if st.Step >= 1 && m.obs.Measurement != nil && !awaiting {
-		if m.judge(*m.obs.Measurement) {
-			return
-		}
 	}
 	if st.Step >= 1 && st.InconclusiveSince != nil && m.pol.inconclusiveDeadline > 0 && !awaiting {
 		at := st.InconclusiveSince.Add(m.pol.inconclusiveDeadline)
@@ -646,9 +819,14 @@ func (m *machine) progress() {
 	}
 
 	if awaiting {
-		if m.pol.autoPromote && m.readyFor(next) && !m.routeHolds() {
-			m.promote("promoted: autoPromote enabled while awaiting promotion")
+		// autoPromote turned on promotes on a passing measurement taken after the change (a
+		// measurement job carries the spec's generation: one started before is dropped).
+		if m.pol.autoPromote && m.passedNow() && m.readyFor(next) && !m.routeHolds() {
+			m.promote("promoted: autoPromote enabled while awaiting promotion, and a measurement taken since passed")
 			return
+		}
+		if m.pol.autoPromote {
+			m.wakeAt(m.now.Add(m.pol.interval))
 		}
 		st.Phase = v1alpha1.PhaseAwaitingPromotion
 		return
@@ -703,8 +881,18 @@ func (m *machine) measuredPassInStep() bool {
 	return v == v1alpha1.VerdictPass
 }
 
-// judge records a measurement; it returns true when it rolled the rollout back.
-func (m *machine) judge(meas Measurement) bool {
+// passedNow: this pass brought a measurement, and it passed.
+func (m *machine) passedNow() bool {
+	if m.obs.Measurement == nil {
+		return false
+	}
+	v, _ := verdictOf(m.obs.Measurement.Results)
+	return v == v1alpha1.VerdictPass
+}
+
+// judge records a measurement; it returns true when it rolled the rollout back. held says
+// how a person holds the rollout (" while paused"), for the rollback's reason.
+func (m *machine) judge(meas Measurement, held string) bool {
 	st := m.st
 	at := meas.At
 	if at.IsZero() {
@@ -719,7 +907,7 @@ func (m *machine) judge(meas Measurement) bool {
 		st.InconclusiveSince = nil
 		reason := describe(r)
 		if st.Failures > m.pol.failureLimit {
-			m.rollback(v1alpha1.OutcomeRolledBack, fmt.Sprintf("analysis failed %d time(s), limit %d: %s", st.Failures, m.pol.failureLimit, reason))
+			m.rollback(v1alpha1.OutcomeRolledBack, fmt.Sprintf("analysis failed %d time(s)%s, limit %d: %s", st.Failures, held, m.pol.failureLimit, reason))
 			return true
 		}
 		m.event(corev1.EventTypeWarning, EventAnalysisFailed, "measurement %d of %d tolerated failed: %s", st.Failures, m.pol.failureLimit, reason)
@@ -753,10 +941,11 @@ func (m *machine) advance(next int32, why string) {
 		m.promote(fmt.Sprintf("promoted after step %d/%d: %s", st.Step, len(m.pol.steps), why))
 		return
 	}
-	st.Step++
+	st.Step = int32(m.nextStepIndex()) + 1
+	st.StepWeight = next
 	st.StepStartedAt = m.timeP(m.now)
 	st.InconclusiveSince = nil
-	m.planCandidate(m.pol.steps[st.Step])
+	m.planCandidate(m.nextStepWeight())
 	shown, weight := next, fmt.Sprintf("%d%%", next)
 	if w := m.servedWeight(); w > next {
 		// loadMatching: the route gets the raised weight.
@@ -822,7 +1011,7 @@ func (m *machine) rollback(outcome v1alpha1.Outcome, reason string) {
 // clearRollout resets the per-rollout fields when no rollout is live.
 func (m *machine) clearRollout() {
 	st := m.st
-	st.Step = 0
+	st.Step, st.StepWeight = 0, 0
 	st.StepStartedAt = nil
 	st.InconclusiveSince = nil
 	st.Failures = 0
@@ -848,6 +1037,9 @@ func (m *machine) planStable() {
 // reported Stalled (NoRoomForCandidate), instead of waiting forever on a Pending pod.
 func (m *machine) planCandidate(weight int32) {
 	c := m.st.Candidate
+	if m.stableServesNothing() {
+		weight = 100 // it is to carry everything the dead stable color cannot
+	}
 	c.Replicas = m.candidateNeed(weight)
 	if m.swap(weight) {
 		if room := m.obs.Capacity - m.stableShare(); room < c.Replicas {
@@ -997,8 +1189,41 @@ func (m *machine) candidateWeight() int32 {
 	if !m.candidateHas || m.st.Candidate == nil || m.st.Step < 1 {
 		return 0
 	}
-	return m.pol.steps[m.st.Step-1]
+	return m.heldWeight()
 }
+
+// heldWeight is the weight of the step the candidate holds: status.stepWeight, or for a status
+// written before that field, spec.rollout.steps[step-1] (the last step before 100 when the
+// steps are shorter now; the route's last weight when only 100 is left). 0 before the first
+// step.
+func (m *machine) heldWeight() int32 {
+	st, steps := m.st, m.pol.steps
+	switch {
+	case st.Step < 1:
+		return 0
+	case st.StepWeight > 0:
+		return st.StepWeight
+	}
+	if len(steps) == 1 {
+		return min(m.ms.Status.Weights.Candidate, 99)
+	}
+	return steps[min(int(st.Step), len(steps)-1)-1]
+}
+
+// nextStepIndex is the index in spec.rollout.steps of the first weight above the held one (the
+// step the rollout goes to next; the last one, 100, is the promotion).
+func (m *machine) nextStepIndex() int {
+	h := m.heldWeight()
+	for i, s := range m.pol.steps {
+		if s > h {
+			return i
+		}
+	}
+	return len(m.pol.steps) - 1
+}
+
+// nextStepWeight is the weight the candidate gets next; 100 means promotion.
+func (m *machine) nextStepWeight() int32 { return m.pol.steps[m.nextStepIndex()] }
 
 func (m *machine) record(c *v1alpha1.ColorStatus, outcome v1alpha1.Outcome, reason string) {
 	r := v1alpha1.RevisionRecord{Revision: c.Revision, Image: c.Image, Outcome: outcome, Reason: reason, At: metav1.NewTime(m.now)}
@@ -1027,7 +1252,7 @@ func (m *machine) decision() Decision {
 	st.Weights = v1alpha1.Weights{Stable: 100 - cw, Candidate: cw}
 	weights := map[v1alpha1.Color]int32{st.Stable.Color: 100 - cw, st.Stable.Color.Other(): cw}
 
-	if st.Phase == v1alpha1.PhaseProgressing && st.Step >= 1 && m.superseding == "" {
+	if judgedPhase(st.Phase) && st.Step >= 1 && m.superseding == "" {
 		if t, ok := nextMeasureAt(st, m.pol); ok {
 			m.wakeAt(maxTime(t, m.now.Add(time.Second)))
 		} else if st.Candidate != nil && st.Candidate.SizedSince == nil {
@@ -1047,6 +1272,7 @@ func (m *machine) decision() Decision {
 		heldMessage:     m.heldMessage,
 		routeHeld:       m.routeHeld,
 		superseding:     m.superseding,
+		stableDead:      m.candidateHas && m.stableServesNothing(),
 		stall:           m.inconclusiveStall(),
 		stallReason:     v1alpha1.ReasonAnalysisInconclusive,
 	}

@@ -561,20 +561,45 @@ func TestNext(t *testing.T) {
 			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 4, 4), measurement(t0, pass)),
 			now:  t0,
 			want: want{
-				phase: v1alpha1.PhaseAwaitingPromotion, weights: w(50, 50), step: i32(2), events: []string{EventAwaitingPromotion}, requeue: dur(0),
+				phase: v1alpha1.PhaseAwaitingPromotion, weights: w(50, 50), step: i32(2), events: []string{EventAwaitingPromotion}, requeue: dur(DefaultAnalysisInterval),
 				conds: map[string]string{"Reconciling": "False/AwaitingPromotion", "Progressing": "False/AwaitingPromotion", "Ready": "False/AwaitingPromotion", "Stalled": "False/Reconciled"},
 			},
 		},
 		{
-			name: "awaiting promotion holds without analysis or events until someone promotes",
+			name: "awaiting promotion, a passing measurement holds with no event until someone promotes",
+			ms:   newModelServer(steps, withAutoPromote(false), withStatus(phase(v1alpha1.PhaseAwaitingPromotion), stableOn(blue, revA, 4), inRollout(revB, 2, t0.Add(-time.Hour), 50))),
+			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 4, 4), measurement(t0, pass)),
+			now:  t0,
+			want: want{phase: v1alpha1.PhaseAwaitingPromotion, weights: w(50, 50), requeue: dur(DefaultAnalysisInterval), check: func(t *testing.T, d Decision) {
+				if len(d.Events) != 0 || d.Status.Failures != 0 || d.Status.LastMeasuredAt == nil {
+					t.Errorf("events %v failures %d lastMeasured %v, want none, 0, the measurement recorded", d.Events, d.Status.Failures, d.Status.LastMeasuredAt)
+				}
+			}},
+		},
+		{
+			name: "awaiting promotion, a candidate that degrades is still judged and rolled back past the failure limit",
 			ms:   newModelServer(steps, withAutoPromote(false), withStatus(phase(v1alpha1.PhaseAwaitingPromotion), stableOn(blue, revA, 4), inRollout(revB, 2, t0.Add(-time.Hour), 50))),
 			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 4, 4), measurement(t0, fail)),
 			now:  t0,
-			want: want{phase: v1alpha1.PhaseAwaitingPromotion, weights: w(50, 50), check: func(t *testing.T, d Decision) {
-				if len(d.Events) != 0 || d.Status.Failures != 0 {
-					t.Errorf("events %v failures %d, want none", d.Events, d.Status.Failures)
+			want: want{phase: v1alpha1.PhaseRolledBack, weights: w(100, 0), events: []string{EventRolledBack}, check: func(t *testing.T, d Decision) {
+				if h := d.Status.History; len(h) == 0 || !strings.Contains(h[0].Reason, "while awaiting promotion") {
+					t.Errorf("history %+v, want the rollback's reason to say it happened while awaiting promotion", h)
 				}
 			}},
+		},
+		{
+			name: "autoPromote turned on while awaiting promotion does not promote without a measurement taken since",
+			ms:   newModelServer(steps, withAutoPromote(true), withStatus(phase(v1alpha1.PhaseAwaitingPromotion), stableOn(blue, revA, 4), inRollout(revB, 2, t0.Add(-time.Hour), 50), measured(t0.Add(-10*time.Minute), pass))),
+			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 4, 4)),
+			now:  t0,
+			want: want{phase: v1alpha1.PhaseAwaitingPromotion, weights: w(50, 50), noEvent: []string{EventPromoted}},
+		},
+		{
+			name: "autoPromote turned on while awaiting promotion promotes on a passing measurement taken since",
+			ms:   newModelServer(steps, withAutoPromote(true), withStatus(phase(v1alpha1.PhaseAwaitingPromotion), stableOn(blue, revA, 4), inRollout(revB, 2, t0.Add(-time.Hour), 50), measured(t0.Add(-10*time.Minute), pass))),
+			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 4, 4), measurement(t0, pass)),
+			now:  t0,
+			want: want{phase: v1alpha1.PhaseHealthy, weights: w(0, 100), events: []string{EventPromoted}},
 		},
 		{
 			name: "a Promote request while awaiting promotion promotes",
@@ -750,16 +775,30 @@ func TestNext(t *testing.T) {
 		},
 		// Pause.
 		{
-			name: "a paused rollout freezes weights and step and ignores measurements",
+			name: "a paused rollout freezes weights and step, and keeps judging what holds traffic",
 			ms:   newModelServer(steps, withPaused(true), withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 1, t0.Add(-time.Hour), 10))),
+			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 2, 2), measurement(t0, pass, pass)),
+			now:  t0,
+			want: want{
+				phase: v1alpha1.PhasePaused, step: i32(1), weights: w(90, 10), events: []string{EventPaused}, noEvent: []string{EventStepAdvanced}, requeue: dur(DefaultAnalysisInterval),
+				conds: map[string]string{"Progressing": "False/Paused", "Reconciling": "False/Paused", "Ready": "False/Paused"},
+				check: func(t *testing.T, d Decision) {
+					if d.Status.LastMeasuredAt == nil {
+						t.Errorf("lastMeasured %v, want the measurement recorded", d.Status.LastMeasuredAt)
+					}
+				},
+			},
+		},
+		{
+			name: "a paused rollout whose candidate fails past the failure limit is rolled back, and the reason says it was paused",
+			ms:   newModelServer(steps, withPaused(true), withStatus(phase(v1alpha1.PhasePaused), stableOn(blue, revA, 4), inRollout(revB, 1, t0.Add(-time.Hour), 10))),
 			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 2, 2), measurement(t0, fail, fail)),
 			now:  t0,
 			want: want{
-				phase: v1alpha1.PhasePaused, step: i32(1), weights: w(90, 10), events: []string{EventPaused}, requeue: dur(0),
-				conds: map[string]string{"Progressing": "False/Paused", "Reconciling": "False/Paused", "Ready": "False/Paused"},
+				phase: v1alpha1.PhaseRolledBack, weights: w(100, 0), events: []string{EventRolledBack},
 				check: func(t *testing.T, d Decision) {
-					if d.Status.Failures != 0 || d.Status.LastMeasuredAt != nil {
-						t.Errorf("failures %d lastMeasured %v, want the measurement ignored", d.Status.Failures, d.Status.LastMeasuredAt)
+					if h := d.Status.History; len(h) == 0 || h[0].Outcome != v1alpha1.OutcomeRolledBack || !strings.Contains(h[0].Reason, "while paused") {
+						t.Errorf("history %+v, want RolledBack while paused", h)
 					}
 				},
 			},

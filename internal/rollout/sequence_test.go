@@ -254,7 +254,12 @@ func checkPass(ms *v1alpha1.ModelServer, pol policy, prev *v1alpha1.ModelServerS
 	if pol.matchStablePods && stepW > 0 && stepW < 100 {
 		maxW = steps[st.Step]
 	}
-	if st.Weights.Candidate != 0 && (st.Candidate == nil || cw >= 100 || st.Phase != v1alpha1.PhaseRolledBack && !drainingRolledBack && cw > maxW) {
+	// A stable color that served and has no Ready pod left serves nothing: a live candidate
+	// then carries what its Ready, warm pods carry, whatever its step (see stableServesNothing).
+	if st.Candidate != nil && st.Candidate.Revision == obs.Revision && stableServesNothingIn(prev, &st, obs) {
+		maxW = 100
+	}
+	if st.Weights.Candidate != 0 && (st.Candidate == nil || cw >= 100 && maxW < 100 || st.Phase != v1alpha1.PhaseRolledBack && !drainingRolledBack && cw > maxW) {
 		return fmt.Errorf("candidate weight %d is above its held step %d of %v (at most %d)", st.Weights.Candidate, stepW, steps, maxW)
 	}
 	if err := checkCarried(st, prev, obs, stepW); err != nil {
@@ -605,6 +610,19 @@ func drainCap(st v1alpha1.ModelServerStatus, prev *v1alpha1.ModelServerStatus) i
 // checkCarried: no color holds more weight than its Ready pods carry, except the stable color
 // when the candidate already holds all it may (its step's weight, or what it held before a
 // rollback) or all its own Ready pods carry: then stable is preferred.
+// stableServesNothingIn: the stable color has no Ready pod of a desired total above 0, and had
+// served (Degraded before or now).
+func stableServesNothingIn(prev, st *v1alpha1.ModelServerStatus, obs Observation) bool {
+	co, ok := obs.Colors[st.Stable.Color]
+	if obs.DesiredReplicas <= 0 || ok && co.Exists && co.Revision == st.Stable.Revision && co.ReadyReplicas > 0 {
+		return false
+	}
+	if prev == nil || prev.Stable == nil || prev.Stable.Replicas <= 0 {
+		return false
+	}
+	return meta.IsStatusConditionTrue(st.Conditions, v1alpha1.ConditionDegraded) || meta.IsStatusConditionTrue(prev.Conditions, v1alpha1.ConditionDegraded)
+}
+
 func checkCarried(st v1alpha1.ModelServerStatus, prev *v1alpha1.ModelServerStatus, obs Observation, stepW int32) error {
 	c := st.Candidate
 	if c == nil {

@@ -1,6 +1,8 @@
 package routing
 
 import (
+	"fmt"
+	"slices"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -41,7 +43,7 @@ func TestPoolsSelectTheirColorAndNameTheirPicker(t *testing.T) {
 
 func TestRouteOnPoolsPointsAtInferencePoolsWithoutPorts(t *testing.T) {
 	ms := poolModelServer()
-	r := OwnedRoute(ms, weights(100, 0))
+	r := OwnedRoute(ms, Direct(ms, weights(100, 0)))
 	for i, b := range r.Spec.Rules[0].BackendRefs {
 		if *b.Group != InferenceGroup || *b.Kind != PoolKind || string(b.Name) != ms.PoolName(Colors[i]) || b.Port != nil {
 			t.Errorf("backendRef %d = %+v, want InferencePool %s without a port", i, b.BackendObjectReference, ms.PoolName(Colors[i]))
@@ -55,11 +57,11 @@ func TestRouteOnPoolsPointsAtInferencePoolsWithoutPorts(t *testing.T) {
 func TestSwitchingToPoolsReplacesTheServiceRefsInAUserRoute(t *testing.T) {
 	svc := newModelServer()
 	route := userRoute()
-	if _, err := SetBackendWeights(route, svc, nil, weights(100, 0)); err != nil {
+	if _, err := SetBackendWeights(route, svc, nil, Direct(svc, weights(100, 0))); err != nil {
 		t.Fatal(err)
 	}
 	pools := poolModelServer()
-	changed, err := SetBackendWeights(route, pools, nil, weights(100, 0))
+	changed, err := SetBackendWeights(route, pools, nil, Direct(pools, weights(100, 0)))
 	if err != nil || !changed {
 		t.Fatalf("changed=%v err=%v", changed, err)
 	}
@@ -70,7 +72,7 @@ func TestSwitchingToPoolsReplacesTheServiceRefsInAUserRoute(t *testing.T) {
 			case v1alpha1.BackendInferencePool:
 				ours++
 			case v1alpha1.BackendService:
-				if _, mine, _ := ownedRef(pools, b.BackendObjectReference); mine {
+				if _, _, mine := ownedRef(pools, b.BackendObjectReference); mine {
 					t.Errorf("a Service ref of the ModelServer stayed: %s", b.Name)
 				} else {
 					other++
@@ -125,5 +127,170 @@ func TestPoolsJoinTheRouteAcceptance(t *testing.T) {
 		if got.Status == metav1.ConditionFalse && got.Reason != v1alpha1.ReasonPoolNotAccepted {
 			t.Errorf("%s: reason %s", c.name, got.Reason)
 		}
+	}
+}
+
+// kinds lists a rule's backendRefs as "kind name weight".
+func kinds(rule gatewayv1.HTTPRouteRule) []string {
+	var out []string
+	for _, b := range rule.BackendRefs {
+		out = append(out, fmt.Sprintf("%s %s %d", ptr.Deref(b.Kind, "Service"), b.Name, ptr.Deref(b.Weight, 1)))
+	}
+	return out
+}
+
+func TestAChangeOfBackendKeepsTheOldRefsCarryingUntilTheNewOnesAreReady(t *testing.T) {
+	svc, pools := newModelServer(), poolModelServer()
+	tests := []struct {
+		name        string
+		route       func() *gatewayv1.HTTPRoute
+		rule        int
+		set         func(*gatewayv1.HTTPRoute, Backends) bool
+		wantWaiting []string
+		wantDone    []string
+	}{
+		{
+			name:  "the owned route names the pools at weight 0 beside the Services, then only the pools",
+			route: func() *gatewayv1.HTTPRoute { return OwnedRoute(svc, Direct(svc, weights(80, 20))) },
+			set: func(r *gatewayv1.HTTPRoute, b Backends) bool {
+				fresh := OwnedRoute(pools, b)
+				changed := !equality(r.Spec.Rules[0], fresh.Spec.Rules[0])
+				r.Spec = fresh.Spec
+				return changed
+			},
+			wantWaiting: []string{"Service llama-blue 80", "Service llama-green 20", "InferencePool llama-blue 0", "InferencePool llama-green 0"},
+			wantDone:    []string{"InferencePool llama-blue 80", "InferencePool llama-green 20"},
+		},
+		{
+			name: "a user's route keeps its own backend and gets the pools at weight 0 beside the Services, then only the pools",
+			route: func() *gatewayv1.HTTPRoute {
+				r := userRoute()
+				if _, err := SetBackendWeights(r, svc, ptr.To(gatewayv1.SectionName("llm")), Direct(svc, weights(80, 20))); err != nil {
+					t.Fatal(err)
+				}
+				return r
+			},
+			rule: 1,
+			set: func(r *gatewayv1.HTTPRoute, b Backends) bool {
+				changed, err := SetBackendWeights(r, pools, ptr.To(gatewayv1.SectionName("llm")), b)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return changed
+			},
+			wantWaiting: []string{"Service legacy 5", "Service llama-blue 80", "Service llama-green 20", "InferencePool llama-blue 0", "InferencePool llama-green 0"},
+			wantDone:    []string{"Service legacy 5", "InferencePool llama-blue 80", "InferencePool llama-green 20"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := tt.route()
+			if got := Carrier(r, pools); got != v1alpha1.BackendService {
+				t.Fatalf("before the switch the Services carry, Carrier says %s", got)
+			}
+			waiting := Backends{Weights: weights(80, 20), Carrier: v1alpha1.BackendService, Pending: v1alpha1.BackendInferencePool}
+			if !tt.set(r, waiting) {
+				t.Fatal("adding the pending pools reported no change")
+			}
+			if got := kinds(r.Spec.Rules[tt.rule]); !slices.Equal(got, tt.wantWaiting) {
+				t.Errorf("while waiting the rule holds %v, want %v", got, tt.wantWaiting)
+			}
+			if got := Carrier(r, pools); got != v1alpha1.BackendService {
+				t.Errorf("while waiting Carrier says %s, want the Services", got)
+			}
+			if w := Weights(r, pools); w[v1alpha1.Blue] != 80 || w[v1alpha1.Green] != 20 {
+				t.Errorf("while waiting the weights read %v, want 80/20", w)
+			}
+			if tt.set(r, waiting) {
+				t.Error("writing the same waiting rule twice reported a change")
+			}
+			if !tt.set(r, Direct(pools, weights(80, 20))) {
+				t.Fatal("switching to the pools reported no change")
+			}
+			if got := kinds(r.Spec.Rules[tt.rule]); !slices.Equal(got, tt.wantDone) {
+				t.Errorf("after the switch the rule holds %v, want %v", got, tt.wantDone)
+			}
+			if got := Carrier(r, pools); got != v1alpha1.BackendInferencePool {
+				t.Errorf("after the switch Carrier says %s, want the pools", got)
+			}
+			// Back to Services: the pools carry until the caller switches.
+			if got := Carrier(r, svc); got != v1alpha1.BackendInferencePool {
+				t.Errorf("back to Services, Carrier says %s before the switch, want the pools", got)
+			}
+		})
+	}
+}
+
+func equality(a, b gatewayv1.HTTPRouteRule) bool {
+	return slices.Equal(kinds(a), kinds(b))
+}
+
+func TestHoldsAndRemovingFromOtherRules(t *testing.T) {
+	ms := newModelServer()
+	r := userRoute()
+	llm, docs := ptr.To(gatewayv1.SectionName("llm")), ptr.To(gatewayv1.SectionName("docs"))
+	if Holds(r, ms, nil) {
+		t.Fatal("a route without our refs holds our traffic")
+	}
+	if _, err := SetBackendWeights(r, ms, docs, Direct(ms, weights(100, 0))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := SetBackendWeights(r, ms, llm, Direct(ms, weights(100, 0))); err != nil {
+		t.Fatal(err)
+	}
+	if !Holds(r, ms, llm) || !Holds(r, ms, docs) || !Holds(r, ms, nil) {
+		t.Fatal("the rules with our refs do not hold our traffic")
+	}
+	if !RemoveBackendsOutside(r, ms, "llm") {
+		t.Fatal("nothing removed from the docs rule")
+	}
+	if Holds(r, ms, docs) || !Holds(r, ms, llm) {
+		t.Errorf("after removing outside llm: docs %v llm %v", kinds(r.Spec.Rules[0]), kinds(r.Spec.Rules[1]))
+	}
+	if got := kinds(r.Spec.Rules[0]); !slices.Equal(got, []string{"Service legacy 5"}) {
+		t.Errorf("the docs rule holds %v, want only the user's backend", got)
+	}
+	if _, err := SetBackendWeights(r, ms, llm, Direct(ms, weights(0, 0))); err != nil {
+		t.Fatal(err)
+	}
+	if Holds(r, ms, llm) {
+		t.Error("refs at weight 0 hold traffic")
+	}
+}
+
+func TestSharesFindsAnotherModelServerInTheRuleOnly(t *testing.T) {
+	first, second := newModelServer(), newModelServer()
+	second.Name = "mistral"
+	llm, docs := ptr.To(gatewayv1.SectionName("llm")), ptr.To(gatewayv1.SectionName("docs"))
+	r := userRoute()
+	if _, err := SetBackendWeights(r, first, llm, Direct(first, weights(100, 0))); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		ms   *v1alpha1.ModelServer
+		rule *gatewayv1.SectionName
+		want bool
+	}{
+		{"another ModelServer for the rule the first one holds", second, llm, true},
+		{"another ModelServer for another rule", second, docs, false},
+		{"another ModelServer without a rule name (the first rule)", second, nil, false},
+		{"the first ModelServer itself", first, llm, false},
+	}
+	for _, c := range cases {
+		other := first
+		if c.ms == first {
+			other = second
+		}
+		if got := Shares(r, c.ms, other, c.rule); got != c.want {
+			t.Errorf("%s: Shares = %v, want %v", c.name, got, c.want)
+		}
+	}
+	// Once both are in the rule (written before the check existed), neither is refused.
+	if _, err := SetBackendWeights(r, second, llm, Direct(second, weights(100, 0))); err != nil {
+		t.Fatal(err)
+	}
+	if Shares(r, second, first, llm) || Shares(r, first, second, llm) {
+		t.Error("a rule both ModelServers already hold is reported for one of them")
 	}
 }

@@ -16,9 +16,34 @@ import (
 // Colors in the order their backendRefs appear.
 var Colors = []v1alpha1.Color{v1alpha1.Blue, v1alpha1.Green}
 
+// Backends is what a rule holds of a ModelServer's backendRefs: one per color of the Carrier
+// kind, with the color's weight, and, while spec.gateway.backend changed and the new backends
+// are not ready to carry traffic, one per color of the Pending kind (the spec's) at weight 0.
+// Referenced at weight 0, they take no traffic but Gateways resolve them and report on them (an
+// InferencePool's status lists the Gateways of the routes that use it), so that they are known
+// to work before the traffic moves. Pending is empty once the Carrier is the spec's kind.
+type Backends struct {
+	Weights map[v1alpha1.Color]int32
+	Carrier v1alpha1.BackendKind
+	Pending v1alpha1.BackendKind
+}
+
+// Direct is Backends that carry the weights on the kind the spec asks for.
+func Direct(ms *v1alpha1.ModelServer, weights map[v1alpha1.Color]int32) Backends {
+	return Backends{Weights: weights, Carrier: SpecKind(ms)}
+}
+
+// SpecKind is the backend kind spec.gateway.backend asks for (Service by default).
+func SpecKind(ms *v1alpha1.ModelServer) v1alpha1.BackendKind {
+	if ms.UsesInferencePools() {
+		return v1alpha1.BackendInferencePool
+	}
+	return v1alpha1.BackendService
+}
+
 // OwnedRoute is the HTTPRoute modelship owns for ms: its parentRefs and hostnames, one rule with
-// its matches (everything when empty) and one backendRef per color with the given weights.
-func OwnedRoute(ms *v1alpha1.ModelServer, weights map[v1alpha1.Color]int32) *gatewayv1.HTTPRoute {
+// its matches (everything when empty) and ms's backendRefs as b says.
+func OwnedRoute(ms *v1alpha1.ModelServer, b Backends) *gatewayv1.HTTPRoute {
 	route := &gatewayv1.HTTPRoute{
 		TypeMeta:   metav1.TypeMeta{APIVersion: gatewayv1.GroupVersion.String(), Kind: "HTTPRoute"},
 		ObjectMeta: metav1.ObjectMeta{Name: ms.RouteName(), Namespace: ms.Namespace, Labels: ms.SelectorLabels()},
@@ -27,7 +52,7 @@ func OwnedRoute(ms *v1alpha1.ModelServer, weights map[v1alpha1.Color]int32) *gat
 			Hostnames:       ms.Spec.Gateway.Hostnames,
 			Rules: []gatewayv1.HTTPRouteRule{{
 				Matches:     ms.Spec.Gateway.Matches,
-				BackendRefs: backendRefs(ms, weights),
+				BackendRefs: backendRefs(ms, b),
 			}},
 		},
 	}
@@ -39,24 +64,29 @@ func OwnedRoute(ms *v1alpha1.ModelServer, weights map[v1alpha1.Color]int32) *gat
 	return route
 }
 
-func backendRefs(ms *v1alpha1.ModelServer, weights map[v1alpha1.Color]int32) []gatewayv1.HTTPBackendRef {
-	refs := make([]gatewayv1.HTTPBackendRef, 0, len(Colors))
+func backendRefs(ms *v1alpha1.ModelServer, b Backends) []gatewayv1.HTTPBackendRef {
+	refs := make([]gatewayv1.HTTPBackendRef, 0, 2*len(Colors))
 	for _, c := range Colors {
-		refs = append(refs, backendRef(ms, c, weights[c]))
+		refs = append(refs, backendRef(ms, c, b.Carrier, b.Weights[c]))
+	}
+	if b.Pending != "" && b.Pending != b.Carrier {
+		for _, c := range Colors {
+			refs = append(refs, backendRef(ms, c, b.Pending, 0))
+		}
 	}
 	return refs
 }
 
-// backendRef is color c's backendRef: its Service and port, or its InferencePool (which
-// carries its own target port).
-func backendRef(ms *v1alpha1.ModelServer, c v1alpha1.Color, weight int32) gatewayv1.HTTPBackendRef {
+// backendRef is color c's backendRef of the given kind: its Service and port, or its
+// InferencePool (which carries its own target port).
+func backendRef(ms *v1alpha1.ModelServer, c v1alpha1.Color, kind v1alpha1.BackendKind, weight int32) gatewayv1.HTTPBackendRef {
 	ref := gatewayv1.BackendObjectReference{
 		Group: ptr.To(gatewayv1.Group("")),
 		Kind:  ptr.To(gatewayv1.Kind("Service")),
 		Name:  gatewayv1.ObjectName(ms.ServiceName(c)),
 		Port:  ptr.To(ms.Spec.Port),
 	}
-	if ms.UsesInferencePools() {
+	if kind == v1alpha1.BackendInferencePool {
 		ref = gatewayv1.BackendObjectReference{
 			Group: ptr.To(gatewayv1.Group(InferenceGroup)),
 			Kind:  ptr.To(gatewayv1.Kind(PoolKind)),
@@ -79,16 +109,12 @@ func refKind(ref gatewayv1.BackendObjectReference) v1alpha1.BackendKind {
 }
 
 // ownedRef reports whether ref points at one of ms's Services or InferencePools (of either
-// kind, so that a change of spec.gateway.backend replaces the old refs), at which color, and
-// whether it is of the kind the spec asks for now.
-func ownedRef(ms *v1alpha1.ModelServer, ref gatewayv1.BackendObjectReference) (c v1alpha1.Color, ours, current bool) {
-	kind := refKind(ref)
+// kind, so that a change of spec.gateway.backend finds the old refs), at which color, and
+// of which kind.
+func ownedRef(ms *v1alpha1.ModelServer, ref gatewayv1.BackendObjectReference) (c v1alpha1.Color, kind v1alpha1.BackendKind, ours bool) {
+	kind = refKind(ref)
 	if kind == "" || (ref.Namespace != nil && string(*ref.Namespace) != ms.Namespace) {
-		return "", false, false
-	}
-	want := v1alpha1.BackendService
-	if ms.UsesInferencePools() {
-		want = v1alpha1.BackendInferencePool
+		return "", "", false
 	}
 	for _, c := range Colors {
 		name := ms.ServiceName(c)
@@ -96,100 +122,185 @@ func ownedRef(ms *v1alpha1.ModelServer, ref gatewayv1.BackendObjectReference) (c
 			name = ms.PoolName(c)
 		}
 		if string(ref.Name) == name {
-			return c, true, kind == want
+			return c, kind, true
 		}
 	}
-	return "", false, false
+	return "", "", false
 }
 
-// isOurs reports whether ref is one of the backendRefs the spec asks for now, and its color.
-func isOurs(ms *v1alpha1.ModelServer, ref gatewayv1.BackendObjectReference) (v1alpha1.Color, bool) {
-	c, ours, current := ownedRef(ms, ref)
-	return c, ours && current
+// hasOurs reports whether a rule references any of ms's Services or InferencePools.
+func hasOurs(rule gatewayv1.HTTPRouteRule, ms *v1alpha1.ModelServer) bool {
+	for _, b := range rule.BackendRefs {
+		if _, _, ours := ownedRef(ms, b.BackendObjectReference); ours {
+			return true
+		}
+	}
+	return false
 }
 
-// SetBackendWeights edits a user-owned route in place so that ms's two backendRefs carry the
-// given weights, touching nothing else: other rules, matches, filters and other backends stay.
-// The rule is the one named ruleName when set; else every rule that already references ms's
-// Services; else the first rule. It reports whether the route changed.
-func SetBackendWeights(route *gatewayv1.HTTPRoute, ms *v1alpha1.ModelServer, ruleName *gatewayv1.SectionName, weights map[v1alpha1.Color]int32) (bool, error) {
+// targetRules are the indexes of the rules of a user-owned route that hold ms's backendRefs:
+// the ones named ruleName when set; else every rule that already references ms's backends;
+// else the first rule.
+func targetRules(route *gatewayv1.HTTPRoute, ms *v1alpha1.ModelServer, ruleName *gatewayv1.SectionName) ([]int, error) {
 	if len(route.Spec.Rules) == 0 {
-		return false, fmt.Errorf("HTTPRoute %s/%s has no rules to add the ModelServer's backends to", route.Namespace, route.Name)
+		return nil, fmt.Errorf("HTTPRoute %s/%s has no rules to add the ModelServer's backends to", route.Namespace, route.Name)
 	}
 	var targets []int
-	switch {
-	case ruleName != nil:
+	if ruleName != nil {
 		for i, r := range route.Spec.Rules {
 			if r.Name != nil && *r.Name == *ruleName {
 				targets = append(targets, i)
 			}
 		}
 		if len(targets) == 0 {
-			return false, fmt.Errorf("HTTPRoute %s/%s has no rule named %q (spec.gateway.routeRef.ruleName)", route.Namespace, route.Name, *ruleName)
+			return nil, fmt.Errorf("HTTPRoute %s/%s has no rule named %q (spec.gateway.routeRef.ruleName)", route.Namespace, route.Name, *ruleName)
 		}
-	default:
-		for i, r := range route.Spec.Rules {
-			for _, b := range r.BackendRefs {
-				if _, ours, _ := ownedRef(ms, b.BackendObjectReference); ours {
-					targets = append(targets, i)
-					break
-				}
-			}
+		return targets, nil
+	}
+	for i, r := range route.Spec.Rules {
+		if hasOurs(r, ms) {
+			targets = append(targets, i)
 		}
-		if len(targets) == 0 {
-			targets = []int{0}
-		}
+	}
+	if len(targets) == 0 {
+		targets = []int{0}
+	}
+	return targets, nil
+}
+
+// SetBackendWeights edits a user-owned route in place so that ms's backendRefs are as b says,
+// touching nothing else: other rules, matches, filters and other backends stay. The rule is the
+// one named ruleName when set; else every rule that already references ms's backends; else the
+// first rule. It reports whether the route changed.
+func SetBackendWeights(route *gatewayv1.HTTPRoute, ms *v1alpha1.ModelServer, ruleName *gatewayv1.SectionName, b Backends) (bool, error) {
+	targets, err := targetRules(route, ms, ruleName)
+	if err != nil {
+		return false, err
 	}
 	changed := false
 	for _, i := range targets {
-		if setRuleWeights(&route.Spec.Rules[i], ms, weights) {
+		if setRuleWeights(&route.Spec.Rules[i], ms, b) {
 			changed = true
 		}
 	}
 	return changed, nil
 }
 
-func setRuleWeights(rule *gatewayv1.HTTPRouteRule, ms *v1alpha1.ModelServer, weights map[v1alpha1.Color]int32) bool {
+func setRuleWeights(rule *gatewayv1.HTTPRouteRule, ms *v1alpha1.ModelServer, b Backends) bool {
 	changed := false
-	// Refs of the other backend kind (spec.gateway.backend changed) leave the rule.
+	pending := b.Pending != "" && b.Pending != b.Carrier
+	// Refs of a kind the rule no longer holds (spec.gateway.backend changed) leave the rule.
 	kept := rule.BackendRefs[:0]
-	for _, b := range rule.BackendRefs {
-		if _, ours, current := ownedRef(ms, b.BackendObjectReference); ours && !current {
+	for _, ref := range rule.BackendRefs {
+		if _, kind, ours := ownedRef(ms, ref.BackendObjectReference); ours && kind != b.Carrier && (!pending || kind != b.Pending) {
 			changed = true
 			continue
 		}
-		kept = append(kept, b)
+		kept = append(kept, ref)
 	}
 	rule.BackendRefs = kept
-	seen := map[v1alpha1.Color]bool{}
+	seen := map[v1alpha1.BackendKind]map[v1alpha1.Color]bool{b.Carrier: {}, b.Pending: {}}
 	for i := range rule.BackendRefs {
-		c, ok := isOurs(ms, rule.BackendRefs[i].BackendObjectReference)
-		if !ok {
+		c, kind, ours := ownedRef(ms, rule.BackendRefs[i].BackendObjectReference)
+		if !ours {
 			continue
 		}
-		seen[c] = true
-		if w := weights[c]; rule.BackendRefs[i].Weight == nil || *rule.BackendRefs[i].Weight != w {
+		seen[kind][c] = true
+		w := int32(0)
+		if kind == b.Carrier {
+			w = b.Weights[c]
+		}
+		if rule.BackendRefs[i].Weight == nil || *rule.BackendRefs[i].Weight != w {
 			rule.BackendRefs[i].Weight = ptr.To(w)
 			changed = true
 		}
 	}
-	for _, c := range Colors {
-		if !seen[c] {
-			rule.BackendRefs = append(rule.BackendRefs, backendRef(ms, c, weights[c]))
+	for _, want := range backendRefs(ms, b) {
+		c, kind, _ := ownedRef(ms, want.BackendObjectReference)
+		if !seen[kind][c] {
+			rule.BackendRefs = append(rule.BackendRefs, want)
 			changed = true
 		}
 	}
 	return changed
 }
 
-// Weights reads the weights of ms's backendRefs from a route (the first rule that has them).
-// A backendRef without a weight counts as 1, as the Gateway API defines.
+// Carrier is the kind of ms's backendRefs that carries its traffic in route: the spec's kind,
+// unless only refs of the other kind carry weight (spec.gateway.backend changed and the route
+// still sends the traffic to the old backends). A route that holds none carries the spec's.
+func Carrier(route *gatewayv1.HTTPRoute, ms *v1alpha1.ModelServer) v1alpha1.BackendKind {
+	spec := SpecKind(ms)
+	if route == nil {
+		return spec
+	}
+	var other v1alpha1.BackendKind
+	for _, r := range route.Spec.Rules {
+		for _, b := range r.BackendRefs {
+			_, kind, ours := ownedRef(ms, b.BackendObjectReference)
+			if !ours || ptr.Deref(b.Weight, 1) == 0 {
+				continue
+			}
+			if kind == spec {
+				return spec
+			}
+			other = kind
+		}
+	}
+	if other != "" {
+		return other
+	}
+	return spec
+}
+
+// Holds reports whether route carries ms's traffic: ms's backendRefs (of either kind) with a
+// weight above 0 in the rule named ruleName, or in any rule when ruleName is nil.
+func Holds(route *gatewayv1.HTTPRoute, ms *v1alpha1.ModelServer, ruleName *gatewayv1.SectionName) bool {
+	if route == nil {
+		return false
+	}
+	for _, r := range route.Spec.Rules {
+		if ruleName != nil && (r.Name == nil || *r.Name != *ruleName) {
+			continue
+		}
+		for _, b := range r.BackendRefs {
+			if _, _, ours := ownedRef(ms, b.BackendObjectReference); ours && ptr.Deref(b.Weight, 1) > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Shares reports whether the rules of a user-owned route that ms would write into (ruleName, as
+// SetBackendWeights picks them) already carry other's backendRefs while they carry none of ms's:
+// both ModelServers would send their requests into one rule.
+func Shares(route *gatewayv1.HTTPRoute, ms, other *v1alpha1.ModelServer, ruleName *gatewayv1.SectionName) bool {
+	targets, err := targetRules(route, ms, ruleName)
+	if err != nil {
+		return false
+	}
+	for _, i := range targets {
+		if hasOurs(route.Spec.Rules[i], ms) {
+			return false
+		}
+	}
+	for _, i := range targets {
+		if hasOurs(route.Spec.Rules[i], other) {
+			return true
+		}
+	}
+	return false
+}
+
+// Weights reads the weights of ms's backendRefs from a route (the first rule that has them),
+// per color, whatever their kind (refs of a pending kind weigh 0). A backendRef without a
+// weight counts as 1, as the Gateway API defines.
 func Weights(route *gatewayv1.HTTPRoute, ms *v1alpha1.ModelServer) map[v1alpha1.Color]int32 {
 	for _, r := range route.Spec.Rules {
 		w := map[v1alpha1.Color]int32{}
 		for _, b := range r.BackendRefs {
-			if c, ok := isOurs(ms, b.BackendObjectReference); ok {
-				w[c] = ptr.Deref(b.Weight, 1)
+			if c, _, ours := ownedRef(ms, b.BackendObjectReference); ours {
+				w[c] += ptr.Deref(b.Weight, 1)
 			}
 		}
 		if len(w) > 0 {
@@ -239,17 +350,31 @@ func AcceptedCondition(route *gatewayv1.HTTPRoute, generation int64) metav1.Cond
 // RemoveBackends deletes ms's backendRefs from every rule of a user-owned route and reports
 // whether the route changed.
 func RemoveBackends(route *gatewayv1.HTTPRoute, ms *v1alpha1.ModelServer) bool {
+	return removeBackends(route, ms, nil)
+}
+
+// RemoveBackendsOutside deletes ms's backendRefs from every rule of a user-owned route but the
+// ones named keep (spec.gateway.routeRef.ruleName changed) and reports whether the route changed.
+func RemoveBackendsOutside(route *gatewayv1.HTTPRoute, ms *v1alpha1.ModelServer, keep gatewayv1.SectionName) bool {
+	return removeBackends(route, ms, &keep)
+}
+
+func removeBackends(route *gatewayv1.HTTPRoute, ms *v1alpha1.ModelServer, keep *gatewayv1.SectionName) bool {
 	changed := false
 	for i := range route.Spec.Rules {
-		kept := route.Spec.Rules[i].BackendRefs[:0]
-		for _, b := range route.Spec.Rules[i].BackendRefs {
-			if _, ours, _ := ownedRef(ms, b.BackendObjectReference); ours {
+		rule := &route.Spec.Rules[i]
+		if keep != nil && rule.Name != nil && *rule.Name == *keep {
+			continue
+		}
+		kept := rule.BackendRefs[:0]
+		for _, b := range rule.BackendRefs {
+			if _, _, ours := ownedRef(ms, b.BackendObjectReference); ours {
 				changed = true
 				continue
 			}
 			kept = append(kept, b)
 		}
-		route.Spec.Rules[i].BackendRefs = kept
+		rule.BackendRefs = kept
 	}
 	return changed
 }

@@ -26,7 +26,7 @@ func weights(blue, green int32) map[v1alpha1.Color]int32 {
 
 func TestOwnedRouteSendsTrafficByWeightToBothColorServices(t *testing.T) {
 	ms := newModelServer()
-	r := OwnedRoute(ms, weights(90, 10))
+	r := OwnedRoute(ms, Direct(ms, weights(90, 10)))
 	if r.Name != "llama" || r.Namespace != "ml" {
 		t.Fatalf("route is %s/%s, want ml/llama", r.Namespace, r.Name)
 	}
@@ -71,7 +71,7 @@ func TestSetBackendWeights(t *testing.T) {
 		{name: "adds our backends to the named rule and leaves the other backend and filter alone", rule: ptr.To(gatewayv1.SectionName("llm")), wantRule: 1},
 		{name: "adds our backends to the first rule when no rule is named or references us", wantRule: 0},
 		{name: "updates the rule that already references our services", prepare: func(r *gatewayv1.HTTPRoute) {
-			r.Spec.Rules[1].BackendRefs = append(r.Spec.Rules[1].BackendRefs, backendRef(ms, v1alpha1.Blue, 100))
+			r.Spec.Rules[1].BackendRefs = append(r.Spec.Rules[1].BackendRefs, backendRef(ms, v1alpha1.Blue, v1alpha1.BackendService, 100))
 		}, wantRule: 1},
 		{name: "fails with the field named when the rule name does not exist", rule: ptr.To(gatewayv1.SectionName("nope")), wantError: true},
 	}
@@ -81,7 +81,7 @@ func TestSetBackendWeights(t *testing.T) {
 			if tt.prepare != nil {
 				tt.prepare(r)
 			}
-			changed, err := SetBackendWeights(r, ms, tt.rule, weights(75, 25))
+			changed, err := SetBackendWeights(r, ms, tt.rule, Direct(ms, weights(75, 25)))
 			if tt.wantError {
 				if err == nil {
 					t.Fatal("want an error")
@@ -108,7 +108,7 @@ func TestSetBackendWeights(t *testing.T) {
 			if len(other.BackendRefs) != 1 {
 				t.Errorf("the other rule changed: %+v", other.BackendRefs)
 			}
-			again, _ := SetBackendWeights(r, ms, tt.rule, weights(75, 25))
+			again, _ := SetBackendWeights(r, ms, tt.rule, Direct(ms, weights(75, 25)))
 			if again {
 				t.Errorf("setting the same weights twice reported a change")
 			}

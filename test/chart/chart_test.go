@@ -17,6 +17,7 @@ import (
 	chart "helm.sh/helm/v4/pkg/chart/v2"
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
 	release "helm.sh/helm/v4/pkg/release/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
@@ -117,7 +118,7 @@ func TestDefaultsRunTwoLeaderElectedReplicasUnderTheRestrictedProfile(t *testing
 		t.Errorf("replicas %v, want 2", n)
 	}
 	args := controllerArgs(t, d)
-	for _, want := range []string{"--leader-elect", "--metrics-bind-address=:8443", "--max-concurrent-reconciles=4"} {
+	for _, want := range []string{"--leader-elect", "--metrics-bind-address=:8443", "--max-concurrent-reconciles=4", "--gpu-exporter-namespace=gpu-operator", "--query-policy=namespaced"} {
 		if !slices.Contains(args, want) {
 			t.Errorf("args %v lack %s", args, want)
 		}
@@ -144,8 +145,76 @@ func TestDefaultsRunTwoLeaderElectedReplicasUnderTheRestrictedProfile(t *testing
 			t.Errorf("no %s %s/%s", want.kind, want.ns, want.name)
 		}
 	}
-	if len(kinds(objs, "Role")) != 0 || len(kinds(objs, "ServiceMonitor")) != 0 {
-		t.Error("cluster mode renders Roles or a ServiceMonitor nobody asked for")
+	if roles := kinds(objs, "Role"); len(roles) != 1 || find(objs, "Role", namespace, "modelship-leader-election") == nil || len(kinds(objs, "ServiceMonitor")) != 0 {
+		t.Errorf("cluster mode renders %d Roles (want the leader election one in %s only) or a ServiceMonitor nobody asked for", len(roles), namespace)
+	}
+}
+
+// grantsLeases says whether an RBAC role object's rules allow anything on Leases.
+func grantsLeases(t *testing.T, o *unstructured.Unstructured) bool {
+	t.Helper()
+	raw, _ := json.Marshal(o.Object)
+	var r rbacv1.ClusterRole // a Role's rules read the same
+	if err := json.Unmarshal(raw, &r); err != nil {
+		t.Fatalf("%s %s: %v", o.GetKind(), o.GetName(), err)
+	}
+	for _, rule := range r.Rules {
+		group := slices.Contains(rule.APIGroups, "coordination.k8s.io") || slices.Contains(rule.APIGroups, "*")
+		res := slices.Contains(rule.Resources, "leases") || slices.Contains(rule.Resources, "*")
+		if group && res && len(rule.Verbs) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// The leader election Lease is the controller's own: no ClusterRole the chart or config/rbac
+// ships grants Leases (a controller that may rewrite any namespace's Leases can take over other
+// controllers' leader elections and kubelet heartbeats' namespace kube-node-lease); a Role in the
+// controller's namespace does.
+func TestNoClusterRoleGrantsLeases(t *testing.T) {
+	sources := map[string][]*unstructured.Unstructured{}
+	for mode, vals := range map[string]map[string]any{
+		"the chart":                    nil,
+		"the chart in namespaced mode": {"watchNamespaces": []any{"team-a", "team-b"}},
+	} {
+		out, err := render(load(t), vals)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sources[mode] = objects(t, out)
+	}
+	for _, f := range []string{"role.yaml", "role_binding.yaml", "metrics_reader_role.yaml"} {
+		raw, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "config", "rbac", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sources["config/rbac"] = append(sources["config/rbac"], objects(t, string(raw))...)
+	}
+	for source, objs := range sources {
+		for _, o := range kinds(objs, "ClusterRole") {
+			if grantsLeases(t, o) {
+				t.Errorf("%s: ClusterRole %s grants leases", source, o.GetName())
+			}
+		}
+		var leaseRoles []string
+		for _, o := range kinds(objs, "Role") {
+			if grantsLeases(t, o) {
+				leaseRoles = append(leaseRoles, o.GetNamespace()+"/"+o.GetName())
+			}
+		}
+		want := namespace + "/modelship-leader-election"
+		if source == "config/rbac" {
+			want = "modelship-system/modelship-manager"
+		}
+		if len(leaseRoles) != 1 || leaseRoles[0] != want {
+			t.Errorf("%s: Roles granting leases %v, want %s only", source, leaseRoles, want)
+		}
+		name, ns := strings.Split(want, "/")[1], strings.Split(want, "/")[0]
+		b := find(objs, "RoleBinding", ns, name)
+		if b == nil {
+			t.Errorf("%s: no RoleBinding %s binds the leader election Role", source, want)
+		}
 	}
 }
 

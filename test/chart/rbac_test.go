@@ -8,6 +8,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	authnv1 "k8s.io/api/authentication/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -97,6 +98,12 @@ func TestTheChartAppliesAndItsServiceAccountRunsTheControllerWithLeastPrivilege(
 		"deleting a node": func() error {
 			return as.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}}, client.DryRunAll)
 		},
+		"creating a Lease in a watched namespace": func() error {
+			return as.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "x"}}, client.DryRunAll)
+		},
+		"reading kube-node-lease's Leases": func() error {
+			return as.List(ctx, &coordinationv1.LeaseList{}, client.InNamespace("kube-node-lease"))
+		},
 	}
 	for what, try := range refused {
 		if err := try(); !apierrors.IsForbidden(err) {
@@ -105,6 +112,9 @@ func TestTheChartAppliesAndItsServiceAccountRunsTheControllerWithLeastPrivilege(
 	}
 	if err := as.List(ctx, &corev1.NodeList{}); err != nil {
 		t.Errorf("listing nodes (the GPU capacity check) as the ServiceAccount: %v", err)
+	}
+	if err := as.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "modelship-controller.serving.modelship.dev"}}, client.DryRunAll); err != nil {
+		t.Errorf("creating the leader election Lease in its own namespace as the ServiceAccount: %v", err)
 	}
 	// The warm-up gate: a pod's status is patched in the watched namespaces only (authorization
 	// comes first: a pod that does not exist is NotFound when allowed).

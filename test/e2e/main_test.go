@@ -47,7 +47,7 @@ const (
 	// replicas of the stories with a fixed count.
 	replicas = 6
 	// gpuNodes of devenv.DefaultGPUsPerNode GPUs: room for the stories that run together.
-	gpuNodes = 5
+	gpuNodes = 6
 )
 
 var (
@@ -87,7 +87,7 @@ func run(m *testing.M) int {
 	began := time.Now()
 	s, err := stack.Start(ctx, stack.Options{
 		Dir: dir, Speed: 10, RateScale: rateScale, GPUNodes: gpuNodes, Seed: 7,
-		Profiles: []string{slowProfile}, Logger: log,
+		Profiles: []string{slowProfile, degradeProfile}, Logger: log,
 	})
 	cancel()
 	if err != nil {

@@ -12,6 +12,9 @@ func TestStoriesSharingTheStack(t *testing.T) {
 	t.Run("a ModelServer that wants more GPUs than there are is clamped, not left Pending", storyGPUsRunOut)
 	t.Run("an SRE pauses, resumes and aborts with the kubectl plugin and wait tells the outcome", storySREWithThePlugin)
 	t.Run("over InferencePools a good version is promoted and a slow one rolled back", storyInferencePools)
+	t.Run("the spec back on the warm previous revision moves all traffic at once, no pod restarted", storyInstantRollback)
+	t.Run("a candidate that degrades while it awaits promotion is still judged and rolled back", storyManualGateDegrades)
+	t.Run("an abort reaches the Gateway while a webhook refuses every Deployment write", storyAbortDuringWebhookOutage)
 }
 
 // TestStoriesDisruptingTheStack runs, after them and one after the other, the stories that

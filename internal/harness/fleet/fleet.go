@@ -330,7 +330,7 @@ func (f *Fleet) Submit(namespace, modelServer string, req Request) Outcome {
 		reason:      reason,
 		prefillLeft: float64(max(0, req.ContextTokens)),
 	}
-	if p := r.pod.Profile.ErrorProbability; p > 0 && f.rng.Float64() < p {
+	if p := r.pod.profileAt(req.Arrival).ErrorProbability; p > 0 && f.rng.Float64() < p {
 		q.fail = true
 	}
 	r.waiting = append(r.waiting, q)

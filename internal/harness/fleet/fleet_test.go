@@ -361,3 +361,20 @@ func TestDeletedPodLosesItsRequestsAndSeries(t *testing.T) {
 		t.Errorf("502s %d, want the 5 requests pod b held", got)
 	}
 }
+
+// TestAProfileWithAfterAppliesOnlyOnceThePodHasServedThatLong: a build that degrades in
+// service serves at the neutral profile first.
+func TestAProfileWithAfterAppliesOnlyOnceThePodHasServedThatLong(t *testing.T) {
+	ready := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	p := Pod{Ready: true, ReadySince: ready, Profile: Profile{LatencyMultiplier: 3, ErrorProbability: 0.5, After: time.Minute}}
+	if got := p.profileAt(ready.Add(59 * time.Second)); got.multiplier() != 1 || got.ErrorProbability != 0 {
+		t.Errorf("before After: %+v, want the neutral profile", got)
+	}
+	if got := p.profileAt(ready.Add(time.Minute)); got.multiplier() != 3 || got.ErrorProbability != 0.5 {
+		t.Errorf("after After: %+v, want the pod's profile", got)
+	}
+	p.Profile.After = 0
+	if got := p.profileAt(ready); got.multiplier() != 3 {
+		t.Errorf("without After: %+v, want the pod's profile at once", got)
+	}
+}

@@ -93,6 +93,18 @@ type Profile struct {
 	// ErrorProbability is the chance that a request fails (vLLM finished_reason="abort", an HTTP
 	// 500 at the gateway) after its prefill.
 	ErrorProbability float64
+	// After delays the profile: a pod serves at the neutral profile until it has been Ready
+	// this long (a build that degrades in service: a leak, a cache that fills). Zero: at once.
+	After time.Duration
+}
+
+// profileAt is the pod's profile at t: neutral until Profile.After has passed since it became
+// Ready.
+func (p Pod) profileAt(t time.Time) Profile {
+	if a := p.Profile.After; a > 0 && (p.ReadySince.IsZero() || t.Before(p.ReadySince.Add(a))) {
+		return Profile{LatencyMultiplier: 1}
+	}
+	return p.Profile
 }
 
 func (p Profile) multiplier() float64 {
@@ -303,7 +315,7 @@ func (r *replica) step(t0 time.Time, dt time.Duration) []finished {
 	}
 	r.admit()
 	c := r.pod.Capacity
-	mult := r.pod.Profile.multiplier()
+	mult := r.pod.profileAt(t0).multiplier()
 	dts := dt.Seconds()
 	prefillRate := c.PrefillTokensPerSecond / mult
 	var done []finished

@@ -36,14 +36,15 @@ type ProfileRule struct {
 	Profile fleet.Profile
 }
 
-// ParseProfile parses "revision=<rev or image substring>:latency=2.0,errors=0.1" (latency and
-// errors are each optional; the substring may contain colons, as image tags do).
+// ParseProfile parses "revision=<rev or image substring>:latency=2.0,errors=0.1,after=90" (each
+// key optional; after, in seconds, delays the profile until the pod has been Ready that long;
+// the substring may contain colons, as image tags do).
 func ParseProfile(s string) (ProfileRule, error) {
 	// The revision may be an image substring with a tag ("vllm-openai:v0.9"): the keys start
 	// after the first colon that is followed by a known key.
 	head, tail := s, ""
 	for i := range len(s) {
-		if s[i] == ':' && (strings.HasPrefix(s[i+1:], "latency=") || strings.HasPrefix(s[i+1:], "errors=")) {
+		if s[i] == ':' && (strings.HasPrefix(s[i+1:], "latency=") || strings.HasPrefix(s[i+1:], "errors=") || strings.HasPrefix(s[i+1:], "after=")) {
 			head, tail = s[:i], s[i+1:]
 			break
 		}
@@ -53,7 +54,7 @@ func ParseProfile(s string) (ProfileRule, error) {
 		return ProfileRule{}, fmt.Errorf("profile %q: want revision=<revision or image substring>:latency=<x>,errors=<p>", s)
 	}
 	if i := strings.LastIndex(match, ":"); tail == "" && i >= 0 && strings.Contains(match[i+1:], "=") {
-		return ProfileRule{}, fmt.Errorf("profile %q: unknown key in %q (latency, errors)", s, match[i+1:])
+		return ProfileRule{}, fmt.Errorf("profile %q: unknown key in %q (latency, errors, after)", s, match[i+1:])
 	}
 	rule := ProfileRule{Match: match, Profile: fleet.Profile{LatencyMultiplier: 1}}
 	if strings.TrimSpace(tail) == "" {
@@ -79,8 +80,13 @@ func ParseProfile(s string) (ProfileRule, error) {
 				return ProfileRule{}, fmt.Errorf("profile %q: errors %v must be a probability in 0..1", s, f)
 			}
 			rule.Profile.ErrorProbability = f
+		case "after":
+			if f < 0 {
+				return ProfileRule{}, fmt.Errorf("profile %q: after %v must be seconds >= 0", s, f)
+			}
+			rule.Profile.After = time.Duration(f * float64(time.Second))
 		default:
-			return ProfileRule{}, fmt.Errorf("profile %q: unknown key %q (latency, errors)", s, k)
+			return ProfileRule{}, fmt.Errorf("profile %q: unknown key %q (latency, errors, after)", s, k)
 		}
 	}
 	return rule, nil

@@ -191,6 +191,8 @@ func TestParseProfile(t *testing.T) {
 		{name: "rejects an unknown key after a known one", in: "revision=r:latency=2,speed=2", wantErr: "unknown key"},
 		{name: "rejects an error probability above 1", in: "revision=r:errors=1.5", wantErr: "probability"},
 		{name: "rejects a non-positive latency", in: "revision=r:latency=0", wantErr: "positive"},
+		{name: "reads a delay before the profile applies", in: "revision=vllm-openai:v0.11.3:latency=3,after=90", want: ProfileRule{Match: "vllm-openai:v0.11.3", Profile: fleet.Profile{LatencyMultiplier: 3, After: 90 * time.Second}}},
+		{name: "rejects a negative delay", in: "revision=r:after=-1", wantErr: "after"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
