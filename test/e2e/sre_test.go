@@ -52,7 +52,9 @@ func storyInstantRollback(t *testing.T) {
 	t.Parallel()
 	ns := namespace(t, "story-revert")
 	ms := newModelServer(ns, "llama", imageV1, fixedReplicas(sreReplicas), steps(10*time.Second, 50, 100),
-		func(ms *v1alpha1.ModelServer) { ms.Spec.Rollout.ScaleDownDelay = v1alpha1.Duration{Duration: 10 * time.Minute} })
+		func(ms *v1alpha1.ModelServer) {
+			ms.Spec.Rollout.ScaleDownDelay = v1alpha1.Duration{Duration: 10 * time.Minute}
+		})
 	given(t, "a %s, the previous color kept warm for 10m after a promotion", describe(ms))
 	v0 := create(t, ms, 3*time.Minute)
 	old, rev0 := v0.stableColor(), v0.ms.Status.Stable.Revision
