@@ -101,6 +101,24 @@ const (
 	ReasonInferencePoolAPIMissing = "InferencePoolAPIMissing"
 )
 
+// The warm-up readiness gate: when spec.rollout.warmup is set, each color's pods carry the
+// readiness gate PodConditionWarm, and the controller sets that pod condition True once the pod's
+// warm-up check passes. A pod is Ready (in its Service's endpoints, counted in its Deployment's
+// readyReplicas) only when its containers are ready and the condition is True, so no pod gets
+// traffic before its warm-up check passes.
+const (
+	// PodConditionWarm is the pod condition type of the warm-up readiness gate.
+	PodConditionWarm = "serving.modelship.dev/warm"
+	// ReasonWarmupPassed (PodConditionWarm True): the pod answered the warm-up check.
+	ReasonWarmupPassed = "WarmupPassed"
+	// ReasonWarmupNotAsked (PodConditionWarm True): the pod carries the gate, but the
+	// ModelServer no longer asks for a warm-up check (spec.rollout.warmup was removed).
+	ReasonWarmupNotAsked = "WarmupNotAsked"
+	// ReasonContainersNotReady (PodConditionWarm False): the pod's containers stopped being ready
+	// (a restart reloads the model); the warm-up check runs again once they are ready.
+	ReasonContainersNotReady = "ContainersNotReady"
+)
+
 // Labels and annotations on the objects modelship makes.
 const (
 	// LabelModelServer names the ModelServer on its Deployments, Services and pods.

@@ -227,7 +227,7 @@ type ColorStatus struct {
 	// ReadyReplicas the Deployment reports.
 	// +optional
 	ReadyReplicas int32 `json:"readyReplicas"`
-	// Warm is true once the candidate's pods passed the warm-up check.
+	// Warm is true once the pods whose containers are ready all passed the warm-up check.
 	// +optional
 	Warm bool `json:"warm,omitempty"`
 	// SizedSince is when the candidate last reached its planned replicas, all Ready and warm

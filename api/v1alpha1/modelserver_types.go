@@ -280,9 +280,15 @@ type RolloutSpec struct {
 	// +optional
 	StepDuration Duration `json:"stepDuration,omitempty,omitzero"`
 
-	// Warmup, when set, is a check the candidate's pods must pass (an HTTP GET answering 2xx)
-	// after they are Ready and before the candidate gets any weight. Model servers such as vLLM
-	// report healthy before the weights are loaded; /v1/models answers only once they are.
+	// Warmup, when set, is a check every pod must pass (an HTTP GET answering 2xx) after its
+	// containers are ready and before it gets any traffic. Model servers such as vLLM report
+	// healthy before the weights are loaded; /v1/models answers only once they are. The pods of
+	// both colors carry the readiness gate serving.modelship.dev/warm, which the controller sets
+	// True once the pod passes: until then the pod is not Ready, not in its Service's endpoints
+	// and not counted in its Deployment's readyReplicas (a candidate takes weight on warm pods
+	// only; a pod added for the next step or by the autoscaler gets traffic once warm). A color's
+	// pods get or lose the gate with its next revision: setting or removing this field does not
+	// replace running pods (without it, the controller opens the gate of pods that carry it).
 	// +optional
 	Warmup *WarmupSpec `json:"warmup,omitempty"`
 
@@ -353,7 +359,7 @@ const (
 	LoadMatchingStablePods LoadMatching = "StablePods"
 )
 
-// WarmupSpec is an HTTP check on each candidate pod.
+// WarmupSpec is an HTTP check on each pod before it gets traffic.
 type WarmupSpec struct {
 	// Path of the HTTP GET, e.g. /v1/models.
 	// +kubebuilder:validation:Pattern=`^/`

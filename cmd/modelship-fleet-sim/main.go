@@ -49,7 +49,7 @@ func main() {
 	flag.StringVar(&cfg.Listen, "listen", ":9400", "HTTP address of /metrics and /pods/{namespace}/{pod}/{path...}")
 	flag.Var(&rules, "profile", `performance of a revision, repeatable: "revision=<revision or image substring>:latency=2.0,errors=0.1"`)
 	flag.Uint64Var(&seed, "seed", 1, "seed of the replay's thinning and of the error draws")
-	flag.DurationVar(&cfg.Pods.ColdStart, "cold-start", 30*time.Second, "model load time after a pod becomes Ready")
+	flag.DurationVar(&cfg.Pods.ColdStart, "cold-start", 30*time.Second, "model load time after a pod's containers become ready (its warm-up check fails until then)")
 	flag.Float64Var(&cfg.Pods.Capacity.PrefillTokensPerSecond, "prefill-tokens-per-second", def.PrefillTokensPerSecond, "prompt throughput of a replica")
 	flag.Float64Var(&cfg.Pods.Capacity.DecodeTokensPerSecond, "decode-tokens-per-second", def.DecodeTokensPerSecond, "aggregate generation throughput of a replica's full batch")
 	flag.DurationVar(&cfg.Pods.Capacity.MinInterTokenLatency, "min-inter-token-latency", def.MinInterTokenLatency, "time per token of a lone sequence")

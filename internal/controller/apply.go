@@ -98,7 +98,11 @@ func (r *ModelServerReconciler) colorPort(ctx context.Context, ms *v1alpha1.Mode
 // replicas set.
 func (r *ModelServerReconciler) applyColor(ctx context.Context, ms *v1alpha1.ModelServer, obs rollout.Observation, c v1alpha1.Color, plan rollout.ColorPlan) error {
 	if plan.Revision == obs.Revision {
-		return r.applyObject(ctx, ms, workload.Deployment(ms, c, plan.Revision, plan.Replicas))
+		gate, err := r.warmGate(ctx, ms, obs.Colors[c], c, plan.Revision)
+		if err != nil {
+			return err
+		}
+		return r.applyObject(ctx, ms, workload.Deployment(ms, c, plan.Revision, plan.Replicas, gate))
 	}
 	o := obs.Colors[c]
 	if !o.Exists {

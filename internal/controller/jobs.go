@@ -8,24 +8,26 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// Slow I/O on a tenant's behalf (an analysis measurement's Prometheus queries, warm-up probes of
-// the candidate's pods) runs off the reconcile workers, as Argo Rollouts runs its AnalysisRuns
-// apart from the rollout: a blackholed Prometheus or a pod that accepts connections and never
-// answers holds one goroutine of its own, never a worker that other ModelServers (and this one's
-// abort) are waiting for.
+// Slow I/O on a tenant's behalf (an analysis measurement's Prometheus queries here, warm-up
+// probes of the pods in warm.go) runs off the reconcile workers, as Argo Rollouts runs its
+// AnalysisRuns apart from the rollout: a blackholed Prometheus or a pod that accepts connections
+// and never answers holds one goroutine of its own, never a worker that other ModelServers (and
+// this one's abort) are waiting for.
 const (
-	// DefaultJobWait is how long a pass that starts a job waits for it: a healthy Prometheus
-	// answers a measurement within it, and the pass goes on with the result as if the call were
-	// inline. A pass that finds the job already running does not wait at all.
+	// DefaultJobWait is how long a pass that starts a job (or warm-up probes) waits for it: a
+	// healthy Prometheus answers a measurement within it, and the pass goes on with the result as
+	// if the call were inline. A pass that finds the job already running does not wait at all.
 	DefaultJobWait = time.Second
 	// DefaultJobTimeout bounds a job (each query and probe has its own, shorter, timeout).
 	DefaultJobTimeout = 2 * time.Minute
 )
 
-// jobs runs at most one job per object and kind (measurement, warm-up) in the background.
+// jobs runs at most one job per object and kind (a measurement) in the background. Warm-up
+// probes keep their outcome per pod instead (see warmth): a job's result is taken once, and a
+// warm pod must stay warm on the passes after it.
 //
 // A pass asks for the job identified by id (what it measures: the candidate, step and last
-// measurement; the pods probed): do starts it unless it runs or ended unclaimed, waits up to
+// measurement): do starts it unless it runs or ended unclaimed, waits up to
 // wait when it started it, and returns its result once. A pass that got no result returns; the
 // job's end enqueues the object (wake), and that pass takes the result. A job whose id is no
 // longer asked for (the rollout moved on, the spec changed) is dropped when another id is asked

@@ -4,14 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"regexp"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -73,7 +69,7 @@ type ModelServerReconciler struct {
 	Recorder events.EventRecorder
 	// Prometheus answers analysis queries; nil means every measurement is inconclusive.
 	Prometheus metrics.Querier
-	// Prober checks warm-up of candidate pods.
+	// Prober checks warm-up of both colors' pods.
 	Prober warmup.Prober
 	// Signals fetches the built-in autoscaling signals for all ModelServers at once; nil
 	// without Prometheus.
@@ -125,7 +121,7 @@ type ModelServerReconciler struct {
 	// measurements and warmups run analysis queries and warm-up probes off the workers (set
 	// by SetupWithManager; nil runs them inline).
 	measurements *jobs[*rollout.Measurement]
-	warmups      *jobs[int]
+	warmups      *warmth
 }
 
 // observed is everything one pass saw.
@@ -136,6 +132,8 @@ type observed struct {
 	accepted  metav1.Condition
 	scale     *autoscale.Output
 	conflicts []string
+	// cold is true when a pod whose containers are ready has not passed its warm-up check yet.
+	cold bool
 }
 
 // SetupWithManager registers the reconciler, its watches and its index.
@@ -195,7 +193,7 @@ func (r *ModelServerReconciler) SetupWithManager(ctx context.Context, mgr ctrl.M
 		r.cluster.interval = DefaultCapacityInterval
 	}
 	r.measurements = newJobs[*rollout.Measurement](ctx, wait, DefaultJobTimeout, wake)
-	r.warmups = newJobs[int](ctx, wait, DefaultJobTimeout, wake)
+	r.warmups = newWarmth(ctx, wait, DefaultJobTimeout, wake)
 	b := ctrl.NewControllerManagedBy(mgr).WithOptions(controller.Options{MaxConcurrentReconciles: workers})
 	if served {
 		b = b.Owns(routing.NewPool())
@@ -384,6 +382,9 @@ func (r *ModelServerReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		if requeue == 0 || (s.RequeueAfter > 0 && s.RequeueAfter < requeue) {
 			requeue = s.RequeueAfter
 		}
+	}
+	if obs.cold && (requeue == 0 || rollout.WarmupPollInterval < requeue) {
+		requeue = rollout.WarmupPollInterval // a pod still loading is probed again
 	}
 	if err := r.writeStatus(ctx, before, ms); err != nil {
 		return ctrl.Result{}, errors.Join(applyErr, err)
@@ -577,7 +578,7 @@ func analysisVars(ms *v1alpha1.ModelServer) []metrics.Vars {
 	return out
 }
 
-// observe gathers what Next needs: both colors' Deployments, warm-up of the candidate, the
+// observe gathers what Next needs: both colors' Deployments, warm-up of their pods, the
 // route, a measurement when one is due, and a human's operation.
 //
 // held (a spec the query policy refuses): no measurement and no autoscaling query runs; the
@@ -611,15 +612,11 @@ func (r *ModelServerReconciler) observe(ctx context.Context, ms *v1alpha1.ModelS
 		}
 		obs.Colors[c] = co
 	}
-	if cand := ms.Status.Candidate; cand != nil && cand.Revision == obs.Revision && ms.Spec.Rollout.Warmup != nil {
-		co := obs.Colors[cand.Color]
-		warm, n, err := r.warm(ctx, ms, cand.Color, obs.Revision)
-		if err != nil {
-			return o, err
-		}
-		co.Warm, co.WarmPods = warm, n
-		obs.Colors[cand.Color] = co
+	cold, err := r.observeWarmup(ctx, ms, obs.Colors)
+	if err != nil {
+		return o, err
 	}
+	o.cold = cold
 	route, err := r.getRoute(ctx, ms)
 	if err != nil {
 		return o, err
@@ -689,104 +686,6 @@ func desiredReplicas(ms *v1alpha1.ModelServer) int32 {
 		n = max(a.MinReplicas, min(a.MaxReplicas, n))
 	}
 	return n
-}
-
-// warm reports whether every Ready pod of the color runs the revision and passed warm-up, and
-// how many did.
-func (r *ModelServerReconciler) warm(ctx context.Context, ms *v1alpha1.ModelServer, c v1alpha1.Color, rev string) (bool, int32, error) {
-	var pods corev1.PodList
-	sel := labels.SelectorFromSet(labels.Set{v1alpha1.LabelModelServer: ms.Name, v1alpha1.LabelColor: string(c), v1alpha1.LabelRevision: rev})
-	if err := r.List(ctx, &pods, r.podsOf(ms, client.MatchingLabelsSelector{Selector: sel})...); err != nil {
-		return false, 0, fmt.Errorf("listing candidate pods: %w", err)
-	}
-	d := &appsv1.Deployment{}
-	if err := r.Get(ctx, types.NamespacedName{Namespace: ms.Namespace, Name: ms.DeploymentName(c)}, d); err != nil {
-		return false, 0, client.IgnoreNotFound(err)
-	}
-	if !metav1.IsControlledBy(d, ms) {
-		return false, 0, nil
-	}
-	w := ms.Spec.Rollout.Warmup
-	port := ms.Spec.Port
-	if w.Port != nil {
-		port = *w.Port
-	}
-	var targets []corev1.Pod
-	for i := range pods.Items {
-		p := &pods.Items[i]
-		if !podReady(p) {
-			continue
-		}
-		owned, err := r.podOwnedBy(ctx, p, d)
-		if err != nil {
-			return false, 0, err
-		}
-		if !owned {
-			// Labels are not ownership: a pod anyone could create is never probed.
-			ctrl.LoggerFrom(ctx).V(1).Info("Not probing a pod that the color's Deployment does not own", "Pod", klog.KObj(p), "Deployment", klog.KObj(d))
-			continue
-		}
-		targets = append(targets, *p.DeepCopy())
-	}
-	if len(targets) == 0 {
-		return false, 0, nil
-	}
-	// The probes run in the background (see jobs), all pods at once; the id is the pods probed,
-	// so a result never speaks for a pod that became Ready after it was taken.
-	h := fnv.New64a()
-	for _, p := range targets {
-		_, _ = fmt.Fprintf(h, "%s/%s/%s,", p.Name, p.UID, p.Status.PodIP)
-	}
-	id := fmt.Sprintf("%s/%d/%s/%x", rev, port, w.Path, h.Sum64())
-	prober, log := r.Prober, ctrl.LoggerFrom(ctx)
-	n, ok, err := r.warmups.do(ctx, client.ObjectKeyFromObject(ms), "warmup", id, func(ctx context.Context) (int, error) {
-		return probeAll(ctx, prober, targets, port, w.Path, log), nil
-	})
-	if !ok || err != nil {
-		return false, 0, err
-	}
-	return n == len(targets), int32(n), nil
-}
-
-// maxConcurrentProbes bounds the warm-up probes of one color that run at once.
-const maxConcurrentProbes = 8
-
-// probeAll returns how many pods pass their warm-up probe, probing up to maxConcurrentProbes
-// at once.
-func probeAll(ctx context.Context, prober warmup.Prober, pods []corev1.Pod, port int32, path string, log logr.Logger) int {
-	var cold atomic.Int32
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, maxConcurrentProbes)
-	for i := range pods {
-		p := &pods[i]
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			if err := prober.Probe(ctx, p, port, path); err != nil {
-				log.V(1).Info("Pod not warm yet", "Pod", klog.KObj(p), "reason", err.Error())
-				cold.Add(1)
-			}
-		})
-	}
-	wg.Wait()
-	return len(pods) - int(cold.Load())
-}
-
-// podOwnedBy reports whether the pod is controlled by a ReplicaSet that d controls (both read
-// from the cache).
-func (r *ModelServerReconciler) podOwnedBy(ctx context.Context, p *corev1.Pod, d *appsv1.Deployment) (bool, error) {
-	ref := metav1.GetControllerOf(p)
-	if ref == nil || ref.Kind != "ReplicaSet" {
-		return false, nil
-	}
-	rs := &appsv1.ReplicaSet{}
-	if err := r.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: ref.Name}, rs); err != nil {
-		if apierrors.IsNotFound(err) {
-			return false, nil
-		}
-		return false, fmt.Errorf("getting ReplicaSet %s of pod %s: %w", ref.Name, p.Name, err)
-	}
-	return warmup.OwnedBy(p, rs, d), nil
 }
 
 func podReady(p *corev1.Pod) bool {

@@ -206,7 +206,7 @@ func TestWarmupNeverProbesAPodItsDeploymentDoesNotOwn(t *testing.T) {
 	if err := k8s.Create(ctx, pod); err != nil {
 		t.Fatal(err)
 	}
-	pod.Status = corev1.PodStatus{PodIP: "169.254.169.254", Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}
+	pod.Status = corev1.PodStatus{PodIP: "169.254.169.254", Conditions: []corev1.PodCondition{{Type: corev1.ContainersReady, Status: corev1.ConditionTrue}, {Type: corev1.PodReady, Status: corev1.ConditionTrue}}}
 	if err := k8s.Status().Update(ctx, pod); err != nil {
 		t.Fatal(err)
 	}

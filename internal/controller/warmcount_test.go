@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -22,8 +21,8 @@ func (l loadingProber) Probe(_ context.Context, pod *corev1.Pod, _ int32, _ stri
 }
 
 // TestProbeAllCountsTheWarmPods: the rollout measures a step as soon as its warm pods carry
-// its weight at no more than the stable pods' load, so the probe reports how many are warm, not
-// only whether all are.
+// its weight at no more than the stable pods' load, and each warm pod's gate opens, so the
+// probes say which pods are warm, not only whether all are.
 func TestProbeAllCountsTheWarmPods(t *testing.T) {
 	var pods []corev1.Pod
 	for i := range 12 {
@@ -34,8 +33,18 @@ func TestProbeAllCountsTheWarmPods(t *testing.T) {
 		for i := range warm {
 			l[fmt.Sprintf("p%d", i)] = true
 		}
-		if got := probeAll(context.Background(), l, pods, 8000, "/v1/models", logr.Discard()); got != warm {
-			t.Errorf("%d of %d pods warm: probeAll = %d", warm, len(pods), got)
+		probe := func(ctx context.Context, p *corev1.Pod) error { return l.Probe(ctx, p, 8000, "/v1/models") }
+		got := 0
+		for i, ok := range probeAll(context.Background(), probe, pods) {
+			if ok != l[pods[i].Name] {
+				t.Errorf("%d of %d pods warm: pod %s passed %t", warm, len(pods), pods[i].Name, ok)
+			}
+			if ok {
+				got++
+			}
+		}
+		if got != warm {
+			t.Errorf("%d of %d pods warm: probeAll passed %d", warm, len(pods), got)
 		}
 	}
 }

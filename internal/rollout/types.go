@@ -27,12 +27,14 @@ type ColorObservation struct {
 	ReadyReplicas     int32
 	AvailableReplicas int32
 	UpdatedReplicas   int32
-	// Warm is true when every Ready pod of this color passed the warm-up check (or none is asked).
+	// Warm is true when every pod of this color whose containers are ready passed the warm-up
+	// check (or none is asked). With the warm-up readiness gate on its pods, only those are
+	// Ready: ReadyReplicas counts warm pods.
 	Warm bool
-	// WarmPods is how many Ready pods passed the warm-up check (the Ready ones when none is
-	// asked); 0 when not counted. It lets a step be measured as soon as the pods that serve
-	// its weight carry no more per pod than the stable color's, before the pods pre-scaled for
-	// the next step have loaded (see markSized).
+	// WarmPods is how many pods whose containers are ready passed the warm-up check (the Ready
+	// ones when none is asked); 0 when not counted. It lets a step be measured as soon as the
+	// pods that serve its weight carry no more per pod than the stable color's, before the pods
+	// pre-scaled for the next step have loaded (see markSized).
 	WarmPods int32
 	// Stale is true when the Deployment's status is older than its spec (status.observedGeneration
 	// behind metadata.generation, as just after a scale): the counts above are then zero, which

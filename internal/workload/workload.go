@@ -19,11 +19,16 @@ const GPUResource corev1.ResourceName = "nvidia.com/gpu"
 
 // Deployment is the Deployment of one color running the spec's template at the given replicas.
 // Pods carry the ModelServer, color and revision labels. The rolling update never surges (a
-// surge pod would need GPUs the cluster may not have) and replaces one pod at a time.
-func Deployment(ms *v1alpha1.ModelServer, c v1alpha1.Color, rev string, replicas int32) *appsv1.Deployment {
+// surge pod would need GPUs the cluster may not have) and replaces one pod at a time. With
+// warmGate, the pods carry the warm-up readiness gate (see WarmGated). It is added here, not in
+// spec.template, so that the revision (the hash of spec.template) does not depend on it.
+func Deployment(ms *v1alpha1.ModelServer, c v1alpha1.Color, rev string, replicas int32, warmGate bool) *appsv1.Deployment {
 	labels := ms.ColorLabels(c)
 	labels[v1alpha1.LabelRevision] = rev
 	tmpl := *ms.Spec.Template.DeepCopy()
+	if warmGate && !WarmGated(&tmpl.Spec) {
+		tmpl.Spec.ReadinessGates = append(tmpl.Spec.ReadinessGates, corev1.PodReadinessGate{ConditionType: v1alpha1.PodConditionWarm})
+	}
 	podLabels := maps.Clone(tmpl.Labels)
 	if podLabels == nil {
 		podLabels = map[string]string{}
@@ -47,6 +52,18 @@ func Deployment(ms *v1alpha1.ModelServer, c v1alpha1.Color, rev string, replicas
 			},
 		},
 	}
+}
+
+// WarmGated reports whether pods of spec carry the warm-up readiness gate
+// (v1alpha1.PodConditionWarm): they are Ready only once the controller has set that condition,
+// after their warm-up check passed.
+func WarmGated(spec *corev1.PodSpec) bool {
+	for _, g := range spec.ReadinessGates {
+		if g.ConditionType == v1alpha1.PodConditionWarm {
+			return true
+		}
+	}
+	return false
 }
 
 // Service is the Service of one color: the route's backendRef for that color. It exposes

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -114,6 +115,15 @@ func TestTheChartAppliesAndItsServiceAccountRunsTheControllerWithLeastPrivilege(
 	}
 	if err := as.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "modelship-controller.serving.modelship.dev"}}, client.DryRunAll); err != nil {
 		t.Errorf("creating the leader election Lease in its own namespace as the ServiceAccount: %v", err)
+	}
+	// The warm-up gate: a pod's status is patched in the watched namespaces only (authorization
+	// comes first: a pod that does not exist is NotFound when allowed).
+	warm := client.RawPatch(types.StrategicMergePatchType, []byte(`{"status":{"conditions":[{"type":"serving.modelship.dev/warm","status":"True"}]}}`))
+	for ns, allowed := range map[string]bool{"team-a": true, "team-c": false} {
+		err := as.Status().Patch(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "absent"}}, warm)
+		if allowed && !apierrors.IsNotFound(err) || !allowed && !apierrors.IsForbidden(err) {
+			t.Errorf("patching a pod's warm-up condition in %s as the ServiceAccount: %v, want allowed %t", ns, err, allowed)
+		}
 	}
 
 	// The reconciler itself, as the ServiceAccount, in namespaced mode, serves a ModelServer.

@@ -119,8 +119,8 @@ func create(t *testing.T, ms *v1alpha1.ModelServer, timeout time.Duration) view 
 }
 
 // waitServing waits until the simulated Gateway answers the ModelServer's requests and has
-// refused none for 5 s: a first revision is Healthy once its pods are Ready, and its model
-// finishes loading a few seconds later (no warm-up gates a first revision).
+// refused none for 5 s: a first revision is Healthy once its pods are Ready (with warm-up, once
+// loaded: the warm-up gate holds Ready), and the route and the Gateway follow a little later.
 func waitServing(t *testing.T, ns, name string, timeout time.Duration) {
 	t.Helper()
 	ok := fmt.Sprintf(`sum(rate(fleetsim_gateway_responses_total{namespace=%q,modelserver=%q,code="200"}[5s]))`, ns, name)

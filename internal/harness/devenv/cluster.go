@@ -192,11 +192,11 @@ func (e *Env) startScheduler(ctx context.Context) error {
 	return nil
 }
 
-// startKwok runs kwok with every stage in <AssetsDir>/kwok-stages, managing only the nodes
-// annotated kwok.x-k8s.io/node=fake. Its readiness is checked on its /healthz; the nodes it
-// brings up are waited for in createNodes.
+// startKwok runs kwok with the stages of kwokStages, managing only the nodes annotated
+// kwok.x-k8s.io/node=fake. Its readiness is checked on its /healthz; the nodes it brings up are
+// waited for in createNodes.
 func (e *Env) startKwok(ctx context.Context) error {
-	stages, err := kwokStages(e.opts.AssetsDir)
+	stages, err := kwokStages(e.opts.AssetsDir, filepath.Join(e.opts.Dir, "kwok-stages"))
 	if err != nil {
 		return fmt.Errorf("kwok: %w", err)
 	}
@@ -229,19 +229,7 @@ func (e *Env) startKwok(ctx context.Context) error {
 }
 
 // KwokStages are the kwok Stage files (in <AssetsDir>/kwok-stages) devenv runs kwok with:
-// nodes become Ready at once and keep a lease; pods become Ready at once, complete (Jobs) and
-// go away when deleted. Other files there (chaos stages, test data) are not used.
+// nodes become Ready at once and keep a lease; pods become Ready at once (those with readiness
+// gates once their gates' conditions are True, see kwokStages), complete (Jobs) and go away when
+// deleted. Other files there (chaos stages, test data) are not used.
 var KwokStages = []string{"node-initialize.yaml", "node-heartbeat-with-lease.yaml", "pod-ready.yaml", "pod-complete.yaml", "pod-delete.yaml"}
-
-// kwokStages lists the paths of KwokStages in assets.
-func kwokStages(assets string) ([]string, error) {
-	var stages []string
-	for _, name := range KwokStages {
-		path := filepath.Join(assets, "kwok-stages", name)
-		if _, err := os.Stat(path); err != nil {
-			return nil, fmt.Errorf("kwok stage: %w", err)
-		}
-		stages = append(stages, path)
-	}
-	return stages, nil
-}

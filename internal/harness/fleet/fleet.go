@@ -78,7 +78,9 @@ type Pod struct {
 	Ready bool
 	// Terminating pods take no new traffic but finish what they hold.
 	Terminating bool
-	// ReadySince is when the pod became Ready.
+	// ReadySince is when the pod's containers became ready (the kubelet's ContainersReady):
+	// its model starts loading then. Ready may come later, when a readiness gate (modelship's
+	// warm-up gate) waits for the model to be loaded.
 	ReadySince time.Time
 	// LoadDelay is how long after ReadySince the model takes to load (the cold start). Before
 	// that the pod serves nothing and its warm-up check fails.
@@ -92,9 +94,10 @@ type Pod struct {
 // Key is the pod's namespace/name.
 func (p Pod) Key() string { return p.Namespace + "/" + p.Name }
 
-// loadedAt says whether the model is loaded at t, judging from readiness and the load delay.
+// loadedAt says whether the model is loaded at t, judging from when the containers became ready
+// and the load delay (a pod whose Ready waits on its warm-up gate loads before it is Ready).
 func (p Pod) loadedAt(t time.Time) bool {
-	return p.Ready && !p.ReadySince.IsZero() && !t.Before(p.ReadySince.Add(p.LoadDelay))
+	return !p.ReadySince.IsZero() && !t.Before(p.ReadySince.Add(p.LoadDelay))
 }
 
 // Request is one request arriving at a ModelServer's route.

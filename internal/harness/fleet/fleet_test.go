@@ -117,6 +117,19 @@ func TestReplicaModel(t *testing.T) {
 			},
 		},
 		{
+			name: "a pod held by a readiness gate loads its model (its warm-up check passes) and takes no traffic",
+			pod:  newPod("a", withLoadDelay(time.Minute), func(p *Pod) { p.Ready, p.ReadySince = false, t0 }), burst: 2, ctx: 100, gen: 10,
+			after: time.Second,
+			check: func(t *testing.T, f *Fleet, outcomes []Outcome) {
+				if outcomes[0].Code != CodeUnavailable {
+					t.Errorf("outcome %+v, want 503", outcomes[0])
+				}
+				if loaded, _ := f.Loaded("ns", "a", t0.Add(time.Minute)); !loaded {
+					t.Errorf("not loaded after the load delay: a warm-up gate waiting for it would never open")
+				}
+			},
+		},
+		{
 			name: "a not-Ready pod takes no traffic",
 			pod:  newPod("a", notReady()), burst: 2, ctx: 100, gen: 10, after: time.Second,
 			check: func(t *testing.T, f *Fleet, outcomes []Outcome) {

@@ -105,7 +105,7 @@ func MatchProfile(rules []ProfileRule, revision, image string) fleet.Profile {
 
 // PodOptions say how pods become replicas.
 type PodOptions struct {
-	// ColdStart is the model load delay after a pod becomes Ready.
+	// ColdStart is the model load delay after a pod's containers become ready.
 	ColdStart time.Duration
 	// Capacity of every replica.
 	Capacity fleet.Capacity
@@ -169,13 +169,26 @@ func PodToReplica(pod *corev1.Pod, opts PodOptions, now time.Time) (fleet.Pod, b
 	} else {
 		p.Profile = MatchProfile(opts.Profiles, p.Revision, "")
 	}
-	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
-			p.Ready = true
-			p.ReadySince = c.LastTransitionTime.Time
-			if p.ReadySince.IsZero() {
-				p.ReadySince = now
-			}
+	// The model loads from when the containers are ready (ContainersReady); the pod takes
+	// traffic once Ready, which a readiness gate (modelship's warm-up gate) can hold until the
+	// model is loaded. A pod without a ContainersReady condition loads from Ready.
+	var containersReady, ready *corev1.PodCondition
+	for i := range pod.Status.Conditions {
+		switch c := &pod.Status.Conditions[i]; c.Type {
+		case corev1.ContainersReady:
+			containersReady = c
+		case corev1.PodReady:
+			ready = c
+		}
+	}
+	p.Ready = ready != nil && ready.Status == corev1.ConditionTrue
+	if containersReady == nil {
+		containersReady = ready
+	}
+	if containersReady != nil && containersReady.Status == corev1.ConditionTrue {
+		p.ReadySince = containersReady.LastTransitionTime.Time
+		if p.ReadySince.IsZero() {
+			p.ReadySince = now
 		}
 	}
 	return p, true

@@ -28,6 +28,20 @@ func ready(since time.Time) podOpt {
 	}
 }
 
+// containersReady marks the pod's containers ready since then, Ready as given (a readiness
+// gate can hold it).
+func containersReady(since time.Time, isReady bool) podOpt {
+	return func(p *corev1.Pod) {
+		status := corev1.ConditionFalse
+		if isReady {
+			status = corev1.ConditionTrue
+		}
+		p.Status.Conditions = append(p.Status.Conditions,
+			corev1.PodCondition{Type: corev1.ContainersReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(since)},
+			corev1.PodCondition{Type: corev1.PodReady, Status: status, LastTransitionTime: metav1.NewTime(now)})
+	}
+}
+
 func withLabels(kv ...string) podOpt {
 	return func(p *corev1.Pod) {
 		for i := 0; i+1 < len(kv); i += 2 {
@@ -97,6 +111,15 @@ func TestPodToReplica(t *testing.T) {
 			check: func(t *testing.T, p fleet.Pod) {
 				if p.Ready || !p.ReadySince.IsZero() {
 					t.Errorf("ready=%v since=%v", p.Ready, p.ReadySince)
+				}
+			},
+		},
+		{
+			name: "a pod held by a readiness gate loads from when its containers were ready and takes no traffic", wantOK: true,
+			pod: newK8sPod("a", containersReady(now.Add(-time.Minute), false)),
+			check: func(t *testing.T, p fleet.Pod) {
+				if p.Ready || !p.ReadySince.Equal(now.Add(-time.Minute)) {
+					t.Errorf("ready=%v since=%v, want not Ready, loading since %v", p.Ready, p.ReadySince, now.Add(-time.Minute))
 				}
 			},
 		},

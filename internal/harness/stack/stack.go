@@ -43,7 +43,7 @@ type Options struct {
 	Speed, RateScale float64
 	// Profiles are the simulator's per-revision performance rules, e.g. "revision=v0.11.1:latency=3.0".
 	Profiles []string
-	// ColdStart is how long a simulated pod loads its model after it becomes Ready.
+	// ColdStart is how long a simulated pod loads its model after its containers become ready.
 	ColdStart time.Duration
 	// GPUNodes and GPUsPerNode size the fake GPU fleet.
 	GPUNodes, GPUsPerNode int
