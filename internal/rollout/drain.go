@@ -1,0 +1,186 @@
+package rollout
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
+)
+
+// Drains: a candidate that leaves (rolled back, aborted or superseded) gives its weight back only
+// as fast as the stable color's Ready pods carry it, and keeps its pods while the route drains.
+
+// drainSuperseded keeps a candidate that a spec change superseded serving the part of its
+// weight that the stable color's Ready pods cannot carry yet (in swap mode the stable color was
+// shrunk to its share), sized for just that, while the stable color grows back to its total.
+// Once its weight is 0 its pods stay for RollbackDrain (status.scaleDownAt), as a rolled-back
+// candidate's do: the Gateway applies the route after the pass that wrote it, and requests in
+// flight finish, before the new revision replaces the pods or the color scales to zero. It
+// returns false, and the superseding revision (or the stable revision the spec returned to)
+// takes over, after that; at once when the candidate never had weight.
+func (m *machine) drainSuperseded() bool {
+	st := m.st
+	c := st.Candidate
+	if c == nil || c.Revision == m.obs.Revision {
+		return false
+	}
+	// A live candidate, or a rolled-back one still draining when a new revision (not the stable
+	// one) arrives.
+	if !m.inProgress() && (m.obs.Revision == st.Stable.Revision || !m.rolledBackDraining()) {
+		return false
+	}
+	c.ReadyReplicas = m.readyOf(c.Color, c.Revision)
+	m.drain = m.drainWeight()
+	if m.drain == 0 && !m.drainPods(c) {
+		return false
+	}
+	c.UnreadySince = nil
+	st.InconclusiveSince = nil // the superseded rollout's analysis is over
+	if m.drain > 0 {
+		c.Replicas = need(m.total, m.drain)
+		m.plans[c.Color] = ColorPlan{Revision: c.Revision, Replicas: c.Replicas}
+		m.superseding = fmt.Sprintf("rollout of %s superseded by %s: %s keeps %d%% until %s's Ready pods carry all traffic", c.Revision, m.obs.Revision, c.Revision, m.drain, st.Stable.Color)
+		m.wakeAt(m.now.Add(WarmupPollInterval))
+	} else {
+		m.superseding = fmt.Sprintf("rollout of %s superseded by %s: all traffic on %s; %s's pods drain until %s", c.Revision, m.obs.Revision, st.Stable.Color, c.Revision, st.ScaleDownAt.UTC().Format(time.RFC3339))
+	}
+	m.planStable()
+	st.Phase = v1alpha1.PhaseProgressing
+	if !hasReason(m.ms.Status, v1alpha1.ConditionReconciling, v1alpha1.ReasonSuperseding) {
+		m.event(corev1.EventTypeNormal, EventSuperseded, "%s", m.superseding)
+	}
+	m.keepOp = m.obs.Operation == OpPromote || m.obs.Operation == OpPromoteFull
+	return true
+}
+
+// rolledBackDraining: the candidate was rolled back and still drains (weight on it, or its
+// RollbackDrain not over). A new revision then supersedes it as it would a live candidate
+// instead of taking its color at once: the Gateway applies the route after the pass that wrote
+// it, and the pods still get requests meanwhile. A candidate kept only for inspection
+// (aborted: no weight, scaleDownAt further than RollbackDrain) gives its color up at once.
+func (m *machine) rolledBackDraining() bool {
+	sd := m.st.ScaleDownAt
+	if m.inProgress() || sd == nil || !m.now.Before(sd.Time) {
+		return false
+	}
+	return m.ms.Status.Weights.Candidate > 0 || sd.Sub(m.now) <= RollbackDrain
+}
+
+// drainPods keeps a superseded candidate whose weight is 0 at its pods until
+// status.scaleDownAt, set to RollbackDrain from the pass its weight went to 0, and reports
+// whether it does.
+func (m *machine) drainPods(c *v1alpha1.ColorStatus) bool {
+	st := m.st
+	if m.ms.Status.Weights.Candidate > 0 {
+		m.drainUntil(m.now.Add(RollbackDrain))
+	}
+	sd := st.ScaleDownAt
+	if sd == nil {
+		return false
+	}
+	if !m.now.Before(sd.Time) {
+		st.ScaleDownAt = nil
+		return false
+	}
+	o, ok := m.colorObs(c.Color, c.Revision)
+	if !ok {
+		st.ScaleDownAt = nil
+		return false
+	}
+	// Never more than the total (no double GPUs), should the total have shrunk meanwhile.
+	c.Replicas = min(o.Replicas, max(m.total, 1))
+	m.plans[c.Color] = ColorPlan{Revision: c.Revision, Replicas: c.Replicas}
+	m.wakeAt(sd.Time)
+	return true
+}
+
+// holdRolledBack: the spec still asks for a revision that was rolled back or aborted.
+func (m *machine) holdRolledBack() {
+	st := m.st
+	if m.obs.Operation != OpNone {
+		m.event(corev1.EventTypeNormal, EventOperationIgnored, "%s ignored: revision %s was already rolled back; change the spec to retry", m.obs.Operation, st.RolledBackRevision)
+	}
+	m.clearRollout()
+	m.planStable()
+	if st.Candidate != nil {
+		m.drain = m.drainWeight()
+		if m.drain < m.ms.Status.Weights.Candidate {
+			m.drainUntil(m.now.Add(RollbackDrain))
+		}
+	}
+	plan := m.planIdle(st.Stable.Color.Other())
+	if c := st.Candidate; c != nil {
+		c.ReadyReplicas = m.readyOf(c.Color, c.Revision)
+		c.Warm = m.warmOf(c.Color, c.Revision)
+		c.UnreadySince = nil
+		c.SizedSince = nil
+		if m.obs.Capacity > 0 && plan > 0 {
+			// Swap mode: a candidate kept for inspection (aborted) or draining (rolled back)
+			// keeps pods only where there is room beside the stable color's total; the stable
+			// color needs the rest now.
+			plan = min(plan, max(m.obs.Capacity-m.total, 0))
+		}
+		if m.drain > 0 {
+			plan = max(plan, need(m.total, m.drain))
+			m.wakeAt(m.now.Add(WarmupPollInterval))
+		}
+		if o, ok := m.colorObs(c.Color, c.Revision); ok {
+			m.plans[c.Color] = ColorPlan{Revision: o.Revision, Replicas: plan}
+		}
+		c.Replicas = plan
+	}
+	m.heldReason, m.heldMessage = v1alpha1.ReasonRolledBack, "revision "+st.RolledBackRevision+" was rolled back"
+	for _, h := range st.History {
+		if h.Revision == st.RolledBackRevision && (h.Outcome == v1alpha1.OutcomeRolledBack || h.Outcome == v1alpha1.OutcomeAborted) {
+			if h.Outcome == v1alpha1.OutcomeAborted {
+				m.heldReason = v1alpha1.ReasonAborted
+			}
+			m.heldMessage = fmt.Sprintf("revision %s %s: %s", h.Revision, strings.ToLower(string(h.Outcome)), h.Reason)
+			break
+		}
+	}
+	st.Phase = v1alpha1.PhaseRolledBack
+}
+
+// drainUntil keeps the idle color's pods at least until t (ScaleDownAt, see planIdle): a
+// rolled-back or aborted candidate whose weight goes down this pass keeps its pods for
+// RollbackDrain after it, while the Gateway applies the change and requests in flight finish,
+// also when drainWeight held weight on it past its first ScaleDownAt.
+func (m *machine) drainUntil(t time.Time) {
+	if sd := m.st.ScaleDownAt; sd == nil || sd.Time.Before(t) {
+		m.st.ScaleDownAt = m.timeP(t)
+	}
+}
+
+// drainWeight is the weight a rolled-back or aborted candidate keeps this pass: the part of
+// its last weight that the stable color's Ready pods cannot carry yet and its own Ready pods
+// can. It only shrinks, and is 0 once the stable color carries everything.
+func (m *machine) drainWeight() int32 {
+	c, prev := m.st.Candidate, m.ms.Status.Candidate
+	if c == nil || prev == nil || prev.Color != c.Color || prev.Revision != c.Revision {
+		return 0
+	}
+	return m.drainOf(c, m.ms.Status.Weights.Candidate)
+}
+
+// drainOf is the weight a color that leaves (c, which carried last in the last pass) keeps
+// this pass: see drainWeight.
+func (m *machine) drainOf(c *v1alpha1.ColorStatus, last int32) int32 {
+	s := m.st.Stable
+	stableReady := m.servingReady(s.Color, s.Revision)
+	overflow := 100 - carries(m.total, stableReady)
+	d := max(0, min(last, m.carryOf(c), overflow))
+	// Swap mode: the stable color grows back on the GPUs the candidate frees as it shrinks.
+	// When the drain would keep every pod the candidate has and no GPU is free, the stable
+	// color's next pod waits for one of the candidate's, and the drain would wait for that pod
+	// forever: the candidate gives one pod's worth back now, and the stable color's Ready pods
+	// carry it until their new pod is Ready.
+	if co, ok := m.colorObs(c.Color, c.Revision); ok && d > 0 && m.obs.Capacity > 0 && stableReady < m.total &&
+		need(m.total, d) >= co.Replicas && m.obs.Capacity-stableReady-co.Replicas <= 0 {
+		d = min(d, carries(m.total, co.Replicas-1))
+	}
+	return d
+}

@@ -1,0 +1,169 @@
+package rollout
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
+)
+
+// Weights: what the candidate gets on the route this pass, from its step, its Ready pods and
+// load matching.
+
+// carryOf is what the candidate's Ready pods carry (see carries): its Service spreads the
+// traffic over all of them. With spec.rollout.warmup a pod is Ready only once its warm-up check
+// passed (the controller's readiness gate); a Deployment created before that gate existed may
+// still have Ready pods that are warming, until its next revision.
+func (m *machine) carryOf(c *v1alpha1.ColorStatus) int32 {
+	return carries(m.total, m.servingReady(c.Color, c.Revision))
+}
+
+// servedWeight is the candidate's route weight this pass: a live candidate's step weight
+// (raised by loadMatched) capped to what its Ready pods carry, or a rolled-back candidate's
+// drain.
+func (m *machine) servedWeight() int32 {
+	if m.candidateHas && m.st.Candidate != nil {
+		w := min(m.loadMatched(m.candidateWeight()), m.carryOf(m.st.Candidate))
+		if m.stableServesNothing() {
+			dead := m.warmCarryOf(m.st.Candidate)
+			if m.ms.Spec.Paused {
+				// A paused rollout's weight does not grow.
+				dead = min(dead, m.ms.Status.Weights.Candidate)
+			}
+			w = max(w, dead)
+		}
+		return w
+	}
+	return m.drain
+}
+
+// stableServesNothing: the stable color has no Ready pod of more than zero desired (it is
+// Degraded, or never came up). A live candidate, a fix shipped to a dead revision, then carries
+// what its Ready, warm pods carry, whatever its step (every request routed to the stable color
+// fails), is sized for all traffic, and is judged on absolute bounds only: there is nothing to
+// compare it with (see the controller's measurement).
+func (m *machine) stableServesNothing() bool {
+	s := m.st.Stable
+	if m.total <= 0 || s == nil || m.servingReady(s.Color, s.Revision) > 0 {
+		return false
+	}
+	// It served and lost its pods; coming up (from zero, or the first time) is not dead.
+	if p := m.prevStable; p == nil || p.Replicas <= 0 {
+		return false
+	}
+	return m.wasServing()
+}
+
+// warmCarryOf is what the candidate's Ready pods that passed the warm-up check carry.
+func (m *machine) warmCarryOf(c *v1alpha1.ColorStatus) int32 {
+	o, ok := m.colorObs(c.Color, c.Revision)
+	if !ok || o.Stale {
+		return min(m.ms.Status.Weights.Candidate, m.carryOf(c))
+	}
+	warm := o.WarmPods
+	if o.Warm {
+		warm = o.ReadyReplicas // every Ready pod passed
+	}
+	return carries(m.total, min(warm, o.ReadyReplicas))
+}
+
+// loadMatched is step weight w under spec.rollout.loadMatching StablePods: raised to the
+// candidate's share of both colors' Ready pods, the candidate's counted up to what w needs
+// (pods started early for the next step do not raise this one), so that each candidate pod
+// carries what a stable pod carries; never above the next step's weight. Else w.
+func (m *machine) loadMatched(w int32) int32 {
+	if !m.pol.matchStablePods || w <= 0 || w >= 100 {
+		return w
+	}
+	c, s := m.st.Candidate, m.st.Stable
+	nc := min(m.servingReady(c.Color, c.Revision), m.candidateNeed(w))
+	ns := m.servingReady(s.Color, s.Revision)
+	if nc <= 0 || ns <= 0 {
+		return w
+	}
+	next := int32(100)
+	if m.st.Step >= 1 {
+		next = m.nextStepWeight()
+	}
+	share := min(int32(int64(nc)*100/int64(nc+ns)), next)
+	if m.ms.Spec.Paused {
+		// A paused rollout's weight does not grow, also when the stable color loses pods.
+		share = min(share, m.ms.Status.Weights.Candidate)
+	}
+	return max(w, share)
+}
+
+// trackUnready keeps ColorStatus.UnreadySince: set when the candidate went below what its
+// step's weight needs, cleared when it carries it again.
+func (m *machine) trackUnready() {
+	c := m.st.Candidate
+	w := m.candidateWeight()
+	if w == 0 || m.carryOf(c) >= w {
+		c.UnreadySince = nil
+		return
+	}
+	if c.UnreadySince == nil {
+		c.UnreadySince = m.timeP(m.now)
+		m.event(corev1.EventTypeWarning, EventCandidateUnready, "candidate %s has %d Ready pods, %d needed for its %d%% step: weight capped at %d%%; rolled back after %s unless they return",
+			c.Revision, c.ReadyReplicas, need(m.total, w), w, m.carryOf(c), m.pol.progressDeadline)
+	}
+}
+
+// routeHolds reports whether a route that a Gateway did not accept holds the rollout, and
+// then records why (a pass with an accepted or unanswered route does not hold).
+func (m *machine) routeHolds() bool {
+	if m.obs.RouteAccepted != metav1.ConditionFalse {
+		return false
+	}
+	if m.routeHeld == "" {
+		m.routeHeld = fmt.Sprintf("rollout of %s holds at step %d: the HTTPRoute is not accepted: %s", m.st.Candidate.Revision, m.st.Step, m.obs.RouteMessage)
+		if m.ms.Status.Phase != v1alpha1.PhaseProgressing || !hasReason(m.ms.Status, v1alpha1.ConditionProgressing, v1alpha1.ReasonRouteNotAccepted) {
+			m.event(corev1.EventTypeWarning, EventRouteNotAccepted, "%s", m.routeHeld)
+		}
+	}
+	m.wakeAt(m.now.Add(m.pol.interval))
+	return true
+}
+
+// candidateWeight is the weight the candidate holds at its current step.
+func (m *machine) candidateWeight() int32 {
+	if !m.candidateHas || m.st.Candidate == nil || m.st.Step < 1 {
+		return 0
+	}
+	return m.heldWeight()
+}
+
+// heldWeight is the weight of the step the candidate holds: status.stepWeight, or for a status
+// written before that field, spec.rollout.steps[step-1] (the last step before 100 when the
+// steps are shorter now; the route's last weight when only 100 is left). 0 before the first
+// step.
+func (m *machine) heldWeight() int32 {
+	st, steps := m.st, m.pol.steps
+	switch {
+	case st.Step < 1:
+		return 0
+	case st.StepWeight > 0:
+		return st.StepWeight
+	}
+	if len(steps) == 1 {
+		return min(m.ms.Status.Weights.Candidate, 99)
+	}
+	return steps[min(int(st.Step), len(steps)-1)-1]
+}
+
+// nextStepIndex is the index in spec.rollout.steps of the first weight above the held one (the
+// step the rollout goes to next; the last one, 100, is the promotion).
+func (m *machine) nextStepIndex() int {
+	h := m.heldWeight()
+	for i, s := range m.pol.steps {
+		if s > h {
+			return i
+		}
+	}
+	return len(m.pol.steps) - 1
+}
+
+// nextStepWeight is the weight the candidate gets next; 100 means promotion.
+func (m *machine) nextStepWeight() int32 { return m.pol.steps[m.nextStepIndex()] }
