@@ -241,6 +241,10 @@ type RouteReference struct {
 	RuleName *gatewayv1.SectionName `json:"ruleName,omitempty"`
 }
 
+// DefaultSteps is spec.rollout.steps' default, as its +kubebuilder:default marker writes it, for
+// objects read before defaulting (one copy for the controller, the plugin and the dashboard).
+var DefaultSteps = []int32{10, 25, 50, 100}
+
 // RolloutSpec is the progressive delivery policy: the candidate is warmed, then receives the
 // traffic weights of Steps one after the other, each held for StepDuration and judged by Analysis.
 //

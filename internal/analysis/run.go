@@ -201,36 +201,3 @@ func Validate(spec v1alpha1.AnalysisSpec) error {
 	}
 	return nil
 }
-
-// Summarize folds one measurement's results into a verdict and a message for people:
-//   - Fail if any result failed, with the message of the first failure;
-//   - else Inconclusive if any result is inconclusive (or has no verdict), with
-//     "<name>: <message>" of the first one;
-//   - else Pass.
-//
-// No results is Pass: Run returns one result per effective metric, so it gets no results only
-// when the spec has no metrics at all (preset none and no metrics), a rollout that advances on
-// its step timer alone.
-func Summarize(results []v1alpha1.MetricResult) (v1alpha1.Verdict, string) {
-	if len(results) == 0 {
-		return v1alpha1.VerdictPass, "no analysis metrics"
-	}
-	for _, r := range results {
-		if r.Verdict == v1alpha1.VerdictFail {
-			return v1alpha1.VerdictFail, r.Message
-		}
-	}
-	for _, r := range results {
-		if r.Verdict != v1alpha1.VerdictPass {
-			msg := r.Message
-			if msg == "" {
-				msg = "no verdict"
-			}
-			return v1alpha1.VerdictInconclusive, r.Name + ": " + msg
-		}
-	}
-	if len(results) == 1 {
-		return v1alpha1.VerdictPass, results[0].Name + " within bounds"
-	}
-	return v1alpha1.VerdictPass, fmt.Sprintf("all %d metrics within bounds", len(results))
-}

@@ -493,56 +493,6 @@ func TestValidateAcceptsGoodSpecs(t *testing.T) {
 	}
 }
 
-func TestSummarize(t *testing.T) {
-	pass := func(name string) v1alpha1.MetricResult {
-		return v1alpha1.MetricResult{Name: name, Verdict: v1alpha1.VerdictPass}
-	}
-	fail := func(name, msg string) v1alpha1.MetricResult {
-		return v1alpha1.MetricResult{Name: name, Verdict: v1alpha1.VerdictFail, Message: msg}
-	}
-	inconclusive := func(name, msg string) v1alpha1.MetricResult {
-		return v1alpha1.MetricResult{Name: name, Verdict: v1alpha1.VerdictInconclusive, Message: msg}
-	}
-	cases := []struct {
-		name    string
-		results []v1alpha1.MetricResult
-		want    v1alpha1.Verdict
-		wantMsg string
-	}{
-		{"passes when every metric passes", []v1alpha1.MetricResult{pass("a"), pass("b")}, v1alpha1.VerdictPass, "all 2 metrics within bounds"},
-		{"passes a single passing metric", []v1alpha1.MetricResult{pass("a")}, v1alpha1.VerdictPass, "a within bounds"},
-		{"passes with no results, which means no metrics at all", nil, v1alpha1.VerdictPass, "no analysis metrics"},
-		{
-			"fails with the first failure's message when any metric fails",
-			[]v1alpha1.MetricResult{pass("a"), fail("b", "b 2 > 1"), fail("c", "c 3 > 1")},
-			v1alpha1.VerdictFail, "b 2 > 1",
-		},
-		{
-			"fails rather than waits when one metric fails and another is inconclusive",
-			[]v1alpha1.MetricResult{inconclusive("a", "candidate: no data"), fail("b", "b 2 > 1")},
-			v1alpha1.VerdictFail, "b 2 > 1",
-		},
-		{
-			"is inconclusive when any metric is and none fails, naming the metric",
-			[]v1alpha1.MetricResult{pass("a"), inconclusive("b", "too few samples: 12 < 50"), inconclusive("c", "x")},
-			v1alpha1.VerdictInconclusive, "b: too few samples: 12 < 50",
-		},
-		{
-			"is inconclusive on a result without a verdict rather than passing it",
-			[]v1alpha1.MetricResult{pass("a"), {Name: "b"}},
-			v1alpha1.VerdictInconclusive, "b: no verdict",
-		},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			got, msg := Summarize(tc.results)
-			if got != tc.want || msg != tc.wantMsg {
-				t.Fatalf("Summarize = %s %q, want %s %q", got, msg, tc.want, tc.wantMsg)
-			}
-		})
-	}
-}
-
 // TestRunReadsTheEndpointPickerPerPool: over InferencePools, a metric reads the endpoint
 // picker's gauges for each color's pool through {{.Pool}}; a candidate whose pool queues three
 // times as much as the stable one fails a 1.5x bound, an equal one passes.

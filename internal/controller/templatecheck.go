@@ -62,7 +62,7 @@ func (r *ModelServerReconciler) templateRefusal(ctx context.Context, ms *v1alpha
 	if refusal, ok := r.templates.get(key, rev); ok {
 		return refusal
 	}
-	d := workload.Deployment(ms, v1alpha1.Blue, rev, 0)
+	d := workload.Deployment(ms, v1alpha1.Blue, rev, 0, ms.Spec.Rollout.Warmup != nil)
 	d.GenerateName, d.Name = ms.DeploymentName(v1alpha1.Blue)+"-", ""
 	refusal := ""
 	err := r.Create(ctx, d, client.DryRunAll)

@@ -6,9 +6,6 @@ import (
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
 )
 
-// DefaultSteps is the CRD's default of spec.rollout.steps, for objects read before defaulting.
-var DefaultSteps = []int32{10, 25, 50, 100}
-
 // InProgress reports whether a rollout is under way: the phases in which promote and abort act.
 func InProgress(ms *v1alpha1.ModelServer) bool {
 	switch ms.Status.Phase {
@@ -23,7 +20,7 @@ func Steps(ms *v1alpha1.ModelServer) []int32 {
 	if len(ms.Spec.Rollout.Steps) > 0 {
 		return ms.Spec.Rollout.Steps
 	}
-	return DefaultSteps
+	return v1alpha1.DefaultSteps
 }
 
 // StepText is "step k of n (w%)", "warming up (step 0 of n)" or "" when no rollout is in progress.
@@ -37,7 +34,11 @@ func StepText(ms *v1alpha1.ModelServer) string {
 		return fmt.Sprintf("warming up (step 0 of %d)", len(s))
 	}
 	if int(k) <= len(s) {
-		return fmt.Sprintf("step %d of %d (%d%%)", k, len(s), s[k-1])
+		w := ms.Status.StepWeight // steps edited mid-rollout never lower the held weight
+		if w == 0 {
+			w = s[k-1]
+		}
+		return fmt.Sprintf("step %d of %d (%d%%)", k, len(s), w)
 	}
 	return fmt.Sprintf("step %d of %d", k, len(s))
 }

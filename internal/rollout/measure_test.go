@@ -56,6 +56,8 @@ func TestVerdictOf(t *testing.T) {
 		{"all passing passes", []v1alpha1.Verdict{pass, pass}, pass},
 		{"any failure fails, even beside an inconclusive one", []v1alpha1.Verdict{inc, pass, fail}, fail},
 		{"an inconclusive result among passes is inconclusive", []v1alpha1.Verdict{pass, inc}, inc},
+		{"a result without a verdict is inconclusive, never a pass", []v1alpha1.Verdict{pass, ""}, inc},
+		{"a result with an unknown verdict is inconclusive", []v1alpha1.Verdict{"Maybe", pass}, inc},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -35,7 +35,7 @@ const (
 )
 
 // DefaultSteps is spec.rollout.steps' default.
-var DefaultSteps = []int32{10, 25, 50, 100}
+var DefaultSteps = v1alpha1.DefaultSteps
 
 // policy is spec.rollout with every default applied.
 type policy struct {

@@ -29,13 +29,6 @@ func NewPool() *unstructured.Unstructured {
 	return u
 }
 
-// PoolList is an empty InferencePool list to read into.
-func PoolList() *unstructured.UnstructuredList {
-	l := &unstructured.UnstructuredList{}
-	l.SetGroupVersionKind(PoolGVK.GroupVersion().WithKind(PoolKind + "List"))
-	return l
-}
-
 // InferencePool is color c's pool: it selects the color's pods (the ModelServer's and the
 // color's labels), sends to their port, and names the user's endpoint picker ("{color}" in its
 // name replaced by c).

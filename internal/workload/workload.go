@@ -95,18 +95,3 @@ func DeploymentPort(d *appsv1.Deployment, fallback int32) int32 {
 	return int32(p)
 }
 
-// GPUsPerReplica is the number of GPUs one pod of the template asks for: the sum over its
-// containers of nvidia.com/gpu limits (or requests when no limit is set).
-func GPUsPerReplica(t *corev1.PodTemplateSpec) int64 {
-	var n int64
-	for _, c := range t.Spec.Containers {
-		q, ok := c.Resources.Limits[GPUResource]
-		if !ok {
-			q, ok = c.Resources.Requests[GPUResource]
-		}
-		if ok {
-			n += q.Value()
-		}
-	}
-	return n
-}
