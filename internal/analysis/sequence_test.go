@@ -13,6 +13,7 @@ import (
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
 	"github.com/modelship/modelship/internal/harness/fleet"
 	"github.com/modelship/modelship/internal/metrics"
+	"github.com/modelship/modelship/internal/rollout"
 )
 
 // vLLM's histogram buckets, as the fleet simulator serves them.
@@ -197,7 +198,7 @@ func simulateRollout(t *testing.T, seed uint64, slow float64, spec v1alpha1.Anal
 				t.Fatal(err)
 			}
 			out.measurements++
-			v, _ := Summarize(rs)
+			v, _ := rollout.Verdict(rs)
 			switch v {
 			case v1alpha1.VerdictFail:
 				out.failures++

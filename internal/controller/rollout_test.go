@@ -593,9 +593,13 @@ func TestRolloutRollsBackACandidateWithThreeTimesTheStableTTFT(t *testing.T) {
 	if now := time.Now(); sd != nil && now.Before(sd.Time) {
 		t.Errorf("green scaled to zero at %s, before its drain ended at %s", now.Format(time.StampMilli), sd.Format(time.StampMilli))
 	}
-	if c := getMS(t, ms).Status.Candidate; c == nil || c.Revision != v2 || c.Replicas != 0 {
-		t.Errorf("after the drain the rejected candidate should be kept in status at 0 replicas: %+v", c)
-	}
+	// The status that says so is written in the same pass, just after the Deployment.
+	eventually(t, 10*time.Second, "the rejected candidate kept in status at 0 replicas", func() error {
+		if c := getMS(t, ms).Status.Candidate; c == nil || c.Revision != v2 || c.Replicas != 0 {
+			return fmt.Errorf("candidate %+v", c)
+		}
+		return nil
+	})
 	if e := waitEvent(t, ms, corev1.EventTypeWarning, "RolledBack"); !containsAll(e.Note) {
 		t.Errorf("the RolledBack event should name %v: %q", why, e.Note)
 	}

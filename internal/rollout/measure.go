@@ -57,11 +57,11 @@ func nextMeasureAt(st *v1alpha1.ModelServerStatus, pol policy) (time.Time, bool)
 	return earliest, true
 }
 
-// verdictOf is a measurement's verdict, the one fold of results into a verdict: Fail if any
+// Verdict is a measurement's verdict, the one fold of results into a verdict: Fail if any
 // metric failed, else Inconclusive if any was or has no verdict at all (a missing or unknown
 // verdict is never a pass), else Pass (also with no result at all: no metric is configured). It
 // returns the first result with that verdict, to explain it.
-func verdictOf(results []v1alpha1.MetricResult) (v1alpha1.Verdict, *v1alpha1.MetricResult) {
+func Verdict(results []v1alpha1.MetricResult) (v1alpha1.Verdict, *v1alpha1.MetricResult) {
 	var inconclusive *v1alpha1.MetricResult
 	for i := range results {
 		switch results[i].Verdict {

@@ -61,7 +61,7 @@ func TestVerdictOf(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if got, _ := verdictOf(results(t0, tc.in...)); got != tc.want {
+			if got, _ := Verdict(results(t0, tc.in...)); got != tc.want {
 				t.Errorf("verdict = %s, want %s", got, tc.want)
 			}
 		})

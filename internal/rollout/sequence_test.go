@@ -151,7 +151,7 @@ func runRandom(seed uint64, passes int, log *passLog) (outcomes, error) {
 			failedInRollout = 0
 		}
 		if m := obs.Measurement; m != nil && sameRollout && !ms.Spec.Paused && prev.Phase == v1alpha1.PhaseProgressing {
-			if v, _ := verdictOf(m.Results); v == v1alpha1.VerdictFail {
+			if v, _ := Verdict(m.Results); v == v1alpha1.VerdictFail {
 				failedInRollout++
 			}
 		}
@@ -176,7 +176,7 @@ func runRandom(seed uint64, passes int, log *passLog) (outcomes, error) {
 		}
 		// An inconclusive measurement must not cause a step or a rollback.
 		if m := obs.Measurement; m != nil {
-			if v, _ := verdictOf(m.Results); v == v1alpha1.VerdictInconclusive {
+			if v, _ := Verdict(m.Results); v == v1alpha1.VerdictInconclusive {
 				without := obs
 				without.Measurement = nil
 				d0 := Next(ms, without, s.now)
@@ -376,7 +376,7 @@ func checkPass(ms *v1alpha1.ModelServer, pol policy, prev *v1alpha1.ModelServerS
 		if held := now.Sub(prev.StepStartedAt.Time); held < pol.stepDuration {
 			return fmt.Errorf("left step %d after %s, before its duration %s", prev.Step, held, pol.stepDuration)
 		}
-		if v, _ := verdictOf(st.Analysis); st.LastMeasuredAt == nil || st.LastMeasuredAt.Before(prev.StepStartedAt) || v != v1alpha1.VerdictPass {
+		if v, _ := Verdict(st.Analysis); st.LastMeasuredAt == nil || st.LastMeasuredAt.Before(prev.StepStartedAt) || v != v1alpha1.VerdictPass {
 			return fmt.Errorf("left step %d without a passing measurement in it (last %v %s)", prev.Step, st.LastMeasuredAt, v)
 		}
 	}

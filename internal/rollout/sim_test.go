@@ -263,7 +263,7 @@ func formatPass(pass int, now, start time.Time, paused bool, obs Observation, d 
 		fmt.Fprintf(&b, " seen[%s]", strings.Join(ready, " "))
 	}
 	if m := obs.Measurement; m != nil {
-		v, _ := verdictOf(m.Results)
+		v, _ := Verdict(m.Results)
 		fmt.Fprintf(&b, " measured=%s(%d)", v, len(m.Results))
 	}
 	fmt.Fprintf(&b, "\n    -> %s step=%d weights=%s plans[%s] requeue=%s", st.Phase, st.Step, weightString(d.Weights), planString(d.Plans), fmtDur(d.RequeueAfter))

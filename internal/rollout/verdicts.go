@@ -20,7 +20,7 @@ func (m *machine) measuredPassInStep() bool {
 	if st.LastMeasuredAt == nil || st.StepStartedAt == nil || !st.LastMeasuredAt.After(st.StepStartedAt.Time) {
 		return false
 	}
-	v, _ := verdictOf(st.Analysis)
+	v, _ := Verdict(st.Analysis)
 	return v == v1alpha1.VerdictPass
 }
 
@@ -29,7 +29,7 @@ func (m *machine) passedNow() bool {
 	if m.obs.Measurement == nil {
 		return false
 	}
-	v, _ := verdictOf(m.obs.Measurement.Results)
+	v, _ := Verdict(m.obs.Measurement.Results)
 	return v == v1alpha1.VerdictPass
 }
 
@@ -43,7 +43,7 @@ func (m *machine) judge(meas Measurement, held string) bool {
 	}
 	st.LastMeasuredAt = m.timeP(at)
 	st.Analysis = append([]v1alpha1.MetricResult(nil), meas.Results...)
-	v, r := verdictOf(meas.Results)
+	v, r := Verdict(meas.Results)
 	switch v {
 	case v1alpha1.VerdictFail:
 		st.Failures++
