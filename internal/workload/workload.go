@@ -94,4 +94,3 @@ func DeploymentPort(d *appsv1.Deployment, fallback int32) int32 {
 	}
 	return int32(p)
 }
-
