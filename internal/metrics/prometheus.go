@@ -124,6 +124,9 @@ func NewPrometheus(cfg Config) (*Prometheus, error) {
 // Scalar runs an instant query that should give one value. See Querier.
 func (p *Prometheus) Scalar(ctx context.Context, query string, at time.Time) Sample {
 	v, err := p.query(ctx, query, at)
+	if errors.Is(err, ErrPartialData) {
+		return Sample{Status: NoData, Message: truncate(err.Error())}
+	}
 	if err != nil {
 		return Sample{Status: Error, Message: truncate(err.Error())}
 	}
@@ -145,7 +148,9 @@ func (p *Prometheus) Scalar(ctx context.Context, query string, at time.Time) Sam
 }
 
 // Vector runs an instant query and returns its series, NaN and ±Inf elements dropped. A scalar
-// result is one series without labels. An empty result is an empty slice and no error.
+// result is one series without labels. An empty result is an empty slice and no error. An
+// answer that warns of missing data (see PartialWarning) is no series and an error that
+// errors.Is ErrPartialData: callers read it as no data, not as a failure of Prometheus.
 func (p *Prometheus) Vector(ctx context.Context, query string, at time.Time) ([]Series, error) {
 	v, err := p.query(ctx, query, at)
 	if err != nil {
@@ -195,9 +200,12 @@ func (p *Prometheus) query(ctx context.Context, query string, at time.Time) (mod
 		opts = append(opts, promv1.WithTimeout(server))
 	}
 	began := time.Now()
-	v, _, _, err := p.api.Query(ctx, query, at, opts...)
+	v, warnings, _, err := p.api.Query(ctx, query, at, opts...)
 	telemetry.Query(time.Since(began), err, errors.Is(err, context.DeadlineExceeded))
 	if err == nil {
+		if w, partial := PartialWarning(warnings); partial {
+			return nil, &partialError{warning: w}
+		}
 		return v, nil
 	}
 	var apiErr *promv1.Error
@@ -215,6 +223,34 @@ func (p *Prometheus) query(ctx context.Context, query string, at time.Time) (mod
 	}
 	return nil, fmt.Errorf("prometheus request failed: %w", err)
 }
+
+// ErrPartialData is what a query whose answer warns of missing data is (errors.Is): a Thanos
+// Querier that could not reach a store (partial response), a Prometheus whose remote read
+// failed, PromQL dropping series it could not evaluate. Part of the data is no data: a
+// scale-down or a promotion must not follow half of the pods or half of the replicas.
+var ErrPartialData = errors.New("prometheus answered with partial data")
+
+// PartialWarning returns the first warning of a query's answer that says its data may be
+// incomplete, and whether there is one. Every warning counts except the informational
+// annotations ("PromQL info: ...", which Prometheus 2.x sent as warnings before its API had
+// infos, e.g. "metric might not be a counter"): they say nothing about missing data.
+func PartialWarning(warnings []string) (string, bool) {
+	for _, w := range warnings {
+		if strings.HasPrefix(strings.TrimSpace(w), "PromQL info:") {
+			continue
+		}
+		return w, true
+	}
+	return "", false
+}
+
+// partialError is an answer with a warning of missing data.
+type partialError struct{ warning string }
+
+func (e *partialError) Error() string {
+	return "partial data, read as no data: prometheus warned: " + e.warning
+}
+func (e *partialError) Is(target error) bool { return target == ErrPartialData }
 
 // queryError is a failed query with a short message; Unwrap gives the client's error.
 type queryError struct {
