@@ -857,6 +857,10 @@ func (r *ModelServerReconciler) completeStatus(ms *v1alpha1.ModelServer, obs obs
 		} else if obs.Measurement == nil {
 			setCondition(ms, v1alpha1.ConditionMetricsAvailable, metav1.ConditionTrue, v1alpha1.ReasonMetricsOK, "autoscaling signals have data")
 		}
+		if c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionReady); s.Unserved != "" && c != nil && c.Status == metav1.ConditionTrue {
+			// "0/0 available" is not ready while requests may wait with no pod to serve them.
+			setCondition(ms, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonNoReplicaForLoad, s.Unserved)
+		}
 		switch {
 		case len(obs.conflicts) > 0:
 			setCondition(ms, v1alpha1.ConditionScalingLimited, metav1.ConditionTrue, v1alpha1.ReasonConflictingAutoscale,
