@@ -731,9 +731,12 @@ func (r *ModelServerReconciler) getRoute(ctx context.Context, ms *v1alpha1.Model
 
 // operation reads a human's request from the annotations; one naming another revision than
 // the current candidate's is ignored (and cleared), so a stale request never acts on a newer rollout.
+// The candidate is current only while the spec still asks for it: a candidate that a spec change
+// superseded takes no request (rollout.Next would otherwise carry it to the superseding
+// revision's rollout, which nobody reviewed).
 func operation(ms *v1alpha1.ModelServer) rollout.Operation {
 	cand := ms.Status.Candidate
-	if cand == nil {
+	if cand == nil || cand.Revision != revision.Of(&ms.Spec.Template) {
 		return rollout.OpNone
 	}
 	a := ms.GetAnnotations()
