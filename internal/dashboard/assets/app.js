@@ -204,7 +204,7 @@ function renderDetail(d) {
     el("td", {}, p.replicas != null ? p.replicas : "–"), el("td", {}, p.message || ""))));
 
   const canRollBack = d.actions.includes("rollback");
-  renderIfChanged($("#history tbody"), [key, canRollBack, d.history], () => d.history.map((h) => el("tr", { "data-revision": h.revision },
+  renderIfChanged($("#history tbody"), [key, canRollBack, d.history, shownCandidate(d)], () => d.history.map((h) => el("tr", { "data-revision": h.revision },
     el("td", {}, h.revision + (h.current ? " (spec)" : "")), el("td", {}, h.image || ""), el("td", {}, h.outcome),
     el("td", {}, h.reason || ""), el("td", { title: h.at }, ago(h.at)),
     el("td", {}, canRollBack && !h.current ? el("button", { type: "button", "data-action": "rollback",
