@@ -1,12 +1,14 @@
 package metrics
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"net"
 	"net/http"
@@ -102,12 +104,12 @@ func NewPrometheus(cfg Config) (*Prometheus, error) {
 		}
 		transport.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	}
-	var rt http.RoundTripper = transport
+	var rt http.RoundTripper = partialFlag{next: transport}
 	if cfg.BearerTokenFile != "" {
 		if _, err := readToken(cfg.BearerTokenFile); err != nil {
 			return nil, err
 		}
-		rt = &bearerFromFile{path: cfg.BearerTokenFile, next: transport}
+		rt = &bearerFromFile{path: cfg.BearerTokenFile, next: rt}
 	}
 
 	client, err := promapi.NewClient(promapi.Config{Address: cfg.URL, RoundTripper: rt})
@@ -225,8 +227,9 @@ func (p *Prometheus) query(ctx context.Context, query string, at time.Time) (mod
 }
 
 // ErrPartialData is what a query whose answer warns of missing data is (errors.Is): a Thanos
-// Querier that could not reach a store (partial response), a Prometheus whose remote read
-// failed, PromQL dropping series it could not evaluate. Part of the data is no data: a
+// Querier that could not reach a store (partial response), a VictoriaMetrics cluster missing
+// storage nodes (isPartial), a Prometheus whose remote read failed, PromQL dropping series it
+// could not evaluate. Part of the data is no data: a
 // scale-down or a promotion must not follow half of the pods or half of the replicas.
 var ErrPartialData = errors.New("prometheus answered with partial data")
 
@@ -307,6 +310,47 @@ func truncate(s string) string {
 		return s
 	}
 	return s[:maxMessage-3] + "..."
+}
+
+// vmPartialWarning is the warning partialFlag adds for VictoriaMetrics' isPartial.
+const vmPartialWarning = "isPartial: VictoriaMetrics answered without some of its storage nodes"
+
+// partialFlag passes VictoriaMetrics' partial answers on as warnings: a cluster whose vmselect
+// could not reach every vmstorage node answers with what it had and "isPartial": true (unless
+// run with -search.denyPartialResponse), a field Prometheus' API client does not read. To a
+// query it is then partial data, as a Thanos partial-response warning is.
+type partialFlag struct{ next http.RoundTripper }
+
+// RoundTrip implements http.RoundTripper.
+func (p partialFlag) RoundTrip(req *http.Request) (*http.Response, error) {
+	res, err := p.next.RoundTrip(req)
+	if err != nil || res.Body == nil {
+		return res, err
+	}
+	body, err := io.ReadAll(res.Body)
+	_ = res.Body.Close()
+	if err != nil {
+		return nil, fmt.Errorf("reading the answer: %w", err)
+	}
+	if bytes.Contains(body, []byte(`"isPartial"`)) {
+		var answer map[string]json.RawMessage
+		if json.Unmarshal(body, &answer) == nil && strings.TrimSpace(string(answer["isPartial"])) == "true" {
+			var warnings []string
+			if w, ok := answer["warnings"]; ok {
+				_ = json.Unmarshal(w, &warnings)
+			}
+			if w, err := json.Marshal(append(warnings, vmPartialWarning)); err == nil {
+				answer["warnings"] = w
+				if b, err := json.Marshal(answer); err == nil {
+					body = b
+				}
+			}
+		}
+	}
+	res.Body = io.NopCloser(bytes.NewReader(body))
+	res.ContentLength = int64(len(body))
+	res.Header.Del("Content-Length")
+	return res, nil
 }
 
 // bearerFromFile adds the token read from a file to every request.

@@ -141,6 +141,8 @@ func TestScalar(t *testing.T) {
 		{"a body that is not JSON is an error", 200, "not json", Error, 0, "prometheus"},
 		{"an answer warning of a partial response is no data, naming the warning", 200, bodyPartial, NoData, 0, "partial response: receive series from store-gw-1"},
 		{"an informational annotation is not a warning of missing data", 200, bodyInfoWarning, OK, 0.35, ""},
+		{"VictoriaMetrics' isPartial is no data", 200, `{"status":"success","isPartial":true,"data":{"resultType":"vector","result":[{"metric":{},"value":[1435781451.781,"0.35"]}]}}`, NoData, 0, "isPartial"},
+		{"VictoriaMetrics' isPartial false is data", 200, `{"status":"success","isPartial":false,"data":{"resultType":"vector","result":[{"metric":{},"value":[1435781451.781,"0.35"]}]}}`, OK, 0.35, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
