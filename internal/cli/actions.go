@@ -287,6 +287,10 @@ func (o *options) waitHandled(ctx context.Context, c client.Client, ms *v1alpha1
 	if poll <= 0 || poll > time.Second {
 		poll = time.Second
 	}
+	notYet := func() error {
+		return fmt.Errorf("cannot %s again yet: the controller has not finished with the previous %s of %s (%s=%s, handled); nothing changed, run again",
+			op, op, rev, key, rev)
+	}
 	for {
 		h := ms.Status.HandledOperation
 		if _, set := ms.Annotations[key]; !set && (h == nil || *h != (v1alpha1.HandledOperation{Annotation: key, Revision: rev})) {
@@ -294,12 +298,14 @@ func (o *options) waitHandled(ctx context.Context, c client.Client, ms *v1alpha1
 		}
 		select {
 		case <-wctx.Done():
-			return nil, fmt.Errorf("cannot %s again yet: the controller has not finished with the previous %s of %s (%s=%s, handled) within %s; nothing changed, run again",
-				op, op, rev, key, rev, handledWait)
+			return nil, notYet()
 		case <-time.After(poll):
 		}
 		next, err := getModelServer(wctx, c, ms.Namespace, ms.Name)
 		if err != nil {
+			if wctx.Err() != nil {
+				return nil, notYet()
+			}
 			return nil, err
 		}
 		ms = next
