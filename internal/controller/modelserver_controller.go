@@ -714,9 +714,12 @@ func (r *ModelServerReconciler) getRoute(ctx context.Context, ms *v1alpha1.Model
 
 // operation reads a human's request from the annotations; one naming another revision than
 // the current candidate's is ignored (and cleared), so a stale request never acts on a newer rollout.
+// The candidate is current only while the spec still asks for it: a candidate that a spec change
+// superseded takes no request (rollout.Next would otherwise carry it to the superseding
+// revision's rollout, which nobody reviewed).
 func operation(ms *v1alpha1.ModelServer) rollout.Operation {
 	cand := ms.Status.Candidate
-	if cand == nil {
+	if cand == nil || cand.Revision != revision.Of(&ms.Spec.Template) {
 		return rollout.OpNone
 	}
 	a := ms.GetAnnotations()
@@ -843,6 +846,10 @@ func (r *ModelServerReconciler) completeStatus(ms *v1alpha1.ModelServer, obs obs
 			setCondition(ms, v1alpha1.ConditionMetricsAvailable, metav1.ConditionFalse, v1alpha1.ReasonMetricsUnavailable, "autoscaling: "+s.MetricsMessage)
 		} else if obs.Measurement == nil {
 			setCondition(ms, v1alpha1.ConditionMetricsAvailable, metav1.ConditionTrue, v1alpha1.ReasonMetricsOK, "autoscaling signals have data")
+		}
+		if c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionReady); s.Unserved != "" && c != nil && c.Status == metav1.ConditionTrue {
+			// "0/0 available" is not ready while requests may wait with no pod to serve them.
+			setCondition(ms, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonNoReplicaForLoad, s.Unserved)
 		}
 		switch {
 		case len(obs.conflicts) > 0:
