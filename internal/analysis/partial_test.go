@@ -13,6 +13,7 @@ import (
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
 	"github.com/modelship/modelship/internal/metrics"
+	"github.com/modelship/modelship/internal/rollout"
 )
 
 // partialProm speaks Prometheus' HTTP API: a bucket query gets a histogram whose p95 is under
@@ -58,8 +59,8 @@ func TestRunReadsAPartialResponseAsNoData(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v, msg := Summarize(results); v != v1alpha1.VerdictInconclusive {
-		t.Fatalf("verdict on a partial answer = %s (%s), want Inconclusive", v, msg)
+	if v, r := rollout.Verdict(results); v != v1alpha1.VerdictInconclusive {
+		t.Fatalf("verdict on a partial answer = %s (%+v), want Inconclusive", v, r)
 	}
 	for _, r := range results {
 		if r.Verdict != v1alpha1.VerdictInconclusive || !strings.Contains(r.Message, "partial response") {
@@ -71,7 +72,7 @@ func TestRunReadsAPartialResponseAsNoData(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v, msg := Summarize(results); v != v1alpha1.VerdictPass {
-		t.Fatalf("verdict on the same answers without the warning = %s (%s), want Pass", v, msg)
+	if v, r := rollout.Verdict(results); v != v1alpha1.VerdictPass {
+		t.Fatalf("verdict on the same answers without the warning = %s (%+v), want Pass", v, r)
 	}
 }
