@@ -39,7 +39,7 @@ func TestReadyAtZeroReplicasOnlyWhenNoLoadIsObserved(t *testing.T) {
 				accepted: metav1.Condition{Type: v1alpha1.ConditionRouteAccepted, Status: metav1.ConditionUnknown, Reason: v1alpha1.ReasonNoGatewayAnswer},
 				scale:    &autoscale.Output{MetricsAvailable: true, LimitedReason: v1alpha1.ReasonWithinBounds, Unserved: tc.unserved},
 			}
-			(&ModelServerReconciler{}).completeStatus(ms, obs, rollout.Decision{})
+			(&ModelServerReconciler{}).completeStatus(ms, ms.DeepCopy(), obs, rollout.Decision{}, statusNotes{routeWritten: true})
 			c := meta.FindStatusCondition(ms.Status.Conditions, v1alpha1.ConditionReady)
 			if c == nil || c.Status != tc.want {
 				t.Fatalf("Ready = %+v, want %s", c, tc.want)
