@@ -101,6 +101,53 @@ type ModelServerStatus struct {
 	// +optional
 	Weights Weights `json:"weights,omitempty,omitzero"`
 
+	// Rollout is the rollout's memory between passes: where the rollout stands, its analysis,
+	// and how long the color that serves no traffic keeps its pods.
+	// +optional
+	Rollout RolloutStatus `json:"rollout,omitempty,omitzero"`
+
+	// Replicas is the total number of model server pods across both colors (/scale).
+	// +optional
+	Replicas int32 `json:"replicas,omitempty"`
+
+	// ReadyReplicas is the total number of Ready pods across both colors.
+	// +optional
+	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
+
+	// Selector selects all the ModelServer's pods, for the /scale subresource.
+	// +optional
+	Selector string `json:"selector,omitempty"`
+
+	// Autoscaling is the autoscaler's last decision.
+	// +optional
+	Autoscaling *AutoscalingStatus `json:"autoscaling,omitempty"`
+
+	// History holds the last 10 revisions that left a rollout, newest first.
+	// +kubebuilder:validation:MaxItems=10
+	// +listType=atomic
+	// +optional
+	History []RevisionRecord `json:"history,omitempty"`
+
+	// Route is where the ModelServer's backendRefs were last written and carry its traffic: the
+	// HTTPRoute modelship owns, or the route (and rule) named by spec.gateway.routeRef. When
+	// spec.gateway moves them (parentRefs to routeRef and back, another routeRef or ruleName),
+	// modelship writes them in the new place first and, once that place carries the weights and
+	// no Gateway rejected it, deletes the owned HTTPRoute or removes its backendRefs from the
+	// place recorded here, then records the new one. Nothing modelship wrote stays behind.
+	// +optional
+	Route *RouteStatus `json:"route,omitempty"`
+	// Conditions follow kstatus (Ready, Reconciling, Stalled) plus Progressing, Degraded,
+	// MetricsAvailable, RouteAccepted and ScalingLimited.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// RolloutStatus is the rollout state machine's memory between passes: the step it holds, its
+// analysis, the revision it rolled back, the operation it last acted on, and until when the
+// color that serves no traffic keeps its pods, one field per reason.
+type RolloutStatus struct {
 	// Step is the 1-based index of the current rollout step in spec.rollout.steps; 0 before the
 	// first step (candidate warming) and when no rollout is in progress.
 	// +optional
@@ -139,34 +186,6 @@ type ModelServerStatus struct {
 	// +optional
 	RolledBackRevision string `json:"rolledBackRevision,omitempty"`
 
-	// ScaleDownAt is when the color that serves no traffic scales to zero: the previous
-	// stable color, kept warm after a promotion for an instant rollback, or a rolled-back
-	// candidate, kept for inspection after an abort or draining after an automatic rollback.
-	// +optional
-	ScaleDownAt *metav1.Time `json:"scaleDownAt,omitempty"`
-
-	// Replicas is the total number of model server pods across both colors (/scale).
-	// +optional
-	Replicas int32 `json:"replicas,omitempty"`
-
-	// ReadyReplicas is the total number of Ready pods across both colors.
-	// +optional
-	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
-
-	// Selector selects all the ModelServer's pods, for the /scale subresource.
-	// +optional
-	Selector string `json:"selector,omitempty"`
-
-	// Autoscaling is the autoscaler's last decision.
-	// +optional
-	Autoscaling *AutoscalingStatus `json:"autoscaling,omitempty"`
-
-	// History holds the last 10 revisions that left a rollout, newest first.
-	// +kubebuilder:validation:MaxItems=10
-	// +listType=atomic
-	// +optional
-	History []RevisionRecord `json:"history,omitempty"`
-
 	// HandledOperation is the last operation annotation (promote, promote-full, abort) that a
 	// pass acted on, recorded in the same status write as its effect. The annotation is removed
 	// only after that write; a pass that finds an annotation recorded here removes it without
@@ -174,20 +193,11 @@ type ModelServerStatus struct {
 	// +optional
 	HandledOperation *HandledOperation `json:"handledOperation,omitempty"`
 
-	// Route is where the ModelServer's backendRefs were last written and carry its traffic: the
-	// HTTPRoute modelship owns, or the route (and rule) named by spec.gateway.routeRef. When
-	// spec.gateway moves them (parentRefs to routeRef and back, another routeRef or ruleName),
-	// modelship writes them in the new place first and, once that place carries the weights and
-	// no Gateway rejected it, deletes the owned HTTPRoute or removes its backendRefs from the
-	// place recorded here, then records the new one. Nothing modelship wrote stays behind.
+	// ScaleDownAt is when the color that serves no traffic scales to zero: the previous
+	// stable color, kept warm after a promotion for an instant rollback, or a rolled-back
+	// candidate, kept for inspection after an abort or draining after an automatic rollback.
 	// +optional
-	Route *RouteStatus `json:"route,omitempty"`
-	// Conditions follow kstatus (Ready, Reconciling, Stalled) plus Progressing, Degraded,
-	// MetricsAvailable, RouteAccepted and ScalingLimited.
-	// +listType=map
-	// +listMapKey=type
-	// +optional
-	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	ScaleDownAt *metav1.Time `json:"scaleDownAt,omitempty"`
 }
 
 // RouteStatus names the HTTPRoute (and rule) that holds a ModelServer's backendRefs.

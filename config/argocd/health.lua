@@ -30,7 +30,11 @@ local function rollout(status, spec)
   if spec ~= nil and spec.rollout ~= nil and spec.rollout.steps ~= nil and #spec.rollout.steps > 0 then
     steps = #spec.rollout.steps
   end
-  local text = "step " .. tostring(status.step or 0) .. " of " .. tostring(steps)
+  local step = 0
+  if status.rollout ~= nil and status.rollout.step ~= nil then
+    step = status.rollout.step
+  end
+  local text = "step " .. tostring(step) .. " of " .. tostring(steps)
   if status.weights ~= nil then
     text = text .. ", candidate weight " .. tostring(status.weights.candidate or 0) .. "%"
   end
@@ -63,7 +67,11 @@ if stalled ~= nil and stalled.status == "True" then
 end
 if phase == "RolledBack" then
   hs.status = "Degraded"
-  hs.message = "Revision " .. (status.rolledBackRevision or status.revision or "?") .. " was rolled back; the stable revision serves all traffic"
+  local rejected = status.revision or "?"
+  if status.rollout ~= nil and status.rollout.rolledBackRevision ~= nil then
+    rejected = status.rollout.rolledBackRevision
+  end
+  hs.message = "Revision " .. rejected .. " was rolled back; the stable revision serves all traffic"
   return hs
 end
 if phase == "Degraded" then

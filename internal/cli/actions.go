@@ -243,7 +243,7 @@ func (o *options) setOperation(ctx context.Context, c client.Client, ms *v1alpha
 			warnIfStale(o.streams.ErrOut, ms)
 			warned = true
 		}
-		handled := ms.Status.HandledOperation != nil && *ms.Status.HandledOperation == v1alpha1.HandledOperation{Annotation: key, Revision: rev}
+		handled := ms.Status.Rollout.HandledOperation != nil && *ms.Status.Rollout.HandledOperation == v1alpha1.HandledOperation{Annotation: key, Revision: rev}
 		if !handled && ms.Annotations[key] == rev {
 			_, err := fmt.Fprintf(o.streams.Out, "%s already has %s=%s: %s already requested for candidate %s, waiting for the controller; nothing changed\n",
 				resourceName(ms), key, rev, op, rev)
@@ -292,7 +292,7 @@ func (o *options) waitHandled(ctx context.Context, c client.Client, ms *v1alpha1
 			op, op, rev, key, rev)
 	}
 	for {
-		h := ms.Status.HandledOperation
+		h := ms.Status.Rollout.HandledOperation
 		if _, set := ms.Annotations[key]; !set && (h == nil || *h != (v1alpha1.HandledOperation{Annotation: key, Revision: rev})) {
 			return ms, nil
 		}
@@ -370,8 +370,8 @@ func (o *options) runRollback(ctx context.Context, name, to, candidate string) e
 	case to == stable:
 		_, err := fmt.Fprintf(o.streams.Out, "%s already serves stable revision %s (phase %s), nothing changed\n",
 			resourceName(ms), stable, st.Phase)
-		if err == nil && st.Phase == v1alpha1.PhaseRolledBack && st.RolledBackRevision != "" {
-			_, err = fmt.Fprintf(o.streams.Out, gitOpsNote, st.RolledBackRevision)
+		if err == nil && st.Phase == v1alpha1.PhaseRolledBack && st.Rollout.RolledBackRevision != "" {
+			_, err = fmt.Fprintf(o.streams.Out, gitOpsNote, st.Rollout.RolledBackRevision)
 		}
 		return err
 	case st.Candidate != nil && to == st.Candidate.Revision && health.InProgress(ms):

@@ -138,8 +138,8 @@ func writeStatus(w io.Writer, ms *v1alpha1.ModelServer, events []corev1.Event, n
 	}
 	if s := health.StepText(ms); s != "" {
 		phase += ", " + s
-		if st.StepStartedAt != nil {
-			phase += ", for " + age(*st.StepStartedAt, now)
+		if st.Rollout.StepStartedAt != nil {
+			phase += ", for " + age(*st.Rollout.StepStartedAt, now)
 		}
 	}
 	fmt.Fprintf(tw, "Name:\t%s\n", ms.Name)
@@ -157,11 +157,11 @@ func writeStatus(w io.Writer, ms *v1alpha1.ModelServer, events []corev1.Event, n
 	if st.Stable != nil || st.Candidate != nil {
 		fmt.Fprintf(tw, "Weights:\tstable %d%%, candidate %d%%\n", st.Weights.Stable, st.Weights.Candidate)
 	}
-	if st.RolledBackRevision != "" {
-		fmt.Fprintf(tw, "Rolled back:\t%s (not retried while the spec asks for it)\n", st.RolledBackRevision)
+	if st.Rollout.RolledBackRevision != "" {
+		fmt.Fprintf(tw, "Rolled back:\t%s (not retried while the spec asks for it)\n", st.Rollout.RolledBackRevision)
 	}
-	if st.ScaleDownAt != nil {
-		fmt.Fprintf(tw, "Previous stable scales down:\tin %s\n", duration.HumanDuration(st.ScaleDownAt.Sub(now)))
+	if st.Rollout.ScaleDownAt != nil {
+		fmt.Fprintf(tw, "Previous stable scales down:\tin %s\n", duration.HumanDuration(st.Rollout.ScaleDownAt.Sub(now)))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -211,18 +211,18 @@ func writeStatus(w io.Writer, ms *v1alpha1.ModelServer, events []corev1.Event, n
 		}
 	}
 
-	if len(st.Analysis) > 0 {
-		fmt.Fprintf(w, "\nAnalysis: %d failed measurement(s) in this rollout", st.Failures)
-		if st.LastMeasuredAt != nil {
-			fmt.Fprintf(w, ", last measured %s ago", age(*st.LastMeasuredAt, now))
+	if len(st.Rollout.Analysis) > 0 {
+		fmt.Fprintf(w, "\nAnalysis: %d failed measurement(s) in this rollout", st.Rollout.Failures)
+		if st.Rollout.LastMeasuredAt != nil {
+			fmt.Fprintf(w, ", last measured %s ago", age(*st.Rollout.LastMeasuredAt, now))
 		}
-		if st.InconclusiveSince != nil {
-			fmt.Fprintf(w, ", inconclusive for %s", age(*st.InconclusiveSince, now))
+		if st.Rollout.InconclusiveSince != nil {
+			fmt.Fprintf(w, ", inconclusive for %s", age(*st.Rollout.InconclusiveSince, now))
 		}
 		fmt.Fprintln(w)
 		tw = tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 		fmt.Fprintln(tw, "  METRIC\tCANDIDATE\tSTABLE\tBOUND\tVERDICT\tAGE\tMESSAGE")
-		for _, m := range st.Analysis {
+		for _, m := range st.Rollout.Analysis {
 			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.Name, orNone(m.Candidate), orNone(m.Stable),
 				orNone(m.Bound), m.Verdict, age(m.At, now), m.Message)
 		}

@@ -27,15 +27,18 @@ func rolloutInProgress() *v1alpha1.ModelServer {
 		ObjectMeta: metav1.ObjectMeta{Name: "llama", Namespace: "ml", UID: "u1", Generation: 2, CreationTimestamp: ago(26 * time.Hour)},
 		Spec:       v1alpha1.ModelServerSpec{Rollout: v1alpha1.RolloutSpec{Steps: []int32{10, 50, 100}}},
 		Status: v1alpha1.ModelServerStatus{
-			ObservedGeneration: 2, Phase: v1alpha1.PhaseProgressing, Revision: "rev-b", Step: 2,
-			StepStartedAt: ptrTime(ago(90 * time.Second)),
-			Stable:        &v1alpha1.ColorStatus{Color: v1alpha1.Blue, Revision: "rev-a", Image: "img:a", Replicas: 2, ReadyReplicas: 2},
-			Candidate:     &v1alpha1.ColorStatus{Color: v1alpha1.Green, Revision: "rev-b", Image: "img:b", Replicas: 2, ReadyReplicas: 1, Warm: true},
-			Weights:       v1alpha1.Weights{Stable: 50, Candidate: 50},
-			Replicas:      4, ReadyReplicas: 3, Failures: 1, LastMeasuredAt: ptrTime(ago(20 * time.Second)),
-			Analysis: []v1alpha1.MetricResult{
-				{Name: "ttft-p95", Candidate: "0.31", Stable: "0.29", Bound: "<= 0.35 (1.2x stable)", Verdict: v1alpha1.VerdictPass, At: ago(20 * time.Second)},
-				{Name: "error-ratio", Verdict: v1alpha1.VerdictInconclusive, Message: "42 requests < minSamples 50", At: ago(20 * time.Second)},
+			ObservedGeneration: 2, Phase: v1alpha1.PhaseProgressing, Revision: "rev-b",
+			Stable:    &v1alpha1.ColorStatus{Color: v1alpha1.Blue, Revision: "rev-a", Image: "img:a", Replicas: 2, ReadyReplicas: 2},
+			Candidate: &v1alpha1.ColorStatus{Color: v1alpha1.Green, Revision: "rev-b", Image: "img:b", Replicas: 2, ReadyReplicas: 1, Warm: true},
+			Weights:   v1alpha1.Weights{Stable: 50, Candidate: 50},
+			Replicas:  4, ReadyReplicas: 3,
+			Rollout: v1alpha1.RolloutStatus{
+				Step: 2, StepStartedAt: ptrTime(ago(90 * time.Second)),
+				Failures: 1, LastMeasuredAt: ptrTime(ago(20 * time.Second)),
+				Analysis: []v1alpha1.MetricResult{
+					{Name: "ttft-p95", Candidate: "0.31", Stable: "0.29", Bound: "<= 0.35 (1.2x stable)", Verdict: v1alpha1.VerdictPass, At: ago(20 * time.Second)},
+					{Name: "error-ratio", Verdict: v1alpha1.VerdictInconclusive, Message: "42 requests < minSamples 50", At: ago(20 * time.Second)},
+				},
 			},
 			Autoscaling: &v1alpha1.AutoscalingStatus{DesiredReplicas: 4, Proposals: []v1alpha1.Proposal{
 				{Metric: "gpuUtilization", Value: "91", Target: "70", Replicas: &three},

@@ -86,7 +86,7 @@ func revisionSuite(t *testing.T, newHarness func(t *testing.T) *harness) {
 
 func withHandled(key, rev string) statusOption {
 	return func(st *v1alpha1.ModelServerStatus) {
-		st.HandledOperation = &v1alpha1.HandledOperation{Annotation: key, Revision: rev}
+		st.Rollout.HandledOperation = &v1alpha1.HandledOperation{Annotation: key, Revision: rev}
 	}
 }
 
@@ -119,7 +119,7 @@ func TestAPromoteWhoseCandidateChangesBeforeItsWriteIsRefusedNamingBoth(t *testi
 			if !changed {
 				changed = true
 				h.setStatus("llama", v1alpha1.PhaseProgressing, func(st *v1alpha1.ModelServerStatus) {
-					st.Candidate.Revision, st.Revision, st.Step = "rev-c", "rev-c", 0
+					st.Candidate.Revision, st.Revision, st.Rollout.Step = "rev-c", "rev-c", 0
 				})
 			}
 			return c.Patch(ctx, o, p, opts...)

@@ -130,7 +130,7 @@ type statusOption func(*v1alpha1.ModelServerStatus)
 
 func withStep(step int32, candidateWeight int32) statusOption {
 	return func(st *v1alpha1.ModelServerStatus) {
-		st.Step = step
+		st.Rollout.Step = step
 		st.Weights = v1alpha1.Weights{Stable: 100 - candidateWeight, Candidate: candidateWeight}
 	}
 }
@@ -173,9 +173,9 @@ func (h *harness) setStatus(name string, phase v1alpha1.Phase, opts ...statusOpt
 			st.Candidate = &v1alpha1.ColorStatus{Color: v1alpha1.Green, Revision: "rev-b", Image: "vllm/vllm-openai:v0.9.2", Replicas: 1, ReadyReplicas: 1, Warm: true}
 			st.Replicas, st.ReadyReplicas = 3, 3
 			if phase == v1alpha1.PhaseRolledBack {
-				st.RolledBackRevision = "rev-b"
+				st.Rollout.RolledBackRevision = "rev-b"
 			} else {
-				st.Step, st.Weights = 1, v1alpha1.Weights{Stable: 90, Candidate: 10}
+				st.Rollout.Step, st.Weights = 1, v1alpha1.Weights{Stable: 90, Candidate: 10}
 			}
 		case v1alpha1.PhaseHealthy:
 			st.Stable = &v1alpha1.ColorStatus{Color: v1alpha1.Green, Revision: "rev-b", Image: "vllm/vllm-openai:v0.9.2", Replicas: 2, ReadyReplicas: 2}

@@ -19,7 +19,7 @@ func logDecisions(log logr.Logger, before, after *v1alpha1.ModelServerStatus, ob
 	if rolloutChanged(before, after) {
 		kv := []any{
 			"phase", transition(string(before.Phase), string(after.Phase)),
-			"step", transition(fmt.Sprint(before.Step), fmt.Sprint(after.Step)),
+			"step", transition(fmt.Sprint(before.Rollout.Step), fmt.Sprint(after.Rollout.Step)),
 			"weights", transition(weights(before.Weights), weights(after.Weights)),
 			"stable", colorRevision(after.Stable),
 			"candidate", colorRevision(after.Candidate),
@@ -79,7 +79,7 @@ func logDecisions(log logr.Logger, before, after *v1alpha1.ModelServerStatus, ob
 }
 
 func rolloutChanged(before, after *v1alpha1.ModelServerStatus) bool {
-	return before.Phase != after.Phase || before.Step != after.Step || before.Weights != after.Weights ||
+	return before.Phase != after.Phase || before.Rollout.Step != after.Rollout.Step || before.Weights != after.Weights ||
 		colorRevision(before.Stable) != colorRevision(after.Stable) || colorRevision(before.Candidate) != colorRevision(after.Candidate)
 }
 

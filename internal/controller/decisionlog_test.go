@@ -21,13 +21,13 @@ func capture() (logr.Logger, *[]string) {
 
 func TestLogDecisions(t *testing.T) {
 	serving := v1alpha1.ModelServerStatus{
-		Phase: v1alpha1.PhaseProgressing, Step: 1, Weights: v1alpha1.Weights{Stable: 80, Candidate: 20},
+		Phase: v1alpha1.PhaseProgressing, Rollout: v1alpha1.RolloutStatus{Step: 1}, Weights: v1alpha1.Weights{Stable: 80, Candidate: 20},
 		Stable:      &v1alpha1.ColorStatus{Color: v1alpha1.Blue, Revision: "r1"},
 		Candidate:   &v1alpha1.ColorStatus{Color: v1alpha1.Green, Revision: "r2"},
 		Autoscaling: &v1alpha1.AutoscalingStatus{DesiredReplicas: 3},
 	}
 	advanced := *serving.DeepCopy()
-	advanced.Step, advanced.Weights = 2, v1alpha1.Weights{Stable: 50, Candidate: 50}
+	advanced.Rollout.Step, advanced.Weights = 2, v1alpha1.Weights{Stable: 50, Candidate: 50}
 	scaled := *serving.DeepCopy()
 	scaled.Autoscaling.DesiredReplicas = 5
 	obs := observed{Observation: rollout.Observation{Colors: map[v1alpha1.Color]rollout.ColorObservation{

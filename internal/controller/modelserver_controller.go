@@ -687,7 +687,7 @@ func (r *ModelServerReconciler) measure(ctx context.Context, ms *v1alpha1.ModelS
 	// The measurement due now: of this candidate, at this step, after the last one, for this
 	// spec. A job of another id (the rollout moved on) is dropped.
 	st := ms.Status
-	id := fmt.Sprintf("%s/%s/%d/%d/%s/%s", cand.Revision, cand.Color, st.Step, ms.Generation, timeString(st.StepStartedAt), timeString(st.LastMeasuredAt))
+	id := fmt.Sprintf("%s/%s/%d/%d/%s/%s", cand.Revision, cand.Color, st.Rollout.Step, ms.Generation, timeString(st.Rollout.StepStartedAt), timeString(st.Rollout.LastMeasuredAt))
 	m, ok, err := r.measurements.do(ctx, client.ObjectKeyFromObject(ms), "measurement", id, func(ctx context.Context) (*rollout.Measurement, error) {
 		results, err := analysis.Run(ctx, q, spec, target, window, now)
 		if err != nil {

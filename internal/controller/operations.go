@@ -40,7 +40,7 @@ func readRequest(ms *v1alpha1.ModelServer) request {
 	for _, k := range operationAnnotations {
 		if v, ok := a[k]; ok {
 			q.found = &v1alpha1.HandledOperation{Annotation: k, Revision: v}
-			h := ms.Status.HandledOperation
+			h := ms.Status.Rollout.HandledOperation
 			q.handled = h != nil && *h == *q.found
 			break
 		}
@@ -59,11 +59,11 @@ func (q request) record(st, before *v1alpha1.ModelServerStatus, keep bool) (clea
 	clear = !keep && q.found != nil
 	switch {
 	case q.found == nil:
-		st.HandledOperation = nil
+		st.Rollout.HandledOperation = nil
 	case clear && !q.handled:
-		st.HandledOperation = q.found
+		st.Rollout.HandledOperation = q.found
 	case !clear:
-		st.HandledOperation = before.HandledOperation
+		st.Rollout.HandledOperation = before.Rollout.HandledOperation
 	}
 	return clear
 }
@@ -108,7 +108,7 @@ func (r *ModelServerReconciler) clearOperations(ctx context.Context, seen, ms *v
 	patch := client.MergeFrom(ms.DeepCopy())
 	for _, k := range operationAnnotations {
 		if v, ok := a[k]; ok {
-			h := seen.Status.HandledOperation
+			h := seen.Status.Rollout.HandledOperation
 			if op := operation(seen); op == rollout.OpNone && (h == nil || h.Annotation != k || h.Revision != v) {
 				r.Recorder.Eventf(ms, nil, corev1.EventTypeWarning, "OperationIgnored", "Ignore", "%s=%s names no rollout in progress; ignored", k, v)
 			}

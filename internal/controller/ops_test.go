@@ -76,7 +76,7 @@ func manualRollout(t *testing.T, r *ModelServerReconciler, ms *v1alpha1.ModelSer
 	for i := 0; i < 10; i++ {
 		pass(t, r, ms)
 		got := getMS(t, ms)
-		if c := got.Status.Candidate; c != nil && got.Status.Step == want {
+		if c := got.Status.Candidate; c != nil && got.Status.Rollout.Step == want {
 			return c.Revision
 		}
 		if _, err := getDeployment(ms.Namespace, ms.DeploymentName(v1alpha1.Green)); err == nil {
@@ -84,7 +84,7 @@ func manualRollout(t *testing.T, r *ModelServerReconciler, ms *v1alpha1.ModelSer
 		}
 	}
 	got := getMS(t, ms)
-	t.Fatalf("candidate never reached step %d: phase %s step %d", want, got.Status.Phase, got.Status.Step)
+	t.Fatalf("candidate never reached step %d: phase %s step %d", want, got.Status.Phase, got.Status.Rollout.Step)
 	return ""
 }
 
@@ -136,11 +136,11 @@ func TestAbortIsNotLostWhenTheStatusWriteFailsOnce(t *testing.T) {
 	if _, ok := got.Annotations[v1alpha1.AnnotationAbort]; ok {
 		t.Fatal("the abort annotation stayed after the abort was recorded")
 	}
-	if h := got.Status.HandledOperation; h == nil || h.Annotation != v1alpha1.AnnotationAbort || h.Revision != rev {
+	if h := got.Status.Rollout.HandledOperation; h == nil || h.Annotation != v1alpha1.AnnotationAbort || h.Revision != rev {
 		t.Fatalf("status.handledOperation = %+v, want the abort of %s", h, rev)
 	}
 	pass(t, r, ms)
-	if h := getMS(t, ms).Status.HandledOperation; h != nil {
+	if h := getMS(t, ms).Status.Rollout.HandledOperation; h != nil {
 		t.Fatalf("status.handledOperation = %+v after the annotation was gone, want none", h)
 	}
 }
@@ -166,8 +166,8 @@ func TestPromoteActsOnceWhenRemovingItsAnnotationFails(t *testing.T) {
 		t.Fatalf("the pass whose annotation removal failed returned %v", err)
 	}
 	got := getMS(t, ms)
-	if got.Status.Step != 2 {
-		t.Fatalf("promote did not move the rollout from step 1 to 2: step %d", got.Status.Step)
+	if got.Status.Rollout.Step != 2 {
+		t.Fatalf("promote did not move the rollout from step 1 to 2: step %d", got.Status.Rollout.Step)
 	}
 	if got.Annotations[v1alpha1.AnnotationPromote] != rev {
 		t.Fatalf("the promote annotation is gone although removing it failed: %v", got.Annotations)
@@ -175,8 +175,8 @@ func TestPromoteActsOnceWhenRemovingItsAnnotationFails(t *testing.T) {
 
 	pass(t, r, ms)
 	got = getMS(t, ms)
-	if got.Status.Step != 2 {
-		t.Fatalf("the promote acted twice: step %d, want 2", got.Status.Step)
+	if got.Status.Rollout.Step != 2 {
+		t.Fatalf("the promote acted twice: step %d, want 2", got.Status.Rollout.Step)
 	}
 	if _, ok := got.Annotations[v1alpha1.AnnotationPromote]; ok {
 		t.Fatal("the promote annotation stayed after it was recorded as handled")
@@ -219,7 +219,7 @@ func TestWarmupNeverProbesAPodItsDeploymentDoesNotOwn(t *testing.T) {
 		t.Fatalf("the prober reached a pod our Deployment does not own %d times", n)
 	}
 	got := getMS(t, ms)
-	if got.Status.Step != 0 || got.Status.Candidate == nil || got.Status.Candidate.Warm {
-		t.Fatalf("the candidate counted as warm from a foreign pod: step %d candidate %+v", got.Status.Step, got.Status.Candidate)
+	if got.Status.Rollout.Step != 0 || got.Status.Candidate == nil || got.Status.Candidate.Warm {
+		t.Fatalf("the candidate counted as warm from a foreign pod: step %d candidate %+v", got.Status.Rollout.Step, got.Status.Candidate)
 	}
 }

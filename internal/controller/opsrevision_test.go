@@ -31,8 +31,8 @@ func TestAnAbortOfASupersededCandidateNeverAbortsTheNewOne(t *testing.T) {
 	for i := 0; i < 6; i++ {
 		pass(t, r, ms)
 		got := getMS(t, ms)
-		if got.Status.Phase == v1alpha1.PhaseRolledBack || got.Status.RolledBackRevision == c {
-			t.Fatalf("pass %d: revision %s aborted by a request for %s (phase %s, rolled back %q)", i, c, b, got.Status.Phase, got.Status.RolledBackRevision)
+		if got.Status.Phase == v1alpha1.PhaseRolledBack || got.Status.Rollout.RolledBackRevision == c {
+			t.Fatalf("pass %d: revision %s aborted by a request for %s (phase %s, rolled back %q)", i, c, b, got.Status.Phase, got.Status.Rollout.RolledBackRevision)
 		}
 		if _, err := getDeployment(ms.Namespace, ms.DeploymentName(v1alpha1.Green)); err == nil {
 			markReady(t, ms.Namespace, ms.DeploymentName(v1alpha1.Green))

@@ -45,11 +45,11 @@ func TestRolloutHoldsItsStepOnPartialAnswersAndPromotesOnCompleteOnes(t *testing
 		}
 		return nil
 	})
-	weights, step := tr.current(), held.Status.Step
+	weights, step := tr.current(), held.Status.Rollout.Step
 	consistently(t, holdFor, "holds its step on partial answers", func() error {
 		st := getMS(t, ms).Status
-		if w := tr.current(); w != weights || st.Step != step || st.Phase != v1alpha1.PhaseProgressing {
-			return fmt.Errorf("weights %s step %d phase %s; held at %s step %d", w, st.Step, st.Phase, weights, step)
+		if w := tr.current(); w != weights || st.Rollout.Step != step || st.Phase != v1alpha1.PhaseProgressing {
+			return fmt.Errorf("weights %s step %d phase %s; held at %s step %d", w, st.Rollout.Step, st.Phase, weights, step)
 		}
 		return nil
 	})

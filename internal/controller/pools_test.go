@@ -140,11 +140,11 @@ func TestRolloutHoldsOnAPoolItsGatewayDidNotAccept(t *testing.T) {
 		}
 		return nil
 	})
-	weights, step := tr.current(), held.Status.Step
+	weights, step := tr.current(), held.Status.Rollout.Step
 	consistently(t, holdFor, "holds while green's pool is not accepted", func() error {
 		st := getMS(t, ms).Status
-		if w := tr.current(); w != weights || st.Step != step {
-			return fmt.Errorf("weights %s step %d; held at %s step %d", w, st.Step, weights, step)
+		if w := tr.current(); w != weights || st.Rollout.Step != step {
+			return fmt.Errorf("weights %s step %d; held at %s step %d", w, st.Rollout.Step, weights, step)
 		}
 		return nil
 	})

@@ -474,7 +474,7 @@ func TestRolloutPromotesAGoodRevisionStepByStep(t *testing.T) {
 	onceEach(t, ms, map[string]int32{"RolloutStarted": 1, "StepAdvanced": 2, "Promoted": 1})
 
 	// The previous color stays at full size for the scale-down delay, then goes to zero.
-	sd := promoted.Status.ScaleDownAt
+	sd := promoted.Status.Rollout.ScaleDownAt
 	if sd == nil || sd.Sub(promoted.Status.History[0].At.Time) < 2*time.Second {
 		t.Fatalf("scaleDownAt %v, promoted at %v: want about 3s later", sd, promoted.Status.History[0].At)
 	}
@@ -542,8 +542,8 @@ func TestRolloutRollsBackACandidateWithThreeTimesTheStableTTFT(t *testing.T) {
 	// tolerated failure (failureLimit 1), the rollout rolls back on its own.
 	eventually(t, rolloutTimeout, "rolled back", func() error {
 		st := getMS(t, ms).Status
-		if st.Phase != v1alpha1.PhaseRolledBack || st.RolledBackRevision != v2 {
-			return fmt.Errorf("phase %s rolledBackRevision %q weights %+v", st.Phase, st.RolledBackRevision, st.Weights)
+		if st.Phase != v1alpha1.PhaseRolledBack || st.Rollout.RolledBackRevision != v2 {
+			return fmt.Errorf("phase %s rolledBackRevision %q weights %+v", st.Phase, st.Rollout.RolledBackRevision, st.Weights)
 		}
 		return nil
 	})
@@ -558,7 +558,7 @@ func TestRolloutRollsBackACandidateWithThreeTimesTheStableTTFT(t *testing.T) {
 	if st.Candidate == nil || st.Candidate.Revision != v2 {
 		t.Errorf("the rejected candidate should be kept in status: %+v", st.Candidate)
 	}
-	sd := st.ScaleDownAt
+	sd := st.Rollout.ScaleDownAt
 	if sd == nil && (st.Candidate == nil || st.Candidate.Replicas != 0) {
 		t.Errorf("no scaleDownAt while the rejected candidate is kept at %+v", st.Candidate)
 	}
@@ -654,7 +654,7 @@ func TestRolloutHoldsItsStepWhilePrometheusIsDownAndResumesWhenItReturns(t *test
 		}
 		return nil
 	})
-	weights, step := tr.current(), held.Status.Step
+	weights, step := tr.current(), held.Status.Rollout.Step
 	if held.Status.Phase != v1alpha1.PhaseProgressing || step < 1 || weights == "0/100" {
 		t.Fatalf("when metrics went away: phase %s step %d weights %s; want a rollout in progress", held.Status.Phase, step, weights)
 	}
@@ -665,14 +665,14 @@ func TestRolloutHoldsItsStepWhilePrometheusIsDownAndResumesWhenItReturns(t *test
 	// The rollout holds its step for longer than a step, while the controller keeps measuring.
 	consistently(t, holdFor, "holds its step while Prometheus is down", func() error {
 		st := getMS(t, ms).Status
-		if w := tr.current(); w != weights || st.Step != step || st.Phase != v1alpha1.PhaseProgressing {
-			return fmt.Errorf("weights %s step %d phase %s; held at %s step %d", w, st.Step, st.Phase, weights, step)
+		if w := tr.current(); w != weights || st.Rollout.Step != step || st.Phase != v1alpha1.PhaseProgressing {
+			return fmt.Errorf("weights %s step %d phase %s; held at %s step %d", w, st.Rollout.Step, st.Phase, weights, step)
 		}
 		return nil
 	})
 	st := getMS(t, ms).Status
-	if st.LastMeasuredAt == nil || st.StepStartedAt == nil || st.LastMeasuredAt.Sub(st.StepStartedAt.Time) < 2*time.Second {
-		t.Errorf("the controller should have kept measuring past the step's 2s: step started %v, last measured %v", st.StepStartedAt, st.LastMeasuredAt)
+	if st.Rollout.LastMeasuredAt == nil || st.Rollout.StepStartedAt == nil || st.Rollout.LastMeasuredAt.Sub(st.Rollout.StepStartedAt.Time) < 2*time.Second {
+		t.Errorf("the controller should have kept measuring past the step's 2s: step started %v, last measured %v", st.Rollout.StepStartedAt, st.Rollout.LastMeasuredAt)
 	}
 
 	// Prometheus comes back: the rollout resumes and promotes.
@@ -708,7 +708,7 @@ func TestRolloutPausedBySpecFreezesWeightsUntilResumed(t *testing.T) {
 		}
 		return nil
 	})
-	weights, step := tr.current(), paused.Status.Step
+	weights, step := tr.current(), paused.Status.Rollout.Step
 	if weights == "0/100" || step < 1 {
 		t.Fatalf("paused at weights %s step %d; want a rollout in progress", weights, step)
 	}
@@ -721,8 +721,8 @@ func TestRolloutPausedBySpecFreezesWeightsUntilResumed(t *testing.T) {
 	waitEvent(t, ms, corev1.EventTypeNormal, "Paused")
 	consistently(t, holdFor, "weights frozen while paused", func() error {
 		st := getMS(t, ms).Status
-		if w := tr.current(); w != weights || st.Step != step || st.Phase != v1alpha1.PhasePaused {
-			return fmt.Errorf("weights %s step %d phase %s; paused at %s step %d", w, st.Step, st.Phase, weights, step)
+		if w := tr.current(); w != weights || st.Rollout.Step != step || st.Phase != v1alpha1.PhasePaused {
+			return fmt.Errorf("weights %s step %d phase %s; paused at %s step %d", w, st.Rollout.Step, st.Phase, weights, step)
 		}
 		return nil
 	})
@@ -754,8 +754,8 @@ func TestRolloutOfASupersededCandidateSendsTrafficBackToStableBeforeTheNewOne(t 
 	eventually(t, 20*time.Second, "route back on stable with v2's pods still on green", func() error {
 		got := getMS(t, ms)
 		c := condition(got, v1alpha1.ConditionReconciling)
-		if tr.current() != "100/0" || c == nil || c.Reason != v1alpha1.ReasonSuperseding || got.Status.ScaleDownAt == nil {
-			return fmt.Errorf("route %s, Reconciling %+v, scaleDownAt %v", tr.current(), c, got.Status.ScaleDownAt)
+		if tr.current() != "100/0" || c == nil || c.Reason != v1alpha1.ReasonSuperseding || got.Status.Rollout.ScaleDownAt == nil {
+			return fmt.Errorf("route %s, Reconciling %+v, scaleDownAt %v", tr.current(), c, got.Status.Rollout.ScaleDownAt)
 		}
 		return nil
 	})

@@ -197,8 +197,8 @@ func TestAnAbortDuringADeploymentWebhookOutageMovesTrafficBackAtOnce(t *testing.
 	tr.waitWeights(t, "100/0")
 	eventually(t, 20*time.Second, "the abort recorded while applies fail", func() error {
 		got := getMS(t, ms)
-		if got.Status.Phase != v1alpha1.PhaseRolledBack || got.Status.RolledBackRevision != v2 {
-			return fmt.Errorf("phase %s rolledBack %q", got.Status.Phase, got.Status.RolledBackRevision)
+		if got.Status.Phase != v1alpha1.PhaseRolledBack || got.Status.Rollout.RolledBackRevision != v2 {
+			return fmt.Errorf("phase %s rolledBack %q", got.Status.Phase, got.Status.Rollout.RolledBackRevision)
 		}
 		if c := condition(got, v1alpha1.ConditionReconciling); c == nil || c.Reason != v1alpha1.ReasonApplyFailed {
 			return fmt.Errorf("Reconciling %+v, want ApplyFailed naming the refused write", c)
@@ -255,8 +255,8 @@ func TestAnEditTheControllerRefusesNeverFreezesALiveRollout(t *testing.T) {
 	tr.waitWeights(t, "100/0")
 	eventually(t, 20*time.Second, "aborted, still reporting the refused spec", func() error {
 		got := getMS(t, ms)
-		if got.Status.Phase != v1alpha1.PhaseRolledBack || got.Status.RolledBackRevision != v2 {
-			return fmt.Errorf("phase %s rolledBack %q", got.Status.Phase, got.Status.RolledBackRevision)
+		if got.Status.Phase != v1alpha1.PhaseRolledBack || got.Status.Rollout.RolledBackRevision != v2 {
+			return fmt.Errorf("phase %s rolledBack %q", got.Status.Phase, got.Status.Rollout.RolledBackRevision)
 		}
 		if c := condition(got, v1alpha1.ConditionStalled); c == nil || c.Reason != v1alpha1.ReasonInvalidSpec {
 			return fmt.Errorf("Stalled %+v, want InvalidSpec while the spec is refused", c)

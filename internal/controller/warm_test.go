@@ -270,7 +270,7 @@ func slowWarmup(t *testing.T, opts ...func(*corev1.Pod)) {
 		if c.SizedSince == nil || !c.SizedSince.Equal(sized) {
 			t.Fatalf("pass %d: sizedSince went from %v to %v while the warm-up probes are slow (warm %t, %d probes)", i, sized, c.SizedSince, c.Warm, prober.started.Load())
 		}
-		if got.Status.LastMeasuredAt != nil {
+		if got.Status.Rollout.LastMeasuredAt != nil {
 			break
 		}
 	}

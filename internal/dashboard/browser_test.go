@@ -156,15 +156,15 @@ func (k *cluster) setStatus(name string, phase v1alpha1.Phase, step int32) {
 			st.Candidate = &v1alpha1.ColorStatus{Color: v1alpha1.Green, Revision: "rev-b", Image: "vllm/vllm-openai:v0.9.2", Replicas: 2, ReadyReplicas: 2, Warm: true}
 			st.Replicas, st.ReadyReplicas = 6, 6
 			if phase == v1alpha1.PhaseRolledBack {
-				st.RolledBackRevision = "rev-b"
+				st.Rollout.RolledBackRevision = "rev-b"
 				st.History = append(st.History, v1alpha1.RevisionRecord{Revision: "rev-b", Image: "vllm/vllm-openai:v0.9.2",
 					Outcome: v1alpha1.OutcomeAborted, Reason: "aborted by a person", At: now})
 				break
 			}
 			w := ms.Spec.Rollout.Steps[step-1]
-			st.Step, st.Weights = step, v1alpha1.Weights{Stable: 100 - w, Candidate: w}
-			st.StepStartedAt = &now
-			st.Analysis = []v1alpha1.MetricResult{
+			st.Rollout.Step, st.Weights = step, v1alpha1.Weights{Stable: 100 - w, Candidate: w}
+			st.Rollout.StepStartedAt = &now
+			st.Rollout.Analysis = []v1alpha1.MetricResult{
 				{Name: "ttftP95", Candidate: "0.41", Stable: "0.39", Bound: "<= 1.2 x stable", Verdict: v1alpha1.VerdictPass,
 					Message: "samples: candidate 412, stable 1630", At: now},
 				{Name: "errorRate", Candidate: "0.001", Stable: "0.001", Bound: "<= 0.01", Verdict: v1alpha1.VerdictPass, At: now},

@@ -25,7 +25,7 @@ func rollout(step int32, paused bool) *v1alpha1.ModelServer {
 	ms.Spec.Paused = paused
 	ms.Spec.Rollout.Steps = []int32{10, 50, 100}
 	ms.Status = v1alpha1.ModelServerStatus{
-		ObservedGeneration: 2, Phase: v1alpha1.PhaseProgressing, Step: step,
+		ObservedGeneration: 2, Phase: v1alpha1.PhaseProgressing, Rollout: v1alpha1.RolloutStatus{Step: step},
 		Stable:    &v1alpha1.ColorStatus{Color: v1alpha1.Blue, Revision: "a", Replicas: 3, ReadyReplicas: 3},
 		Candidate: &v1alpha1.ColorStatus{Color: v1alpha1.Green, Revision: "b", Replicas: 1, ReadyReplicas: 1},
 		Weights:   v1alpha1.Weights{Stable: 50, Candidate: 50},
@@ -70,7 +70,7 @@ func TestActionsFollowThePhase(t *testing.T) {
 
 func TestMeasurementsCarryTheSampleCounts(t *testing.T) {
 	ms := rollout(2, false)
-	ms.Status.Analysis = []v1alpha1.MetricResult{
+	ms.Status.Rollout.Analysis = []v1alpha1.MetricResult{
 		{Name: "ttftP95", Verdict: v1alpha1.VerdictInconclusive, Message: "too few samples: 12 < 50"},
 		{Name: "itlP95", Verdict: v1alpha1.VerdictPass, Message: "z=0.3 (samples: candidate 40, stable 360)"},
 	}

@@ -208,7 +208,7 @@ func kstatus(ms *v1alpha1.ModelServer) (string, string) {
 func StepsOf(ms *v1alpha1.ModelServer) []StepView {
 	steps := health.Steps(ms)
 	out := make([]StepView, 0, len(steps))
-	cur := int(ms.Status.Step)
+	cur := int(ms.Status.Rollout.Step)
 	inProgress := health.InProgress(ms)
 	for i, w := range steps {
 		s := StepView{Index: i + 1, Weight: w, State: "pending"}
@@ -236,14 +236,14 @@ var (
 
 // MeasurementsOf turns status.analysis into the measurements of the current step.
 func MeasurementsOf(ms *v1alpha1.ModelServer) []Measurement {
-	out := make([]Measurement, 0, len(ms.Status.Analysis))
+	out := make([]Measurement, 0, len(ms.Status.Rollout.Analysis))
 	rev := ""
 	if ms.Status.Candidate != nil {
 		rev = ms.Status.Candidate.Revision
 	}
-	for _, a := range ms.Status.Analysis {
+	for _, a := range ms.Status.Rollout.Analysis {
 		m := Measurement{
-			Step: ms.Status.Step, Revision: rev, Metric: a.Name, Candidate: a.Candidate, Stable: a.Stable,
+			Step: ms.Status.Rollout.Step, Revision: rev, Metric: a.Name, Candidate: a.Candidate, Stable: a.Stable,
 			Bound: a.Bound, Verdict: string(a.Verdict), Message: a.Message, At: a.At.Time,
 		}
 		if s := samplesPattern.FindStringSubmatch(a.Message); s != nil {

@@ -156,7 +156,7 @@ func Assess(ms *v1alpha1.ModelServer) Result {
 		return Result{Done: true, Code: CodeHealthy, Message: fmt.Sprintf("healthy: revision %s serves all traffic", st.Revision)}
 	case v1alpha1.PhaseRolledBack:
 		return Result{Done: true, Code: CodeFailed, Message: fmt.Sprintf("rolled back: revision %s failed, the stable revision serves all traffic",
-			orUnknown(st.RolledBackRevision, st.Revision))}
+			orUnknown(st.Rollout.RolledBackRevision, st.Revision))}
 	case v1alpha1.PhaseAwaitingPromotion:
 		return Result{Done: true, Code: CodeNeedsHuman, Message: "awaiting promotion: run `kubectl modelship promote " + ms.Name + "` or abort"}
 	case v1alpha1.PhasePaused:

@@ -50,13 +50,13 @@ func newModelServer(phase v1alpha1.Phase, opts ...msOption) *v1alpha1.ModelServe
 	switch phase {
 	case v1alpha1.PhaseProgressing, v1alpha1.PhasePaused, v1alpha1.PhaseAwaitingPromotion:
 		ms.Status.Candidate = &v1alpha1.ColorStatus{Color: v1alpha1.Green, Revision: "rev-b"}
-		ms.Status.Step = 2
+		ms.Status.Rollout.Step = 2
 		ms.Status.Weights = v1alpha1.Weights{Stable: 50, Candidate: 50}
 	case v1alpha1.PhaseHealthy:
 		ms.Status.Stable = &v1alpha1.ColorStatus{Color: v1alpha1.Green, Revision: "rev-b"}
 		ms.Status.Weights = v1alpha1.Weights{Stable: 100}
 	case v1alpha1.PhaseRolledBack:
-		ms.Status.RolledBackRevision = "rev-b"
+		ms.Status.Rollout.RolledBackRevision = "rev-b"
 		ms.Status.Weights = v1alpha1.Weights{Stable: 100}
 	}
 	for _, o := range opts {

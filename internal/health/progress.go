@@ -29,12 +29,12 @@ func StepText(ms *v1alpha1.ModelServer) string {
 		return ""
 	}
 	s := Steps(ms)
-	k := ms.Status.Step
+	k := ms.Status.Rollout.Step
 	if k <= 0 {
 		return fmt.Sprintf("warming up (step 0 of %d)", len(s))
 	}
 	if int(k) <= len(s) {
-		w := ms.Status.StepWeight // steps edited mid-rollout never lower the held weight
+		w := ms.Status.Rollout.StepWeight // steps edited mid-rollout never lower the held weight
 		if w == 0 {
 			w = s[k-1]
 		}

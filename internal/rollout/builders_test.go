@@ -79,8 +79,8 @@ func inRollout(rev string, step int32, startedAt time.Time, candWeight int32) st
 		// Sized long ago: the candidate has run at its planned size (see MeasureDue).
 		st.Candidate = &v1alpha1.ColorStatus{Color: st.Stable.Color.Other(), Revision: rev, Image: "img:" + rev, SizedSince: mt(startedAt.Add(-time.Hour))}
 		st.Revision = rev
-		st.Step = step
-		st.StepStartedAt = mt(startedAt)
+		st.Rollout.Step = step
+		st.Rollout.StepStartedAt = mt(startedAt)
 		st.Weights = v1alpha1.Weights{Stable: 100 - candWeight, Candidate: candWeight}
 		if st.Phase == "" || st.Phase == v1alpha1.PhaseHealthy {
 			st.Phase = v1alpha1.PhaseProgressing
@@ -89,23 +89,23 @@ func inRollout(rev string, step int32, startedAt time.Time, candWeight int32) st
 }
 func measured(at time.Time, verdicts ...v1alpha1.Verdict) statusOption {
 	return func(st *v1alpha1.ModelServerStatus) {
-		st.LastMeasuredAt = mt(at)
-		st.Analysis = results(at, verdicts...)
+		st.Rollout.LastMeasuredAt = mt(at)
+		st.Rollout.Analysis = results(at, verdicts...)
 	}
 }
 func failures(n int32) statusOption {
-	return func(st *v1alpha1.ModelServerStatus) { st.Failures = n }
+	return func(st *v1alpha1.ModelServerStatus) { st.Rollout.Failures = n }
 }
 func inconclusiveSince(t time.Time) statusOption {
-	return func(st *v1alpha1.ModelServerStatus) { st.InconclusiveSince = mt(t) }
+	return func(st *v1alpha1.ModelServerStatus) { st.Rollout.InconclusiveSince = mt(t) }
 }
 func scaleDownAt(t time.Time) statusOption {
-	return func(st *v1alpha1.ModelServerStatus) { st.ScaleDownAt = mt(t) }
+	return func(st *v1alpha1.ModelServerStatus) { st.Rollout.ScaleDownAt = mt(t) }
 }
 func rolledBack(rev string, outcome v1alpha1.Outcome, reason string) statusOption {
 	return func(st *v1alpha1.ModelServerStatus) {
 		st.Candidate = &v1alpha1.ColorStatus{Color: st.Stable.Color.Other(), Revision: rev, Image: "img:" + rev}
-		st.RolledBackRevision = rev
+		st.Rollout.RolledBackRevision = rev
 		st.Revision = rev
 		st.Phase = v1alpha1.PhaseRolledBack
 		st.History = append([]v1alpha1.RevisionRecord{{Revision: rev, Outcome: outcome, Reason: reason, At: metav1.NewTime(t0)}}, st.History...)

@@ -56,7 +56,7 @@ func heldReason(f facts) string {
 func rolloutHold(st *v1alpha1.ModelServerStatus, f facts) (reason, message string, held bool) {
 	switch st.Phase {
 	case v1alpha1.PhasePaused:
-		return v1alpha1.ReasonPaused, fmt.Sprintf("rollout of %s paused at step %d", candidateRevision(st), st.Step), true
+		return v1alpha1.ReasonPaused, fmt.Sprintf("rollout of %s paused at step %d", candidateRevision(st), st.Rollout.Step), true
 	case v1alpha1.PhaseAwaitingPromotion:
 		return v1alpha1.ReasonAwaitingPromotion, fmt.Sprintf("rollout of %s awaits promotion (annotate %s=%s)", candidateRevision(st), v1alpha1.AnnotationPromote, candidateRevision(st)), true
 	case v1alpha1.PhaseRolledBack:
@@ -91,13 +91,13 @@ func progressReasonOf(st *v1alpha1.ModelServerStatus, f facts) (reason, message 
 		return v1alpha1.ReasonRouteNotAccepted, f.routeHeld
 	case c.UnreadySince != nil:
 		return v1alpha1.ReasonCandidateUnready, fmt.Sprintf("candidate %s on %s has %d Ready, below its step %d's need since %s: weight capped at %d%%; rolled back at %s unless they return",
-			c.Revision, c.Color, c.ReadyReplicas, st.Step, c.UnreadySince.UTC().Format("15:04:05"), st.Weights.Candidate, f.unreadyDeadline.UTC().Format("15:04:05"))
-	case st.Step == 0:
+			c.Revision, c.Color, c.ReadyReplicas, st.Rollout.Step, c.UnreadySince.UTC().Format("15:04:05"), st.Weights.Candidate, f.unreadyDeadline.UTC().Format("15:04:05"))
+	case st.Rollout.Step == 0:
 		return v1alpha1.ReasonWarmingUp, fmt.Sprintf("candidate %s on %s warming up: %d/%d Ready, warm: %t", c.Revision, c.Color, c.ReadyReplicas, c.Replicas, c.Warm)
-	case st.InconclusiveSince != nil:
-		return v1alpha1.ReasonInconclusive, fmt.Sprintf("step %d (candidate %d%%) holds on inconclusive analysis since %s", st.Step, st.Weights.Candidate, st.InconclusiveSince.UTC().Format("15:04:05"))
+	case st.Rollout.InconclusiveSince != nil:
+		return v1alpha1.ReasonInconclusive, fmt.Sprintf("step %d (candidate %d%%) holds on inconclusive analysis since %s", st.Rollout.Step, st.Weights.Candidate, st.Rollout.InconclusiveSince.UTC().Format("15:04:05"))
 	default:
-		return v1alpha1.ReasonAnalyzing, fmt.Sprintf("step %d (candidate %s %d%%) under analysis", st.Step, c.Revision, st.Weights.Candidate)
+		return v1alpha1.ReasonAnalyzing, fmt.Sprintf("step %d (candidate %s %d%%) under analysis", st.Rollout.Step, c.Revision, st.Weights.Candidate)
 	}
 }
 

@@ -38,14 +38,14 @@ func (m *machine) drainSuperseded() bool {
 		return false
 	}
 	c.UnreadySince = nil
-	st.InconclusiveSince = nil // the superseded rollout's analysis is over
+	st.Rollout.InconclusiveSince = nil // the superseded rollout's analysis is over
 	if m.drain > 0 {
 		c.Replicas = need(m.total, m.drain)
 		m.plans[c.Color] = ColorPlan{Revision: c.Revision, Replicas: c.Replicas}
 		m.superseding = fmt.Sprintf("rollout of %s superseded by %s: %s keeps %d%% until %s's Ready pods carry all traffic", c.Revision, m.obs.Revision, c.Revision, m.drain, st.Stable.Color)
 		m.wakeAt(m.now.Add(WarmupPollInterval))
 	} else {
-		m.superseding = fmt.Sprintf("rollout of %s superseded by %s: all traffic on %s; %s's pods drain until %s", c.Revision, m.obs.Revision, st.Stable.Color, c.Revision, st.ScaleDownAt.UTC().Format(time.RFC3339))
+		m.superseding = fmt.Sprintf("rollout of %s superseded by %s: all traffic on %s; %s's pods drain until %s", c.Revision, m.obs.Revision, st.Stable.Color, c.Revision, st.Rollout.ScaleDownAt.UTC().Format(time.RFC3339))
 	}
 	m.planStable()
 	st.Phase = v1alpha1.PhaseProgressing
@@ -62,7 +62,7 @@ func (m *machine) drainSuperseded() bool {
 // it, and the pods still get requests meanwhile. A candidate kept only for inspection
 // (aborted: no weight, scaleDownAt further than RollbackDrain) gives its color up at once.
 func (m *machine) rolledBackDraining() bool {
-	sd := m.st.ScaleDownAt
+	sd := m.st.Rollout.ScaleDownAt
 	if m.inProgress() || sd == nil || !m.now.Before(sd.Time) {
 		return false
 	}
@@ -77,17 +77,17 @@ func (m *machine) drainPods(c *v1alpha1.ColorStatus) bool {
 	if m.ms.Status.Weights.Candidate > 0 {
 		m.drainUntil(m.now.Add(RollbackDrain))
 	}
-	sd := st.ScaleDownAt
+	sd := st.Rollout.ScaleDownAt
 	if sd == nil {
 		return false
 	}
 	if !m.now.Before(sd.Time) {
-		st.ScaleDownAt = nil
+		st.Rollout.ScaleDownAt = nil
 		return false
 	}
 	o, ok := m.colorObs(c.Color, c.Revision)
 	if !ok {
-		st.ScaleDownAt = nil
+		st.Rollout.ScaleDownAt = nil
 		return false
 	}
 	// Never more than the total (no double GPUs), should the total have shrunk meanwhile.
@@ -101,7 +101,7 @@ func (m *machine) drainPods(c *v1alpha1.ColorStatus) bool {
 func (m *machine) holdRolledBack() {
 	st := m.st
 	if m.obs.Operation != OpNone {
-		m.event(corev1.EventTypeNormal, EventOperationIgnored, "%s ignored: revision %s was already rolled back; change the spec to retry", m.obs.Operation, st.RolledBackRevision)
+		m.event(corev1.EventTypeNormal, EventOperationIgnored, "%s ignored: revision %s was already rolled back; change the spec to retry", m.obs.Operation, st.Rollout.RolledBackRevision)
 	}
 	m.clearRollout()
 	m.planStable()
@@ -132,9 +132,9 @@ func (m *machine) holdRolledBack() {
 		}
 		c.Replicas = plan
 	}
-	m.heldReason, m.heldMessage = v1alpha1.ReasonRolledBack, "revision "+st.RolledBackRevision+" was rolled back"
+	m.heldReason, m.heldMessage = v1alpha1.ReasonRolledBack, "revision "+st.Rollout.RolledBackRevision+" was rolled back"
 	for _, h := range st.History {
-		if h.Revision == st.RolledBackRevision && (h.Outcome == v1alpha1.OutcomeRolledBack || h.Outcome == v1alpha1.OutcomeAborted) {
+		if h.Revision == st.Rollout.RolledBackRevision && (h.Outcome == v1alpha1.OutcomeRolledBack || h.Outcome == v1alpha1.OutcomeAborted) {
 			if h.Outcome == v1alpha1.OutcomeAborted {
 				m.heldReason = v1alpha1.ReasonAborted
 			}
@@ -150,8 +150,8 @@ func (m *machine) holdRolledBack() {
 // RollbackDrain after it, while the Gateway applies the change and requests in flight finish,
 // also when drainWeight held weight on it past its first ScaleDownAt.
 func (m *machine) drainUntil(t time.Time) {
-	if sd := m.st.ScaleDownAt; sd == nil || sd.Time.Before(t) {
-		m.st.ScaleDownAt = m.timeP(t)
+	if sd := m.st.Rollout.ScaleDownAt; sd == nil || sd.Time.Before(t) {
+		m.st.Rollout.ScaleDownAt = m.timeP(t)
 	}
 }
 

@@ -39,8 +39,8 @@ func TestLoadMatching(t *testing.T) {
 				inRollout(revB, tc.step, t0.Add(-5*time.Second), steps[tc.step-1])))
 			obs := newObs(revB, tc.total, deploy(blue, revA, tc.total, tc.stableReady), deploy(green, revB, tc.candReady, tc.candReady))
 			d := Next(ms, obs, t0)
-			if d.Status.Step != tc.step {
-				t.Fatalf("step = %d, want %d (the case must hold its step)", d.Status.Step, tc.step)
+			if d.Status.Rollout.Step != tc.step {
+				t.Fatalf("step = %d, want %d (the case must hold its step)", d.Status.Rollout.Step, tc.step)
 			}
 			if got := d.Status.Weights; got.Candidate != tc.wantCandWeight || got.Stable != 100-tc.wantCandWeight {
 				t.Errorf("weights = %+v, want candidate %d", got, tc.wantCandWeight)
@@ -58,8 +58,8 @@ func TestLoadMatchingHoldsWhilePaused(t *testing.T) {
 	ms := newModelServer(withSteps(10, 25, 50, 100), withLoadMatching(v1alpha1.LoadMatchingStablePods), withPaused(true), withStatus(
 		phase(v1alpha1.PhasePaused), stableOn(blue, revA, 6), inRollout(revB, 1, t0.Add(-time.Hour), 14)))
 	d := Next(ms, newObs(revB, 6, deploy(blue, revA, 6, 5), deploy(green, revB, 1, 1)), t0)
-	if d.Status.Phase != v1alpha1.PhasePaused || d.Status.Step != 1 {
-		t.Fatalf("phase %s step %d, want Paused at step 1", d.Status.Phase, d.Status.Step)
+	if d.Status.Phase != v1alpha1.PhasePaused || d.Status.Rollout.Step != 1 {
+		t.Fatalf("phase %s step %d, want Paused at step 1", d.Status.Phase, d.Status.Rollout.Step)
 	}
 	if d.Status.Weights.Candidate != 14 {
 		t.Errorf("candidate weight = %d, want 14 (held while paused)", d.Status.Weights.Candidate)
@@ -76,8 +76,8 @@ func TestLoadMatchingEventSaysTheRaisedWeight(t *testing.T) {
 	ms := newModelServer(withSteps(10, 25, 50, 100), withLoadMatching(v1alpha1.LoadMatchingStablePods), withStatus(
 		phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 6), inRollout(revB, 0, t0.Add(-time.Minute), 0)))
 	d := Next(ms, newObs(revB, 6, deploy(blue, revA, 6, 6), deploy(green, revB, 1, 1)), t0)
-	if d.Status.Step != 1 || d.Status.Weights.Candidate != 14 {
-		t.Fatalf("step %d weights %+v, want step 1 at 14%%", d.Status.Step, d.Status.Weights)
+	if d.Status.Rollout.Step != 1 || d.Status.Weights.Candidate != 14 {
+		t.Fatalf("step %d weights %+v, want step 1 at 14%%", d.Status.Rollout.Step, d.Status.Weights)
 	}
 	for _, e := range d.Events {
 		if e.Reason == EventStepAdvanced {

@@ -36,22 +36,22 @@ func judgedPhase(p v1alpha1.Phase) bool {
 }
 
 func nextMeasureAt(st *v1alpha1.ModelServerStatus, pol policy) (time.Time, bool) {
-	if !judgedPhase(st.Phase) || st.Candidate == nil || st.Step < 1 || st.StepStartedAt == nil {
+	if !judgedPhase(st.Phase) || st.Candidate == nil || st.Rollout.Step < 1 || st.Rollout.StepStartedAt == nil {
 		return time.Time{}, false
 	}
 	sized := st.Candidate.SizedSince
 	if sized == nil {
 		return time.Time{}, false
 	}
-	earliest := st.StepStartedAt.Time
+	earliest := st.Rollout.StepStartedAt.Time
 	if t := sized.Add(pol.window); t.After(earliest) {
 		earliest = t
 	}
-	if st.LastMeasuredAt == nil || !st.LastMeasuredAt.After(st.StepStartedAt.Time) {
+	if st.Rollout.LastMeasuredAt == nil || !st.Rollout.LastMeasuredAt.After(st.Rollout.StepStartedAt.Time) {
 		// None in this step (one taken at its start advanced to it: it judged the previous one).
 		return earliest, true
 	}
-	if t := st.LastMeasuredAt.Add(pol.interval); t.After(earliest) {
+	if t := st.Rollout.LastMeasuredAt.Add(pol.interval); t.After(earliest) {
 		earliest = t
 	}
 	return earliest, true

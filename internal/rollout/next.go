@@ -176,7 +176,7 @@ func (m *machine) run() {
 	case m.neverServed():
 		m.replaceStable()
 		m.steady()
-	case spec == st.RolledBackRevision:
+	case spec == st.Rollout.RolledBackRevision:
 		m.holdRolledBack()
 	default:
 		if st.Candidate == nil || st.Candidate.Revision != spec {
@@ -196,7 +196,7 @@ func (m *machine) decision() Decision {
 	st.Weights = v1alpha1.Weights{Stable: 100 - cw, Candidate: cw}
 	weights := map[v1alpha1.Color]int32{st.Stable.Color: 100 - cw, st.Stable.Color.Other(): cw}
 
-	if judgedPhase(st.Phase) && st.Step >= 1 && m.superseding == "" {
+	if judgedPhase(st.Phase) && st.Rollout.Step >= 1 && m.superseding == "" {
 		if t, ok := nextMeasureAt(st, m.pol); ok {
 			m.wakeAt(maxTime(t, m.now.Add(time.Second)))
 		} else if st.Candidate != nil && st.Candidate.SizedSince == nil {

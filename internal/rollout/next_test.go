@@ -147,8 +147,8 @@ func TestNext(t *testing.T) {
 				requeue: dur(0),
 				plans:   map[v1alpha1.Color]ColorPlan{green: {Revision: revB, Replicas: 4}, blue: {Revision: revA, Replicas: 0}},
 				check: func(t *testing.T, d Decision) {
-					if d.Status.ScaleDownAt != nil {
-						t.Errorf("ScaleDownAt = %v, want cleared", d.Status.ScaleDownAt)
+					if d.Status.Rollout.ScaleDownAt != nil {
+						t.Errorf("ScaleDownAt = %v, want cleared", d.Status.Rollout.ScaleDownAt)
 					}
 				},
 			},
@@ -163,7 +163,7 @@ func TestNext(t *testing.T) {
 				plans: map[v1alpha1.Color]ColorPlan{blue: {Revision: revA, Replicas: 4}, green: {Revision: revB, Replicas: 4}},
 				conds: map[string]string{"Reconciling": "True/Superseding"},
 				check: func(t *testing.T, d Decision) {
-					if sd := d.Status.ScaleDownAt; sd == nil || !sd.Time.Equal(t0.Add(RollbackDrain)) {
+					if sd := d.Status.Rollout.ScaleDownAt; sd == nil || !sd.Time.Equal(t0.Add(RollbackDrain)) {
 						t.Errorf("ScaleDownAt = %v, want %v", sd, t0.Add(RollbackDrain))
 					}
 				},
@@ -185,8 +185,8 @@ func TestNext(t *testing.T) {
 					if h := d.Status.History; len(h) == 0 || h[0].Revision != revB || h[0].Outcome != v1alpha1.OutcomeSuperseded {
 						t.Errorf("history = %+v, want %s Superseded first", h, revB)
 					}
-					if d.Status.ScaleDownAt != nil {
-						t.Errorf("ScaleDownAt = %v, want cleared", d.Status.ScaleDownAt)
+					if d.Status.Rollout.ScaleDownAt != nil {
+						t.Errorf("ScaleDownAt = %v, want cleared", d.Status.Rollout.ScaleDownAt)
 					}
 				},
 			},
@@ -217,8 +217,8 @@ func TestNext(t *testing.T) {
 					if c == nil || c.Color != green || c.Revision != revB || c.Image != "img:"+revB {
 						t.Fatalf("candidate = %+v, want green %s", c, revB)
 					}
-					if !d.Status.StepStartedAt.Time.Equal(t0) {
-						t.Errorf("StepStartedAt = %v, want %v", d.Status.StepStartedAt, t0)
+					if !d.Status.Rollout.StepStartedAt.Time.Equal(t0) {
+						t.Errorf("StepStartedAt = %v, want %v", d.Status.Rollout.StepStartedAt, t0)
 					}
 				},
 			},
@@ -244,14 +244,14 @@ func TestNext(t *testing.T) {
 				phase: v1alpha1.PhaseProgressing, weights: w(100, 0), step: i32(0), events: []string{EventSuperseded, EventRolloutStarted},
 				plans: map[v1alpha1.Color]ColorPlan{blue: {Revision: revA, Replicas: 4}, green: {Revision: revC, Replicas: 1}},
 				check: func(t *testing.T, d Decision) {
-					if d.Status.Candidate.Revision != revC || d.Status.Failures != 0 || d.Status.Analysis != nil {
-						t.Errorf("candidate %s failures %d analysis %v, want %s with a clean slate", d.Status.Candidate.Revision, d.Status.Failures, d.Status.Analysis, revC)
+					if d.Status.Candidate.Revision != revC || d.Status.Rollout.Failures != 0 || d.Status.Rollout.Analysis != nil {
+						t.Errorf("candidate %s failures %d analysis %v, want %s with a clean slate", d.Status.Candidate.Revision, d.Status.Rollout.Failures, d.Status.Rollout.Analysis, revC)
 					}
 					if d.Status.History[0].Revision != revB || d.Status.History[0].Outcome != v1alpha1.OutcomeSuperseded {
 						t.Errorf("history[0] = %+v, want %s Superseded", d.Status.History[0], revB)
 					}
-					if d.Status.ScaleDownAt != nil {
-						t.Errorf("ScaleDownAt = %v, want cleared", d.Status.ScaleDownAt)
+					if d.Status.Rollout.ScaleDownAt != nil {
+						t.Errorf("ScaleDownAt = %v, want cleared", d.Status.Rollout.ScaleDownAt)
 					}
 				},
 			},
@@ -265,8 +265,8 @@ func TestNext(t *testing.T) {
 				phase: v1alpha1.PhaseProgressing, noEvent: []string{EventSuperseded},
 				conds: map[string]string{"Stalled": "False/Reconciled"},
 				check: func(t *testing.T, d Decision) {
-					if d.Status.RolledBackRevision != "" || d.Status.Candidate.Revision != revC {
-						t.Errorf("rolledBack %q candidate %s, want cleared and %s", d.Status.RolledBackRevision, d.Status.Candidate.Revision, revC)
+					if d.Status.Rollout.RolledBackRevision != "" || d.Status.Candidate.Revision != revC {
+						t.Errorf("rolledBack %q candidate %s, want cleared and %s", d.Status.Rollout.RolledBackRevision, d.Status.Candidate.Revision, revC)
 					}
 				},
 			},
@@ -282,8 +282,8 @@ func TestNext(t *testing.T) {
 				plans: map[v1alpha1.Color]ColorPlan{blue: {Revision: revA, Replicas: 4}, green: {Revision: revB, Replicas: 2}},
 				conds: map[string]string{"Reconciling": "True/Analyzing"},
 				check: func(t *testing.T, d Decision) {
-					if !d.Status.StepStartedAt.Time.Equal(t0) {
-						t.Errorf("StepStartedAt = %v, want now", d.Status.StepStartedAt)
+					if !d.Status.Rollout.StepStartedAt.Time.Equal(t0) {
+						t.Errorf("StepStartedAt = %v, want now", d.Status.Rollout.StepStartedAt)
 					}
 					if d.Status.Weights != (v1alpha1.Weights{Stable: 90, Candidate: 10}) {
 						t.Errorf("status weights = %+v", d.Status.Weights)
@@ -325,8 +325,8 @@ func TestNext(t *testing.T) {
 					if !strings.Contains(d.Status.History[0].Reason, v1alpha1.ReasonProgressDeadline) {
 						t.Errorf("history reason %q, want it to name %s", d.Status.History[0].Reason, v1alpha1.ReasonProgressDeadline)
 					}
-					if d.Status.ScaleDownAt != nil {
-						t.Errorf("ScaleDownAt = %v, want none: the candidate never had traffic", d.Status.ScaleDownAt)
+					if d.Status.Rollout.ScaleDownAt != nil {
+						t.Errorf("ScaleDownAt = %v, want none: the candidate never had traffic", d.Status.Rollout.ScaleDownAt)
 					}
 				},
 			},
@@ -407,8 +407,8 @@ func TestNext(t *testing.T) {
 			want: want{
 				phase: v1alpha1.PhaseProgressing, step: i32(1), weights: w(90, 10), events: []string{EventAnalysisFailed}, requeue: dur(30 * time.Second),
 				check: func(t *testing.T, d Decision) {
-					if d.Status.Failures != 1 || !d.Status.LastMeasuredAt.Time.Equal(t0) || len(d.Status.Analysis) != 2 {
-						t.Errorf("failures %d lastMeasured %v analysis %d, want 1, now, 2", d.Status.Failures, d.Status.LastMeasuredAt, len(d.Status.Analysis))
+					if d.Status.Rollout.Failures != 1 || !d.Status.Rollout.LastMeasuredAt.Time.Equal(t0) || len(d.Status.Rollout.Analysis) != 2 {
+						t.Errorf("failures %d lastMeasured %v analysis %d, want 1, now, 2", d.Status.Rollout.Failures, d.Status.Rollout.LastMeasuredAt, len(d.Status.Rollout.Analysis))
 					}
 				},
 			},
@@ -424,8 +424,8 @@ func TestNext(t *testing.T) {
 				conds: map[string]string{"Stalled": "True/RolledBack", "Ready": "False/RolledBack", "Reconciling": "False/RolledBack"},
 				check: func(t *testing.T, d Decision) {
 					st := d.Status
-					if st.RolledBackRevision != revB || st.Candidate == nil || st.Candidate.Replicas != 4 {
-						t.Errorf("rolledBack %q candidate %+v, want %s kept at its 4 replicas while it drains", st.RolledBackRevision, st.Candidate, revB)
+					if st.Rollout.RolledBackRevision != revB || st.Candidate == nil || st.Candidate.Replicas != 4 {
+						t.Errorf("rolledBack %q candidate %+v, want %s kept at its 4 replicas while it drains", st.Rollout.RolledBackRevision, st.Candidate, revB)
 					}
 					r := st.History[0]
 					if r.Outcome != v1alpha1.OutcomeRolledBack || !strings.Contains(r.Reason, "ttft-p95 = 0.9") || !strings.Contains(r.Reason, "<= 0.5") {
@@ -447,8 +447,8 @@ func TestNext(t *testing.T) {
 				plans: map[v1alpha1.Color]ColorPlan{blue: {Revision: revA, Replicas: 4}, green: {Revision: revB, Replicas: 2}},
 				check: func(t *testing.T, d Decision) {
 					st := d.Status
-					if st.ScaleDownAt == nil || !st.ScaleDownAt.Time.Equal(t0.Add(RollbackDrain)) {
-						t.Errorf("ScaleDownAt = %v, want now+%s", st.ScaleDownAt, RollbackDrain)
+					if st.Rollout.ScaleDownAt == nil || !st.Rollout.ScaleDownAt.Time.Equal(t0.Add(RollbackDrain)) {
+						t.Errorf("ScaleDownAt = %v, want now+%s", st.Rollout.ScaleDownAt, RollbackDrain)
 					}
 					if st.Weights != (v1alpha1.Weights{Stable: 100}) || st.Candidate.Replicas != 2 {
 						t.Errorf("weights %+v candidate %+v, want all on stable and the candidate at 2 replicas", st.Weights, st.Candidate)
@@ -477,8 +477,8 @@ func TestNext(t *testing.T) {
 				phase: v1alpha1.PhaseProgressing, step: i32(1), weights: w(90, 10), events: []string{EventAnalysisInconclusive},
 				conds: map[string]string{"Reconciling": "True/Inconclusive", "Progressing": "True/Inconclusive"},
 				check: func(t *testing.T, d Decision) {
-					if d.Status.InconclusiveSince == nil || !d.Status.InconclusiveSince.Time.Equal(t0) || d.Status.Failures != 0 {
-						t.Errorf("InconclusiveSince %v failures %d, want now and 0", d.Status.InconclusiveSince, d.Status.Failures)
+					if d.Status.Rollout.InconclusiveSince == nil || !d.Status.Rollout.InconclusiveSince.Time.Equal(t0) || d.Status.Rollout.Failures != 0 {
+						t.Errorf("InconclusiveSince %v failures %d, want now and 0", d.Status.Rollout.InconclusiveSince, d.Status.Rollout.Failures)
 					}
 				},
 			},
@@ -491,8 +491,8 @@ func TestNext(t *testing.T) {
 			want: want{
 				phase: v1alpha1.PhaseProgressing, step: i32(1), noEvent: []string{EventAnalysisInconclusive},
 				check: func(t *testing.T, d Decision) {
-					if !d.Status.InconclusiveSince.Time.Equal(t0.Add(-4 * time.Hour)) {
-						t.Errorf("InconclusiveSince = %v, want unchanged", d.Status.InconclusiveSince)
+					if !d.Status.Rollout.InconclusiveSince.Time.Equal(t0.Add(-4 * time.Hour)) {
+						t.Errorf("InconclusiveSince = %v, want unchanged", d.Status.Rollout.InconclusiveSince)
 					}
 				},
 			},
@@ -524,8 +524,8 @@ func TestNext(t *testing.T) {
 			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 2, 2), measurement(t0, pass)),
 			now:  t0,
 			want: want{check: func(t *testing.T, d Decision) {
-				if d.Status.InconclusiveSince != nil {
-					t.Errorf("InconclusiveSince = %v, want cleared", d.Status.InconclusiveSince)
+				if d.Status.Rollout.InconclusiveSince != nil {
+					t.Errorf("InconclusiveSince = %v, want cleared", d.Status.Rollout.InconclusiveSince)
 				}
 			}},
 		},
@@ -543,8 +543,8 @@ func TestNext(t *testing.T) {
 					if st.Stable.Color != green || st.Stable.Revision != revB || st.Candidate != nil {
 						t.Errorf("stable %+v candidate %+v, want green %s and none", st.Stable, st.Candidate, revB)
 					}
-					if st.ScaleDownAt == nil || !st.ScaleDownAt.Time.Equal(t0.Add(DefaultScaleDownDelay)) {
-						t.Errorf("ScaleDownAt = %v, want now+10m", st.ScaleDownAt)
+					if st.Rollout.ScaleDownAt == nil || !st.Rollout.ScaleDownAt.Time.Equal(t0.Add(DefaultScaleDownDelay)) {
+						t.Errorf("ScaleDownAt = %v, want now+10m", st.Rollout.ScaleDownAt)
 					}
 					if st.History[0].Outcome != v1alpha1.OutcomePromoted || st.History[0].Revision != revB {
 						t.Errorf("history[0] = %+v, want %s Promoted", st.History[0], revB)
@@ -571,8 +571,8 @@ func TestNext(t *testing.T) {
 			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 4, 4), measurement(t0, pass)),
 			now:  t0,
 			want: want{phase: v1alpha1.PhaseAwaitingPromotion, weights: w(50, 50), requeue: dur(DefaultAnalysisInterval), check: func(t *testing.T, d Decision) {
-				if len(d.Events) != 0 || d.Status.Failures != 0 || d.Status.LastMeasuredAt == nil {
-					t.Errorf("events %v failures %d lastMeasured %v, want none, 0, the measurement recorded", d.Events, d.Status.Failures, d.Status.LastMeasuredAt)
+				if len(d.Events) != 0 || d.Status.Rollout.Failures != 0 || d.Status.Rollout.LastMeasuredAt == nil {
+					t.Errorf("events %v failures %d lastMeasured %v, want none, 0, the measurement recorded", d.Events, d.Status.Rollout.Failures, d.Status.Rollout.LastMeasuredAt)
 				}
 			}},
 		},
@@ -647,10 +647,10 @@ func TestNext(t *testing.T) {
 				plans: map[v1alpha1.Color]ColorPlan{blue: {Revision: revA, Replicas: 4}, green: {Revision: revB, Replicas: 4}},
 				conds: map[string]string{"Stalled": "True/Aborted", "Ready": "False/Aborted"},
 				check: func(t *testing.T, d Decision) {
-					if d.Status.History[0].Outcome != v1alpha1.OutcomeAborted || d.Status.RolledBackRevision != revB {
-						t.Errorf("history[0] %+v rolledBack %q, want Aborted %s", d.Status.History[0], d.Status.RolledBackRevision, revB)
+					if d.Status.History[0].Outcome != v1alpha1.OutcomeAborted || d.Status.Rollout.RolledBackRevision != revB {
+						t.Errorf("history[0] %+v rolledBack %q, want Aborted %s", d.Status.History[0], d.Status.Rollout.RolledBackRevision, revB)
 					}
-					if sd := d.Status.ScaleDownAt; sd == nil || !sd.Time.Equal(t0.Add(DefaultScaleDownDelay)) {
+					if sd := d.Status.Rollout.ScaleDownAt; sd == nil || !sd.Time.Equal(t0.Add(DefaultScaleDownDelay)) {
 						t.Errorf("ScaleDownAt = %v, want now+%s (the scale-down delay, not RollbackDrain)", sd, DefaultScaleDownDelay)
 					}
 				},
@@ -703,8 +703,8 @@ func TestNext(t *testing.T) {
 				phase: v1alpha1.PhaseRolledBack, weights: w(100, 0), requeue: dur(0),
 				plans: map[v1alpha1.Color]ColorPlan{blue: {Revision: revA, Replicas: 4}, green: {Revision: revB, Replicas: 0}},
 				check: func(t *testing.T, d Decision) {
-					if d.Status.ScaleDownAt != nil || d.Status.Candidate == nil || d.Status.Candidate.Replicas != 0 {
-						t.Errorf("ScaleDownAt %v candidate %+v, want cleared and the candidate at 0", d.Status.ScaleDownAt, d.Status.Candidate)
+					if d.Status.Rollout.ScaleDownAt != nil || d.Status.Candidate == nil || d.Status.Candidate.Replicas != 0 {
+						t.Errorf("ScaleDownAt %v candidate %+v, want cleared and the candidate at 0", d.Status.Rollout.ScaleDownAt, d.Status.Candidate)
 					}
 				},
 			},
@@ -730,8 +730,8 @@ func TestNext(t *testing.T) {
 				phase: v1alpha1.PhaseProgressing, weights: w(100, 0), step: i32(0), events: []string{EventRolloutStarted}, requeue: dur(WarmupPollInterval),
 				plans: map[v1alpha1.Color]ColorPlan{blue: {Revision: revA, Replicas: 4}, green: {Revision: revC, Replicas: 1}},
 				check: func(t *testing.T, d Decision) {
-					if d.Status.ScaleDownAt != nil || d.Status.RolledBackRevision != "" || d.Status.Candidate.Revision != revC {
-						t.Errorf("ScaleDownAt %v rolledBack %q candidate %+v, want cleared, cleared and %s", d.Status.ScaleDownAt, d.Status.RolledBackRevision, d.Status.Candidate, revC)
+					if d.Status.Rollout.ScaleDownAt != nil || d.Status.Rollout.RolledBackRevision != "" || d.Status.Candidate.Revision != revC {
+						t.Errorf("ScaleDownAt %v rolledBack %q candidate %+v, want cleared, cleared and %s", d.Status.Rollout.ScaleDownAt, d.Status.Rollout.RolledBackRevision, d.Status.Candidate, revC)
 					}
 				},
 			},
@@ -783,8 +783,8 @@ func TestNext(t *testing.T) {
 				phase: v1alpha1.PhasePaused, step: i32(1), weights: w(90, 10), events: []string{EventPaused}, noEvent: []string{EventStepAdvanced}, requeue: dur(DefaultAnalysisInterval),
 				conds: map[string]string{"Progressing": "False/Paused", "Reconciling": "False/Paused", "Ready": "False/Paused"},
 				check: func(t *testing.T, d Decision) {
-					if d.Status.LastMeasuredAt == nil {
-						t.Errorf("lastMeasured %v, want the measurement recorded", d.Status.LastMeasuredAt)
+					if d.Status.Rollout.LastMeasuredAt == nil {
+						t.Errorf("lastMeasured %v, want the measurement recorded", d.Status.Rollout.LastMeasuredAt)
 					}
 				},
 			},
@@ -818,8 +818,8 @@ func TestNext(t *testing.T) {
 			want: want{
 				phase: v1alpha1.PhaseProgressing, step: i32(1), weights: w(90, 10), events: []string{EventResumed}, requeue: dur(time.Second),
 				check: func(t *testing.T, d Decision) {
-					if !d.Status.StepStartedAt.Time.Equal(t0) {
-						t.Errorf("StepStartedAt = %v, want now", d.Status.StepStartedAt)
+					if !d.Status.Rollout.StepStartedAt.Time.Equal(t0) {
+						t.Errorf("StepStartedAt = %v, want now", d.Status.Rollout.StepStartedAt)
 					}
 				},
 			},
@@ -950,7 +950,7 @@ func TestNext(t *testing.T) {
 				phase: v1alpha1.PhaseRolledBack, weights: w(75, 25),
 				plans: map[v1alpha1.Color]ColorPlan{blue: {Revision: revA, Replicas: 12}, green: {Revision: revB, Replicas: 4}},
 				check: func(t *testing.T, d Decision) {
-					if sd := d.Status.ScaleDownAt; sd == nil || !sd.Time.Equal(t0.Add(time.Minute+RollbackDrain)) {
+					if sd := d.Status.Rollout.ScaleDownAt; sd == nil || !sd.Time.Equal(t0.Add(time.Minute+RollbackDrain)) {
 						t.Errorf("ScaleDownAt = %v, want RollbackDrain after the weight went down", sd)
 					}
 				},
@@ -1045,7 +1045,7 @@ func TestNext(t *testing.T) {
 				phase: v1alpha1.PhaseProgressing, weights: w(100, 0), noEvent: []string{EventRolloutStarted}, requeue: dur(RollbackDrain),
 				plans: map[v1alpha1.Color]ColorPlan{blue: {Revision: revA, Replicas: 12}, green: {Revision: revB, Replicas: 3}},
 				check: func(t *testing.T, d Decision) {
-					if sd := d.Status.ScaleDownAt; sd == nil || !sd.Time.Equal(t0.Add(RollbackDrain)) {
+					if sd := d.Status.Rollout.ScaleDownAt; sd == nil || !sd.Time.Equal(t0.Add(RollbackDrain)) {
 						t.Errorf("ScaleDownAt = %v, want %v", sd, t0.Add(RollbackDrain))
 					}
 				},
@@ -1228,8 +1228,8 @@ func checkWant(t *testing.T, d Decision, wt want) {
 	if wt.plans != nil && fmt.Sprint(d.Plans) != fmt.Sprint(wt.plans) {
 		t.Errorf("plans = %v, want %v", d.Plans, wt.plans)
 	}
-	if wt.step != nil && d.Status.Step != *wt.step {
-		t.Errorf("step = %d, want %d", d.Status.Step, *wt.step)
+	if wt.step != nil && d.Status.Rollout.Step != *wt.step {
+		t.Errorf("step = %d, want %d", d.Status.Rollout.Step, *wt.step)
 	}
 	if wt.requeue != nil && d.RequeueAfter != *wt.requeue {
 		t.Errorf("requeueAfter = %s, want %s", d.RequeueAfter, *wt.requeue)

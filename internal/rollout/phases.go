@@ -27,7 +27,7 @@ func (m *machine) neverServed() bool {
 // after a rollback or an abort).
 func (m *machine) inProgress() bool {
 	c := m.st.Candidate
-	return c != nil && c.Revision != m.st.RolledBackRevision
+	return c != nil && c.Revision != m.st.Rollout.RolledBackRevision
 }
 
 // replaceStable puts the spec's revision on the stable color of a ModelServer that never served.
@@ -51,7 +51,7 @@ func (m *machine) steady() {
 	if m.obs.Operation != OpNone {
 		m.event(corev1.EventTypeNormal, EventOperationIgnored, "%s ignored: no rollout in progress", m.obs.Operation)
 	}
-	st.RolledBackRevision = ""
+	st.Rollout.RolledBackRevision = ""
 	m.clearRollout()
 	m.planStable()
 	m.planIdle(st.Stable.Color.Other())
@@ -96,13 +96,13 @@ func (m *machine) startRollout() {
 		m.event(corev1.EventTypeNormal, EventSuperseded, "rollout of %s superseded by %s; all traffic back on %s", c.Revision, m.obs.Revision, st.Stable.Color)
 	}
 	st.Candidate = &v1alpha1.ColorStatus{Color: st.Stable.Color.Other(), Revision: m.obs.Revision, Image: m.obs.Image}
-	st.Step, st.StepWeight = 0, 0
-	st.StepStartedAt = m.timeP(m.now)
-	st.Failures = 0
-	st.Analysis = nil
-	st.InconclusiveSince = nil
-	st.RolledBackRevision = ""
-	st.ScaleDownAt = nil
+	st.Rollout.Step, st.Rollout.StepWeight = 0, 0
+	st.Rollout.StepStartedAt = m.timeP(m.now)
+	st.Rollout.Failures = 0
+	st.Rollout.Analysis = nil
+	st.Rollout.InconclusiveSince = nil
+	st.Rollout.RolledBackRevision = ""
+	st.Rollout.ScaleDownAt = nil
 	m.event(corev1.EventTypeNormal, EventRolloutStarted, "rolling out %s (%s) on %s over steps %s; stable %s on %s", m.obs.Revision, m.obs.Image, st.Candidate.Color, stepsString(m.pol.steps), st.Stable.Revision, st.Stable.Color)
 }
 
@@ -113,9 +113,9 @@ func (m *machine) progress() {
 	steps := m.pol.steps
 	// Steps edited mid-rollout never move the weight backwards: the candidate holds its step's
 	// weight and goes on to the first step above it (see heldWeight).
-	if st.Step >= 1 {
-		st.StepWeight = m.heldWeight()
-		st.Step = int32(max(m.nextStepIndex(), 1))
+	if st.Rollout.Step >= 1 {
+		st.Rollout.StepWeight = m.heldWeight()
+		st.Rollout.Step = int32(max(m.nextStepIndex(), 1))
 	}
 	m.planStable()
 	m.candidateHas = true
@@ -126,14 +126,14 @@ func (m *machine) progress() {
 	m.planCandidate(next)
 
 	if m.obs.Operation == OpAbort {
-		m.rollback(v1alpha1.OutcomeAborted, fmt.Sprintf("aborted at step %d/%d (candidate weight %d%%)", st.Step, len(steps), st.Weights.Candidate))
+		m.rollback(v1alpha1.OutcomeAborted, fmt.Sprintf("aborted at step %d/%d (candidate weight %d%%)", st.Rollout.Step, len(steps), st.Weights.Candidate))
 		return
 	}
 	// A candidate that holds traffic is judged also while a person holds the rollout (paused,
 	// awaiting promotion), as Argo Rollouts' background analysis does: a failure beyond the
 	// failure limit rolls it back, paused or not.
 	awaiting := m.prevPhase == v1alpha1.PhaseAwaitingPromotion
-	if st.Step >= 1 && m.obs.Measurement != nil {
+	if st.Rollout.Step >= 1 && m.obs.Measurement != nil {
 		held := ""
 		switch {
 		case m.ms.Spec.Paused:
@@ -147,7 +147,7 @@ func (m *machine) progress() {
 	}
 	if m.ms.Spec.Paused {
 		if m.prevPhase != v1alpha1.PhasePaused {
-			m.event(corev1.EventTypeNormal, EventPaused, "rollout of %s paused at step %d/%d (candidate weight %d%%)", c.Revision, st.Step, len(steps), m.candidateWeight())
+			m.event(corev1.EventTypeNormal, EventPaused, "rollout of %s paused at step %d/%d (candidate weight %d%%)", c.Revision, st.Rollout.Step, len(steps), m.candidateWeight())
 		}
 		m.keepOp = m.obs.Operation == OpPromote || m.obs.Operation == OpPromoteFull
 		st.Phase = v1alpha1.PhasePaused
@@ -155,13 +155,13 @@ func (m *machine) progress() {
 	}
 	st.Phase = v1alpha1.PhaseProgressing
 	if m.prevPhase == v1alpha1.PhasePaused {
-		st.StepStartedAt = m.timeP(m.now)
-		m.event(corev1.EventTypeNormal, EventResumed, "rollout of %s resumed at step %d/%d; step timer restarted", c.Revision, st.Step, len(steps))
+		st.Rollout.StepStartedAt = m.timeP(m.now)
+		m.event(corev1.EventTypeNormal, EventResumed, "rollout of %s resumed at step %d/%d; step timer restarted", c.Revision, st.Rollout.Step, len(steps))
 	}
-	if st.Step >= 1 && st.InconclusiveSince != nil && m.pol.inconclusiveDeadline > 0 && !awaiting {
-		at := st.InconclusiveSince.Add(m.pol.inconclusiveDeadline)
+	if st.Rollout.Step >= 1 && st.Rollout.InconclusiveSince != nil && m.pol.inconclusiveDeadline > 0 && !awaiting {
+		at := st.Rollout.InconclusiveSince.Add(m.pol.inconclusiveDeadline)
 		if !m.now.Before(at) {
-			m.rollback(v1alpha1.OutcomeRolledBack, fmt.Sprintf("analysis inconclusive for %s (deadline %s): %s", m.now.Sub(st.InconclusiveSince.Time), m.pol.inconclusiveDeadline, firstMessage(st.Analysis, v1alpha1.VerdictInconclusive)))
+			m.rollback(v1alpha1.OutcomeRolledBack, fmt.Sprintf("analysis inconclusive for %s (deadline %s): %s", m.now.Sub(st.Rollout.InconclusiveSince.Time), m.pol.inconclusiveDeadline, firstMessage(st.Rollout.Analysis, v1alpha1.VerdictInconclusive)))
 			return
 		}
 		m.wakeAt(at)
@@ -176,8 +176,8 @@ func (m *machine) progress() {
 		m.wakeAt(at)
 		m.wakeAt(m.now.Add(WarmupPollInterval))
 	}
-	if st.Step >= 1 && st.InconclusiveSince != nil && !awaiting {
-		if at := st.InconclusiveSince.Add(m.pol.inconclusiveStall); m.now.Before(at) {
+	if st.Rollout.Step >= 1 && st.Rollout.InconclusiveSince != nil && !awaiting {
+		if at := st.Rollout.InconclusiveSince.Add(m.pol.inconclusiveStall); m.now.Before(at) {
 			m.wakeAt(at)
 		}
 	}
@@ -220,8 +220,8 @@ func (m *machine) progress() {
 		return
 	}
 
-	started := st.StepStartedAt.Time
-	if st.Step == 0 {
+	started := st.Rollout.StepStartedAt.Time
+	if st.Rollout.Step == 0 {
 		if m.readyFor(next) {
 			m.advance(next, fmt.Sprintf("candidate %d/%d Ready and warm", c.ReadyReplicas, need(m.total, next)))
 			return
@@ -268,25 +268,25 @@ func (m *machine) advance(next int32, why string) {
 	if next >= 100 {
 		if !m.pol.autoPromote && m.obs.Operation != OpPromote && m.obs.Operation != OpPromoteFull {
 			if m.prevPhase != v1alpha1.PhaseAwaitingPromotion {
-				m.event(corev1.EventTypeNormal, EventAwaitingPromotion, "rollout of %s awaits promotion at step %d/%d (%s); annotate %s=%s to promote", st.Candidate.Revision, st.Step, len(m.pol.steps), why, v1alpha1.AnnotationPromote, st.Candidate.Revision)
+				m.event(corev1.EventTypeNormal, EventAwaitingPromotion, "rollout of %s awaits promotion at step %d/%d (%s); annotate %s=%s to promote", st.Candidate.Revision, st.Rollout.Step, len(m.pol.steps), why, v1alpha1.AnnotationPromote, st.Candidate.Revision)
 			}
 			st.Phase = v1alpha1.PhaseAwaitingPromotion
 			return
 		}
-		m.promote(fmt.Sprintf("promoted after step %d/%d: %s", st.Step, len(m.pol.steps), why))
+		m.promote(fmt.Sprintf("promoted after step %d/%d: %s", st.Rollout.Step, len(m.pol.steps), why))
 		return
 	}
-	st.Step = int32(m.nextStepIndex()) + 1
-	st.StepWeight = next
-	st.StepStartedAt = m.timeP(m.now)
-	st.InconclusiveSince = nil
+	st.Rollout.Step = int32(m.nextStepIndex()) + 1
+	st.Rollout.StepWeight = next
+	st.Rollout.StepStartedAt = m.timeP(m.now)
+	st.Rollout.InconclusiveSince = nil
 	m.planCandidate(m.nextStepWeight())
 	shown, weight := next, fmt.Sprintf("%d%%", next)
 	if w := m.servedWeight(); w > next {
 		// loadMatching: the route gets the raised weight.
 		shown, weight = w, fmt.Sprintf("%d%% (step %d%% raised to a stable pod's load)", w, next)
 	}
-	m.event(corev1.EventTypeNormal, EventStepAdvanced, "step %d/%d: %s (%s) %s, %s %d%% (%s)", st.Step, len(m.pol.steps), st.Candidate.Color, st.Candidate.Revision, weight, st.Stable.Color, 100-shown, why)
+	m.event(corev1.EventTypeNormal, EventStepAdvanced, "step %d/%d: %s (%s) %s, %s %d%% (%s)", st.Rollout.Step, len(m.pol.steps), st.Candidate.Color, st.Candidate.Revision, weight, st.Stable.Color, 100-shown, why)
 	m.wakeAt(m.now.Add(m.pol.stepDuration))
 }
 
@@ -302,14 +302,14 @@ func (m *machine) promote(why string) {
 	m.record(c, v1alpha1.OutcomePromoted, why)
 	st.Stable = &v1alpha1.ColorStatus{Color: c.Color, Revision: c.Revision, Image: c.Image, ReadyReplicas: c.ReadyReplicas, Warm: c.Warm}
 	st.Candidate = nil
-	st.ScaleDownAt = m.timeP(m.now.Add(m.pol.scaleDownDelay))
+	st.Rollout.ScaleDownAt = m.timeP(m.now.Add(m.pol.scaleDownDelay))
 	if swapped {
 		// Swap mode: the GPUs of the old color are needed by the new stable color now.
-		st.ScaleDownAt = m.timeP(m.now)
+		st.Rollout.ScaleDownAt = m.timeP(m.now)
 	}
 	m.promotedNow = true
 	m.candidateHas = false
-	m.event(corev1.EventTypeNormal, EventPromoted, "%s (%s) promoted on %s; %s (%s) kept warm until %s", c.Revision, c.Image, c.Color, old.Revision, old.Color, st.ScaleDownAt.UTC().Format(time.RFC3339))
+	m.event(corev1.EventTypeNormal, EventPromoted, "%s (%s) promoted on %s; %s (%s) kept warm until %s", c.Revision, c.Image, c.Color, old.Revision, old.Color, st.Rollout.ScaleDownAt.UTC().Format(time.RFC3339))
 	m.clearRollout()
 	m.planStable()
 	m.planIdle(old.Color)
@@ -325,18 +325,18 @@ func (m *machine) promote(why string) {
 func (m *machine) rollback(outcome v1alpha1.Outcome, reason string) {
 	st := m.st
 	c := st.Candidate
-	served := st.Step >= 1 || m.ms.Status.Weights.Candidate > 0
+	served := st.Rollout.Step >= 1 || m.ms.Status.Weights.Candidate > 0
 	m.record(c, outcome, reason)
-	st.RolledBackRevision = c.Revision
+	st.Rollout.RolledBackRevision = c.Revision
 	switch {
 	case outcome == v1alpha1.OutcomeAborted:
-		st.ScaleDownAt = m.timeP(m.now.Add(m.pol.scaleDownDelay))
-		m.event(corev1.EventTypeWarning, EventAborted, "rollout of %s aborted; all traffic on %s (%s), candidate kept until %s", c.Revision, st.Stable.Color, st.Stable.Revision, st.ScaleDownAt.UTC().Format(time.RFC3339))
+		st.Rollout.ScaleDownAt = m.timeP(m.now.Add(m.pol.scaleDownDelay))
+		m.event(corev1.EventTypeWarning, EventAborted, "rollout of %s aborted; all traffic on %s (%s), candidate kept until %s", c.Revision, st.Stable.Color, st.Stable.Revision, st.Rollout.ScaleDownAt.UTC().Format(time.RFC3339))
 	case served:
-		st.ScaleDownAt = m.timeP(m.now.Add(RollbackDrain))
-		m.event(corev1.EventTypeWarning, EventRolledBack, "rollout of %s rolled back; all traffic on %s (%s), candidate drained until %s: %s", c.Revision, st.Stable.Color, st.Stable.Revision, st.ScaleDownAt.UTC().Format(time.RFC3339), reason)
+		st.Rollout.ScaleDownAt = m.timeP(m.now.Add(RollbackDrain))
+		m.event(corev1.EventTypeWarning, EventRolledBack, "rollout of %s rolled back; all traffic on %s (%s), candidate drained until %s: %s", c.Revision, st.Stable.Color, st.Stable.Revision, st.Rollout.ScaleDownAt.UTC().Format(time.RFC3339), reason)
 	default:
-		st.ScaleDownAt = nil
+		st.Rollout.ScaleDownAt = nil
 		m.event(corev1.EventTypeWarning, EventRolledBack, "rollout of %s rolled back; all traffic on %s (%s): %s", c.Revision, st.Stable.Color, st.Stable.Revision, reason)
 	}
 	m.candidateHas = false
@@ -346,8 +346,8 @@ func (m *machine) rollback(outcome v1alpha1.Outcome, reason string) {
 // clearRollout resets the per-rollout fields when no rollout is live.
 func (m *machine) clearRollout() {
 	st := m.st
-	st.Step, st.StepWeight = 0, 0
-	st.StepStartedAt = nil
-	st.InconclusiveSince = nil
-	st.Failures = 0
+	st.Rollout.Step, st.Rollout.StepWeight = 0, 0
+	st.Rollout.StepStartedAt = nil
+	st.Rollout.InconclusiveSince = nil
+	st.Rollout.Failures = 0
 }

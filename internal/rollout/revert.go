@@ -18,7 +18,7 @@ import (
 // rollback: no steps, no analysis, no pod restarted or created for it.
 func (m *machine) revertsToWarm() bool {
 	st := m.st
-	if m.inProgress() || st.Candidate != nil || st.ScaleDownAt == nil || !m.now.Before(st.ScaleDownAt.Time) {
+	if m.inProgress() || st.Candidate != nil || st.Rollout.ScaleDownAt == nil || !m.now.Before(st.Rollout.ScaleDownAt.Time) {
 		return false
 	}
 	idle := st.Stable.Color.Other()
@@ -51,15 +51,15 @@ func (m *machine) revert() {
 			break
 		}
 	}
-	st.ScaleDownAt = m.timeP(m.now.Add(max(m.pol.scaleDownDelay, RollbackDrain)))
+	st.Rollout.ScaleDownAt = m.timeP(m.now.Add(max(m.pol.scaleDownDelay, RollbackDrain)))
 	m.record(&old, v1alpha1.OutcomeRolledBack, fmt.Sprintf("rolled back to %s, still warm on %s: all traffic moved at once (no steps, no analysis)", m.obs.Revision, st.Stable.Color))
 	m.clearRollout()
 	m.planStable()
 	st.Candidate = &v1alpha1.ColorStatus{Color: old.Color, Revision: old.Revision, Image: old.Image}
-	st.RolledBackRevision = old.Revision
+	st.Rollout.RolledBackRevision = old.Revision
 	m.drain = m.drainOf(st.Candidate, last)
 	m.event(corev1.EventTypeNormal, EventRevertedToWarm, "rolled back to %s on %s, which was still warm: %d%% of the traffic moved at once; %s (%s) on %s keeps %d%% and its pods until %s",
-		st.Stable.Revision, st.Stable.Color, 100-m.drain, old.Revision, old.Image, old.Color, m.drain, st.ScaleDownAt.UTC().Format(time.RFC3339))
+		st.Stable.Revision, st.Stable.Color, 100-m.drain, old.Revision, old.Image, old.Color, m.drain, st.Rollout.ScaleDownAt.UTC().Format(time.RFC3339))
 	if m.drain == 0 {
 		m.settleReverted()
 		return
@@ -75,7 +75,7 @@ func (m *machine) revert() {
 func (m *machine) drainReverted() bool {
 	st := m.st
 	c := st.Candidate
-	if c == nil || m.inProgress() || c.Revision != st.RolledBackRevision || m.ms.Status.Weights.Candidate == 0 {
+	if c == nil || m.inProgress() || c.Revision != st.Rollout.RolledBackRevision || m.ms.Status.Weights.Candidate == 0 {
 		return false
 	}
 	m.drain = m.drainWeight()
@@ -108,7 +108,7 @@ func (m *machine) keepReverted() {
 func (m *machine) settleReverted() {
 	st := m.st
 	st.Candidate = nil
-	st.RolledBackRevision = ""
+	st.Rollout.RolledBackRevision = ""
 	m.planStable()
 	m.planIdle(st.Stable.Color.Other())
 	st.Phase = m.steadyPhase()

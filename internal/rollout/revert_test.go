@@ -45,14 +45,14 @@ func TestRollbackToTheWarmPreviousRevisionIsInstant(t *testing.T) {
 					if st.Stable == nil || st.Stable.Color != blue || st.Stable.Revision != revA {
 						t.Errorf("stable = %+v, want blue %s", st.Stable, revA)
 					}
-					if st.Candidate != nil || st.Step != 0 {
-						t.Errorf("candidate %+v, step %d: want none, 0", st.Candidate, st.Step)
+					if st.Candidate != nil || st.Rollout.Step != 0 {
+						t.Errorf("candidate %+v, step %d: want none, 0", st.Candidate, st.Rollout.Step)
 					}
 					if len(st.History) == 0 || st.History[0].Revision != revB || st.History[0].Outcome != v1alpha1.OutcomeRolledBack {
 						t.Errorf("history[0] = %+v, want %s RolledBack", st.History, revB)
 					}
-					if st.ScaleDownAt == nil || st.ScaleDownAt.Time.Before(t0.Add(DefaultScaleDownDelay)) {
-						t.Errorf("scaleDownAt = %v, want the abandoned revision kept for the scale-down delay", st.ScaleDownAt)
+					if st.Rollout.ScaleDownAt == nil || st.Rollout.ScaleDownAt.Time.Before(t0.Add(DefaultScaleDownDelay)) {
+						t.Errorf("scaleDownAt = %v, want the abandoned revision kept for the scale-down delay", st.Rollout.ScaleDownAt)
 					}
 				},
 			},
@@ -133,8 +133,8 @@ func TestInstantRollbackDrainsThenSettles(t *testing.T) {
 		plans: map[v1alpha1.Color]ColorPlan{blue: {Revision: revA, Replicas: 10}, green: {Revision: revB, Replicas: 10}},
 		conds: map[string]string{"Ready": "True/Available"},
 	})
-	if d.Status.Candidate != nil || d.Status.RolledBackRevision != "" {
-		t.Errorf("candidate %+v rolledBack %q: want none once drained", d.Status.Candidate, d.Status.RolledBackRevision)
+	if d.Status.Candidate != nil || d.Status.Rollout.RolledBackRevision != "" {
+		t.Errorf("candidate %+v rolledBack %q: want none once drained", d.Status.Candidate, d.Status.Rollout.RolledBackRevision)
 	}
 	ms.Status = d.Status
 
@@ -152,7 +152,7 @@ func TestInstantRollbackDrainsThenSettles(t *testing.T) {
 func TestEditedStepsNeverMoveTheWeightBackwards(t *testing.T) {
 	// At step 3 of 10,25,50,100: the candidate holds 50%.
 	at50 := withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 3, t0.Add(-time.Minute), 50),
-		func(st *v1alpha1.ModelServerStatus) { st.StepWeight = 50 })
+		func(st *v1alpha1.ModelServerStatus) { st.Rollout.StepWeight = 50 })
 	obs := newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 4, 4))
 	cases := []struct {
 		name     string
@@ -169,13 +169,13 @@ func TestEditedStepsNeverMoveTheWeightBackwards(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			d := Next(newModelServer(withSteps(tc.steps...), at50), obs, t0)
 			checkWant(t, d, want{phase: v1alpha1.PhaseProgressing, weights: w(50, 50), step: i32(tc.wantStep)})
-			if d.Status.StepWeight != 50 {
-				t.Errorf("stepWeight = %d, want 50", d.Status.StepWeight)
+			if d.Status.Rollout.StepWeight != 50 {
+				t.Errorf("stepWeight = %d, want 50", d.Status.Rollout.StepWeight)
 			}
 			// A passing measurement after the step's time goes to the next step above 50.
 			ms := newModelServer(withSteps(tc.steps...), withStepDuration(time.Minute), at50)
 			ms.Status = d.Status
-			ms.Status.StepStartedAt = mt(t0.Add(-time.Hour))
+			ms.Status.Rollout.StepStartedAt = mt(t0.Add(-time.Hour))
 			d = Next(ms, newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 4, 4), measurement(t0.Add(time.Second), pass)), t0.Add(time.Second))
 			got := d.Status.Weights.Candidate
 			if tc.next == 100 {
@@ -184,8 +184,8 @@ func TestEditedStepsNeverMoveTheWeightBackwards(t *testing.T) {
 				}
 				return
 			}
-			if got != tc.next || d.Status.StepWeight != tc.next {
-				t.Errorf("after a pass: candidate weight %d stepWeight %d, want %d", got, d.Status.StepWeight, tc.next)
+			if got != tc.next || d.Status.Rollout.StepWeight != tc.next {
+				t.Errorf("after a pass: candidate weight %d stepWeight %d, want %d", got, d.Status.Rollout.StepWeight, tc.next)
 			}
 		})
 	}

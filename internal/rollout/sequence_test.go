@@ -146,7 +146,7 @@ func runRandom(seed uint64, passes int, log *passLog) (outcomes, error) {
 			return o, fmt.Errorf("pass %d: Next modified its input", pass)
 		}
 
-		sameRollout := prev.Candidate != nil && prev.Candidate.Revision == obs.Revision && prev.Candidate.Revision != prev.RolledBackRevision
+		sameRollout := prev.Candidate != nil && prev.Candidate.Revision == obs.Revision && prev.Candidate.Revision != prev.Rollout.RolledBackRevision
 		if !sameRollout {
 			failedInRollout = 0
 		}
@@ -211,7 +211,7 @@ func checkContract(st v1alpha1.ModelServerStatus) error {
 	}
 	want := health.Conditions(st.Phase, 0)
 	if c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionStalled); st.Phase == v1alpha1.PhaseProgressing && c != nil && c.Reason == v1alpha1.ReasonAnalysisInconclusive {
-		if st.InconclusiveSince == nil {
+		if st.Rollout.InconclusiveSince == nil {
 			return fmt.Errorf("stalled on inconclusive analysis without inconclusiveSince")
 		}
 		want = health.StalledProgressing(0)
@@ -246,13 +246,13 @@ func checkPass(ms *v1alpha1.ModelServer, pol policy, prev *v1alpha1.ModelServerS
 	}
 	cw := candidateWeightOf(st)
 	stepW := stepWeightOf(st, steps)
-	// A rolled-back candidate (still st.RolledBackRevision) drains from wherever it was, also
+	// A rolled-back candidate (still st.Rollout.RolledBackRevision) drains from wherever it was, also
 	// once a new revision supersedes it.
-	drainingRolledBack := st.Candidate != nil && st.Candidate.Revision == st.RolledBackRevision
+	drainingRolledBack := st.Candidate != nil && st.Candidate.Revision == st.Rollout.RolledBackRevision
 	// With loadMatching StablePods a step may be raised, up to the next step's weight.
 	maxW := stepW
 	if pol.matchStablePods && stepW > 0 && stepW < 100 {
-		maxW = steps[st.Step]
+		maxW = steps[st.Rollout.Step]
 	}
 	// A stable color that served and has no Ready pod left serves nothing: a live candidate
 	// then carries what its Ready, warm pods carry, whatever its step (see stableServesNothing).
@@ -329,15 +329,15 @@ func checkPass(ms *v1alpha1.ModelServer, pol policy, prev *v1alpha1.ModelServerS
 
 	// Within one rollout the step only grows, one at a time, and only onto Ready, warm pods
 	// (the weight falls below the step's only when the candidate's Ready pods do not carry it).
-	if sameRollout && st.Step != prev.Step {
-		if st.Step != prev.Step+1 {
-			return fmt.Errorf("step jumped %d -> %d over steps %v", prev.Step, st.Step, steps)
+	if sameRollout && st.Rollout.Step != prev.Rollout.Step {
+		if st.Rollout.Step != prev.Rollout.Step+1 {
+			return fmt.Errorf("step jumped %d -> %d over steps %v", prev.Rollout.Step, st.Rollout.Step, steps)
 		}
 		if err := readyForWeight(obs, st.Candidate.Color, st.Candidate.Revision, stepW); err != nil {
 			return err
 		}
 		if obs.RouteAccepted == metav1.ConditionFalse {
-			return fmt.Errorf("advanced to step %d while the route is not accepted", st.Step)
+			return fmt.Errorf("advanced to step %d while the route is not accepted", st.Rollout.Step)
 		}
 		o.advances++
 	}
@@ -365,19 +365,19 @@ func checkPass(ms *v1alpha1.ModelServer, pol policy, prev *v1alpha1.ModelServerS
 		if obs.RouteAccepted == metav1.ConditionFalse {
 			return fmt.Errorf("promoted while the route is not accepted")
 		}
-		if (st.ScaleDownAt == nil && obs.Capacity == 0) || st.Weights.Stable != 100 {
-			return fmt.Errorf("promotion left ScaleDownAt %v weights %+v", st.ScaleDownAt, st.Weights)
+		if (st.Rollout.ScaleDownAt == nil && obs.Capacity == 0) || st.Weights.Stable != 100 {
+			return fmt.Errorf("promotion left ScaleDownAt %v weights %+v", st.Rollout.ScaleDownAt, st.Weights)
 		}
 	}
 	// Leaving a held step without a request needs the step's time and a passing measurement
 	// taken in it (this holds for entering AwaitingPromotion too).
-	leftStep := sameRollout && st.Step > prev.Step || promoted || st.Phase == v1alpha1.PhaseAwaitingPromotion && prev.Phase == v1alpha1.PhaseProgressing
-	if leftStep && prev.Step >= 1 && prev.Phase == v1alpha1.PhaseProgressing && obs.Operation != OpPromote && obs.Operation != OpPromoteFull {
-		if held := now.Sub(prev.StepStartedAt.Time); held < pol.stepDuration {
-			return fmt.Errorf("left step %d after %s, before its duration %s", prev.Step, held, pol.stepDuration)
+	leftStep := sameRollout && st.Rollout.Step > prev.Rollout.Step || promoted || st.Phase == v1alpha1.PhaseAwaitingPromotion && prev.Phase == v1alpha1.PhaseProgressing
+	if leftStep && prev.Rollout.Step >= 1 && prev.Phase == v1alpha1.PhaseProgressing && obs.Operation != OpPromote && obs.Operation != OpPromoteFull {
+		if held := now.Sub(prev.Rollout.StepStartedAt.Time); held < pol.stepDuration {
+			return fmt.Errorf("left step %d after %s, before its duration %s", prev.Rollout.Step, held, pol.stepDuration)
 		}
-		if v, _ := Verdict(st.Analysis); st.LastMeasuredAt == nil || st.LastMeasuredAt.Before(prev.StepStartedAt) || v != v1alpha1.VerdictPass {
-			return fmt.Errorf("left step %d without a passing measurement in it (last %v %s)", prev.Step, st.LastMeasuredAt, v)
+		if v, _ := Verdict(st.Rollout.Analysis); st.Rollout.LastMeasuredAt == nil || st.Rollout.LastMeasuredAt.Before(prev.Rollout.StepStartedAt) || v != v1alpha1.VerdictPass {
+			return fmt.Errorf("left step %d without a passing measurement in it (last %v %s)", prev.Rollout.Step, st.Rollout.LastMeasuredAt, v)
 		}
 	}
 	// Exceeding the failure limit always ends in a rollback.
@@ -389,8 +389,8 @@ func checkPass(ms *v1alpha1.ModelServer, pol policy, prev *v1alpha1.ModelServerS
 		if cw > 0 && cw > drainCap(st, prev) {
 			return fmt.Errorf("rolled back with weights %v: the candidate's weight grew from %d", d.Weights, prevCW)
 		}
-		if st.Candidate == nil || st.RolledBackRevision != st.Candidate.Revision || st.RolledBackRevision != obs.Revision {
-			return fmt.Errorf("rolled back with candidate %+v rolledBackRevision %q spec %s", st.Candidate, st.RolledBackRevision, obs.Revision)
+		if st.Candidate == nil || st.Rollout.RolledBackRevision != st.Candidate.Revision || st.Rollout.RolledBackRevision != obs.Revision {
+			return fmt.Errorf("rolled back with candidate %+v rolledBackRevision %q spec %s", st.Candidate, st.Rollout.RolledBackRevision, obs.Revision)
 		}
 		if c := condStatus(st, v1alpha1.ConditionStalled); c != metav1.ConditionTrue {
 			return fmt.Errorf("rolled back but Stalled is %s", c)
@@ -412,8 +412,8 @@ func checkPass(ms *v1alpha1.ModelServer, pol policy, prev *v1alpha1.ModelServerS
 	// A rolled-back candidate whose weight goes down keeps its pods (where there is room in swap
 	// mode) for RollbackDrain after that, also when drainWeight held weight on it past its
 	// first ScaleDownAt.
-	if st.Phase == v1alpha1.PhaseRolledBack && prev.Phase == v1alpha1.PhaseRolledBack && prev.RolledBackRevision == st.RolledBackRevision && st.Weights.Candidate < prev.Weights.Candidate {
-		if sd := st.ScaleDownAt; sd == nil || sd.Time.Before(now.Add(RollbackDrain)) {
+	if st.Phase == v1alpha1.PhaseRolledBack && prev.Phase == v1alpha1.PhaseRolledBack && prev.Rollout.RolledBackRevision == st.Rollout.RolledBackRevision && st.Weights.Candidate < prev.Weights.Candidate {
+		if sd := st.Rollout.ScaleDownAt; sd == nil || sd.Time.Before(now.Add(RollbackDrain)) {
 			return fmt.Errorf("rolled-back candidate's weight went %d -> %d with ScaleDownAt %v, want at least now+%s", prev.Weights.Candidate, st.Weights.Candidate, sd, RollbackDrain)
 		}
 		if co, ok := obs.Colors[st.Candidate.Color]; ok && co.Exists {
@@ -433,11 +433,11 @@ func checkPass(ms *v1alpha1.ModelServer, pol policy, prev *v1alpha1.ModelServerS
 	if st.Phase == v1alpha1.PhaseRolledBack && prev.Phase != v1alpha1.PhaseRolledBack && prev.Candidate != nil && prev.Candidate.Revision == obs.Revision {
 		// Rollback came from this rollout: fine. A rollback of anything else is not.
 	} else if st.Phase == v1alpha1.PhaseRolledBack && prev.Phase != v1alpha1.PhaseRolledBack {
-		return fmt.Errorf("rolled back %s which was not the candidate being rolled out", st.RolledBackRevision)
+		return fmt.Errorf("rolled back %s which was not the candidate being rolled out", st.Rollout.RolledBackRevision)
 	}
 	// Paused freezes the step and weights.
-	if ms.Spec.Paused && prev.Phase == v1alpha1.PhasePaused && st.Phase == v1alpha1.PhasePaused && sameRollout && (st.Step != prev.Step || cw > max(prevStepW, prevCW)) {
-		return fmt.Errorf("paused rollout moved: step %d -> %d, weight %d -> %d", prev.Step, st.Step, prevCW, cw)
+	if ms.Spec.Paused && prev.Phase == v1alpha1.PhasePaused && st.Phase == v1alpha1.PhasePaused && sameRollout && (st.Rollout.Step != prev.Rollout.Step || cw > max(prevStepW, prevCW)) {
+		return fmt.Errorf("paused rollout moved: step %d -> %d, weight %d -> %d", prev.Rollout.Step, st.Rollout.Step, prevCW, cw)
 	}
 	if ms.Spec.Paused && st.Candidate != nil && st.Candidate.Revision == obs.Revision && st.Phase != v1alpha1.PhaseRolledBack && st.Phase != v1alpha1.PhasePaused {
 		return fmt.Errorf("spec paused but phase %s", st.Phase)
@@ -446,10 +446,10 @@ func checkPass(ms *v1alpha1.ModelServer, pol policy, prev *v1alpha1.ModelServerS
 	if condStatus(st, v1alpha1.ConditionReady) == metav1.ConditionTrue && (st.Stable.Revision != obs.Revision || st.Weights.Stable != 100) {
 		return fmt.Errorf("Ready while %s serves %d%% and the spec asks for %s", st.Stable.Revision, st.Weights.Stable, obs.Revision)
 	}
-	if prev.Candidate != nil && prev.Candidate.Revision != prev.RolledBackRevision && len(st.History) > 0 && st.History[0].Outcome == v1alpha1.OutcomeSuperseded && (len(prev.History) == 0 || !equality.Semantic.DeepEqual(prev.History[0], st.History[0])) {
+	if prev.Candidate != nil && prev.Candidate.Revision != prev.Rollout.RolledBackRevision && len(st.History) > 0 && st.History[0].Outcome == v1alpha1.OutcomeSuperseded && (len(prev.History) == 0 || !equality.Semantic.DeepEqual(prev.History[0], st.History[0])) {
 		o.supersedes++
 	}
-	if st.InconclusiveSince != nil && prev.InconclusiveSince == nil {
+	if st.Rollout.InconclusiveSince != nil && prev.Rollout.InconclusiveSince == nil {
 		o.inconclusiveHolds++
 	}
 	if stepW > 0 && cw < stepW && st.Candidate.Revision == obs.Revision {
@@ -480,23 +480,23 @@ func checkPass(ms *v1alpha1.ModelServer, pol policy, prev *v1alpha1.ModelServerS
 		}
 	}
 	// A rejected route holds the rollout and says so.
-	if obs.RouteAccepted == metav1.ConditionFalse && st.Phase == v1alpha1.PhaseProgressing && st.Candidate != nil && prev.Candidate != nil && prev.Candidate.Revision == st.Candidate.Revision && prev.Step < len32(steps) && (prev.Phase == v1alpha1.PhaseProgressing) {
+	if obs.RouteAccepted == metav1.ConditionFalse && st.Phase == v1alpha1.PhaseProgressing && st.Candidate != nil && prev.Candidate != nil && prev.Candidate.Revision == st.Candidate.Revision && prev.Rollout.Step < len32(steps) && (prev.Phase == v1alpha1.PhaseProgressing) {
 		if c := cond(st, v1alpha1.ConditionProgressing); c != nil && c.Reason == v1alpha1.ReasonRouteNotAccepted {
 			o.routeHolds++
 		}
 	}
 	if c := cond(st, v1alpha1.ConditionStalled); c != nil && c.Status == metav1.ConditionTrue && c.Reason == v1alpha1.ReasonAnalysisInconclusive {
 		o.stalls++
-		if st.InconclusiveSince == nil || now.Sub(st.InconclusiveSince.Time) < pol.inconclusiveStall {
-			return fmt.Errorf("stalled on inconclusive analysis before %s (since %v)", pol.inconclusiveStall, st.InconclusiveSince)
+		if st.Rollout.InconclusiveSince == nil || now.Sub(st.Rollout.InconclusiveSince.Time) < pol.inconclusiveStall {
+			return fmt.Errorf("stalled on inconclusive analysis before %s (since %v)", pol.inconclusiveStall, st.Rollout.InconclusiveSince)
 		}
 		if !strings.Contains(c.Message, "inconclusive since") || !strings.Contains(c.Message, "(") {
 			return fmt.Errorf("stall message does not say why: %q", c.Message)
 		}
-	} else if st.Phase == v1alpha1.PhaseProgressing && st.Step >= 1 && st.InconclusiveSince != nil && now.Sub(st.InconclusiveSince.Time) >= pol.inconclusiveStall &&
+	} else if st.Phase == v1alpha1.PhaseProgressing && st.Rollout.Step >= 1 && st.Rollout.InconclusiveSince != nil && now.Sub(st.Rollout.InconclusiveSince.Time) >= pol.inconclusiveStall &&
 		(c == nil || c.Status != metav1.ConditionTrue || c.Reason != v1alpha1.ReasonNoRoomForCandidate) {
 		// (A rollout that has no room for its next step reports that instead: it is the cause.)
-		return fmt.Errorf("inconclusive since %s, past %s, but not Stalled", st.InconclusiveSince.Time, pol.inconclusiveStall)
+		return fmt.Errorf("inconclusive since %s, past %s, but not Stalled", st.Rollout.InconclusiveSince.Time, pol.inconclusiveStall)
 	}
 	if st.Phase == v1alpha1.PhasePaused && prev.Phase != v1alpha1.PhasePaused {
 		o.pauses++
@@ -534,7 +534,7 @@ type supersededAt struct {
 // the pass its weight went to 0: requests a Gateway still routes to it meet no terminating
 // pod, before the new revision replaces them or the color scales to zero.
 func checkSupersedeDrain(prev *v1alpha1.ModelServerStatus, obs Observation, d Decision, now time.Time, drained map[string]supersededAt, o *outcomes) error {
-	if c := prev.Candidate; c != nil && c.Revision != prev.RolledBackRevision && c.Revision != obs.Revision &&
+	if c := prev.Candidate; c != nil && c.Revision != prev.Rollout.RolledBackRevision && c.Revision != obs.Revision &&
 		prev.Weights.Candidate > 0 && d.Status.Weights.Candidate == 0 {
 		drained[c.Revision] = supersededAt{color: c.Color, at: now}
 	}
@@ -562,13 +562,13 @@ func checkSupersedeDrain(prev *v1alpha1.ModelServerStatus, obs Observation, d De
 // weight scales to zero at once.
 func checkRollbackDrain(prev *v1alpha1.ModelServerStatus, obs Observation, d Decision, now time.Time, o *outcomes) error {
 	st := d.Status
-	if prev.Step < 1 && prev.Weights.Candidate == 0 {
-		if st.ScaleDownAt != nil {
-			return fmt.Errorf("rollback of a candidate that never had weight keeps it until %v", st.ScaleDownAt)
+	if prev.Rollout.Step < 1 && prev.Weights.Candidate == 0 {
+		if st.Rollout.ScaleDownAt != nil {
+			return fmt.Errorf("rollback of a candidate that never had weight keeps it until %v", st.Rollout.ScaleDownAt)
 		}
 		return nil
 	}
-	if sd := st.ScaleDownAt; sd == nil || !sd.Time.Equal(now.Add(RollbackDrain)) {
+	if sd := st.Rollout.ScaleDownAt; sd == nil || !sd.Time.Equal(now.Add(RollbackDrain)) {
 		return fmt.Errorf("rollback: ScaleDownAt %v, want now+%s", sd, RollbackDrain)
 	}
 	co, ok := obs.Colors[st.Candidate.Color]
@@ -591,10 +591,10 @@ func checkRollbackDrain(prev *v1alpha1.ModelServerStatus, obs Observation, d Dec
 // stepWeightOf is the weight of a live rollout's held step (0 before the first step, after a
 // rollback and without a rollout).
 func stepWeightOf(st v1alpha1.ModelServerStatus, steps []int32) int32 {
-	if st.Candidate == nil || st.Step < 1 || st.Phase == v1alpha1.PhaseRolledBack || int(st.Step) > len(steps) {
+	if st.Candidate == nil || st.Rollout.Step < 1 || st.Phase == v1alpha1.PhaseRolledBack || int(st.Rollout.Step) > len(steps) {
 		return 0
 	}
-	return steps[st.Step-1]
+	return steps[st.Rollout.Step-1]
 }
 
 // drainCap is the most a rolled-back candidate may hold: its weight in the previous pass (for
@@ -675,7 +675,7 @@ func readyForWeight(obs Observation, c v1alpha1.Color, rev string, weight int32)
 // deadline.
 func checkInconclusive(prev *v1alpha1.ModelServerStatus, d, d0 Decision) error {
 	moved := func(x Decision) string {
-		return fmt.Sprintf("stable=%s candidateWeight=%d step=%d", x.Status.Stable.Revision, candidateWeightOf(x.Status), x.Status.Step)
+		return fmt.Sprintf("stable=%s candidateWeight=%d step=%d", x.Status.Stable.Revision, candidateWeightOf(x.Status), x.Status.Rollout.Step)
 	}
 	if d.Status.Phase == v1alpha1.PhaseRolledBack && prev.Phase != v1alpha1.PhaseRolledBack {
 		if d0.Status.Phase == v1alpha1.PhaseRolledBack || strings.Contains(d.Status.History[0].Reason, "inconclusive for") {
@@ -753,7 +753,7 @@ func TestCandidateLosingItsPodsAtStep2IsRolledBackAtTheProgressDeadline(t *testi
 		st := d.Status
 		lose := false
 		switch {
-		case lostAt.IsZero() && st.Step == 2 && st.Phase == v1alpha1.PhaseProgressing && d.Weights[green] == 50:
+		case lostAt.IsZero() && st.Rollout.Step == 2 && st.Phase == v1alpha1.PhaseProgressing && d.Weights[green] == 50:
 			lose = true
 		case !lostAt.IsZero() && st.Phase == v1alpha1.PhaseRolledBack:
 			if s.now.Before(lostAt.Add(deadline)) {
@@ -778,8 +778,8 @@ func TestCandidateLosingItsPodsAtStep2IsRolledBackAtTheProgressDeadline(t *testi
 			if u := st.Candidate.UnreadySince; u == nil || !u.Time.Equal(lostAt) {
 				t.Fatalf("pass %d: unreadySince %v, want %s (the pass that saw the loss)", i, u, lostAt)
 			}
-			if st.Step != 2 || st.Phase != v1alpha1.PhaseProgressing {
-				t.Fatalf("pass %d: step %d phase %s, want step 2 held", i, st.Step, st.Phase)
+			if st.Rollout.Step != 2 || st.Phase != v1alpha1.PhaseProgressing {
+				t.Fatalf("pass %d: step %d phase %s, want step 2 held", i, st.Rollout.Step, st.Phase)
 			}
 		}
 		s.apply(d)

@@ -266,9 +266,9 @@ func formatPass(pass int, now, start time.Time, paused bool, obs Observation, d 
 		v, _ := Verdict(m.Results)
 		fmt.Fprintf(&b, " measured=%s(%d)", v, len(m.Results))
 	}
-	fmt.Fprintf(&b, "\n    -> %s step=%d weights=%s plans[%s] requeue=%s", st.Phase, st.Step, weightString(d.Weights), planString(d.Plans), fmtDur(d.RequeueAfter))
-	if st.Failures > 0 {
-		fmt.Fprintf(&b, " failures=%d", st.Failures)
+	fmt.Fprintf(&b, "\n    -> %s step=%d weights=%s plans[%s] requeue=%s", st.Phase, st.Rollout.Step, weightString(d.Weights), planString(d.Plans), fmtDur(d.RequeueAfter))
+	if st.Rollout.Failures > 0 {
+		fmt.Fprintf(&b, " failures=%d", st.Rollout.Failures)
 	}
 	if d.KeepOperation {
 		b.WriteString(" keepOp")

@@ -72,7 +72,7 @@ func (m *machine) planCandidate(weight int32) {
 		if room := m.obs.Capacity - m.stableShare(); room < c.Replicas {
 			cw := m.candidateWeight()
 			m.noRoom = fmt.Sprintf("no room for step %d of %s: %d%% needs %d candidate pods beside the %d that the stable color's %d%% needs, and the cluster holds %d of this ModelServer's pods; it holds at %d%% (analysis goes on; a failure rolls back) until GPUs are freed, spec.replicas is lowered or the steps fit (promote-full swaps the colors now)",
-				m.st.Step+1, c.Revision, weight, c.Replicas, m.stableShare(), 100-cw, m.obs.Capacity, cw)
+				m.st.Rollout.Step+1, c.Revision, weight, c.Replicas, m.stableShare(), 100-cw, m.obs.Capacity, cw)
 			c.Replicas = max(room, need(m.total, cw))
 		}
 		m.planStableSwap(weight)
@@ -119,7 +119,7 @@ func (m *machine) planStableSwap(next int32) {
 func (m *machine) planIdle(color v1alpha1.Color) int32 {
 	delete(m.plans, color)
 	o, ok := m.obs.Colors[color]
-	if sd := m.st.ScaleDownAt; sd != nil {
+	if sd := m.st.Rollout.ScaleDownAt; sd != nil {
 		if m.now.Before(sd.Time) {
 			if ok && o.Exists {
 				m.plans[color] = ColorPlan{Revision: o.Revision, Replicas: o.Replicas}
@@ -129,7 +129,7 @@ func (m *machine) planIdle(color v1alpha1.Color) int32 {
 			m.wakeAt(sd.Time)
 			return 0
 		}
-		m.st.ScaleDownAt = nil
+		m.st.Rollout.ScaleDownAt = nil
 	}
 	if ok && o.Exists {
 		m.plans[color] = ColorPlan{Revision: o.Revision, Replicas: 0}

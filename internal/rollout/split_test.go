@@ -32,8 +32,8 @@ func TestTheSplitOfAnUnchangedTotalNeverGrowsTheStableColor(t *testing.T) {
 						}
 						d := Next(ms, newObs(revB, total, opts...), now)
 						// Green holds its step's 25% only as far as its Ready pods carry it.
-						if want := min(25, carries(total, ready)); d.Status.Step != 2 || d.Weights[green] != want {
-							t.Errorf("%s: step %d, weights %v; want step 2 with green at %d%%", name, d.Status.Step, d.Weights, want)
+						if want := min(25, carries(total, ready)); d.Status.Rollout.Step != 2 || d.Weights[green] != want {
+							t.Errorf("%s: step %d, weights %v; want step 2 with green at %d%%", name, d.Status.Rollout.Step, d.Weights, want)
 						}
 						if got := d.Plans[blue].Replicas; got > total || got < need(total, 75) {
 							t.Errorf("%s: blue planned %d, want between its share %d and the total %d", name, got, need(total, 75), total)

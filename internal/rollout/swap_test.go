@@ -246,7 +246,7 @@ func TestSwapModeRollbackDrainYieldsTheGPUsToTheStableColorFirst(t *testing.T) {
 			if sum := d.Plans[blue].Replicas + d.Plans[green].Replicas; sum > tc.obs.Capacity {
 				t.Errorf("plans %v exceed the capacity %d", d.Plans, tc.obs.Capacity)
 			}
-			if sd := d.Status.ScaleDownAt; sd == nil || !sd.Time.Equal(t0.Add(RollbackDrain)) {
+			if sd := d.Status.Rollout.ScaleDownAt; sd == nil || !sd.Time.Equal(t0.Add(RollbackDrain)) {
 				t.Errorf("ScaleDownAt = %v, want now+%s", sd, RollbackDrain)
 			}
 		})
@@ -307,7 +307,7 @@ func TestTightSwapModeRolloutsRollBackWholeOrReportNoRoom(t *testing.T) {
 					obs := s.observe()
 					if MeasureDue(ms, s.now) {
 						v := v1alpha1.VerdictPass
-						if ms.Status.Step >= failAt {
+						if ms.Status.Rollout.Step >= failAt {
 							v = v1alpha1.VerdictFail
 						}
 						obs.Measurement = &Measurement{At: s.now, Results: results(s.now, v)}
@@ -316,10 +316,10 @@ func TestTightSwapModeRolloutsRollBackWholeOrReportNoRoom(t *testing.T) {
 					log.add(loggedPass{i, s.now, s.start, false, obs, d})
 					st := d.Status
 					if c := cond(st, v1alpha1.ConditionStalled); rolledBackAt.IsZero() && c != nil && c.Status == "True" && c.Reason == v1alpha1.ReasonNoRoomForCandidate {
-						next := steps[st.Step]
+						next := steps[st.Rollout.Step]
 						share := need(total, 100-st.Weights.Candidate)
 						if s.capacity-share >= need(total, next) {
-							t.Fatalf("%s: NoRoomForCandidate at step %d, but %d candidate pods for %d%% fit beside %d stable in %d: %s", name, st.Step, need(total, next), next, share, s.capacity, c.Message)
+							t.Fatalf("%s: NoRoomForCandidate at step %d, but %d candidate pods for %d%% fit beside %d stable in %d: %s", name, st.Rollout.Step, need(total, next), next, share, s.capacity, c.Message)
 						}
 						noRoom++
 						done = true
@@ -363,8 +363,8 @@ func TestNoRoomForTheNextStepHoldsReportsAndLetsPromoteFullSwap(t *testing.T) {
 		withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 3), inRollout(revB, 1, t0.Add(-10*time.Minute), 25)))
 	obs := newObs(revB, 3, deploy(blue, revA, 3, 3), deploy(green, revB, 1, 1), withCapacity(4), measurement(t0, pass))
 	d := Next(ms, obs, t0)
-	if d.Status.Step != 1 || d.Weights[green] != 25 || d.Plans[green].Replicas != 1 || d.Plans[blue].Replicas != 3 {
-		t.Fatalf("step %d weights %v plans %v; want held at step 1 (25%%) on green's 1 pod beside blue's 3", d.Status.Step, d.Weights, d.Plans)
+	if d.Status.Rollout.Step != 1 || d.Weights[green] != 25 || d.Plans[green].Replicas != 1 || d.Plans[blue].Replicas != 3 {
+		t.Fatalf("step %d weights %v plans %v; want held at step 1 (25%%) on green's 1 pod beside blue's 3", d.Status.Rollout.Step, d.Weights, d.Plans)
 	}
 	c := cond(d.Status, v1alpha1.ConditionStalled)
 	if c == nil || c.Status != "True" || c.Reason != v1alpha1.ReasonNoRoomForCandidate || !strings.Contains(c.Message, "50% needs 2 candidate pods beside the 3") {

@@ -17,10 +17,10 @@ import (
 // the step's start is the one that advanced to it, so it belongs to the previous step.
 func (m *machine) measuredPassInStep() bool {
 	st := m.st
-	if st.LastMeasuredAt == nil || st.StepStartedAt == nil || !st.LastMeasuredAt.After(st.StepStartedAt.Time) {
+	if st.Rollout.LastMeasuredAt == nil || st.Rollout.StepStartedAt == nil || !st.Rollout.LastMeasuredAt.After(st.Rollout.StepStartedAt.Time) {
 		return false
 	}
-	v, _ := Verdict(st.Analysis)
+	v, _ := Verdict(st.Rollout.Analysis)
 	return v == v1alpha1.VerdictPass
 }
 
@@ -41,26 +41,26 @@ func (m *machine) judge(meas Measurement, held string) bool {
 	if at.IsZero() {
 		at = m.now
 	}
-	st.LastMeasuredAt = m.timeP(at)
-	st.Analysis = append([]v1alpha1.MetricResult(nil), meas.Results...)
+	st.Rollout.LastMeasuredAt = m.timeP(at)
+	st.Rollout.Analysis = append([]v1alpha1.MetricResult(nil), meas.Results...)
 	v, r := Verdict(meas.Results)
 	switch v {
 	case v1alpha1.VerdictFail:
-		st.Failures++
-		st.InconclusiveSince = nil
+		st.Rollout.Failures++
+		st.Rollout.InconclusiveSince = nil
 		reason := describe(r)
-		if st.Failures > m.pol.failureLimit {
-			m.rollback(v1alpha1.OutcomeRolledBack, fmt.Sprintf("analysis failed %d time(s)%s, limit %d: %s", st.Failures, held, m.pol.failureLimit, reason))
+		if st.Rollout.Failures > m.pol.failureLimit {
+			m.rollback(v1alpha1.OutcomeRolledBack, fmt.Sprintf("analysis failed %d time(s)%s, limit %d: %s", st.Rollout.Failures, held, m.pol.failureLimit, reason))
 			return true
 		}
-		m.event(corev1.EventTypeWarning, EventAnalysisFailed, "measurement %d of %d tolerated failed: %s", st.Failures, m.pol.failureLimit, reason)
+		m.event(corev1.EventTypeWarning, EventAnalysisFailed, "measurement %d of %d tolerated failed: %s", st.Rollout.Failures, m.pol.failureLimit, reason)
 	case v1alpha1.VerdictInconclusive:
-		if st.InconclusiveSince == nil {
-			st.InconclusiveSince = m.timeP(m.now)
-			m.event(corev1.EventTypeNormal, EventAnalysisInconclusive, "holding step %d: %s", st.Step, describe(r))
+		if st.Rollout.InconclusiveSince == nil {
+			st.Rollout.InconclusiveSince = m.timeP(m.now)
+			m.event(corev1.EventTypeNormal, EventAnalysisInconclusive, "holding step %d: %s", st.Rollout.Step, describe(r))
 		}
 	default:
-		st.InconclusiveSince = nil
+		st.Rollout.InconclusiveSince = nil
 	}
 	return false
 }
@@ -70,20 +70,20 @@ func (m *machine) judge(meas Measurement, held string) bool {
 // will happen.
 func (m *machine) inconclusiveStall() string {
 	st := m.st
-	if st.Phase != v1alpha1.PhaseProgressing || st.Step < 1 || st.InconclusiveSince == nil {
+	if st.Phase != v1alpha1.PhaseProgressing || st.Rollout.Step < 1 || st.Rollout.InconclusiveSince == nil {
 		return ""
 	}
-	held := m.now.Sub(st.InconclusiveSince.Time)
+	held := m.now.Sub(st.Rollout.InconclusiveSince.Time)
 	if held < m.pol.inconclusiveStall {
 		return ""
 	}
-	msg := firstMessage(st.Analysis, v1alpha1.VerdictInconclusive)
+	msg := firstMessage(st.Rollout.Analysis, v1alpha1.VerdictInconclusive)
 	then := "it will neither promote nor roll back by itself: fix the metrics, promote, or abort (spec.rollout.inconclusiveDeadline rolls back after a deadline)"
 	if m.pol.inconclusiveDeadline > 0 {
-		then = fmt.Sprintf("spec.rollout.inconclusiveDeadline rolls it back at %s", st.InconclusiveSince.Add(m.pol.inconclusiveDeadline).UTC().Format(time.RFC3339))
+		then = fmt.Sprintf("spec.rollout.inconclusiveDeadline rolls it back at %s", st.Rollout.InconclusiveSince.Add(m.pol.inconclusiveDeadline).UTC().Format(time.RFC3339))
 	}
 	// The message names the instant, not the time held, so that it does not change every pass.
-	return fmt.Sprintf("analysis of %s inconclusive since %s (over %s) at step %d: %s (%s); %s", st.Candidate.Revision, st.InconclusiveSince.UTC().Format(time.RFC3339), m.pol.inconclusiveStall, st.Step, msg, inconclusiveHint(msg), then)
+	return fmt.Sprintf("analysis of %s inconclusive since %s (over %s) at step %d: %s (%s); %s", st.Candidate.Revision, st.Rollout.InconclusiveSince.UTC().Format(time.RFC3339), m.pol.inconclusiveStall, st.Rollout.Step, msg, inconclusiveHint(msg), then)
 }
 
 // inconclusiveHint guesses the cause of an inconclusive result from its message.

@@ -84,7 +84,7 @@ func (m *machine) loadMatched(w int32) int32 {
 		return w
 	}
 	next := int32(100)
-	if m.st.Step >= 1 {
+	if m.st.Rollout.Step >= 1 {
 		next = m.nextStepWeight()
 	}
 	share := min(int32(int64(nc)*100/int64(nc+ns)), next)
@@ -118,7 +118,7 @@ func (m *machine) routeHolds() bool {
 		return false
 	}
 	if m.routeHeld == "" {
-		m.routeHeld = fmt.Sprintf("rollout of %s holds at step %d: the HTTPRoute is not accepted: %s", m.st.Candidate.Revision, m.st.Step, m.obs.RouteMessage)
+		m.routeHeld = fmt.Sprintf("rollout of %s holds at step %d: the HTTPRoute is not accepted: %s", m.st.Candidate.Revision, m.st.Rollout.Step, m.obs.RouteMessage)
 		if m.ms.Status.Phase != v1alpha1.PhaseProgressing || !hasReason(m.ms.Status, v1alpha1.ConditionProgressing, v1alpha1.ReasonRouteNotAccepted) {
 			m.event(corev1.EventTypeWarning, EventRouteNotAccepted, "%s", m.routeHeld)
 		}
@@ -129,7 +129,7 @@ func (m *machine) routeHolds() bool {
 
 // candidateWeight is the weight the candidate holds at its current step.
 func (m *machine) candidateWeight() int32 {
-	if !m.candidateHas || m.st.Candidate == nil || m.st.Step < 1 {
+	if !m.candidateHas || m.st.Candidate == nil || m.st.Rollout.Step < 1 {
 		return 0
 	}
 	return m.heldWeight()
@@ -142,15 +142,15 @@ func (m *machine) candidateWeight() int32 {
 func (m *machine) heldWeight() int32 {
 	st, steps := m.st, m.pol.steps
 	switch {
-	case st.Step < 1:
+	case st.Rollout.Step < 1:
 		return 0
-	case st.StepWeight > 0:
-		return st.StepWeight
+	case st.Rollout.StepWeight > 0:
+		return st.Rollout.StepWeight
 	}
 	if len(steps) == 1 {
 		return min(m.ms.Status.Weights.Candidate, 99)
 	}
-	return steps[min(int(st.Step), len(steps)-1)-1]
+	return steps[min(int(st.Rollout.Step), len(steps)-1)-1]
 }
 
 // nextStepIndex is the index in spec.rollout.steps of the first weight above the held one (the

@@ -98,12 +98,12 @@ func Record(ms *v1alpha1.ModelServer) {
 	for _, p := range Phases {
 		phase.WithLabelValues(ns, name, string(p)).Set(b2f(st.Phase == p))
 	}
-	step.WithLabelValues(ns, name).Set(float64(st.Step))
+	step.WithLabelValues(ns, name).Set(float64(st.Rollout.Step))
 	weight.WithLabelValues(ns, name, "stable").Set(float64(st.Weights.Stable))
 	weight.WithLabelValues(ns, name, "candidate").Set(float64(st.Weights.Candidate))
 	analysisValue.DeletePartialMatch(prometheus.Labels{"namespace": ns, "name": name})
 	analysisVerdict.DeletePartialMatch(prometheus.Labels{"namespace": ns, "name": name})
-	for _, a := range st.Analysis {
+	for _, a := range st.Rollout.Analysis {
 		for role, v := range map[string]string{"candidate": a.Candidate, "stable": a.Stable} {
 			if f, err := strconv.ParseFloat(v, 64); err == nil {
 				analysisValue.WithLabelValues(ns, name, a.Name, role).Set(f)

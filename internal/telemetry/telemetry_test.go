@@ -21,10 +21,11 @@ func rollingOut() *v1alpha1.ModelServer {
 	return &v1alpha1.ModelServer{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "llama"},
 		Status: v1alpha1.ModelServerStatus{
-			Phase: v1alpha1.PhaseProgressing, Step: 2, Weights: v1alpha1.Weights{Stable: 75, Candidate: 25},
-			Stable:     &v1alpha1.ColorStatus{Color: v1alpha1.Blue, Revision: "abc", Replicas: 6, ReadyReplicas: 6},
-			Candidate:  &v1alpha1.ColorStatus{Color: v1alpha1.Green, Revision: "def", Replicas: 2, ReadyReplicas: 1},
-			Analysis:   []v1alpha1.MetricResult{{Name: "ttftP95", Candidate: "0.41", Stable: "0.39", Verdict: v1alpha1.VerdictPass}},
+			Phase: v1alpha1.PhaseProgressing, Weights: v1alpha1.Weights{Stable: 75, Candidate: 25},
+			Stable:    &v1alpha1.ColorStatus{Color: v1alpha1.Blue, Revision: "abc", Replicas: 6, ReadyReplicas: 6},
+			Candidate: &v1alpha1.ColorStatus{Color: v1alpha1.Green, Revision: "def", Replicas: 2, ReadyReplicas: 1},
+			Rollout: v1alpha1.RolloutStatus{Step: 2,
+				Analysis: []v1alpha1.MetricResult{{Name: "ttftP95", Candidate: "0.41", Stable: "0.39", Verdict: v1alpha1.VerdictPass}}},
 			Conditions: []metav1.Condition{{Type: v1alpha1.ConditionScalingLimited, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonGPUCapacityLimited}},
 		},
 	}
@@ -51,7 +52,7 @@ func TestRecordExportsTheRolloutAndForgetRemovesIt(t *testing.T) {
 		i++
 	}
 	// The next status drops the analysis and the limit: their series go.
-	ms.Status.Analysis, ms.Status.Conditions, ms.Status.Phase = nil, nil, v1alpha1.PhaseHealthy
+	ms.Status.Rollout.Analysis, ms.Status.Conditions, ms.Status.Phase = nil, nil, v1alpha1.PhaseHealthy
 	Record(ms)
 	if n := testutil.CollectAndCount(analysisValue); n != 0 {
 		t.Errorf("%d analysis series left after the analysis ended", n)

@@ -197,7 +197,7 @@ func storyPrometheusDown(t *testing.T) {
 		return nil
 	}
 	and(t, "a rollout of %s that has just reached its second step", imageGood)
-	v := follow(t, ns, ms.Name, 3*time.Minute, "step 2", inv, func(v view) bool { return v.ms.Status.Step == 2 })
+	v := follow(t, ns, ms.Name, 3*time.Minute, "step 2", inv, func(v view) bool { return v.ms.Status.Rollout.Step == 2 })
 
 	when(t, "Prometheus stops")
 	p := st.Env.Process(devenv.PartPrometheus)
@@ -226,7 +226,7 @@ func storyPrometheusDown(t *testing.T) {
 	held := v.ms.Status
 	heldReplicas := map[v1alpha1.Color]int32{v1alpha1.Blue: v.replicas(v1alpha1.Blue), v1alpha1.Green: v.replicas(v1alpha1.Green)}
 	and(t, "the controller sees the outage %s after the stop: step %d, weights %d/%d, %d replicas wanted (blue %d, green %d)",
-		secs(unavailableAt.Sub(stopped)), held.Step, held.Weights.Stable, held.Weights.Candidate, held.Autoscaling.DesiredReplicas,
+		secs(unavailableAt.Sub(stopped)), held.Rollout.Step, held.Weights.Stable, held.Weights.Candidate, held.Autoscaling.DesiredReplicas,
 		heldReplicas[v1alpha1.Blue], heldReplicas[v1alpha1.Green])
 	holdFor := ms.Spec.Rollout.StepDuration.Duration + 20*time.Second
 	v = hold(t, ns, ms.Name, holdFor, "the rollout to hold", func(v view) error {
@@ -234,8 +234,8 @@ func storyPrometheusDown(t *testing.T) {
 			return err
 		}
 		s := v.ms.Status
-		if s.Step != held.Step || s.Weights != held.Weights || v.route[newColor] != held.Weights.Candidate {
-			return fmt.Errorf("moved without Prometheus: step %d weights %+v route %v, held at step %d weights %+v", s.Step, s.Weights, v.route, held.Step, held.Weights)
+		if s.Rollout.Step != held.Rollout.Step || s.Weights != held.Weights || v.route[newColor] != held.Weights.Candidate {
+			return fmt.Errorf("moved without Prometheus: step %d weights %+v route %v, held at step %d weights %+v", s.Rollout.Step, s.Weights, v.route, held.Rollout.Step, held.Weights)
 		}
 		if s.Autoscaling == nil || s.Autoscaling.DesiredReplicas != held.Autoscaling.DesiredReplicas {
 			return fmt.Errorf("the autoscaler moved without Prometheus: desired %d, held at %d", v.desired(), held.Autoscaling.DesiredReplicas)
@@ -269,7 +269,7 @@ func storyPrometheusDown(t *testing.T) {
 	back := time.Now()
 	var resumedAt time.Time
 	v = follow(t, ns, ms.Name, 4*time.Minute, "promotion of "+rev, func(v view) error {
-		if v.ms.Status.Step > held.Step && resumedAt.IsZero() {
+		if v.ms.Status.Rollout.Step > held.Rollout.Step && resumedAt.IsZero() {
 			resumedAt = v.at
 		}
 		return inv(v)
@@ -283,7 +283,7 @@ func storyPrometheusDown(t *testing.T) {
 		resumedAt = v.at
 	}
 	figure(t, "Prometheus outage mid-rollout", "held %s at step %d (MetricsAvailable False %s after the stop); next step %s after Prometheus returned; promoted %s after it returned",
-		secs(back.Sub(stopped)), held.Step, secs(unavailableAt.Sub(stopped)), secs(resumedAt.Sub(back)), secs(time.Since(back)))
+		secs(back.Sub(stopped)), held.Rollout.Step, secs(unavailableAt.Sub(stopped)), secs(resumedAt.Sub(back)), secs(time.Since(back)))
 }
 
 // sawNoData: the status was written by a pass whose autoscaler had no data for any metric and
@@ -319,10 +319,10 @@ func storyControllerKilled(t *testing.T) {
 		}
 		s := v.ms.Status
 		if s.Candidate != nil && s.Candidate.Revision == rev {
-			if last := steps[len(steps)-1]; s.Step < last {
-				return fmt.Errorf("step went back from %d to %d", last, s.Step)
-			} else if s.Step != last {
-				steps = append(steps, s.Step)
+			if last := steps[len(steps)-1]; s.Rollout.Step < last {
+				return fmt.Errorf("step went back from %d to %d", last, s.Rollout.Step)
+			} else if s.Rollout.Step != last {
+				steps = append(steps, s.Rollout.Step)
 			}
 		}
 		if s.Phase == v1alpha1.PhaseRolledBack {
@@ -331,7 +331,7 @@ func storyControllerKilled(t *testing.T) {
 		return nil
 	}
 	and(t, "a rollout of %s at its second step", imageGood)
-	v := follow(t, ns, ms.Name, 3*time.Minute, "step 2", inv, func(v view) bool { return v.ms.Status.Step == 2 })
+	v := follow(t, ns, ms.Name, 3*time.Minute, "step 2", inv, func(v view) bool { return v.ms.Status.Rollout.Step == 2 })
 
 	when(t, "the controller is killed (SIGKILL) and comes back 15s later")
 	killedAt := v.ms.Status
@@ -343,8 +343,8 @@ func storyControllerKilled(t *testing.T) {
 		if err := inv(v); err != nil {
 			return err
 		}
-		if v.ms.Status.Step != killedAt.Step || v.route[newColor] != killedAt.Weights.Candidate {
-			return fmt.Errorf("moved without a controller: step %d route %v", v.ms.Status.Step, v.route)
+		if v.ms.Status.Rollout.Step != killedAt.Rollout.Step || v.route[newColor] != killedAt.Weights.Candidate {
+			return fmt.Errorf("moved without a controller: step %d route %v", v.ms.Status.Rollout.Step, v.route)
 		}
 		return nil
 	})
@@ -354,12 +354,12 @@ func storyControllerKilled(t *testing.T) {
 	back := time.Now()
 	var nextStep time.Time
 	v = follow(t, ns, ms.Name, 3*time.Minute, "promotion of "+rev, func(v view) error {
-		if v.ms.Status.Step > killedAt.Step && nextStep.IsZero() {
+		if v.ms.Status.Rollout.Step > killedAt.Rollout.Step && nextStep.IsZero() {
 			nextStep = v.at
 		}
 		return inv(v)
 	}, func(v view) bool { return v.healthyOn(rev) })
-	then(t, "the rollout resumes at step %d and goes on to promotion: steps %v, candidate weights %v, never backwards", killedAt.Step, steps[1:], weights)
+	then(t, "the rollout resumes at step %d and goes on to promotion: steps %v, candidate weights %v, never backwards", killedAt.Rollout.Step, steps[1:], weights)
 	if want := []int32{10, 25, 50}; fmt.Sprint(weights) != fmt.Sprint(want) {
 		t.Errorf("candidate weights seen %v, want %v", weights, want)
 	}
@@ -379,9 +379,9 @@ func storyControllerKilled(t *testing.T) {
 	if started != 1 {
 		t.Errorf("%d RolloutStarted events, want 1: the restarted controller began the rollout again", started)
 	}
-	stepEnd := killedAt.StepStartedAt.Add(ms.Spec.Rollout.StepDuration.Duration)
+	stepEnd := killedAt.Rollout.StepStartedAt.Add(ms.Spec.Rollout.StepDuration.Duration)
 	figure(t, "controller killed mid-rollout", "away %s at step %d; next step %s after restart (step timer ran out %s after restart); promoted %s after the release",
-		secs(back.Sub(killed)), killedAt.Step, secs(nextStep.Sub(back)), secs(stepEnd.Sub(back)), secs(time.Since(began)))
+		secs(back.Sub(killed)), killedAt.Rollout.Step, secs(nextStep.Sub(back)), secs(stepEnd.Sub(back)), secs(time.Since(began)))
 }
 
 // leaderOf returns which of the controllers' metrics endpoints reports itself the leader.
@@ -455,7 +455,7 @@ func storyLeaderFailover(t *testing.T) {
 		}
 		return nil
 	}
-	follow(t, ns, ms.Name, 3*time.Minute, "step 2", inv, func(v view) bool { return v.ms.Status.Step == 2 })
+	follow(t, ns, ms.Name, 3*time.Minute, "step 2", inv, func(v view) bool { return v.ms.Status.Rollout.Step == 2 })
 
 	when(t, "the leader %s is killed (SIGKILL: it cannot release the lease)", leader)
 	if err := procs[leader].Kill(); err != nil {

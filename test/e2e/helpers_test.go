@@ -264,7 +264,7 @@ func (v view) String() string {
 		conds = append(conds, fmt.Sprintf("%s=%s(%s)", c.Type, c.Status, c.Reason))
 	}
 	out := fmt.Sprintf("phase %s step %d weights %d/%d route %v stable %s candidate %s desired %d gen %d/%d %s",
-		s.Phase, s.Step, s.Weights.Stable, s.Weights.Candidate, v.route, stable, cand, v.desired(),
+		s.Phase, s.Rollout.Step, s.Weights.Stable, s.Weights.Candidate, v.route, stable, cand, v.desired(),
 		s.ObservedGeneration, v.ms.Generation, strings.Join(conds, " "))
 	if a := s.Autoscaling; a != nil {
 		// What the autoscaler saw: each signal's value and proposal, and its last recommendations.

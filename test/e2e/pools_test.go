@@ -81,13 +81,13 @@ func storyInferencePools(t *testing.T) {
 	}
 	and(t, "the last measurement read the endpoint picker's queue of the candidate's pool from Prometheus")
 	var epp *v1alpha1.MetricResult
-	for i, r := range v1.ms.Status.Analysis {
+	for i, r := range v1.ms.Status.Rollout.Analysis {
 		if r.Name == "epp-queue" {
-			epp = &v1.ms.Status.Analysis[i]
+			epp = &v1.ms.Status.Rollout.Analysis[i]
 		}
 	}
 	if epp == nil || epp.Verdict != v1alpha1.VerdictPass || epp.Candidate == "" {
-		t.Errorf("epp-queue measurement %+v, want a Pass with the candidate pool's value (analysis %+v)", epp, v1.ms.Status.Analysis)
+		t.Errorf("epp-queue measurement %+v, want a Pass with the candidate pool's value (analysis %+v)", epp, v1.ms.Status.Rollout.Analysis)
 	}
 	and(t, "the autoscaler's grouped endpoint picker queries find the serving pool and the model's running requests")
 	for _, q := range []string{autoscale.QueryPoolQueueSize, autoscale.QueryObjectiveRunning} {

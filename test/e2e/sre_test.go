@@ -95,7 +95,7 @@ func storyInstantRollback(t *testing.T) {
 		t.Errorf("history %+v, want %s RolledBack on top", h, rev)
 	}
 	for _, e := range events(t, ns, ms.Name) {
-		if e == "StepAdvanced" && settled.ms.Status.Step != 0 {
+		if e == "StepAdvanced" && settled.ms.Status.Rollout.Step != 0 {
 			t.Errorf("a step advanced during the rollback")
 		}
 	}

@@ -34,7 +34,7 @@ func Observe(ctx context.Context, c client.Client, q metrics.Querier, ns, name s
 		return Snapshot{}, err
 	}
 	now := time.Now()
-	s := Snapshot{At: now, Phase: ms.Status.Phase, Step: int(ms.Status.Step), Steps: len(ms.Spec.Rollout.Steps),
+	s := Snapshot{At: now, Phase: ms.Status.Phase, Step: int(ms.Status.Rollout.Step), Steps: len(ms.Spec.Rollout.Steps),
 		Stable: ms.Status.Stable, Candidate: ms.Status.Candidate, Weights: ms.Status.Weights}
 	if a := ms.Status.Autoscaling; a != nil {
 		s.Desired = a.DesiredReplicas
