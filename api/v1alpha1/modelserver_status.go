@@ -146,7 +146,8 @@ type ModelServerStatus struct {
 
 // RolloutStatus is the rollout state machine's memory between passes: the step it holds, its
 // analysis, the revision it rolled back, the operation it last acted on, and until when the
-// color that serves no traffic keeps its pods, one field per reason.
+// color that serves no traffic keeps its pods, one field per reason (keepWarmUntil,
+// inspectUntil, drainUntil): it scales to zero once none of them is ahead.
 type RolloutStatus struct {
 	// Step is the 1-based index of the current rollout step in spec.rollout.steps; 0 before the
 	// first step (candidate warming) and when no rollout is in progress.
@@ -193,11 +194,27 @@ type RolloutStatus struct {
 	// +optional
 	HandledOperation *HandledOperation `json:"handledOperation,omitempty"`
 
-	// ScaleDownAt is when the color that serves no traffic scales to zero: the previous
-	// stable color, kept warm after a promotion for an instant rollback, or a rolled-back
-	// candidate, kept for inspection after an abort or draining after an automatic rollback.
+	// KeepWarmUntil is when the previous stable color, kept at its replicas after a promotion so
+	// that the spec back on its revision is an instant rollback, scales to zero:
+	// spec.rollout.scaleDownDelay after the promotion (at once in swap mode, whose GPUs the new
+	// stable color needs).
 	// +optional
-	ScaleDownAt *metav1.Time `json:"scaleDownAt,omitempty"`
+	KeepWarmUntil *metav1.Time `json:"keepWarmUntil,omitempty"`
+
+	// InspectUntil is when a revision kept for inspection scales to zero: a candidate a person
+	// aborted, or the revision an instant rollback abandoned, keeps its pods without traffic for
+	// spec.rollout.scaleDownDelay (in swap mode only where there is room beside the stable
+	// color). A new revision takes its color at once.
+	// +optional
+	InspectUntil *metav1.Time `json:"inspectUntil,omitempty"`
+
+	// DrainUntil is when a candidate that leaves the route (rolled back, aborted, superseded or
+	// abandoned by an instant rollback) scales to zero: it keeps its pods for a short drain (15s)
+	// after its weight last went down, while the Gateways apply the new weights and requests in
+	// flight finish. Until then a new revision supersedes it (phase Progressing, reason
+	// Superseding) instead of taking its color at once.
+	// +optional
+	DrainUntil *metav1.Time `json:"drainUntil,omitempty"`
 }
 
 // RouteStatus names the HTTPRoute (and rule) that holds a ModelServer's backendRefs.

@@ -797,8 +797,16 @@ func (in *RolloutStatus) DeepCopyInto(out *RolloutStatus) {
 		*out = new(HandledOperation)
 		**out = **in
 	}
-	if in.ScaleDownAt != nil {
-		in, out := &in.ScaleDownAt, &out.ScaleDownAt
+	if in.KeepWarmUntil != nil {
+		in, out := &in.KeepWarmUntil, &out.KeepWarmUntil
+		*out = (*in).DeepCopy()
+	}
+	if in.InspectUntil != nil {
+		in, out := &in.InspectUntil, &out.InspectUntil
+		*out = (*in).DeepCopy()
+	}
+	if in.DrainUntil != nil {
+		in, out := &in.DrainUntil, &out.DrainUntil
 		*out = (*in).DeepCopy()
 	}
 }

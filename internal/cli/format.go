@@ -160,8 +160,17 @@ func writeStatus(w io.Writer, ms *v1alpha1.ModelServer, events []corev1.Event, n
 	if st.Rollout.RolledBackRevision != "" {
 		fmt.Fprintf(tw, "Rolled back:\t%s (not retried while the spec asks for it)\n", st.Rollout.RolledBackRevision)
 	}
-	if st.Rollout.ScaleDownAt != nil {
-		fmt.Fprintf(tw, "Previous stable scales down:\tin %s\n", duration.HumanDuration(st.Rollout.ScaleDownAt.Sub(now)))
+	for _, k := range []struct {
+		label string
+		until *metav1.Time
+	}{
+		{"Previous stable scales down", st.Rollout.KeepWarmUntil},
+		{"Kept for inspection, scales down", st.Rollout.InspectUntil},
+		{"Draining, scales down", st.Rollout.DrainUntil},
+	} {
+		if k.until != nil && k.until.After(now) {
+			fmt.Fprintf(tw, "%s:\tin %s\n", k.label, duration.HumanDuration(k.until.Sub(now)))
+		}
 	}
 	if err := tw.Flush(); err != nil {
 		return err

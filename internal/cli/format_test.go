@@ -107,6 +107,24 @@ func TestStatusSaysWhenTheControllerIsBehindTheSpec(t *testing.T) {
 	}
 }
 
+func TestStatusNamesWhyTheIdleColorKeepsItsPods(t *testing.T) {
+	ms := rolloutInProgress()
+	ms.Status.Phase, ms.Status.Rollout.RolledBackRevision = v1alpha1.PhaseRolledBack, "rev-b"
+	ms.Status.Rollout.InspectUntil = ptrTime(metav1.NewTime(now.Add(9 * time.Minute)))
+	ms.Status.Rollout.DrainUntil = ptrTime(ago(time.Second)) // over: not shown
+	var b bytes.Buffer
+	if err := writeStatus(&b, ms, nil, now); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	if !strings.Contains(out, "Kept for inspection, scales down:  in 9m") {
+		t.Errorf("status does not say the aborted candidate is kept for inspection:\n%s", out)
+	}
+	if strings.Contains(out, "Draining") || strings.Contains(out, "Previous stable") {
+		t.Errorf("status shows a keep that is over or not set:\n%s", out)
+	}
+}
+
 func TestRecentEventsKeepsTheObjectsNewestEventsInOrder(t *testing.T) {
 	ms := rolloutInProgress()
 	ev := func(name, kind, objName string, uid types.UID, at time.Duration) corev1.Event {

@@ -474,9 +474,9 @@ func TestRolloutPromotesAGoodRevisionStepByStep(t *testing.T) {
 	onceEach(t, ms, map[string]int32{"RolloutStarted": 1, "StepAdvanced": 2, "Promoted": 1})
 
 	// The previous color stays at full size for the scale-down delay, then goes to zero.
-	sd := promoted.Status.Rollout.ScaleDownAt
-	if sd == nil || sd.Sub(promoted.Status.History[0].At.Time) < 2*time.Second {
-		t.Fatalf("scaleDownAt %v, promoted at %v: want about 3s later", sd, promoted.Status.History[0].At)
+	kw := promoted.Status.Rollout.KeepWarmUntil
+	if kw == nil || kw.Sub(promoted.Status.History[0].At.Time) < 2*time.Second {
+		t.Fatalf("keepWarmUntil %v, promoted at %v: want about 3s later", kw, promoted.Status.History[0].At)
 	}
 	eventually(t, 20*time.Second, "blue scaled to zero", func() error {
 		if n := deploymentReplicas(t, ms.Namespace, ms.DeploymentName(v1alpha1.Blue)); n != 0 {
@@ -484,8 +484,8 @@ func TestRolloutPromotesAGoodRevisionStepByStep(t *testing.T) {
 		}
 		return nil
 	})
-	if now := time.Now(); now.Before(sd.Time) {
-		t.Errorf("blue scaled to zero at %s, before the scale-down delay ended at %s", now.Format(time.StampMilli), sd.Format(time.StampMilli))
+	if now := time.Now(); now.Before(kw.Time) {
+		t.Errorf("blue scaled to zero at %s, before the scale-down delay ended at %s", now.Format(time.StampMilli), kw.Format(time.StampMilli))
 	}
 	if n := deploymentReplicas(t, ms.Namespace, ms.DeploymentName(v1alpha1.Green)); n != 2 {
 		t.Errorf("green has %d replicas after promotion, want 2", n)
@@ -558,12 +558,15 @@ func TestRolloutRollsBackACandidateWithThreeTimesTheStableTTFT(t *testing.T) {
 	if st.Candidate == nil || st.Candidate.Revision != v2 {
 		t.Errorf("the rejected candidate should be kept in status: %+v", st.Candidate)
 	}
-	sd := st.Rollout.ScaleDownAt
-	if sd == nil && (st.Candidate == nil || st.Candidate.Replicas != 0) {
-		t.Errorf("no scaleDownAt while the rejected candidate is kept at %+v", st.Candidate)
+	du := st.Rollout.DrainUntil
+	if du == nil && (st.Candidate == nil || st.Candidate.Replicas != 0) {
+		t.Errorf("no drainUntil while the rejected candidate is kept at %+v", st.Candidate)
 	}
-	if sd != nil && len(st.History) > 0 && !sd.Time.Equal(st.History[0].At.Add(rollout.RollbackDrain)) {
-		t.Errorf("scaleDownAt %v, rolled back at %v: want %s later", sd, st.History[0].At, rollout.RollbackDrain)
+	if du != nil && len(st.History) > 0 && !du.Time.Equal(st.History[0].At.Add(rollout.RollbackDrain)) {
+		t.Errorf("drainUntil %v, rolled back at %v: want %s later", du, st.History[0].At, rollout.RollbackDrain)
+	}
+	if iu := st.Rollout.InspectUntil; iu != nil {
+		t.Errorf("inspectUntil %v after an automatic rollback: only an abort keeps a candidate for inspection", iu)
 	}
 	why := []string{"ttft-p95", "0.9", "0.36"}
 	containsAll := func(s string) bool {
@@ -590,8 +593,8 @@ func TestRolloutRollsBackACandidateWithThreeTimesTheStableTTFT(t *testing.T) {
 		}
 		return nil
 	})
-	if now := time.Now(); sd != nil && now.Before(sd.Time) {
-		t.Errorf("green scaled to zero at %s, before its drain ended at %s", now.Format(time.StampMilli), sd.Format(time.StampMilli))
+	if now := time.Now(); du != nil && now.Before(du.Time) {
+		t.Errorf("green scaled to zero at %s, before its drain ended at %s", now.Format(time.StampMilli), du.Format(time.StampMilli))
 	}
 	// The status that says so is written in the same pass, just after the Deployment.
 	eventually(t, 10*time.Second, "the rejected candidate kept in status at 0 replicas", func() error {
@@ -754,8 +757,8 @@ func TestRolloutOfASupersededCandidateSendsTrafficBackToStableBeforeTheNewOne(t 
 	eventually(t, 20*time.Second, "route back on stable with v2's pods still on green", func() error {
 		got := getMS(t, ms)
 		c := condition(got, v1alpha1.ConditionReconciling)
-		if tr.current() != "100/0" || c == nil || c.Reason != v1alpha1.ReasonSuperseding || got.Status.Rollout.ScaleDownAt == nil {
-			return fmt.Errorf("route %s, Reconciling %+v, scaleDownAt %v", tr.current(), c, got.Status.Rollout.ScaleDownAt)
+		if tr.current() != "100/0" || c == nil || c.Reason != v1alpha1.ReasonSuperseding || got.Status.Rollout.DrainUntil == nil {
+			return fmt.Errorf("route %s, Reconciling %+v, drainUntil %v", tr.current(), c, got.Status.Rollout.DrainUntil)
 		}
 		return nil
 	})

@@ -99,8 +99,20 @@ func failures(n int32) statusOption {
 func inconclusiveSince(t time.Time) statusOption {
 	return func(st *v1alpha1.ModelServerStatus) { st.Rollout.InconclusiveSince = mt(t) }
 }
-func scaleDownAt(t time.Time) statusOption {
-	return func(st *v1alpha1.ModelServerStatus) { st.Rollout.ScaleDownAt = mt(t) }
+
+// keptWarmUntil sets status.rollout.keepWarmUntil: the previous stable color after a promotion.
+func keptWarmUntil(t time.Time) statusOption {
+	return func(st *v1alpha1.ModelServerStatus) { st.Rollout.KeepWarmUntil = mt(t) }
+}
+
+// inspectedUntil sets status.rollout.inspectUntil: an aborted or abandoned revision.
+func inspectedUntil(t time.Time) statusOption {
+	return func(st *v1alpha1.ModelServerStatus) { st.Rollout.InspectUntil = mt(t) }
+}
+
+// drainingUntil sets status.rollout.drainUntil: a candidate whose weight went down.
+func drainingUntil(t time.Time) statusOption {
+	return func(st *v1alpha1.ModelServerStatus) { st.Rollout.DrainUntil = mt(t) }
 }
 func rolledBack(rev string, outcome v1alpha1.Outcome, reason string) statusOption {
 	return func(st *v1alpha1.ModelServerStatus) {

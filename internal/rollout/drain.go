@@ -16,8 +16,8 @@ import (
 // drainSuperseded keeps a candidate that a spec change superseded serving the part of its
 // weight that the stable color's Ready pods cannot carry yet (in swap mode the stable color was
 // shrunk to its share), sized for just that, while the stable color grows back to its total.
-// Once its weight is 0 its pods stay for RollbackDrain (status.scaleDownAt), as a rolled-back
-// candidate's do: the Gateway applies the route after the pass that wrote it, and requests in
+// Once its weight is 0 its pods stay for RollbackDrain (status.rollout.drainUntil), as a
+// rolled-back candidate's do: the Gateway applies the route after the pass that wrote it, and requests in
 // flight finish, before the new revision replaces the pods or the color scales to zero. It
 // returns false, and the superseding revision (or the stable revision the spec returned to)
 // takes over, after that; at once when the candidate never had weight.
@@ -45,7 +45,7 @@ func (m *machine) drainSuperseded() bool {
 		m.superseding = fmt.Sprintf("rollout of %s superseded by %s: %s keeps %d%% until %s's Ready pods carry all traffic", c.Revision, m.obs.Revision, c.Revision, m.drain, st.Stable.Color)
 		m.wakeAt(m.now.Add(WarmupPollInterval))
 	} else {
-		m.superseding = fmt.Sprintf("rollout of %s superseded by %s: all traffic on %s; %s's pods drain until %s", c.Revision, m.obs.Revision, st.Stable.Color, c.Revision, st.Rollout.ScaleDownAt.UTC().Format(time.RFC3339))
+		m.superseding = fmt.Sprintf("rollout of %s superseded by %s: all traffic on %s; %s's pods drain until %s", c.Revision, m.obs.Revision, st.Stable.Color, c.Revision, st.Rollout.DrainUntil.UTC().Format(time.RFC3339))
 	}
 	m.planStable()
 	st.Phase = v1alpha1.PhaseProgressing
@@ -56,44 +56,43 @@ func (m *machine) drainSuperseded() bool {
 	return true
 }
 
-// rolledBackDraining: the candidate was rolled back and still drains (weight on it, or its
-// RollbackDrain not over). A new revision then supersedes it as it would a live candidate
-// instead of taking its color at once: the Gateway applies the route after the pass that wrote
-// it, and the pods still get requests meanwhile. A candidate kept only for inspection
-// (aborted: no weight, scaleDownAt further than RollbackDrain) gives its color up at once.
+// rolledBackDraining: the candidate was rolled back or aborted and still drains: weight on it,
+// or its status.rollout.drainUntil not over. A new revision then supersedes it as it would a
+// live candidate instead of taking its color at once: the Gateway applies the route after the
+// pass that wrote it, and the pods still get requests meanwhile. A candidate that is only kept
+// for inspection (status.rollout.inspectUntil) gives its color up at once.
 func (m *machine) rolledBackDraining() bool {
-	sd := m.st.Rollout.ScaleDownAt
-	if m.inProgress() || sd == nil || !m.now.Before(sd.Time) {
+	if m.inProgress() {
 		return false
 	}
-	return m.ms.Status.Weights.Candidate > 0 || sd.Sub(m.now) <= RollbackDrain
+	return m.ms.Status.Weights.Candidate > 0 || ahead(m.st.Rollout.DrainUntil, m.now)
 }
 
 // drainPods keeps a superseded candidate whose weight is 0 at its pods until
-// status.scaleDownAt, set to RollbackDrain from the pass its weight went to 0, and reports
-// whether it does.
+// status.rollout.drainUntil, set to RollbackDrain from the pass its weight went to 0, and
+// reports whether it does.
 func (m *machine) drainPods(c *v1alpha1.ColorStatus) bool {
-	st := m.st
+	ro := &m.st.Rollout
 	if m.ms.Status.Weights.Candidate > 0 {
 		m.drainUntil(m.now.Add(RollbackDrain))
 	}
-	sd := st.Rollout.ScaleDownAt
-	if sd == nil {
+	du := ro.DrainUntil
+	if du == nil {
 		return false
 	}
-	if !m.now.Before(sd.Time) {
-		st.Rollout.ScaleDownAt = nil
+	if !m.now.Before(du.Time) {
+		ro.DrainUntil = nil
 		return false
 	}
 	o, ok := m.colorObs(c.Color, c.Revision)
 	if !ok {
-		st.Rollout.ScaleDownAt = nil
+		ro.DrainUntil = nil
 		return false
 	}
 	// Never more than the total (no double GPUs), should the total have shrunk meanwhile.
 	c.Replicas = min(o.Replicas, max(m.total, 1))
 	m.plans[c.Color] = ColorPlan{Revision: c.Revision, Replicas: c.Replicas}
-	m.wakeAt(sd.Time)
+	m.wakeAt(du.Time)
 	return true
 }
 
@@ -145,13 +144,14 @@ func (m *machine) holdRolledBack() {
 	st.Phase = v1alpha1.PhaseRolledBack
 }
 
-// drainUntil keeps the idle color's pods at least until t (ScaleDownAt, see planIdle): a
-// rolled-back or aborted candidate whose weight goes down this pass keeps its pods for
-// RollbackDrain after it, while the Gateway applies the change and requests in flight finish,
-// also when drainWeight held weight on it past its first ScaleDownAt.
+// drainUntil keeps the idle color's pods at least until t (status.rollout.drainUntil, see
+// planIdle): a candidate whose weight goes down this pass (rolled back, aborted, superseded, or
+// abandoned by an instant rollback) keeps its pods for RollbackDrain after it, while the
+// Gateway applies the change and requests in flight finish, also when drainWeight held weight
+// on it past its first drainUntil.
 func (m *machine) drainUntil(t time.Time) {
-	if sd := m.st.Rollout.ScaleDownAt; sd == nil || sd.Time.Before(t) {
-		m.st.Rollout.ScaleDownAt = m.timeP(t)
+	if du := m.st.Rollout.DrainUntil; du == nil || du.Time.Before(t) {
+		m.st.Rollout.DrainUntil = m.timeP(t)
 	}
 }
 

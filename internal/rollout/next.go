@@ -92,15 +92,17 @@ const (
 //     color's Ready pods can carry it (in swap mode the stable color was shrunk to its share):
 //     it keeps min(its last weight, what it carries, what stable cannot carry yet), sized for
 //     exactly that, so that the stable color grows back in step as it shrinks. Its pods stay
-//     (status.scaleDownAt) for RollbackDrain after its weight last went down, in swap mode only
-//     where there is room beside the stable color's total. In swap mode
-//     an aborted candidate keeps its pods for inspection only where there is room beside the
-//     stable color's total; its GPUs are freed at once when the stable color needs them.
+//     (status.rollout.drainUntil) for RollbackDrain after its weight last went down, in swap
+//     mode only where there is room beside the stable color's total. In swap mode
+//     an aborted candidate keeps its pods for inspection (status.rollout.inspectUntil) only where
+//     there is room beside the stable color's total; its GPUs are freed at once when the stable
+//     color needs them.
 //     A candidate superseded by a spec change drains the same way (phase Progressing, reason
 //     Superseding; measurements are ignored), and once its weight is 0 keeps its pods for
 //     RollbackDrain, before the new revision takes its color or, the spec back on the stable
-//     revision, the color scales to zero. A new revision supersedes a rolled-back candidate
-//     that still drains the same way; an aborted one kept for inspection gives its color up.
+//     revision, the color scales to zero. A new revision supersedes a rolled-back or aborted
+//     candidate that still drains (weight on it, or drainUntil ahead) the same way; one only
+//     kept for inspection gives its color up.
 //   - A route that a Gateway rejected (Observation.RouteAccepted False) holds the rollout: no
 //     step, no promotion, not even by request (the request is kept); deadlines and aborts
 //     still act. Unknown (no Gateway answered) does not hold.
@@ -274,6 +276,9 @@ func (m *machine) timeP(t time.Time) *metav1.Time {
 	mt := metav1.NewTime(t)
 	return &mt
 }
+
+// ahead reports whether t is set and after now (a deadline at now has passed).
+func ahead(t *metav1.Time, now time.Time) bool { return t != nil && now.Before(t.Time) }
 
 func maxTime(a, b time.Time) time.Time {
 	if a.After(b) {

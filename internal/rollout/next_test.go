@@ -129,8 +129,8 @@ func TestNext(t *testing.T) {
 			want: want{phase: v1alpha1.PhaseHealthy, conds: map[string]string{"Ready": "False/DeploymentsNotReady", "Reconciling": "True/DeploymentsNotReady", "Degraded": "False/Available"}},
 		},
 		{
-			name: "the previous stable is kept warm at its replicas until ScaleDownAt, which is the requeue",
-			ms:   newModelServer(withStatus(phase(v1alpha1.PhaseHealthy), stableOn(green, revB, 4), scaleDownAt(t0.Add(3*time.Minute)))),
+			name: "the previous stable is kept warm at its replicas until keepWarmUntil, which is the requeue",
+			ms:   newModelServer(withStatus(phase(v1alpha1.PhaseHealthy), stableOn(green, revB, 4), keptWarmUntil(t0.Add(3*time.Minute)))),
 			obs:  newObs(revB, 4, deploy(green, revB, 4, 4), deploy(blue, revA, 4, 4)),
 			now:  t0,
 			want: want{
@@ -139,16 +139,16 @@ func TestNext(t *testing.T) {
 			},
 		},
 		{
-			name: "the previous stable scales to zero at ScaleDownAt, which is then cleared",
-			ms:   newModelServer(withStatus(phase(v1alpha1.PhaseHealthy), stableOn(green, revB, 4), scaleDownAt(t0))),
+			name: "the previous stable scales to zero at keepWarmUntil, which is then cleared",
+			ms:   newModelServer(withStatus(phase(v1alpha1.PhaseHealthy), stableOn(green, revB, 4), keptWarmUntil(t0))),
 			obs:  newObs(revB, 4, deploy(green, revB, 4, 4), deploy(blue, revA, 4, 4)),
 			now:  t0,
 			want: want{
 				requeue: dur(0),
 				plans:   map[v1alpha1.Color]ColorPlan{green: {Revision: revB, Replicas: 4}, blue: {Revision: revA, Replicas: 0}},
 				check: func(t *testing.T, d Decision) {
-					if d.Status.Rollout.ScaleDownAt != nil {
-						t.Errorf("ScaleDownAt = %v, want cleared", d.Status.Rollout.ScaleDownAt)
+					if d.Status.Rollout.KeepWarmUntil != nil {
+						t.Errorf("keepWarmUntil = %v, want cleared", d.Status.Rollout.KeepWarmUntil)
 					}
 				},
 			},
@@ -163,8 +163,8 @@ func TestNext(t *testing.T) {
 				plans: map[v1alpha1.Color]ColorPlan{blue: {Revision: revA, Replicas: 4}, green: {Revision: revB, Replicas: 4}},
 				conds: map[string]string{"Reconciling": "True/Superseding"},
 				check: func(t *testing.T, d Decision) {
-					if sd := d.Status.Rollout.ScaleDownAt; sd == nil || !sd.Time.Equal(t0.Add(RollbackDrain)) {
-						t.Errorf("ScaleDownAt = %v, want %v", sd, t0.Add(RollbackDrain))
+					if du := d.Status.Rollout.DrainUntil; du == nil || !du.Time.Equal(t0.Add(RollbackDrain)) {
+						t.Errorf("drainUntil = %v, want %v", du, t0.Add(RollbackDrain))
 					}
 				},
 			},
@@ -172,7 +172,7 @@ func TestNext(t *testing.T) {
 		{
 			name: "a spec reverted to the stable revision scales the superseded candidate down once its drain is over",
 			ms: newModelServer(steps, withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 2, t0.Add(-time.Minute), 0),
-				scaleDownAt(t0), condition("Reconciling", "True", v1alpha1.ReasonSuperseding))),
+				drainingUntil(t0), condition("Reconciling", "True", v1alpha1.ReasonSuperseding))),
 			obs: newObs(revA, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 4, 4)),
 			now: t0,
 			want: want{
@@ -185,8 +185,8 @@ func TestNext(t *testing.T) {
 					if h := d.Status.History; len(h) == 0 || h[0].Revision != revB || h[0].Outcome != v1alpha1.OutcomeSuperseded {
 						t.Errorf("history = %+v, want %s Superseded first", h, revB)
 					}
-					if d.Status.Rollout.ScaleDownAt != nil {
-						t.Errorf("ScaleDownAt = %v, want cleared", d.Status.Rollout.ScaleDownAt)
+					if d.Status.Rollout.DrainUntil != nil {
+						t.Errorf("drainUntil = %v, want cleared", d.Status.Rollout.DrainUntil)
 					}
 				},
 			},
@@ -237,7 +237,7 @@ func TestNext(t *testing.T) {
 		{
 			name: "a newer revision restarts at warm-up with a clean slate once the superseded candidate has drained",
 			ms: newModelServer(steps, withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 2, t0.Add(-time.Minute), 0), failures(1),
-				measured(t0.Add(-10*time.Second), fail), scaleDownAt(t0.Add(-time.Second)), condition("Reconciling", "True", v1alpha1.ReasonSuperseding))),
+				measured(t0.Add(-10*time.Second), fail), drainingUntil(t0.Add(-time.Second)), condition("Reconciling", "True", v1alpha1.ReasonSuperseding))),
 			obs: newObs(revC, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 2, 2)),
 			now: t0,
 			want: want{
@@ -250,8 +250,8 @@ func TestNext(t *testing.T) {
 					if d.Status.History[0].Revision != revB || d.Status.History[0].Outcome != v1alpha1.OutcomeSuperseded {
 						t.Errorf("history[0] = %+v, want %s Superseded", d.Status.History[0], revB)
 					}
-					if d.Status.Rollout.ScaleDownAt != nil {
-						t.Errorf("ScaleDownAt = %v, want cleared", d.Status.Rollout.ScaleDownAt)
+					if d.Status.Rollout.DrainUntil != nil {
+						t.Errorf("drainUntil = %v, want cleared", d.Status.Rollout.DrainUntil)
 					}
 				},
 			},
@@ -325,8 +325,8 @@ func TestNext(t *testing.T) {
 					if !strings.Contains(d.Status.History[0].Reason, v1alpha1.ReasonProgressDeadline) {
 						t.Errorf("history reason %q, want it to name %s", d.Status.History[0].Reason, v1alpha1.ReasonProgressDeadline)
 					}
-					if d.Status.Rollout.ScaleDownAt != nil {
-						t.Errorf("ScaleDownAt = %v, want none: the candidate never had traffic", d.Status.Rollout.ScaleDownAt)
+					if ro := d.Status.Rollout; ro.DrainUntil != nil || ro.InspectUntil != nil {
+						t.Errorf("drainUntil %v inspectUntil %v, want none: the candidate never had traffic", ro.DrainUntil, ro.InspectUntil)
 					}
 				},
 			},
@@ -447,8 +447,8 @@ func TestNext(t *testing.T) {
 				plans: map[v1alpha1.Color]ColorPlan{blue: {Revision: revA, Replicas: 4}, green: {Revision: revB, Replicas: 2}},
 				check: func(t *testing.T, d Decision) {
 					st := d.Status
-					if st.Rollout.ScaleDownAt == nil || !st.Rollout.ScaleDownAt.Time.Equal(t0.Add(RollbackDrain)) {
-						t.Errorf("ScaleDownAt = %v, want now+%s", st.Rollout.ScaleDownAt, RollbackDrain)
+					if st.Rollout.DrainUntil == nil || !st.Rollout.DrainUntil.Time.Equal(t0.Add(RollbackDrain)) || st.Rollout.InspectUntil != nil {
+						t.Errorf("drainUntil = %v inspectUntil %v, want now+%s and none", st.Rollout.DrainUntil, st.Rollout.InspectUntil, RollbackDrain)
 					}
 					if st.Weights != (v1alpha1.Weights{Stable: 100}) || st.Candidate.Replicas != 2 {
 						t.Errorf("weights %+v candidate %+v, want all on stable and the candidate at 2 replicas", st.Weights, st.Candidate)
@@ -530,7 +530,7 @@ func TestNext(t *testing.T) {
 			}},
 		},
 		{
-			name: "the last held step promotes: the candidate color becomes stable and the old stable stays warm until ScaleDownAt",
+			name: "the last held step promotes: the candidate color becomes stable and the old stable stays warm until keepWarmUntil",
 			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 2, t0.Add(-2*time.Minute), 50))),
 			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 4, 4), measurement(t0, pass)),
 			now:  t0,
@@ -543,8 +543,8 @@ func TestNext(t *testing.T) {
 					if st.Stable.Color != green || st.Stable.Revision != revB || st.Candidate != nil {
 						t.Errorf("stable %+v candidate %+v, want green %s and none", st.Stable, st.Candidate, revB)
 					}
-					if st.Rollout.ScaleDownAt == nil || !st.Rollout.ScaleDownAt.Time.Equal(t0.Add(DefaultScaleDownDelay)) {
-						t.Errorf("ScaleDownAt = %v, want now+10m", st.Rollout.ScaleDownAt)
+					if st.Rollout.KeepWarmUntil == nil || !st.Rollout.KeepWarmUntil.Time.Equal(t0.Add(DefaultScaleDownDelay)) {
+						t.Errorf("keepWarmUntil = %v, want now+10m", st.Rollout.KeepWarmUntil)
 					}
 					if st.History[0].Outcome != v1alpha1.OutcomePromoted || st.History[0].Revision != revB {
 						t.Errorf("history[0] = %+v, want %s Promoted", st.History[0], revB)
@@ -650,8 +650,12 @@ func TestNext(t *testing.T) {
 					if d.Status.History[0].Outcome != v1alpha1.OutcomeAborted || d.Status.Rollout.RolledBackRevision != revB {
 						t.Errorf("history[0] %+v rolledBack %q, want Aborted %s", d.Status.History[0], d.Status.Rollout.RolledBackRevision, revB)
 					}
-					if sd := d.Status.Rollout.ScaleDownAt; sd == nil || !sd.Time.Equal(t0.Add(DefaultScaleDownDelay)) {
-						t.Errorf("ScaleDownAt = %v, want now+%s (the scale-down delay, not RollbackDrain)", sd, DefaultScaleDownDelay)
+					if iu := d.Status.Rollout.InspectUntil; iu == nil || !iu.Time.Equal(t0.Add(DefaultScaleDownDelay)) {
+						t.Errorf("inspectUntil = %v, want now+%s (the scale-down delay)", iu, DefaultScaleDownDelay)
+					}
+					// Its 50% went to stable in this pass: the route drains as after a rollback.
+					if du := d.Status.Rollout.DrainUntil; du == nil || !du.Time.Equal(t0.Add(RollbackDrain)) {
+						t.Errorf("drainUntil = %v, want now+%s", du, RollbackDrain)
 					}
 				},
 			},
@@ -684,8 +688,8 @@ func TestNext(t *testing.T) {
 			},
 		},
 		{
-			name: "a rolled back candidate keeps its replicas without weight until ScaleDownAt, which is the requeue",
-			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhaseRolledBack), stableOn(blue, revA, 4), rolledBack(revB, v1alpha1.OutcomeRolledBack, "ttft"), scaleDownAt(t0.Add(5*time.Second)))),
+			name: "a rolled back candidate keeps its replicas without weight until drainUntil, which is the requeue",
+			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhaseRolledBack), stableOn(blue, revA, 4), rolledBack(revB, v1alpha1.OutcomeRolledBack, "ttft"), drainingUntil(t0.Add(5*time.Second)))),
 			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 2, 2)),
 			now:  t0,
 			want: want{
@@ -695,23 +699,23 @@ func TestNext(t *testing.T) {
 			},
 		},
 		{
-			name: "a rolled back candidate scales to zero once its drain is over, and ScaleDownAt is cleared",
-			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhaseRolledBack), stableOn(blue, revA, 4), rolledBack(revB, v1alpha1.OutcomeRolledBack, "ttft"), scaleDownAt(t0.Add(-time.Second)))),
+			name: "a rolled back candidate scales to zero once its drain is over, and drainUntil is cleared",
+			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhaseRolledBack), stableOn(blue, revA, 4), rolledBack(revB, v1alpha1.OutcomeRolledBack, "ttft"), drainingUntil(t0.Add(-time.Second)))),
 			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 2, 2)),
 			now:  t0,
 			want: want{
 				phase: v1alpha1.PhaseRolledBack, weights: w(100, 0), requeue: dur(0),
 				plans: map[v1alpha1.Color]ColorPlan{blue: {Revision: revA, Replicas: 4}, green: {Revision: revB, Replicas: 0}},
 				check: func(t *testing.T, d Decision) {
-					if d.Status.Rollout.ScaleDownAt != nil || d.Status.Candidate == nil || d.Status.Candidate.Replicas != 0 {
-						t.Errorf("ScaleDownAt %v candidate %+v, want cleared and the candidate at 0", d.Status.Rollout.ScaleDownAt, d.Status.Candidate)
+					if d.Status.Rollout.DrainUntil != nil || d.Status.Candidate == nil || d.Status.Candidate.Replicas != 0 {
+						t.Errorf("drainUntil %v candidate %+v, want cleared and the candidate at 0", d.Status.Rollout.DrainUntil, d.Status.Candidate)
 					}
 				},
 			},
 		},
 		{
 			name: "a new revision during a rollback's drain waits for it before taking the candidate's color",
-			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhaseRolledBack), stableOn(blue, revA, 4), rolledBack(revB, v1alpha1.OutcomeRolledBack, "ttft"), scaleDownAt(t0.Add(10*time.Second)))),
+			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhaseRolledBack), stableOn(blue, revA, 4), rolledBack(revB, v1alpha1.OutcomeRolledBack, "ttft"), drainingUntil(t0.Add(10*time.Second)))),
 			obs:  newObs(revC, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 2, 2)),
 			now:  t0,
 			want: want{
@@ -722,7 +726,7 @@ func TestNext(t *testing.T) {
 		},
 		{
 			name: "a new revision after a rollback's drain starts its rollout on the candidate color",
-			ms: newModelServer(steps, withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), rolledBack(revB, v1alpha1.OutcomeRolledBack, "ttft"), scaleDownAt(t0.Add(-time.Second)),
+			ms: newModelServer(steps, withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), rolledBack(revB, v1alpha1.OutcomeRolledBack, "ttft"), drainingUntil(t0.Add(-time.Second)),
 				condition("Reconciling", "True", v1alpha1.ReasonSuperseding))),
 			obs: newObs(revC, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 2, 2)),
 			now: t0,
@@ -730,15 +734,27 @@ func TestNext(t *testing.T) {
 				phase: v1alpha1.PhaseProgressing, weights: w(100, 0), step: i32(0), events: []string{EventRolloutStarted}, requeue: dur(WarmupPollInterval),
 				plans: map[v1alpha1.Color]ColorPlan{blue: {Revision: revA, Replicas: 4}, green: {Revision: revC, Replicas: 1}},
 				check: func(t *testing.T, d Decision) {
-					if d.Status.Rollout.ScaleDownAt != nil || d.Status.Rollout.RolledBackRevision != "" || d.Status.Candidate.Revision != revC {
-						t.Errorf("ScaleDownAt %v rolledBack %q candidate %+v, want cleared, cleared and %s", d.Status.Rollout.ScaleDownAt, d.Status.Rollout.RolledBackRevision, d.Status.Candidate, revC)
+					if d.Status.Rollout.DrainUntil != nil || d.Status.Rollout.RolledBackRevision != "" || d.Status.Candidate.Revision != revC {
+						t.Errorf("drainUntil %v rolledBack %q candidate %+v, want cleared, cleared and %s", d.Status.Rollout.DrainUntil, d.Status.Rollout.RolledBackRevision, d.Status.Candidate, revC)
 					}
 				},
 			},
 		},
 		{
+			name: "a new revision waits for a rolled back candidate that still carries weight the stable color cannot take, even past its drainUntil",
+			ms: newModelServer(steps, withStatus(phase(v1alpha1.PhaseRolledBack), stableOn(blue, revA, 4), rolledBack(revB, v1alpha1.OutcomeRolledBack, "ttft"),
+				weights(75, 25), drainingUntil(t0.Add(-time.Second)))),
+			obs: newObs(revC, 4, deploy(blue, revA, 4, 3), deploy(green, revB, 2, 2)),
+			now: t0,
+			want: want{
+				phase: v1alpha1.PhaseProgressing, weights: w(75, 25), events: []string{EventSuperseded}, noEvent: []string{EventRolloutStarted}, requeue: dur(WarmupPollInterval),
+				plans: map[v1alpha1.Color]ColorPlan{blue: {Revision: revA, Replicas: 4}, green: {Revision: revB, Replicas: 1}},
+				conds: map[string]string{"Reconciling": "True/Superseding"},
+			},
+		},
+		{
 			name: "an aborted candidate kept for inspection gives its color to a new revision at once",
-			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhaseRolledBack), stableOn(blue, revA, 4), rolledBack(revB, v1alpha1.OutcomeAborted, "aborted"), scaleDownAt(t0.Add(10*time.Minute)))),
+			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhaseRolledBack), stableOn(blue, revA, 4), rolledBack(revB, v1alpha1.OutcomeAborted, "aborted"), inspectedUntil(t0.Add(10*time.Minute)))),
 			obs:  newObs(revC, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 2, 2)),
 			now:  t0,
 			want: want{
@@ -747,8 +763,30 @@ func TestNext(t *testing.T) {
 			},
 		},
 		{
-			name: "a spec returned to the stable revision during a rollback's drain still drains the candidate until ScaleDownAt",
-			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhaseRolledBack), stableOn(blue, revA, 4), rolledBack(revB, v1alpha1.OutcomeRolledBack, "ttft"), scaleDownAt(t0.Add(10*time.Second)))),
+			name: "an aborted candidate gives its color to a new revision at once also when its inspection ends soon: the time left says nothing about a drain",
+			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhaseRolledBack), stableOn(blue, revA, 4), rolledBack(revB, v1alpha1.OutcomeAborted, "aborted"), inspectedUntil(t0.Add(10*time.Second)))),
+			obs:  newObs(revC, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 2, 2)),
+			now:  t0,
+			want: want{
+				phase: v1alpha1.PhaseProgressing, weights: w(100, 0), step: i32(0), events: []string{EventRolloutStarted},
+				plans: map[v1alpha1.Color]ColorPlan{blue: {Revision: revA, Replicas: 4}, green: {Revision: revC, Replicas: 1}},
+			},
+		},
+		{
+			name: "an aborted candidate whose weight went to stable moments ago drains before a new revision takes its color",
+			ms: newModelServer(steps, withStatus(phase(v1alpha1.PhaseRolledBack), stableOn(blue, revA, 4), rolledBack(revB, v1alpha1.OutcomeAborted, "aborted"),
+				inspectedUntil(t0.Add(10*time.Minute)), drainingUntil(t0.Add(10*time.Second)))),
+			obs: newObs(revC, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 2, 2)),
+			now: t0,
+			want: want{
+				phase: v1alpha1.PhaseProgressing, weights: w(100, 0), events: []string{EventSuperseded}, noEvent: []string{EventRolloutStarted}, requeue: dur(10 * time.Second),
+				plans: map[v1alpha1.Color]ColorPlan{blue: {Revision: revA, Replicas: 4}, green: {Revision: revB, Replicas: 2}},
+				conds: map[string]string{"Reconciling": "True/Superseding"},
+			},
+		},
+		{
+			name: "a spec returned to the stable revision during a rollback's drain still drains the candidate until drainUntil",
+			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhaseRolledBack), stableOn(blue, revA, 4), rolledBack(revB, v1alpha1.OutcomeRolledBack, "ttft"), drainingUntil(t0.Add(10*time.Second)))),
 			obs:  newObs(revA, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 2, 2)),
 			now:  t0,
 			want: want{
@@ -757,8 +795,8 @@ func TestNext(t *testing.T) {
 			},
 		},
 		{
-			name: "an aborted revision keeps its candidate until ScaleDownAt, then scales it to zero",
-			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhaseRolledBack), stableOn(blue, revA, 4), rolledBack(revB, v1alpha1.OutcomeAborted, "aborted"), scaleDownAt(t0))),
+			name: "an aborted revision keeps its candidate until inspectUntil, then scales it to zero",
+			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhaseRolledBack), stableOn(blue, revA, 4), rolledBack(revB, v1alpha1.OutcomeAborted, "aborted"), inspectedUntil(t0))),
 			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 4, 4)),
 			now:  t0,
 			want: want{
@@ -950,8 +988,8 @@ func TestNext(t *testing.T) {
 				phase: v1alpha1.PhaseRolledBack, weights: w(75, 25),
 				plans: map[v1alpha1.Color]ColorPlan{blue: {Revision: revA, Replicas: 12}, green: {Revision: revB, Replicas: 4}},
 				check: func(t *testing.T, d Decision) {
-					if sd := d.Status.Rollout.ScaleDownAt; sd == nil || !sd.Time.Equal(t0.Add(time.Minute+RollbackDrain)) {
-						t.Errorf("ScaleDownAt = %v, want RollbackDrain after the weight went down", sd)
+					if du := d.Status.Rollout.DrainUntil; du == nil || !du.Time.Equal(t0.Add(time.Minute+RollbackDrain)) {
+						t.Errorf("drainUntil = %v, want RollbackDrain after the weight went down", du)
 					}
 				},
 			},
@@ -978,7 +1016,7 @@ func TestNext(t *testing.T) {
 		{
 			name: "a rolled-back candidate without weight gives up its pods at the end of its drain",
 			ms: newModelServer(withSteps(25, 50, 100), withStatus(stableOn(blue, revA, 12), rolledBack(revB, v1alpha1.OutcomeRolledBack, "error-ratio"),
-				weights(100, 0), scaleDownAt(t0.Add(time.Minute)))),
+				weights(100, 0), drainingUntil(t0.Add(time.Minute)))),
 			obs: newObs(revB, 12, deploy(blue, revA, 12, 12), deploy(green, revB, 3, 3), withCapacity(16)),
 			now: t0.Add(time.Minute),
 			want: want{
@@ -1010,7 +1048,7 @@ func TestNext(t *testing.T) {
 		{
 			name: "an aborted candidate in swap mode keeps for inspection only the pods that fit beside the stable total",
 			ms: newModelServer(withSteps(25, 50, 100), withStatus(stableOn(blue, revA, 12), rolledBack(revB, v1alpha1.OutcomeAborted, "aborted"),
-				weights(100, 0), scaleDownAt(t0.Add(time.Hour)))),
+				weights(100, 0), inspectedUntil(t0.Add(time.Hour)))),
 			obs: newObs(revB, 12, deploy(blue, revA, 12, 12), deploy(green, revB, 6, 6), withCapacity(16)),
 			now: t0,
 			want: want{
@@ -1045,8 +1083,8 @@ func TestNext(t *testing.T) {
 				phase: v1alpha1.PhaseProgressing, weights: w(100, 0), noEvent: []string{EventRolloutStarted}, requeue: dur(RollbackDrain),
 				plans: map[v1alpha1.Color]ColorPlan{blue: {Revision: revA, Replicas: 12}, green: {Revision: revB, Replicas: 3}},
 				check: func(t *testing.T, d Decision) {
-					if sd := d.Status.Rollout.ScaleDownAt; sd == nil || !sd.Time.Equal(t0.Add(RollbackDrain)) {
-						t.Errorf("ScaleDownAt = %v, want %v", sd, t0.Add(RollbackDrain))
+					if du := d.Status.Rollout.DrainUntil; du == nil || !du.Time.Equal(t0.Add(RollbackDrain)) {
+						t.Errorf("drainUntil = %v, want %v", du, t0.Add(RollbackDrain))
 					}
 				},
 			},

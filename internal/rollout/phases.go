@@ -102,7 +102,7 @@ func (m *machine) startRollout() {
 	st.Rollout.Analysis = nil
 	st.Rollout.InconclusiveSince = nil
 	st.Rollout.RolledBackRevision = ""
-	st.Rollout.ScaleDownAt = nil
+	st.Rollout.KeepWarmUntil, st.Rollout.InspectUntil, st.Rollout.DrainUntil = nil, nil, nil
 	m.event(corev1.EventTypeNormal, EventRolloutStarted, "rolling out %s (%s) on %s over steps %s; stable %s on %s", m.obs.Revision, m.obs.Image, st.Candidate.Color, stepsString(m.pol.steps), st.Stable.Revision, st.Stable.Color)
 }
 
@@ -290,7 +290,8 @@ func (m *machine) advance(next int32, why string) {
 	m.wakeAt(m.now.Add(m.pol.stepDuration))
 }
 
-// promote makes the candidate stable; the previous stable color stays warm until ScaleDownAt.
+// promote makes the candidate stable; the previous stable color stays warm until
+// status.rollout.keepWarmUntil.
 func (m *machine) promote(why string) {
 	st := m.st
 	c := st.Candidate
@@ -302,24 +303,26 @@ func (m *machine) promote(why string) {
 	m.record(c, v1alpha1.OutcomePromoted, why)
 	st.Stable = &v1alpha1.ColorStatus{Color: c.Color, Revision: c.Revision, Image: c.Image, ReadyReplicas: c.ReadyReplicas, Warm: c.Warm}
 	st.Candidate = nil
-	st.Rollout.ScaleDownAt = m.timeP(m.now.Add(m.pol.scaleDownDelay))
+	st.Rollout.KeepWarmUntil = m.timeP(m.now.Add(m.pol.scaleDownDelay))
+	st.Rollout.InspectUntil, st.Rollout.DrainUntil = nil, nil
 	if swapped {
 		// Swap mode: the GPUs of the old color are needed by the new stable color now.
-		st.Rollout.ScaleDownAt = m.timeP(m.now)
+		st.Rollout.KeepWarmUntil = m.timeP(m.now)
 	}
 	m.promotedNow = true
 	m.candidateHas = false
-	m.event(corev1.EventTypeNormal, EventPromoted, "%s (%s) promoted on %s; %s (%s) kept warm until %s", c.Revision, c.Image, c.Color, old.Revision, old.Color, st.Rollout.ScaleDownAt.UTC().Format(time.RFC3339))
+	m.event(corev1.EventTypeNormal, EventPromoted, "%s (%s) promoted on %s; %s (%s) kept warm until %s", c.Revision, c.Image, c.Color, old.Revision, old.Color, st.Rollout.KeepWarmUntil.UTC().Format(time.RFC3339))
 	m.clearRollout()
 	m.planStable()
 	m.planIdle(old.Color)
 	st.Phase = m.steadyPhase()
 }
 
-// rollback sends all traffic to stable and keeps the candidate in status, at its replicas until
-// ScaleDownAt: the scale-down delay for inspection (Aborted), or RollbackDrain (RolledBack) so
-// that requests a Gateway still routes to it while it applies the new weights, and those in
-// flight, do not meet terminating pods. A candidate that never had weight (rolled back in its
+// rollback sends all traffic to stable and keeps the candidate in status, at its replicas for
+// the scale-down delay for inspection (Aborted, status.rollout.inspectUntil), or for
+// RollbackDrain (RolledBack, status.rollout.drainUntil) so that requests a Gateway still routes
+// to it while it applies the new weights, and those in flight, do not meet terminating pods.
+// An aborted candidate whose weight goes down drains as well (see holdRolledBack). A candidate that never had weight (rolled back in its
 // warm-up) has nothing to drain and scales to zero at once. holdRolledBack plans it; in swap
 // mode the stable color's need for the GPUs wins over both.
 func (m *machine) rollback(outcome v1alpha1.Outcome, reason string) {
@@ -328,15 +331,15 @@ func (m *machine) rollback(outcome v1alpha1.Outcome, reason string) {
 	served := st.Rollout.Step >= 1 || m.ms.Status.Weights.Candidate > 0
 	m.record(c, outcome, reason)
 	st.Rollout.RolledBackRevision = c.Revision
+	st.Rollout.KeepWarmUntil, st.Rollout.InspectUntil, st.Rollout.DrainUntil = nil, nil, nil
 	switch {
 	case outcome == v1alpha1.OutcomeAborted:
-		st.Rollout.ScaleDownAt = m.timeP(m.now.Add(m.pol.scaleDownDelay))
-		m.event(corev1.EventTypeWarning, EventAborted, "rollout of %s aborted; all traffic on %s (%s), candidate kept until %s", c.Revision, st.Stable.Color, st.Stable.Revision, st.Rollout.ScaleDownAt.UTC().Format(time.RFC3339))
+		st.Rollout.InspectUntil = m.timeP(m.now.Add(m.pol.scaleDownDelay))
+		m.event(corev1.EventTypeWarning, EventAborted, "rollout of %s aborted; all traffic on %s (%s), candidate kept until %s", c.Revision, st.Stable.Color, st.Stable.Revision, st.Rollout.InspectUntil.UTC().Format(time.RFC3339))
 	case served:
-		st.Rollout.ScaleDownAt = m.timeP(m.now.Add(RollbackDrain))
-		m.event(corev1.EventTypeWarning, EventRolledBack, "rollout of %s rolled back; all traffic on %s (%s), candidate drained until %s: %s", c.Revision, st.Stable.Color, st.Stable.Revision, st.Rollout.ScaleDownAt.UTC().Format(time.RFC3339), reason)
+		st.Rollout.DrainUntil = m.timeP(m.now.Add(RollbackDrain))
+		m.event(corev1.EventTypeWarning, EventRolledBack, "rollout of %s rolled back; all traffic on %s (%s), candidate drained until %s: %s", c.Revision, st.Stable.Color, st.Stable.Revision, st.Rollout.DrainUntil.UTC().Format(time.RFC3339), reason)
 	default:
-		st.Rollout.ScaleDownAt = nil
 		m.event(corev1.EventTypeWarning, EventRolledBack, "rollout of %s rolled back; all traffic on %s (%s): %s", c.Revision, st.Stable.Color, st.Stable.Revision, reason)
 	}
 	m.candidateHas = false

@@ -21,10 +21,11 @@ const (
 	// WarmupPollInterval is how often a pass looks again while the candidate warms up or is
 	// being sized for its next weight: the warm-up check is an HTTP probe, not a watched object.
 	WarmupPollInterval = 5 * time.Second
-	// RollbackDrain is how long a rolled-back candidate keeps its pods after its weight went to
-	// 0 (status.scaleDownAt) before it scales to zero: the time a Gateway takes to apply a route
-	// change and finish in-flight requests, so that no request routed to it meets terminating
-	// pods. An aborted candidate is kept longer, for the scale-down delay.
+	// RollbackDrain is how long a candidate that leaves the route (rolled back, aborted,
+	// superseded) keeps its pods after its weight last went down (status.rollout.drainUntil)
+	// before it scales to zero: the time a Gateway takes to apply a route change and finish
+	// in-flight requests, so that no request routed to it meets terminating pods. An aborted
+	// candidate is also kept for the scale-down delay, for inspection (inspectUntil).
 	RollbackDrain = 15 * time.Second
 	// DefaultInconclusiveStall is spec.rollout.inconclusiveStall's default: how long a rollout
 	// may hold on inconclusive analysis before it is reported Stalled (reason AnalysisInconclusive). It neither promotes nor rolls back

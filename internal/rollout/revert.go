@@ -12,13 +12,13 @@ import (
 // Instant rollback: the spec back on the revision the idle color still runs warm.
 
 // revertsToWarm: the spec asks for the revision that the idle color still runs within its
-// keep window (status.scaleDownAt after a promotion), with Ready pods, and that revision's last
+// keep window (status.rollout.keepWarmUntil, set by a promotion), with Ready pods, and that revision's last
 // outcome was a promotion, or it has none (the first revision): it served all traffic before.
 // An aborted or superseded revision kept on the idle color is rolled out step by step. Moving back to it is an instant
 // rollback: no steps, no analysis, no pod restarted or created for it.
 func (m *machine) revertsToWarm() bool {
 	st := m.st
-	if m.inProgress() || st.Candidate != nil || st.Rollout.ScaleDownAt == nil || !m.now.Before(st.Rollout.ScaleDownAt.Time) {
+	if m.inProgress() || st.Candidate != nil || !ahead(st.Rollout.KeepWarmUntil, m.now) {
 		return false
 	}
 	idle := st.Stable.Color.Other()
@@ -36,8 +36,9 @@ func (m *machine) revertsToWarm() bool {
 
 // revert makes the warm idle color stable again at once (see revertsToWarm). Its Ready pods
 // take all the traffic they carry in this pass; the abandoned revision keeps the rest (see
-// drainWeight) and then its pods for the scale-down delay, for inspection, as after an abort.
-// The history records the abandoned revision as rolled back.
+// drainWeight) and its pods for the scale-down delay, for inspection, as after an abort
+// (status.rollout.inspectUntil), and at least RollbackDrain after its weight last went down
+// (status.rollout.drainUntil). The history records the abandoned revision as rolled back.
 func (m *machine) revert() {
 	st := m.st
 	old := *st.Stable
@@ -51,7 +52,9 @@ func (m *machine) revert() {
 			break
 		}
 	}
-	st.Rollout.ScaleDownAt = m.timeP(m.now.Add(max(m.pol.scaleDownDelay, RollbackDrain)))
+	st.Rollout.KeepWarmUntil = nil // the warm color serves again
+	st.Rollout.InspectUntil = m.timeP(m.now.Add(m.pol.scaleDownDelay))
+	st.Rollout.DrainUntil = m.timeP(m.now.Add(RollbackDrain)) // its weight goes down now
 	m.record(&old, v1alpha1.OutcomeRolledBack, fmt.Sprintf("rolled back to %s, still warm on %s: all traffic moved at once (no steps, no analysis)", m.obs.Revision, st.Stable.Color))
 	m.clearRollout()
 	m.planStable()
@@ -59,7 +62,7 @@ func (m *machine) revert() {
 	st.Rollout.RolledBackRevision = old.Revision
 	m.drain = m.drainOf(st.Candidate, last)
 	m.event(corev1.EventTypeNormal, EventRevertedToWarm, "rolled back to %s on %s, which was still warm: %d%% of the traffic moved at once; %s (%s) on %s keeps %d%% and its pods until %s",
-		st.Stable.Revision, st.Stable.Color, 100-m.drain, old.Revision, old.Image, old.Color, m.drain, st.Rollout.ScaleDownAt.UTC().Format(time.RFC3339))
+		st.Stable.Revision, st.Stable.Color, 100-m.drain, old.Revision, old.Image, old.Color, m.drain, maxTime(st.Rollout.InspectUntil.Time, st.Rollout.DrainUntil.Time).UTC().Format(time.RFC3339))
 	if m.drain == 0 {
 		m.settleReverted()
 		return
@@ -104,7 +107,7 @@ func (m *machine) keepReverted() {
 }
 
 // settleReverted ends an instant rollback: no candidate, the abandoned color kept at its pods
-// until status.scaleDownAt (see planIdle).
+// until status.rollout.inspectUntil and drainUntil (see planIdle).
 func (m *machine) settleReverted() {
 	st := m.st
 	st.Candidate = nil

@@ -13,7 +13,7 @@ import (
 // promotedBKeepingA: revision B was promoted on green 3 minutes ago; blue still runs A, warm,
 // until the scale-down delay ends (in 7 minutes).
 func promotedBKeepingA() msOption {
-	return withStatus(phase(v1alpha1.PhaseHealthy), stableOn(green, revB, 7), scaleDownAt(t0.Add(7*time.Minute)),
+	return withStatus(phase(v1alpha1.PhaseHealthy), stableOn(green, revB, 7), keptWarmUntil(t0.Add(7*time.Minute)),
 		func(st *v1alpha1.ModelServerStatus) {
 			st.History = []v1alpha1.RevisionRecord{
 				{Revision: revB, Image: "img:" + revB, Outcome: v1alpha1.OutcomePromoted, At: metav1.NewTime(t0.Add(-3 * time.Minute))},
@@ -51,8 +51,14 @@ func TestRollbackToTheWarmPreviousRevisionIsInstant(t *testing.T) {
 					if len(st.History) == 0 || st.History[0].Revision != revB || st.History[0].Outcome != v1alpha1.OutcomeRolledBack {
 						t.Errorf("history[0] = %+v, want %s RolledBack", st.History, revB)
 					}
-					if st.Rollout.ScaleDownAt == nil || st.Rollout.ScaleDownAt.Time.Before(t0.Add(DefaultScaleDownDelay)) {
-						t.Errorf("scaleDownAt = %v, want the abandoned revision kept for the scale-down delay", st.Rollout.ScaleDownAt)
+					if iu := st.Rollout.InspectUntil; iu == nil || !iu.Time.Equal(t0.Add(DefaultScaleDownDelay)) {
+						t.Errorf("inspectUntil = %v, want the abandoned revision kept for the scale-down delay", iu)
+					}
+					if du := st.Rollout.DrainUntil; du == nil || !du.Time.Equal(t0.Add(RollbackDrain)) {
+						t.Errorf("drainUntil = %v, want now+%s: its weight went to the warm color now", du, RollbackDrain)
+					}
+					if st.Rollout.KeepWarmUntil != nil {
+						t.Errorf("keepWarmUntil = %v, want cleared: the warm color serves again", st.Rollout.KeepWarmUntil)
 					}
 				},
 			},

@@ -365,8 +365,8 @@ func checkPass(ms *v1alpha1.ModelServer, pol policy, prev *v1alpha1.ModelServerS
 		if obs.RouteAccepted == metav1.ConditionFalse {
 			return fmt.Errorf("promoted while the route is not accepted")
 		}
-		if (st.Rollout.ScaleDownAt == nil && obs.Capacity == 0) || st.Weights.Stable != 100 {
-			return fmt.Errorf("promotion left ScaleDownAt %v weights %+v", st.Rollout.ScaleDownAt, st.Weights)
+		if (st.Rollout.KeepWarmUntil == nil && obs.Capacity == 0) || st.Weights.Stable != 100 {
+			return fmt.Errorf("promotion left keepWarmUntil %v weights %+v", st.Rollout.KeepWarmUntil, st.Weights)
 		}
 	}
 	// Leaving a held step without a request needs the step's time and a passing measurement
@@ -399,6 +399,9 @@ func checkPass(ms *v1alpha1.ModelServer, pol policy, prev *v1alpha1.ModelServerS
 			switch st.History[0].Outcome {
 			case v1alpha1.OutcomeAborted:
 				o.aborts++
+				if iu := st.Rollout.InspectUntil; iu == nil || !iu.Time.Equal(now.Add(pol.scaleDownDelay)) {
+					return fmt.Errorf("abort: inspectUntil %v, want now+%s", iu, pol.scaleDownDelay)
+				}
 			case v1alpha1.OutcomeRolledBack:
 				o.rollbacks++
 				if err := checkRollbackDrain(prev, obs, d, now, o); err != nil {
@@ -410,11 +413,12 @@ func checkPass(ms *v1alpha1.ModelServer, pol policy, prev *v1alpha1.ModelServerS
 		}
 	}
 	// A rolled-back candidate whose weight goes down keeps its pods (where there is room in swap
-	// mode) for RollbackDrain after that, also when drainWeight held weight on it past its
-	// first ScaleDownAt.
+	// mode) for RollbackDrain after that (status.rollout.drainUntil), also when drainWeight held
+	// weight on it past its first drainUntil, and also when it was aborted and is kept for
+	// inspection besides.
 	if st.Phase == v1alpha1.PhaseRolledBack && prev.Phase == v1alpha1.PhaseRolledBack && prev.Rollout.RolledBackRevision == st.Rollout.RolledBackRevision && st.Weights.Candidate < prev.Weights.Candidate {
-		if sd := st.Rollout.ScaleDownAt; sd == nil || sd.Time.Before(now.Add(RollbackDrain)) {
-			return fmt.Errorf("rolled-back candidate's weight went %d -> %d with ScaleDownAt %v, want at least now+%s", prev.Weights.Candidate, st.Weights.Candidate, sd, RollbackDrain)
+		if du := st.Rollout.DrainUntil; du == nil || du.Time.Before(now.Add(RollbackDrain)) {
+			return fmt.Errorf("rolled-back candidate's weight went %d -> %d with drainUntil %v, want at least now+%s", prev.Weights.Candidate, st.Weights.Candidate, du, RollbackDrain)
 		}
 		if co, ok := obs.Colors[st.Candidate.Color]; ok && co.Exists {
 			keep := co.Replicas
@@ -563,13 +567,13 @@ func checkSupersedeDrain(prev *v1alpha1.ModelServerStatus, obs Observation, d De
 func checkRollbackDrain(prev *v1alpha1.ModelServerStatus, obs Observation, d Decision, now time.Time, o *outcomes) error {
 	st := d.Status
 	if prev.Rollout.Step < 1 && prev.Weights.Candidate == 0 {
-		if st.Rollout.ScaleDownAt != nil {
-			return fmt.Errorf("rollback of a candidate that never had weight keeps it until %v", st.Rollout.ScaleDownAt)
+		if ro := st.Rollout; ro.DrainUntil != nil || ro.InspectUntil != nil {
+			return fmt.Errorf("rollback of a candidate that never had weight keeps it until %v / %v", ro.DrainUntil, ro.InspectUntil)
 		}
 		return nil
 	}
-	if sd := st.Rollout.ScaleDownAt; sd == nil || !sd.Time.Equal(now.Add(RollbackDrain)) {
-		return fmt.Errorf("rollback: ScaleDownAt %v, want now+%s", sd, RollbackDrain)
+	if du := st.Rollout.DrainUntil; du == nil || !du.Time.Equal(now.Add(RollbackDrain)) {
+		return fmt.Errorf("rollback: drainUntil %v, want now+%s", du, RollbackDrain)
 	}
 	co, ok := obs.Colors[st.Candidate.Color]
 	if !ok || !co.Exists {

@@ -2,6 +2,9 @@ package rollout
 
 import (
 	"fmt"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
 )
@@ -113,26 +116,41 @@ func (m *machine) planStableSwap(next int32) {
 	m.plans[s.Color] = ColorPlan{Revision: s.Revision, Replicas: n}
 }
 
-// planIdle plans the color that serves no traffic: kept at its replicas until ScaleDownAt
-// (instant rollback after a promotion, inspection after an abort), else scaled to zero. It
-// returns the planned replicas.
+// planIdle plans the color that serves no traffic: kept at its replicas while one of
+// status.rollout's keepWarmUntil (instant rollback after a promotion), inspectUntil (after an
+// abort or an instant rollback) and drainUntil (after its weight went down) is ahead, else
+// scaled to zero. It returns the planned replicas.
 func (m *machine) planIdle(color v1alpha1.Color) int32 {
 	delete(m.plans, color)
 	o, ok := m.obs.Colors[color]
-	if sd := m.st.Rollout.ScaleDownAt; sd != nil {
-		if m.now.Before(sd.Time) {
-			if ok && o.Exists {
-				m.plans[color] = ColorPlan{Revision: o.Revision, Replicas: o.Replicas}
-				m.wakeAt(sd.Time)
-				return o.Replicas
-			}
-			m.wakeAt(sd.Time)
-			return 0
+	if until, kept := m.idleKeptUntil(); kept {
+		m.wakeAt(until)
+		if ok && o.Exists {
+			m.plans[color] = ColorPlan{Revision: o.Revision, Replicas: o.Replicas}
+			return o.Replicas
 		}
-		m.st.Rollout.ScaleDownAt = nil
+		return 0
 	}
 	if ok && o.Exists {
 		m.plans[color] = ColorPlan{Revision: o.Revision, Replicas: 0}
 	}
 	return 0
+}
+
+// idleKeptUntil clears the keep timers of status.rollout that have passed and returns the
+// latest of the others: when the idle color scales to zero, false when none is ahead.
+func (m *machine) idleKeptUntil() (time.Time, bool) {
+	ro := &m.st.Rollout
+	var until time.Time
+	for _, t := range []**metav1.Time{&ro.KeepWarmUntil, &ro.InspectUntil, &ro.DrainUntil} {
+		if *t == nil {
+			continue
+		}
+		if !ahead(*t, m.now) {
+			*t = nil
+			continue
+		}
+		until = maxTime(until, (*t).Time)
+	}
+	return until, !until.IsZero()
 }

@@ -246,8 +246,8 @@ func TestSwapModeRollbackDrainYieldsTheGPUsToTheStableColorFirst(t *testing.T) {
 			if sum := d.Plans[blue].Replicas + d.Plans[green].Replicas; sum > tc.obs.Capacity {
 				t.Errorf("plans %v exceed the capacity %d", d.Plans, tc.obs.Capacity)
 			}
-			if sd := d.Status.Rollout.ScaleDownAt; sd == nil || !sd.Time.Equal(t0.Add(RollbackDrain)) {
-				t.Errorf("ScaleDownAt = %v, want now+%s", sd, RollbackDrain)
+			if du := d.Status.Rollout.DrainUntil; du == nil || !du.Time.Equal(t0.Add(RollbackDrain)) {
+				t.Errorf("drainUntil = %v, want now+%s", du, RollbackDrain)
 			}
 		})
 	}
@@ -260,7 +260,7 @@ func TestSwapModeRollbackDrainYieldsTheGPUsToTheStableColorFirst(t *testing.T) {
 // stable color.
 func TestSwapModeDrainNeverHoldsTheGPUTheStableColorWaitsFor(t *testing.T) {
 	ms := newModelServer(withSteps(25, 50, 100), withStatus(stableOn(blue, revA, 3), rolledBack(revB, v1alpha1.OutcomeRolledBack, "ttft"),
-		weights(75, 25), scaleDownAt(t0.Add(-time.Second))))
+		weights(75, 25), drainingUntil(t0.Add(-time.Second))))
 	obs := newObs(revB, 4, deploy(blue, revA, 4, 3), deploy(green, revB, 1, 1), withCapacity(4))
 	d := Next(ms, obs, t0)
 	if got := d.Weights[green]; got != 0 {
