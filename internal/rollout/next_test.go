@@ -753,6 +753,21 @@ func TestNext(t *testing.T) {
 			},
 		},
 		{
+			name: "a live candidate whose status lost the rollout's memory (written before status.rollout) starts its step again instead of failing",
+			ms: newModelServer(steps, withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 0, t0, 25),
+				func(st *v1alpha1.ModelServerStatus) { st.Rollout = v1alpha1.RolloutStatus{} })),
+			obs: newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 1, 0)),
+			now: t0,
+			want: want{
+				phase: v1alpha1.PhaseProgressing, weights: w(100, 0), step: i32(0), requeue: dur(WarmupPollInterval),
+				check: func(t *testing.T, d Decision) {
+					if s := d.Status.Rollout.StepStartedAt; s == nil || !s.Time.Equal(t0) {
+						t.Errorf("stepStartedAt = %v, want now", s)
+					}
+				},
+			},
+		},
+		{
 			name: "an aborted candidate kept for inspection gives its color to a new revision at once",
 			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhaseRolledBack), stableOn(blue, revA, 4), rolledBack(revB, v1alpha1.OutcomeAborted, "aborted"), inspectedUntil(t0.Add(10*time.Minute)))),
 			obs:  newObs(revC, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 2, 2)),

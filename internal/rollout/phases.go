@@ -111,6 +111,11 @@ func (m *machine) progress() {
 	st := m.st
 	c := st.Candidate
 	steps := m.pol.steps
+	if st.Rollout.StepStartedAt == nil {
+		// A live candidate without the rollout's memory: a status written before it moved under
+		// status.rollout, or edited by hand. Its step (0 then: the warm-up) starts again now.
+		st.Rollout.StepStartedAt = m.timeP(m.now)
+	}
 	// Steps edited mid-rollout never move the weight backwards: the candidate holds its step's
 	// weight and goes on to the first step above it (see heldWeight).
 	if st.Rollout.Step >= 1 {
