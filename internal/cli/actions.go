@@ -215,7 +215,7 @@ const handledWait = 30 * time.Second
 //
 // The same request twice: while the first waits for the controller, the second is the same
 // request ("already requested", nothing changed). Once the controller acted on the first
-// (status.handledOperation names it) and before it removed the annotation and its record, the
+// (status.rollout.handledOperation names it) and before it removed the annotation and its record, the
 // same value written again would read as the first one, already handled: setOperation waits
 // (at most handledWait) for the controller to finish with it, then asks again.
 func (o *options) setOperation(ctx context.Context, c client.Client, ms *v1alpha1.ModelServer, op, key, what, expect string) (string, error) {
@@ -277,7 +277,7 @@ func (o *options) setOperation(ctx context.Context, c client.Client, ms *v1alpha
 }
 
 // waitHandled waits until the controller has finished with an identical request it acted on:
-// the annotation removed and status.handledOperation no longer naming it. It returns the
+// the annotation removed and status.rollout.handledOperation no longer naming it. It returns the
 // ModelServer as then read.
 func (o *options) waitHandled(ctx context.Context, c client.Client, ms *v1alpha1.ModelServer, key, rev, op string) (*v1alpha1.ModelServer, error) {
 	fmt.Fprintf(o.streams.ErrOut, "the controller acted on an identical %s of %s moments ago and is finishing with it; waiting to ask again\n", op, rev)

@@ -51,7 +51,7 @@ func readRequest(ms *v1alpha1.ModelServer) request {
 	return q
 }
 
-// record keeps status.handledOperation in step with the request: the operation's effect and
+// record keeps status.rollout.handledOperation in step with the request: the operation's effect and
 // the record that it was handled go in the same status write, and its annotation is removed
 // only after that write succeeded (clear), so a failed write leaves the request in place for
 // the next pass instead of losing it. keep: the machine could not act on it yet.

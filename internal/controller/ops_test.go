@@ -137,11 +137,11 @@ func TestAbortIsNotLostWhenTheStatusWriteFailsOnce(t *testing.T) {
 		t.Fatal("the abort annotation stayed after the abort was recorded")
 	}
 	if h := got.Status.Rollout.HandledOperation; h == nil || h.Annotation != v1alpha1.AnnotationAbort || h.Revision != rev {
-		t.Fatalf("status.handledOperation = %+v, want the abort of %s", h, rev)
+		t.Fatalf("status.rollout.handledOperation = %+v, want the abort of %s", h, rev)
 	}
 	pass(t, r, ms)
 	if h := getMS(t, ms).Status.Rollout.HandledOperation; h != nil {
-		t.Fatalf("status.handledOperation = %+v after the annotation was gone, want none", h)
+		t.Fatalf("status.rollout.handledOperation = %+v after the annotation was gone, want none", h)
 	}
 }
 

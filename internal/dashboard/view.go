@@ -234,7 +234,7 @@ var (
 	tooFewPattern  = regexp.MustCompile(`too few samples: ([0-9.]+) < ([0-9]+)`)
 )
 
-// MeasurementsOf turns status.analysis into the measurements of the current step.
+// MeasurementsOf turns status.rollout.analysis into the measurements of the current step.
 func MeasurementsOf(ms *v1alpha1.ModelServer) []Measurement {
 	out := make([]Measurement, 0, len(ms.Status.Rollout.Analysis))
 	rev := ""

@@ -140,7 +140,7 @@ var (
 
 const sglangFinished = `sum(increase(sglang:num_requests_total{` + podSelector + `}[{{.Window}}]))`
 
-// Names of the presets' metrics, as they appear in status.analysis.
+// Names of the presets' metrics, as they appear in status.rollout.analysis.
 const (
 	MetricTTFTP95    = "ttft-p95"
 	MetricITLP95     = "itl-p95"

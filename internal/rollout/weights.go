@@ -135,7 +135,7 @@ func (m *machine) candidateWeight() int32 {
 	return m.heldWeight()
 }
 
-// heldWeight is the weight of the step the candidate holds: status.stepWeight, or for a status
+// heldWeight is the weight of the step the candidate holds: status.rollout.stepWeight, or for a status
 // written before that field, spec.rollout.steps[step-1] (the last step before 100 when the
 // steps are shorter now; the route's last weight when only 100 is left). 0 before the first
 // step.
