@@ -26,7 +26,7 @@ import (
 	"github.com/modelship/modelship/internal/harness/devenv"
 	"github.com/modelship/modelship/internal/harness/scalebench"
 	"github.com/modelship/modelship/internal/harness/stack"
-	"github.com/modelship/modelship/internal/harness/testenv"
+	"github.com/modelship/modelship/internal/testenv"
 )
 
 func init() {

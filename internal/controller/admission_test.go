@@ -22,7 +22,7 @@ import (
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
 	"github.com/modelship/modelship/internal/harness/stack"
-	"github.com/modelship/modelship/internal/harness/testenv"
+	"github.com/modelship/modelship/internal/testenv"
 )
 
 // badSpec is one ModelServer a user might write wrong: a valid one (newModelServer) changed by

@@ -24,8 +24,8 @@ import (
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
 	"github.com/modelship/modelship/internal/cli"
-	"github.com/modelship/modelship/internal/harness/testenv"
 	"github.com/modelship/modelship/internal/health"
+	"github.com/modelship/modelship/internal/testenv"
 )
 
 // The browser tests play the controller: they write the status the controller would write

@@ -18,7 +18,7 @@ import (
 
 	"github.com/modelship/modelship/internal/harness/devenv"
 	"github.com/modelship/modelship/internal/harness/fleet"
-	"github.com/modelship/modelship/internal/harness/testenv"
+	"github.com/modelship/modelship/internal/testenv"
 )
 
 // DefaultTrace is the trace the simulator replays when Options.Trace is empty, relative to the

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/modelship/modelship/internal/harness/fleet"
-	"github.com/modelship/modelship/internal/harness/testenv"
+	"github.com/modelship/modelship/internal/testenv"
 )
 
 func TestDefaultTraceShipsWithTheRepository(t *testing.T) {

@@ -33,7 +33,7 @@ func Scheme() *apiruntime.Scheme {
 // RepoRoot is the checkout's top folder.
 func RepoRoot() string {
 	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..", "..")
+	return filepath.Join(filepath.Dir(file), "..", "..")
 }
 
 // GatewayAPICRDs is the standard channel CRD folder of the sigs.k8s.io/gateway-api module in
