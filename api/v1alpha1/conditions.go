@@ -99,6 +99,12 @@ const (
 	// the cluster does not serve inference.networking.k8s.io/v1 InferencePools: install the
 	// Gateway API Inference Extension's CRD; nothing is applied until then.
 	ReasonInferencePoolAPIMissing = "InferencePoolAPIMissing"
+	// ReasonNoReplicaForLoad (Ready False) says that the autoscaler holds 0 replicas while a
+	// metric that sees load without pods reads above 0 (requests wait with no pod to serve
+	// them: scale-up held by the GPUs, a quota or a policy), or while none of those metrics has
+	// data, so that nothing shows no request waits. At 0 replicas a ModelServer is Ready only
+	// when such a metric reads 0.
+	ReasonNoReplicaForLoad = "NoReplicaForLoad"
 )
 
 // The warm-up readiness gate: when spec.rollout.warmup is set, each color's pods carry the

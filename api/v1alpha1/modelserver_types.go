@@ -524,8 +524,13 @@ type AnalysisHistogram struct {
 // AutoscalingSpec makes modelship own the replica count across both colors.
 //
 // +kubebuilder:validation:XValidation:rule="self.minReplicas <= self.maxReplicas",message="spec.autoscaling.minReplicas must be less than or equal to spec.autoscaling.maxReplicas"
+// +kubebuilder:validation:XValidation:rule="!has(self.minReplicas) || self.minReplicas != 0 || (has(self.metrics) && self.metrics.exists(m, has(m.prometheus) || has(m.external) || (has(m.endpointPicker) && m.endpointPicker.signal == 'RunningRequests')))",message="spec.autoscaling.minReplicas 0 needs a metric that sees load while no pod runs (prometheus, external, or endpointPicker with signal RunningRequests): the pod metrics (gpuUtilization, the default, requestsWaiting, kvCacheUsage, saturation, resource, endpointPicker QueueSize and PoolSaturation) have no data without pods, and the count would never come back from 0",fieldPath=".minReplicas"
 type AutoscalingSpec struct {
 	// MinReplicas is the lower bound of the total replica count. Defaults to 1; at most 10000.
+	// 0 (scale to zero) needs a metric that sees load while no pod runs: a prometheus query (a
+	// total that reads 0 when idle, e.g. the Gateway's request rate "or vector(0)"), an
+	// external metric, or endpointPicker with signal RunningRequests. At 0 replicas the
+	// ModelServer is Ready only while such a metric reads 0 (reason NoReplicaForLoad otherwise).
 	// +kubebuilder:default=1
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=10000

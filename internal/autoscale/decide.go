@@ -186,6 +186,7 @@ func Decide(in Input, now time.Time) Output {
 	st.Events = trimEvents(events, now, evKeep)
 	st.DesiredReplicas = desired
 	out.Desired = desired
+	out.Unserved = s.unservedAtZero(in.Observations, desired)
 	out.Status = st
 	out.Held = strings.Join(held, "; ")
 	return out

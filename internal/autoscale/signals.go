@@ -349,12 +349,16 @@ func (s *Snapshot) RequestsWaiting(ready []PodKey) Observation {
 	return s.observe(MetricRequestsWaiting, MetricRequestsWaiting, total, ready)
 }
 
-// usable returns a signal's data, or an observation saying why there is none.
+// usable returns a signal's data, or an observation saying why there is none: NoData for a
+// signal not queried or answered with partial data, Error for a failed query.
 func (s *Snapshot) usable(name, key string) (signalData, *Observation) {
 	d := s.signals[key]
 	switch {
 	case !d.queried:
 		return d, &Observation{Metric: name, Status: metrics.NoData, Message: "signal not queried"}
+	case errors.Is(d.err, metrics.ErrPartialData):
+		// Part of the pods' series is no data: their average or total would be read low.
+		return d, &Observation{Metric: name, Status: metrics.NoData, Message: d.err.Error()}
 	case d.err != nil:
 		return d, &Observation{Metric: name, Status: metrics.Error, Message: d.err.Error()}
 	}

@@ -151,6 +151,10 @@ type Output struct {
 	// Held says what held the count back from the metrics' recommendation, if anything
 	// (stabilization window, rate limit, cold start), for logs.
 	Held string
+	// Unserved, when the total is 0, says why requests may wait with no pod to serve them: a
+	// metric that sees load without pods (SeesLoadWithoutPods) reads above 0, or none of them
+	// has data. Empty when the total is above 0 or such a metric reads 0 (for Ready).
+	Unserved string
 	// Event is set when the count changes.
 	Event *Event
 	// RequeueAfter is when to evaluate again (the spec's interval).

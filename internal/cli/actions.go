@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/types"
@@ -51,17 +53,24 @@ func (o *options) newPauseCommand(pause bool) *cobra.Command {
 	if !pause {
 		use, short = "resume NAME", "Let a paused rollout go on (clears spec.paused)"
 	}
-	return &cobra.Command{
+	var rev string
+	cmd := &cobra.Command{
 		Use:   use,
 		Short: short,
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return o.runPause(cmd.Context(), args[0], pause)
+			return o.runPause(cmd.Context(), args[0], pause, rev)
 		},
 	}
+	if !pause {
+		cmd.Flags().StringVar(&rev, "revision", "", "The candidate revision you reviewed: refused, naming both, when the paused rollout is of another one")
+	}
+	return cmd
 }
 
-func (o *options) runPause(ctx context.Context, name string, pause bool) error {
+// runPause sets or clears spec.paused. expect, for resume, is the candidate revision the person
+// reviewed: a rollout of another revision is not let go on.
+func (o *options) runPause(ctx context.Context, name string, pause bool, expect string) error {
 	c, ns, err := o.newClient()
 	if err != nil {
 		return err
@@ -69,6 +78,19 @@ func (o *options) runPause(ctx context.Context, name string, pause bool) error {
 	ms, err := getModelServer(ctx, c, ns, name)
 	if err != nil {
 		return err
+	}
+	if expect != "" && !pause {
+		cand := ""
+		if health.InProgress(ms) {
+			cand = ms.Status.Candidate.Revision
+		}
+		if cand != expect {
+			now := "no rollout is in progress"
+			if cand != "" {
+				now = "the candidate is revision " + cand
+			}
+			return fmt.Errorf("cannot resume: %s of modelserver %s, not revision %s that the request names", now, ms.Name, expect)
+		}
 	}
 	verb := map[bool]string{true: "paused", false: "resumed"}[pause]
 	if ms.Spec.Paused == pause {
@@ -96,37 +118,53 @@ func (o *options) runPause(ctx context.Context, name string, pause bool) error {
 	return err
 }
 
+// revisionFlagHelp describes --revision of the operations.
+const revisionFlagHelp = "The candidate revision you reviewed (see `kubectl modelship status`): refused, naming both, when the candidate is another one"
+
+// operationNote says how an operation lands on the revision the person saw.
+const operationNote = "\n\nThe request names the revision: with --revision, the one you reviewed, else the candidate read when the\n" +
+	"command starts. It is written only if the ModelServer did not change since it was read, and the controller acts\n" +
+	"on it only while that revision is the candidate of the spec's rollout: a candidate that changed in between\n" +
+	"(CI pushed another one) is refused, naming both revisions, and a request left behind never acts on a later\n" +
+	"rollout. The same request twice before the controller acts is one request (\"already requested\"); once the\n" +
+	"controller acted, the command waits for it to finish with the first, then asks again."
+
 func (o *options) newPromoteCommand() *cobra.Command {
 	var full bool
+	var rev string
 	cmd := &cobra.Command{
 		Use:   "promote NAME",
 		Short: "Advance the rollout to its next step now, or with --full make the candidate stable",
 		Long: "promote sets the annotation " + v1alpha1.AnnotationPromote + " (or " + v1alpha1.AnnotationPromoteFull +
-			" with --full)\nto the candidate revision. The controller acts on it only while that revision is the candidate,\n" +
-			"so a request left behind never promotes a later rollout.",
-		Args: cobra.ExactArgs(1),
+			" with --full)\nto the candidate revision." + operationNote,
+		Example: "  kubectl modelship promote llama --revision 7d9c5b6f8",
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if full {
-				return o.runOperation(cmd.Context(), args[0], opPromoteFull)
+				return o.runOperation(cmd.Context(), args[0], opPromoteFull, rev)
 			}
-			return o.runOperation(cmd.Context(), args[0], opPromote)
+			return o.runOperation(cmd.Context(), args[0], opPromote, rev)
 		},
 	}
 	cmd.Flags().BoolVar(&full, "full", false, "Skip the remaining steps: the candidate takes all traffic and becomes stable")
+	cmd.Flags().StringVar(&rev, "revision", "", revisionFlagHelp)
 	return cmd
 }
 
 func (o *options) newAbortCommand() *cobra.Command {
-	return &cobra.Command{
+	var rev string
+	cmd := &cobra.Command{
 		Use:   "abort NAME",
 		Short: "Send all traffic back to the stable revision, keeping the candidate for inspection",
 		Long: "abort sets the annotation " + v1alpha1.AnnotationAbort + " to the candidate revision. The controller\n" +
-			"moves all traffic to stable and will not retry that revision while the spec asks for it.",
+			"moves all traffic to stable and will not retry that revision while the spec asks for it." + operationNote,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return o.runOperation(cmd.Context(), args[0], opAbort)
+			return o.runOperation(cmd.Context(), args[0], opAbort, rev)
 		},
 	}
+	cmd.Flags().StringVar(&rev, "revision", "", revisionFlagHelp)
+	return cmd
 }
 
 // operation is a request the controller reads from an annotation naming the candidate revision.
@@ -146,8 +184,9 @@ var (
 	opAbort       = operation{verb: "abort", key: v1alpha1.AnnotationAbort, what: "send all traffic back to stable"}
 )
 
-// runOperation sets the operation's annotation to the candidate revision of a rollout in progress.
-func (o *options) runOperation(ctx context.Context, name string, op operation) error {
+// runOperation sets the operation's annotation to the candidate revision of a rollout in
+// progress; expect is the revision the person reviewed (empty: the candidate read now).
+func (o *options) runOperation(ctx context.Context, name string, op operation, expect string) error {
 	c, ns, err := o.newClient()
 	if err != nil {
 		return err
@@ -156,34 +195,121 @@ func (o *options) runOperation(ctx context.Context, name string, op operation) e
 	if err != nil {
 		return err
 	}
-	_, err = o.setOperation(ctx, c, ms, op.verb, op.key, op.what)
+	_, err = o.setOperation(ctx, c, ms, op.verb, op.key, op.what, expect)
 	return err
 }
 
+// operationAttempts bounds the writes setOperation tries when the ModelServer changed between
+// its read and its write (the controller writes status every few seconds during a rollout).
+const operationAttempts = 5
+
+// handledWait bounds how long setOperation waits for the controller to finish with an
+// identical request it already acted on.
+const handledWait = 30 * time.Second
+
 // setOperation checks that a rollout is in progress and annotates ms; it returns the candidate
-// revision it named.
-func (o *options) setOperation(ctx context.Context, c client.Client, ms *v1alpha1.ModelServer, op, key, what string) (string, error) {
-	if !health.InProgress(ms) {
-		phase := string(ms.Status.Phase)
-		if phase == "" {
-			return "", fmt.Errorf("cannot %s: modelserver %s has no status yet, no rollout in progress", op, ms.Name)
+// revision it named. The request lands on the revision the person saw: expect, or when empty
+// the candidate of ms as read (once). The write carries ms's resourceVersion, so that a
+// ModelServer that changed since it was read is read again and checked again rather than
+// overwritten; a candidate that is no longer expect is refused, naming both revisions.
+//
+// The same request twice: while the first waits for the controller, the second is the same
+// request ("already requested", nothing changed). Once the controller acted on the first
+// (status.handledOperation names it) and before it removed the annotation and its record, the
+// same value written again would read as the first one, already handled: setOperation waits
+// (at most handledWait) for the controller to finish with it, then asks again.
+func (o *options) setOperation(ctx context.Context, c client.Client, ms *v1alpha1.ModelServer, op, key, what, expect string) (string, error) {
+	warned := false
+	for attempt := 1; ; attempt++ {
+		if !health.InProgress(ms) {
+			phase := string(ms.Status.Phase)
+			if phase == "" {
+				return "", fmt.Errorf("cannot %s: modelserver %s has no status yet, no rollout in progress", op, ms.Name)
+			}
+			if expect != "" && ms.Status.Candidate != nil && ms.Status.Candidate.Revision == expect {
+				return "", fmt.Errorf("cannot %s: modelserver %s is %s, the rollout of revision %s is over", op, ms.Name, phase, expect)
+			}
+			return "", fmt.Errorf("cannot %s: modelserver %s is %s, no rollout in progress", op, ms.Name, phase)
 		}
-		return "", fmt.Errorf("cannot %s: modelserver %s is %s, no rollout in progress", op, ms.Name, phase)
-	}
-	rev := ms.Status.Candidate.Revision
-	warnIfStale(o.streams.ErrOut, ms)
-	if ms.Annotations[key] == rev {
-		_, err := fmt.Fprintf(o.streams.Out, "%s already has %s=%s (%s requested for candidate %s, waiting for the controller), nothing changed\n",
-			resourceName(ms), key, rev, op, rev)
+		rev := ms.Status.Candidate.Revision
+		if expect == "" {
+			expect = rev
+		}
+		if rev != expect {
+			return "", fmt.Errorf("cannot %s: the candidate of modelserver %s is revision %s, not revision %s that the request names; "+
+				"review %s, then run again with --revision %s", op, ms.Name, rev, expect, rev, rev)
+		}
+		if !warned {
+			warnIfStale(o.streams.ErrOut, ms)
+			warned = true
+		}
+		handled := ms.Status.HandledOperation != nil && *ms.Status.HandledOperation == v1alpha1.HandledOperation{Annotation: key, Revision: rev}
+		if !handled && ms.Annotations[key] == rev {
+			_, err := fmt.Fprintf(o.streams.Out, "%s already has %s=%s: %s already requested for candidate %s, waiting for the controller; nothing changed\n",
+				resourceName(ms), key, rev, op, rev)
+			return rev, err
+		}
+		if handled {
+			next, err := o.waitHandled(ctx, c, ms, key, rev, op)
+			if err != nil {
+				return "", err
+			}
+			ms = next
+			continue
+		}
+		next := ms.DeepCopy()
+		metav1.SetMetaDataAnnotation(&next.ObjectMeta, key, rev)
+		err := c.Patch(ctx, next, client.MergeFromWithOptions(ms, client.MergeFromWithOptimisticLock{}))
+		if apierrors.IsConflict(err) && attempt < operationAttempts {
+			// Changed since read (a status write, another request): read again and check again.
+			if ms, err = getModelServer(ctx, c, ms.Namespace, ms.Name); err != nil {
+				return "", err
+			}
+			continue
+		}
+		if err != nil {
+			return "", fmt.Errorf("patching modelserver %q in namespace %q: %w", ms.Name, ms.Namespace, err)
+		}
+		_, err = fmt.Fprintf(o.streams.Out, "%s annotated %s=%s: asked the controller to %s (candidate %s, %s)\n",
+			resourceName(ms), key, rev, what, rev, health.StepText(ms))
 		return rev, err
 	}
-	patch := map[string]any{"metadata": map[string]any{"annotations": map[string]any{key: rev}}}
-	if err := mergePatch(ctx, c, ms, patch); err != nil {
-		return "", err
+}
+
+// waitHandled waits until the controller has finished with an identical request it acted on:
+// the annotation removed and status.handledOperation no longer naming it. It returns the
+// ModelServer as then read.
+func (o *options) waitHandled(ctx context.Context, c client.Client, ms *v1alpha1.ModelServer, key, rev, op string) (*v1alpha1.ModelServer, error) {
+	fmt.Fprintf(o.streams.ErrOut, "the controller acted on an identical %s of %s moments ago and is finishing with it; waiting to ask again\n", op, rev)
+	wctx, cancel := context.WithTimeout(ctx, handledWait)
+	defer cancel()
+	poll := o.poll
+	if poll <= 0 || poll > time.Second {
+		poll = time.Second
 	}
-	_, err := fmt.Fprintf(o.streams.Out, "%s annotated %s=%s: asked the controller to %s (candidate %s, %s)\n",
-		resourceName(ms), key, rev, what, rev, health.StepText(ms))
-	return rev, err
+	notYet := func() error {
+		return fmt.Errorf("cannot %s again yet: the controller has not finished with the previous %s of %s (%s=%s, handled); nothing changed, run again",
+			op, op, rev, key, rev)
+	}
+	for {
+		h := ms.Status.HandledOperation
+		if _, set := ms.Annotations[key]; !set && (h == nil || *h != (v1alpha1.HandledOperation{Annotation: key, Revision: rev})) {
+			return ms, nil
+		}
+		select {
+		case <-wctx.Done():
+			return nil, notYet()
+		case <-time.After(poll):
+		}
+		next, err := getModelServer(wctx, c, ms.Namespace, ms.Name)
+		if err != nil {
+			if wctx.Err() != nil {
+				return nil, notYet()
+			}
+			return nil, err
+		}
+		ms = next
+	}
 }
 
 func (o *options) newRollbackCommand() *cobra.Command {
@@ -199,7 +325,7 @@ func (o *options) newRollbackCommand() *cobra.Command {
 			"version and would be applied again.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return o.runRollback(cmd.Context(), args[0], to)
+			return o.runRollback(cmd.Context(), args[0], to, "")
 		},
 	}
 	cmd.Flags().StringVar(&to, "to-revision", "", "Revision to go back to (default: the stable revision)")
@@ -209,7 +335,10 @@ func (o *options) newRollbackCommand() *cobra.Command {
 const gitOpsNote = "note: spec.template still names revision %s; modelship will not retry it while the spec asks for it.\n" +
 	"      If a GitOps tool manages this ModelServer, the spec in Git still names that version: revert it in Git.\n"
 
-func (o *options) runRollback(ctx context.Context, name, to string) error {
+// runRollback returns the ModelServer to revision to (default: the stable revision); candidate,
+// when set, is the candidate revision the person saw, which a rollback during a rollout (an
+// abort) must still find.
+func (o *options) runRollback(ctx context.Context, name, to, candidate string) error {
 	c, ns, err := o.newClient()
 	if err != nil {
 		return err
@@ -232,7 +361,7 @@ func (o *options) runRollback(ctx context.Context, name, to string) error {
 	switch {
 	case to == stable && health.InProgress(ms):
 		rev, err := o.setOperation(ctx, c, ms, "roll back", v1alpha1.AnnotationAbort,
-			"abort the rollout and send all traffic back to stable revision "+stable)
+			"abort the rollout and send all traffic back to stable revision "+stable, candidate)
 		if err != nil {
 			return err
 		}

@@ -149,17 +149,21 @@ func (o *options) dashboardAct(c client.WithWatch) dashboard.ActFunc {
 			poll:      o.poll,
 		}
 		var err error
+		// The page sends the candidate revision it showed: the actions on a rollout land on it
+		// or are refused (see setOperation); pause is a brake and applies to whatever runs.
 		switch a.Verb {
-		case dashboard.ActionPause, dashboard.ActionResume:
-			err = sub.runPause(ctx, name, a.Verb == dashboard.ActionPause)
+		case dashboard.ActionPause:
+			err = sub.runPause(ctx, name, true, "")
+		case dashboard.ActionResume:
+			err = sub.runPause(ctx, name, false, a.Candidate)
 		case dashboard.ActionPromote:
-			err = sub.runOperation(ctx, name, opPromote)
+			err = sub.runOperation(ctx, name, opPromote, a.Candidate)
 		case dashboard.ActionPromoteFull:
-			err = sub.runOperation(ctx, name, opPromoteFull)
+			err = sub.runOperation(ctx, name, opPromoteFull, a.Candidate)
 		case dashboard.ActionAbort:
-			err = sub.runOperation(ctx, name, opAbort)
+			err = sub.runOperation(ctx, name, opAbort, a.Candidate)
 		case dashboard.ActionRollback:
-			err = sub.runRollback(ctx, name, a.Revision)
+			err = sub.runRollback(ctx, name, a.Revision, a.Candidate)
 		default:
 			err = fmt.Errorf("unknown action %q", a.Verb)
 		}

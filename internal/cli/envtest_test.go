@@ -58,7 +58,7 @@ func TestCommandsAgainstAPIServer(t *testing.T) {
 		t.Fatalf("creating a client: %v", err)
 	}
 	var n atomic.Int64
-	commandSuite(t, func(t *testing.T) *harness {
+	newHarness := func(t *testing.T) *harness {
 		t.Helper()
 		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cli-%d", n.Add(1))}}
 		if err := c.Create(context.Background(), ns); err != nil {
@@ -77,5 +77,7 @@ func TestCommandsAgainstAPIServer(t *testing.T) {
 			}, nil
 		}
 		return h
-	})
+	}
+	commandSuite(t, newHarness)
+	revisionSuite(t, newHarness)
 }

@@ -215,6 +215,14 @@ func badSpecs() []badSpec {
 		}, want: []string{"spec.autoscaling.maxReplicas", "greater than or equal to 1"}},
 		{name: "a min replica count beyond any cluster", mutate: func(ms *v1alpha1.ModelServer) { a := autoscaleOn(ms); a.MinReplicas, a.MaxReplicas = 50000, 60000 },
 			want: []string{"spec.autoscaling.minReplicas", "less than or equal to 10000"}},
+		{name: "scale to zero on the default GPU utilization, which has no data without pods", raw: func(spec map[string]any) {
+			spec["autoscaling"] = map[string]any{"minReplicas": 0, "maxReplicas": 4}
+			delete(spec, "replicas")
+		}, want: []string{"spec.autoscaling.minReplicas", "needs a metric that sees load while no pod runs"}},
+		{name: "scale to zero on the requests waiting in the pods", raw: func(spec map[string]any) {
+			spec["autoscaling"] = map[string]any{"minReplicas": 0, "maxReplicas": 4, "metrics": []any{map[string]any{"requestsWaiting": map[string]any{"targetPerReplica": 2}}}}
+			delete(spec, "replicas")
+		}, want: []string{"spec.autoscaling.minReplicas", "needs a metric that sees load while no pod runs"}},
 		{name: "minReplicas above maxReplicas", mutate: func(ms *v1alpha1.ModelServer) { a := autoscaleOn(ms); a.MinReplicas, a.MaxReplicas = 5, 2 },
 			want: []string{"spec.autoscaling.minReplicas must be less than or equal to spec.autoscaling.maxReplicas"}},
 
@@ -810,6 +818,19 @@ func goodSpecs() []badSpec {
 		}},
 		{name: "a tolerance just under 1 and a KV-cache target as a number", raw: func(spec map[string]any) {
 			spec["autoscaling"] = map[string]any{"maxReplicas": 4, "tolerance": "0.99", "metrics": []any{map[string]any{"kvCacheUsage": map[string]any{"target": 1}}}}
+			delete(spec, "replicas")
+		}},
+		{name: "scale to zero on a prometheus total beside GPU utilization", raw: func(spec map[string]any) {
+			spec["autoscaling"] = map[string]any{"minReplicas": 0, "maxReplicas": 4, "metrics": []any{
+				map[string]any{"gpuUtilization": map[string]any{}},
+				map[string]any{"prometheus": map[string]any{"query": `sum(rate(gateway_requests_total{route="llama"}[1m])) or vector(0)`, "targetPerReplica": 5}},
+			}}
+			delete(spec, "replicas")
+		}},
+		{name: "scale to zero on an external queue", raw: func(spec map[string]any) {
+			spec["autoscaling"] = map[string]any{"minReplicas": 0, "maxReplicas": 4, "metrics": []any{
+				map[string]any{"external": map[string]any{"metricName": "queue_depth", "targetPerReplica": 20}},
+			}}
 			delete(spec, "replicas")
 		}},
 		{name: "zero replicas", mutate: func(ms *v1alpha1.ModelServer) { ms.Spec.Replicas = ptr.To(int32(0)) }},

@@ -446,7 +446,7 @@ func TestScalesDownOnlyAfterTheStabilizationWindow(t *testing.T) {
 }
 
 // Not parallel: Prometheus going down fails the grouped signal queries of every ModelServer.
-func TestHoldsReplicasWhilePrometheusIsDownOrEmpty(t *testing.T) {
+func TestHoldsReplicasWhilePrometheusIsDownOrEmptyOrPartial(t *testing.T) {
 	ns := newNamespace(t)
 	ctx := context.Background()
 	node := gpuNode(t, ns, 8)
@@ -469,6 +469,24 @@ func TestHoldsReplicasWhilePrometheusIsDownOrEmpty(t *testing.T) {
 		}
 		return conditionIs(got, v1alpha1.ConditionMetricsAvailable, metav1.ConditionTrue, v1alpha1.ReasonMetricsOK)
 	})
+
+	// A partial answer (a store of a Thanos Querier did not answer) of low utilization is no
+	// data: the count holds, and MetricsAvailable names the warning.
+	prometheus.setGroupedPartial(true)
+	t.Cleanup(func() { prometheus.setGroupedPartial(false) })
+	load.set(pods, 20)
+	eventually(t, 30*time.Second, "MetricsAvailable False on a partial answer", func() error {
+		return conditionIs(getMS(t, ms), v1alpha1.ConditionMetricsAvailable, metav1.ConditionFalse, v1alpha1.ReasonMetricsUnavailable,
+			"no metric has data", "partial response", "holding 2 replicas")
+	})
+	holds(t, 4*scaleInterval, ms, 2, func(got *v1alpha1.ModelServer) error {
+		if a := got.Status.Autoscaling; len(a.Proposals) != 1 || a.Proposals[0].Replicas != nil {
+			return fmt.Errorf("a proposal on a partial answer: %+v", a.Proposals)
+		}
+		return nil
+	})
+	load.set(pods, 70) // on target again before the warning goes, so the count stays at 2
+	prometheus.setGroupedPartial(false)
 
 	// Prometheus answers 503: no metric, the count holds even with no scale-down window.
 	prometheus.setGroupedDown(true)

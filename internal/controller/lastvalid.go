@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 
@@ -100,4 +101,74 @@ func (r *ModelServerReconciler) lastValidSpec(ctx context.Context, ms *v1alpha1.
 	}
 	gen, _ := strconv.ParseInt(cr.Annotations[annotationGeneration], 10, 64)
 	return spec, gen, nil
+}
+
+// specChoice is the spec a pass acts on: the user's when the controller accepts it, else the
+// last valid one (ms.Spec is swapped for it), with why the user's waits.
+type specChoice struct {
+	// user is the user's spec as written (before the flags' in-memory defaults).
+	user *v1alpha1.ModelServerSpec
+	// refused says why the controller refuses the user's spec (nil: it acts on it).
+	refused error
+	// reason is the Stalled reason of a refused spec: InvalidSpec or InvalidTemplate.
+	reason string
+	// lastValid is the generation of the last valid spec the pass acts on instead (0: none
+	// was kept, so nothing is applied).
+	lastValid int64
+	// held: the query policy refuses even the last valid spec now (a --query-policy
+	// tightened since): none of its queries runs, so analysis and autoscaling hold while
+	// aborts, rollbacks and deadlines act.
+	held    bool
+	heldWhy error
+}
+
+// specToActOn validates the user's spec (its fields, its queries under the query policy, its
+// template by a dry run) and, when the controller refuses it, puts the last valid spec in
+// ms.Spec: a refused edit never freezes what serves, only the new spec waits.
+func (r *ModelServerReconciler) specToActOn(ctx context.Context, ms *v1alpha1.ModelServer) (specChoice, error) {
+	c := specChoice{user: ms.Spec.DeepCopy(), reason: v1alpha1.ReasonInvalidSpec}
+	c.refused = validate(ms, r.QueryPolicy)
+	if c.refused == nil {
+		if msg := r.templateRefusal(ctx, ms); msg != "" {
+			c.refused, c.reason = errors.New(msg), v1alpha1.ReasonInvalidTemplate
+		}
+	}
+	if c.refused == nil {
+		return c, nil
+	}
+	last, gen, err := r.lastValidSpec(ctx, ms)
+	if err != nil || last == nil {
+		return c, err
+	}
+	c.lastValid = gen
+	ms.Spec = *last
+	if err := validate(ms, r.QueryPolicy); err != nil {
+		c.held, c.heldWhy = true, err
+	}
+	return c, nil
+}
+
+// invalid: the controller refuses the user's spec.
+func (c specChoice) invalid() bool { return c.refused != nil }
+
+// refusal is the Stalled message when the user's spec is refused and no valid spec was ever
+// kept ("" otherwise).
+func (c specChoice) refusal() string {
+	if c.refused == nil || c.lastValid > 0 {
+		return ""
+	}
+	return c.refused.Error()
+}
+
+// invalidMessage is the Stalled message of a pass that acts on the last valid spec ("" when it
+// acts on the user's).
+func (c specChoice) invalidMessage() string {
+	if c.refused == nil {
+		return ""
+	}
+	msg := fmt.Sprintf("%s; what serves goes on from the last valid spec (generation %d) until it is fixed", c.refused, c.lastValid)
+	if c.held {
+		msg += fmt.Sprintf(" (which the controller refuses too now: %s; analysis and autoscaling hold)", c.heldWhy)
+	}
+	return msg
 }

@@ -10,11 +10,9 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -231,201 +229,150 @@ func (r *ModelServerReconciler) modelServersForRoute(ctx context.Context, o clie
 }
 
 // Reconcile implements reconcile.Reconciler.
-func (r *ModelServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+// Reconcile is one pass: get, freshness, finalizer, the spec to act on, then observe, decide
+// (rollout.Next), apply, and one status write (deferred, whatever the exit), after which what
+// must follow a successful write runs (the valid spec kept, a handled operation's annotation
+// removed).
+func (r *ModelServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, err error) {
 	ms := &v1alpha1.ModelServer{}
 	if err := r.Get(ctx, req.NamespacedName, ms); err != nil {
 		if apierrors.IsNotFound(err) {
-			telemetry.Forget(req.NamespacedName)
-			r.fresh.forget(req.NamespacedName)
-			r.measurements.forget(req.NamespacedName)
-			r.warmups.forget(req.NamespacedName)
-			children := []string{req.Name, req.Name + "-" + string(v1alpha1.Blue), req.Name + "-" + string(v1alpha1.Green),
-				v1alpha1.ServiceNameOf(req.Name, v1alpha1.Blue), v1alpha1.ServiceNameOf(req.Name, v1alpha1.Green)}
-			r.applied.forget(req.Namespace, children...)
-			r.absent.forget(req.Namespace, children...)
-			r.templates.forget(req.NamespacedName)
+			r.forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	log := ctrl.LoggerFrom(ctx) // controller-runtime already names the ModelServer
 	if r.fresh.stale(req.NamespacedName, ms.UID, ms.ResourceVersion) {
 		// The informer has not delivered our last write yet; its event brings the object back.
 		return ctrl.Result{RequeueAfter: staleCacheRetry}, nil
 	}
-
 	if !ms.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, r.finalize(ctx, ms)
 	}
-	if ms.Spec.Gateway.RouteRef != nil && controllerutil.AddFinalizer(ms, cleanupFinalizer) {
-		if err := r.Update(ctx, ms); err != nil {
-			return ctrl.Result{}, fmt.Errorf("adding finalizer: %w", err)
-		}
-		r.fresh.wrote(client.ObjectKeyFromObject(ms), ms.UID, ms.ResourceVersion)
+	if err := r.addFinalizer(ctx, ms); err != nil {
+		return ctrl.Result{}, err
 	}
-
-	userSpec := ms.Spec.DeepCopy()
-	// A spec the controller refuses never freezes what serves: the pass goes on from the last
-	// valid spec (see lastvalid.go); only the new spec waits, reported Stalled InvalidSpec.
-	// held: even that spec is refused now (a --query-policy tightened since): no query of it
-	// runs, so analysis and autoscaling hold, while aborts, rollbacks and deadlines act.
-	var invalidMsg string
-	held := false
-	invalid, invalidReason := validate(ms, r.QueryPolicy), v1alpha1.ReasonInvalidSpec // the user's spec, before the flags' defaults
-	if invalid == nil {
-		if msg := r.templateRefusal(ctx, ms); msg != "" {
-			invalid, invalidReason = errors.New(msg), v1alpha1.ReasonInvalidTemplate
-		}
-	}
-	if invalid != nil {
-		last, gen, err := r.lastValidSpec(ctx, ms)
-		if err != nil {
-			return ctrl.Result{}, err
-		}
-		if last == nil {
-			// Nothing valid was ever kept: nothing is applied until it is fixed.
-			r.defaultSpec(ms)
-			before := ms.DeepCopy()
-			stall(ms, invalidReason, invalid.Error())
-			return ctrl.Result{}, r.writeStatus(ctx, before, ms)
-		}
-		invalidMsg = fmt.Sprintf("%s; what serves goes on from the last valid spec (generation %d) until it is fixed", invalid, gen)
-		ms.Spec = *last
-		if err := validate(ms, r.QueryPolicy); err != nil {
-			held = true
-			invalidMsg += fmt.Sprintf(" (which the controller refuses too now: %s; analysis and autoscaling hold)", err)
-		}
-	}
-	r.defaultSpec(ms)
-	now := r.Now()
-	before := ms.DeepCopy()
-	if msg := r.poolAPIMissing(ms); msg != "" {
-		stall(ms, v1alpha1.ReasonInferencePoolAPIMissing, msg)
-		return ctrl.Result{}, r.writeStatus(ctx, before, ms)
-	}
-
-	conflict, err := r.nameConflict(ctx, ms)
+	spec, err := r.specToActOn(ctx, ms)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if conflict != "" {
-		return r.refuseConflict(ctx, before, ms, conflict)
+	r.defaultSpec(ms)
+	before, now := ms.DeepCopy(), r.Now()
+	var after func() error // what follows a successful status write
+	defer func() {
+		if werr := r.writeStatus(ctx, before, ms); werr != nil {
+			err = errors.Join(err, werr)
+		} else if err == nil && after != nil {
+			err = after()
+		}
+	}()
+	if msg := spec.refusal(); msg != "" {
+		// Nothing valid was ever kept: nothing is applied until it is fixed.
+		stall(ms, spec.reason, msg)
+		return ctrl.Result{}, nil
 	}
-	obs, err := r.observe(ctx, ms, now, held)
+	if msg := r.poolAPIMissing(ms); msg != "" {
+		stall(ms, v1alpha1.ReasonInferencePoolAPIMissing, msg)
+		return ctrl.Result{}, nil
+	}
+	if conflict, err := r.nameConflict(ctx, ms); err != nil || conflict != "" {
+		return r.refuseConflict(ctx, before, ms, conflict), err
+	}
 
+	obs, err := r.observe(ctx, ms, now, spec.held)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	if err := r.moveRoute(ctx, ms, &obs); err != nil {
 		return ctrl.Result{}, err
 	}
-	pending, handled := pendingOperation(ms)
-	if handled {
-		// This pass or an earlier one acted on it and recorded so, but removing the annotation
-		// failed: never act twice (a second promote would skip a step).
-		obs.Operation = rollout.OpNone
-	}
+	req0 := readRequest(ms)
+	obs.Operation = req0.op
 	decision := rollout.Next(ms, obs.Observation, now)
 
 	routeWritten, applyErr := r.apply(ctx, ms, obs.Observation, decision, obs.route)
-	if applyErr != nil {
-		var nc *nameConflictError
-		if errors.As(applyErr, &nc) {
-			return r.refuseConflict(ctx, before, ms, nc.object)
-		}
-		if apierrors.HasStatusCause(applyErr, corev1.NamespaceTerminatingCause) {
-			// The namespace is going away with everything in it: nothing to keep in shape.
-			return ctrl.Result{}, nil
-		}
-	}
-	if err := r.recordRevision(ctx, ms, obs.Revision); err != nil {
-		applyErr = errors.Join(applyErr, err)
-	}
-	// The decision is recorded even when part of it could not be applied (a rollback whose
-	// candidate Deployment a webhook refuses is still a rollback); the weights say what the
-	// route carries.
-	ms.Status = decision.Status
-	if !routeWritten {
-		ms.Status.Weights = before.Status.Weights
-	}
-	// The operation's effect and the record that it was handled go in the same status write;
-	// its annotation is removed only after that write succeeded, so a failed write leaves the
-	// request in place for the next pass instead of losing it.
-	clear := !decision.KeepOperation && pending != nil
+	var nc *nameConflictError
 	switch {
-	case pending == nil:
-		ms.Status.HandledOperation = nil
-	case clear && !handled:
-		ms.Status.HandledOperation = pending
-	case !clear:
-		ms.Status.HandledOperation = before.Status.HandledOperation
+	case errors.As(applyErr, &nc):
+		return r.refuseConflict(ctx, before, ms, nc.object), nil
+	case apierrors.HasStatusCause(applyErr, corev1.NamespaceTerminatingCause):
+		return ctrl.Result{}, nil // the namespace goes away with everything in it
 	}
-	r.completeStatus(ms, obs, decision)
-	if applyErr != nil {
-		// The pass did not succeed: observedGeneration stays where the last one left it.
-		ms.Status.ObservedGeneration = before.Status.ObservedGeneration
-		setCondition(ms, v1alpha1.ConditionReconciling, metav1.ConditionTrue, v1alpha1.ReasonApplyFailed, applyErr.Error())
+	applyErr = errors.Join(applyErr, r.recordRevision(ctx, ms, obs.Revision))
+
+	// The decision is recorded even when part of it could not be applied (a rollback whose
+	// candidate Deployment a webhook refuses is still a rollback).
+	ms.Status = decision.Status
+	clear := req0.record(&ms.Status, &before.Status, decision.KeepOperation)
+	r.completeStatus(ms, before, obs, decision, statusNotes{routeWritten: routeWritten, applyErr: applyErr, invalid: spec.invalidMessage(), invalidReason: spec.reason})
+	r.recordEvents(ms, obs, decision)
+	after = func() error {
+		if applyErr != nil {
+			return applyErr // retried with backoff; the next pass decides again
+		}
+		if !spec.invalid() {
+			if err := r.rememberValidSpec(ctx, ms, spec.user); err != nil {
+				return err
+			}
+		}
+		telemetry.Record(ms)
+		if s := obs.scale; s != nil && s.Event != nil {
+			telemetry.Decision(ms, s.Event.Reason)
+		}
+		logDecisions(ctrl.LoggerFrom(ctx), &before.Status, &ms.Status, obs, decision, ms.Spec.Autoscaling)
+		if clear {
+			return r.clearOperations(ctx, before, ms)
+		}
+		return nil
 	}
-	if invalidMsg != "" {
-		// The spec's generation was not acted on.
-		ms.Status.ObservedGeneration = before.Status.ObservedGeneration
-		setCondition(ms, v1alpha1.ConditionStalled, metav1.ConditionTrue, invalidReason, invalidMsg)
-		setCondition(ms, v1alpha1.ConditionReady, metav1.ConditionFalse, invalidReason, invalidMsg)
+	return ctrl.Result{RequeueAfter: requeueAfter(obs, decision)}, nil
+}
+
+// forget drops what the controller keeps in memory about a ModelServer that is gone.
+func (r *ModelServerReconciler) forget(key types.NamespacedName) {
+	telemetry.Forget(key)
+	r.fresh.forget(key)
+	r.measurements.forget(key)
+	r.warmups.forget(key)
+	children := []string{key.Name, key.Name + "-" + string(v1alpha1.Blue), key.Name + "-" + string(v1alpha1.Green),
+		v1alpha1.ServiceNameOf(key.Name, v1alpha1.Blue), v1alpha1.ServiceNameOf(key.Name, v1alpha1.Green)}
+	r.applied.forget(key.Namespace, children...)
+	r.absent.forget(key.Namespace, children...)
+	r.templates.forget(key)
+}
+
+// addFinalizer adds the finalizer that takes modelship's backendRefs out of a user's route.
+func (r *ModelServerReconciler) addFinalizer(ctx context.Context, ms *v1alpha1.ModelServer) error {
+	if ms.Spec.Gateway.RouteRef == nil || !controllerutil.AddFinalizer(ms, cleanupFinalizer) {
+		return nil
 	}
-	for _, e := range decision.Events {
+	if err := r.Update(ctx, ms); err != nil {
+		return fmt.Errorf("adding finalizer: %w", err)
+	}
+	r.fresh.wrote(client.ObjectKeyFromObject(ms), ms.UID, ms.ResourceVersion)
+	return nil
+}
+
+// recordEvents records the decision's events and the autoscaler's.
+func (r *ModelServerReconciler) recordEvents(ms *v1alpha1.ModelServer, obs observed, d rollout.Decision) {
+	for _, e := range d.Events {
 		r.Recorder.Eventf(ms, nil, e.Type, e.Reason, e.Reason, "%s", e.Message)
 	}
-	requeue := decision.RequeueAfter
-	if s := obs.scale; s != nil {
-		if s.Event != nil {
-			r.Recorder.Eventf(ms, nil, s.Event.Type, s.Event.Reason, s.Event.Reason, "%s", s.Event.Message)
-		}
-		if requeue == 0 || (s.RequeueAfter > 0 && s.RequeueAfter < requeue) {
-			requeue = s.RequeueAfter
-		}
+	if s := obs.scale; s != nil && s.Event != nil {
+		r.Recorder.Eventf(ms, nil, s.Event.Type, s.Event.Reason, s.Event.Reason, "%s", s.Event.Message)
+	}
+}
+
+// requeueAfter is the soonest of the rollout's and the autoscaler's next looks, and the warm-up
+// poll while a pod still loads.
+func requeueAfter(obs observed, d rollout.Decision) time.Duration {
+	requeue := d.RequeueAfter
+	if s := obs.scale; s != nil && (requeue == 0 || (s.RequeueAfter > 0 && s.RequeueAfter < requeue)) {
+		requeue = s.RequeueAfter
 	}
 	if obs.cold && (requeue == 0 || rollout.WarmupPollInterval < requeue) {
 		requeue = rollout.WarmupPollInterval // a pod still loading is probed again
 	}
-	if err := r.writeStatus(ctx, before, ms); err != nil {
-		return ctrl.Result{}, errors.Join(applyErr, err)
-	}
-	if applyErr != nil {
-		return ctrl.Result{}, applyErr // retried with backoff; the next pass decides again
-	}
-	if invalidMsg == "" {
-		if err := r.rememberValidSpec(ctx, ms, userSpec); err != nil {
-			return ctrl.Result{}, err
-		}
-	}
-	telemetry.Record(ms)
-	if s := obs.scale; s != nil && s.Event != nil {
-		telemetry.Decision(ms, s.Event.Reason)
-	}
-	logDecisions(log, &before.Status, &ms.Status, obs, decision, ms.Spec.Autoscaling)
-	if clear {
-		if err := r.clearOperations(ctx, before, ms); err != nil {
-			return ctrl.Result{}, err
-		}
-	}
-	return ctrl.Result{RequeueAfter: requeue}, nil
-}
-
-// operationAnnotations are the annotations by which a person steers a rollout, in the order
-// operation() reads them.
-var operationAnnotations = []string{v1alpha1.AnnotationAbort, v1alpha1.AnnotationPromoteFull, v1alpha1.AnnotationPromote}
-
-// pendingOperation returns the first operation annotation present (nil: none) and whether
-// status already records it as handled.
-func pendingOperation(ms *v1alpha1.ModelServer) (*v1alpha1.HandledOperation, bool) {
-	a := ms.GetAnnotations()
-	for _, k := range operationAnnotations {
-		if v, ok := a[k]; ok {
-			op := &v1alpha1.HandledOperation{Annotation: k, Revision: v}
-			h := ms.Status.HandledOperation
-			return op, h != nil && *h == *op
-		}
-	}
-	return nil, false
+	return requeue
 }
 
 // nameConflictRecheck is how often a ModelServer stalled on a name conflict looks again.
@@ -445,7 +392,10 @@ func (r *ModelServerReconciler) podsOf(ms *v1alpha1.ModelServer, more ...client.
 // names: server-side apply with force would take it over, so nothing more is applied. conflict
 // names the object ("Service ml/llama-blue"), or is a whole sentence, ending with a period, that
 // says who holds it (a routeRef conflict, see routeRefConflict).
-func (r *ModelServerReconciler) refuseConflict(ctx context.Context, before, ms *v1alpha1.ModelServer, conflict string) (ctrl.Result, error) {
+func (r *ModelServerReconciler) refuseConflict(ctx context.Context, before, ms *v1alpha1.ModelServer, conflict string) ctrl.Result {
+	if conflict == "" {
+		return ctrl.Result{}
+	}
 	msg := conflict
 	if !strings.HasSuffix(conflict, ".") {
 		msg = conflict + " exists and is not controlled by this ModelServer: rename or delete it; modelship does not take it over"
@@ -456,7 +406,7 @@ func (r *ModelServerReconciler) refuseConflict(ctx context.Context, before, ms *
 		r.Recorder.Eventf(ms, nil, corev1.EventTypeWarning, v1alpha1.ReasonNameConflict, "Refuse", "%s", msg)
 	}
 	// The other object is not watched: look again now and then.
-	return ctrl.Result{RequeueAfter: nameConflictRecheck}, r.writeStatus(ctx, before, ms)
+	return ctrl.Result{RequeueAfter: nameConflictRecheck}
 }
 
 // nameConflictError is an object of another owner found where modelship was about to create one.
@@ -630,7 +580,6 @@ func (r *ModelServerReconciler) observe(ctx context.Context, ms *v1alpha1.ModelS
 	}
 	o.accepted = accepted
 	obs.RouteAccepted, obs.RouteMessage = accepted.Status, accepted.Message
-	obs.Operation = operation(ms)
 	if !held && rollout.MeasureDue(ms, now) {
 		m, err := r.measure(ctx, ms, now)
 		if err != nil {
@@ -712,51 +661,6 @@ func (r *ModelServerReconciler) getRoute(ctx context.Context, ms *v1alpha1.Model
 	return route, nil
 }
 
-// operation reads a human's request from the annotations; one naming another revision than
-// the current candidate's is ignored (and cleared), so a stale request never acts on a newer rollout.
-func operation(ms *v1alpha1.ModelServer) rollout.Operation {
-	cand := ms.Status.Candidate
-	if cand == nil {
-		return rollout.OpNone
-	}
-	a := ms.GetAnnotations()
-	switch {
-	case a[v1alpha1.AnnotationAbort] == cand.Revision:
-		return rollout.OpAbort
-	case a[v1alpha1.AnnotationPromoteFull] == cand.Revision:
-		return rollout.OpPromoteFull
-	case a[v1alpha1.AnnotationPromote] == cand.Revision:
-		return rollout.OpPromote
-	}
-	return rollout.OpNone
-}
-
-// clearOperations removes the operation annotations once a pass has acted on them and its
-// status is written; seen is the ModelServer as the pass found it (an annotation that named no
-// rollout then is reported as ignored).
-func (r *ModelServerReconciler) clearOperations(ctx context.Context, seen, ms *v1alpha1.ModelServer) error {
-	if op, _ := pendingOperation(ms); op == nil {
-		return nil
-	}
-	a := ms.GetAnnotations()
-	patch := client.MergeFrom(ms.DeepCopy())
-	for _, k := range operationAnnotations {
-		if v, ok := a[k]; ok {
-			h := seen.Status.HandledOperation
-			if op := operation(seen); op == rollout.OpNone && (h == nil || h.Annotation != k || h.Revision != v) {
-				r.Recorder.Eventf(ms, nil, corev1.EventTypeWarning, "OperationIgnored", "Ignore", "%s=%s names no rollout in progress; ignored", k, v)
-			}
-			delete(a, k)
-		}
-	}
-	ms.SetAnnotations(a)
-	if err := r.Patch(ctx, ms, patch); err != nil {
-		return fmt.Errorf("clearing operation annotations: %w", err)
-	}
-	r.fresh.wrote(client.ObjectKeyFromObject(ms), ms.UID, ms.ResourceVersion)
-	return nil
-}
-
 // measure runs analysis of the candidate against the stable color.
 func (r *ModelServerReconciler) measure(ctx context.Context, ms *v1alpha1.ModelServer, now time.Time) (*rollout.Measurement, error) {
 	cand, stable := ms.Status.Candidate, ms.Status.Stable
@@ -814,70 +718,4 @@ func (unavailable) Scalar(context.Context, string, time.Time) metrics.Sample {
 
 func (unavailable) Vector(context.Context, string, time.Time) ([]metrics.Series, error) {
 	return nil, fmt.Errorf("no Prometheus configured (--prometheus-url)")
-}
-
-// completeStatus adds what the controller knows beyond the state machine.
-func (r *ModelServerReconciler) completeStatus(ms *v1alpha1.ModelServer, obs observed, d rollout.Decision) {
-	st := &ms.Status
-	st.ObservedGeneration = ms.Generation
-	st.Revision = obs.Revision
-	st.Selector = labels.SelectorFromSet(ms.SelectorLabels()).String()
-	st.Replicas, st.ReadyReplicas = 0, 0
-	for c, plan := range d.Plans {
-		st.Replicas += plan.Replicas
-		st.ReadyReplicas += obs.Colors[c].ReadyReplicas
-	}
-	meta.SetStatusCondition(&st.Conditions, obs.accepted)
-	if m := obs.Measurement; m != nil {
-		status, reason, msg := metav1.ConditionTrue, v1alpha1.ReasonMetricsOK, "the last measurement had data for every metric"
-		for _, res := range m.Results {
-			if res.Verdict == v1alpha1.VerdictInconclusive {
-				status, reason, msg = metav1.ConditionFalse, v1alpha1.ReasonMetricsUnavailable, "analysis "+res.Name+": "+res.Message
-				break
-			}
-		}
-		setCondition(ms, v1alpha1.ConditionMetricsAvailable, status, reason, msg)
-	}
-	if s := obs.scale; s != nil {
-		if !s.MetricsAvailable {
-			setCondition(ms, v1alpha1.ConditionMetricsAvailable, metav1.ConditionFalse, v1alpha1.ReasonMetricsUnavailable, "autoscaling: "+s.MetricsMessage)
-		} else if obs.Measurement == nil {
-			setCondition(ms, v1alpha1.ConditionMetricsAvailable, metav1.ConditionTrue, v1alpha1.ReasonMetricsOK, "autoscaling signals have data")
-		}
-		switch {
-		case len(obs.conflicts) > 0:
-			setCondition(ms, v1alpha1.ConditionScalingLimited, metav1.ConditionTrue, v1alpha1.ReasonConflictingAutoscale,
-				fmt.Sprintf("%s also scale this ModelServer's Deployments; remove them: modelship owns replicas", strings.Join(obs.conflicts, ", ")))
-		case s.Limited:
-			setCondition(ms, v1alpha1.ConditionScalingLimited, metav1.ConditionTrue, s.LimitedReason, s.LimitedMessage)
-		default:
-			setCondition(ms, v1alpha1.ConditionScalingLimited, metav1.ConditionFalse, v1alpha1.ReasonWithinBounds, "the desired count fits the bounds and the GPUs")
-		}
-	}
-	if c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionStalled); c != nil && (c.Reason == v1alpha1.ReasonInvalidSpec || c.Reason == v1alpha1.ReasonInvalidTemplate) {
-		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionStalled)
-	}
-}
-
-// stall marks the ModelServer Stalled for reason: not Ready, not Reconciling, until a person
-// changes something.
-func stall(ms *v1alpha1.ModelServer, reason, msg string) {
-	setCondition(ms, v1alpha1.ConditionStalled, metav1.ConditionTrue, reason, msg)
-	setCondition(ms, v1alpha1.ConditionReady, metav1.ConditionFalse, reason, msg)
-	setCondition(ms, v1alpha1.ConditionReconciling, metav1.ConditionFalse, reason, msg)
-}
-
-func setCondition(ms *v1alpha1.ModelServer, t string, s metav1.ConditionStatus, reason, msg string) {
-	meta.SetStatusCondition(&ms.Status.Conditions, metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: ms.Generation})
-}
-
-func (r *ModelServerReconciler) writeStatus(ctx context.Context, before, ms *v1alpha1.ModelServer) error {
-	if equality.Semantic.DeepEqual(before.Status, ms.Status) {
-		return nil
-	}
-	if err := r.Status().Patch(ctx, ms, client.MergeFrom(before)); err != nil {
-		return fmt.Errorf("writing status: %w", err)
-	}
-	r.fresh.wrote(client.ObjectKeyFromObject(ms), ms.UID, ms.ResourceVersion)
-	return nil
 }

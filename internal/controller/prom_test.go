@@ -20,7 +20,13 @@ type promAnswer struct {
 	down   bool
 	// buckets, when set, answer a bucket query: one series per le label, with its count.
 	buckets map[string]float64
+	// partial adds a partial-response warning to the answer, as a Thanos Querier does when one
+	// of its stores did not answer.
+	partial bool
 }
+
+// partialWarning is the warning of a partial answer.
+const partialWarning = "partial response: receive series from store-gw-1:10901: rpc error: code = Unavailable"
 
 // podSeries is one pod's value in the answer to a query grouped over all namespaces.
 type podSeries struct {
@@ -39,6 +45,7 @@ type testPrometheus struct {
 	answers  map[string]func(query string) promAnswer
 	series   map[string]func(query string) []podSeries
 	down     bool
+	partial  bool
 	server   *httptest.Server
 	querying map[string]int
 }
@@ -110,20 +117,37 @@ func (p *testPrometheus) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		for le, count := range a.buckets {
 			result = append(result, map[string]any{"metric": map[string]string{"le": le}, "value": []any{float64(time.Now().Unix()), strconv.FormatFloat(count, 'g', -1, 64)}})
 		}
-		_ = json.NewEncoder(w).Encode(map[string]any{"status": "success", "data": map[string]any{"resultType": "vector", "result": result}})
+		_ = json.NewEncoder(w).Encode(withWarnings(map[string]any{"status": "success", "data": map[string]any{"resultType": "vector", "result": result}}, a.partial))
 	default:
 		body := map[string]any{"status": "success", "data": map[string]any{"resultType": "vector", "result": []any{
 			map[string]any{"metric": map[string]string{}, "value": []any{float64(time.Now().Unix()), strconv.FormatFloat(a.value, 'g', -1, 64)}},
 		}}}
-		_ = json.NewEncoder(w).Encode(body)
+		_ = json.NewEncoder(w).Encode(withWarnings(body, a.partial))
 	}
+}
+
+// setGroupedPartial adds a partial-response warning to every answer grouped over all
+// namespaces. A test using it must not run in parallel with other tests reading the built-in
+// signals.
+func (p *testPrometheus) setGroupedPartial(partial bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.partial = partial
+}
+
+// withWarnings adds the partial-response warning to a success body when partial.
+func withWarnings(body map[string]any, partial bool) map[string]any {
+	if partial {
+		body["warnings"] = []string{partialWarning}
+	}
+	return body
 }
 
 // serveGrouped answers a query grouped over all namespaces with every registered namespace's
 // series, or an error while down.
 func (p *testPrometheus) serveGrouped(w http.ResponseWriter, q string) {
 	p.mu.Lock()
-	down := p.down
+	down, partial := p.down, p.partial
 	fs := make(map[string]func(string) []podSeries, len(p.series))
 	for ns, f := range p.series {
 		fs[ns] = f
@@ -144,7 +168,7 @@ func (p *testPrometheus) serveGrouped(w http.ResponseWriter, q string) {
 			})
 		}
 	}
-	_ = json.NewEncoder(w).Encode(map[string]any{"status": "success", "data": map[string]any{"resultType": "vector", "result": result}})
+	_ = json.NewEncoder(w).Encode(withWarnings(map[string]any{"status": "success", "data": map[string]any{"resultType": "vector", "result": result}}, partial))
 }
 
 // fakePrometheus starts the test Prometheus and returns modelship's real client pointed at it.

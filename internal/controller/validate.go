@@ -87,6 +87,10 @@ func validateAutoscaling(a *v1alpha1.AutoscalingSpec, p *field.Path) field.Error
 	if a.MinReplicas < 0 || a.MinReplicas > maxReplicaCount {
 		errs = append(errs, field.Invalid(p.Child("minReplicas"), a.MinReplicas, "must be from 0 to 10000"))
 	}
+	if a.MinReplicas == 0 && !autoscale.ScalesFromZero(a.Metrics) {
+		errs = append(errs, field.Invalid(p.Child("minReplicas"), a.MinReplicas, "0 needs a metric that sees load while no pod runs "+
+			"(prometheus, external, or endpointPicker with signal RunningRequests): the pod metrics have no data without pods, and the count would never come back from 0"))
+	}
 	if a.MaxReplicas < 1 || a.MaxReplicas > maxReplicaCount {
 		errs = append(errs, field.Invalid(p.Child("maxReplicas"), a.MaxReplicas, "must be from 1 to 10000"))
 	}

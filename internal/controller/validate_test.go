@@ -61,6 +61,28 @@ func TestValidateReportsTheFieldAdmissionShouldHaveRefused(t *testing.T) {
 			autoscaled(ms).Metrics = []v1alpha1.AutoscalingMetric{{Prometheus: &v1alpha1.PrometheusMetric{Query: "x", TargetPerReplica: resource.MustParse("1"),
 				LearnCapacity: &v1alpha1.CapacityLearning{InterTokenLatencyP95: ptr.To(dur(`"11m"`))}}}}
 		}, want: []string{"spec.autoscaling.metrics[0].prometheus.learnCapacity.interTokenLatencyP95", "at most 10m"}},
+		{name: "scale to zero on the default GPU utilization is refused: at zero pods it has no data", mutate: func(ms *v1alpha1.ModelServer) {
+			autoscaled(ms).MinReplicas = 0
+		}, want: []string{"spec.autoscaling.minReplicas", "needs a metric that sees load while no pod runs"}},
+		{name: "scale to zero on pod metrics and the endpoint picker's queue per pod is refused", mutate: func(ms *v1alpha1.ModelServer) {
+			onPools(ms)
+			a := autoscaled(ms)
+			a.MinReplicas = 0
+			a.Metrics = []v1alpha1.AutoscalingMetric{{KVCacheUsage: &v1alpha1.AverageMetric{Target: resource.MustParse("0.8")}},
+				{EndpointPicker: &v1alpha1.EndpointPickerMetric{Signal: v1alpha1.EndpointPickerQueueSize, Target: resource.MustParse("2")}}}
+		}, want: []string{"spec.autoscaling.minReplicas", "needs a metric that sees load while no pod runs"}},
+		{name: "scale to zero with a prometheus total beside GPU utilization passes", mutate: func(ms *v1alpha1.ModelServer) {
+			a := autoscaled(ms)
+			a.MinReplicas = 0
+			a.Metrics = []v1alpha1.AutoscalingMetric{{GPUUtilization: &v1alpha1.GPUUtilizationMetric{Target: 70}},
+				{Prometheus: &v1alpha1.PrometheusMetric{Query: `sum(rate(gateway_requests_total{route="llama"}[1m])) or vector(0)`, TargetPerReplica: resource.MustParse("5")}}}
+		}},
+		{name: "scale to zero on the endpoint picker's running requests passes", mutate: func(ms *v1alpha1.ModelServer) {
+			onPools(ms)
+			a := autoscaled(ms)
+			a.MinReplicas = 0
+			a.Metrics = []v1alpha1.AutoscalingMetric{{EndpointPicker: &v1alpha1.EndpointPickerMetric{Signal: v1alpha1.EndpointPickerRunningRequests, Target: resource.MustParse("8"), Objective: "llama"}}}
+		}},
 		{name: "endpoint picker metrics on a Service backend are refused", mutate: func(ms *v1alpha1.ModelServer) {
 			autoscaled(ms).Metrics = []v1alpha1.AutoscalingMetric{{EndpointPicker: &v1alpha1.EndpointPickerMetric{Signal: v1alpha1.EndpointPickerQueueSize, Target: resource.MustParse("2")}}}
 		}, want: []string{"spec.autoscaling.metrics[0].endpointPicker", "needs spec.gateway.backend InferencePool"}},
@@ -235,7 +257,13 @@ func TestValidateAcceptsTheSpecsAdmissionAccepts(t *testing.T) {
 			if g.mutate != nil {
 				g.mutate(ms)
 			}
-			b, err := json.Marshal(toUnstructured(t, ms, g.raw).Object)
+			u := toUnstructured(t, ms, g.raw)
+			if a, ok := u.Object["spec"].(map[string]any)["autoscaling"].(map[string]any); ok {
+				if _, set := a["minReplicas"]; !set {
+					a["minReplicas"] = int64(1) // the CRD's default, applied before the controller reads it
+				}
+			}
+			b, err := json.Marshal(u.Object)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -25,15 +25,20 @@ func GPUQuery(ms *v1alpha1.ModelServer, c v1alpha1.Color) string {
 }
 
 // gpuSeries reads each color's GPU utilization over the last hour at a step that gives about
-// 120 points; it returns the series by color, or why there are none.
+// 120 points; it returns the series by color, or why there are none (an answer warning of
+// partial data is none).
 func (s *Server) gpuSeries(ctx context.Context, ms *v1alpha1.ModelServer) (map[string][]Point, string) {
 	end := s.opts.Now()
 	r := promv1.Range{Start: end.Add(-chartWindow), End: end, Step: chartWindow / 120}
 	out := map[string][]Point{}
 	for _, c := range []v1alpha1.Color{v1alpha1.Blue, v1alpha1.Green} {
-		v, _, _, err := s.opts.Prometheus.QueryRange(ctx, GPUQuery(ms, c), r)
+		v, warnings, _, err := s.opts.Prometheus.QueryRange(ctx, GPUQuery(ms, c), r)
 		if err != nil {
 			return nil, "Prometheus: " + err.Error()
+		}
+		if w, partial := metrics.PartialWarning(warnings); partial {
+			// Half a chart reads as a dip in utilization: draw none and say why.
+			return nil, "Prometheus answered with partial data, not drawn: " + w
 		}
 		m, ok := v.(model.Matrix)
 		if !ok {

@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
+	"github.com/modelship/modelship/internal/health"
 	"github.com/modelship/modelship/internal/revision"
 )
 
@@ -47,6 +48,19 @@ type Action struct {
 	Verb string `json:"-"`
 	// Revision is rollback's target; empty means the stable revision.
 	Revision string `json:"revision,omitempty"`
+	// Candidate is the candidate revision the page showed when the person clicked (empty: no
+	// rollout in progress). Every action but pause lands on it or is refused (409): a person
+	// who reviewed one candidate never promotes, aborts or resumes another one that replaced it
+	// meanwhile.
+	Candidate string `json:"candidate"`
+}
+
+// candidateOf is the candidate revision of a rollout in progress, "" when none.
+func candidateOf(ms *v1alpha1.ModelServer) string {
+	if !health.InProgress(ms) {
+		return ""
+	}
+	return ms.Status.Candidate.Revision
 }
 
 // ActFunc carries out an action on the ModelServer namespace/name and returns what it did, in
@@ -342,6 +356,11 @@ func (s *Server) handleAction(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusForbidden, actionResult{Error: fmt.Sprintf("this dashboard serves namespace %q only", s.opts.Namespace)})
 		return
 	}
+	if ms, _, _ := s.store.get(types.NamespacedName{Namespace: ns, Name: name}); ms != nil && a.Verb != ActionPause && candidateOf(ms) != a.Candidate {
+		// The page is behind what the dashboard already knows (Act checks the live object too).
+		writeJSON(w, http.StatusConflict, actionResult{Error: changedCandidate(a.Candidate, candidateOf(ms))})
+		return
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), 15*time.Second)
 	defer cancel()
 	msg, err := s.opts.Act(ctx, ns, name, a)
@@ -356,6 +375,17 @@ func (s *Server) handleAction(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, actionResult{Message: msg})
+}
+
+// changedCandidate says that the rollout the page showed is not the one in progress now.
+func changedCandidate(shown, now string) string {
+	switch {
+	case shown == "":
+		return fmt.Sprintf("the page showed no rollout in progress; revision %s is rolling out now: review it, then act", now)
+	case now == "":
+		return fmt.Sprintf("the page showed the rollout of revision %s, which is over: nothing done", shown)
+	}
+	return fmt.Sprintf("the page showed candidate revision %s; the candidate is revision %s now: review it, then act", shown, now)
 }
 
 func sameOrigin(r *http.Request) bool {

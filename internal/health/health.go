@@ -16,6 +16,8 @@
 //	AwaitingPromotion  False              False (AwaitingPromotion)      False              InProgress  Suspended    exit 3
 //	Healthy            True  (Available)  False (Reconciled)             False              Current     Healthy      exit 0
 //	Healthy, scaling   False (DeploymentsNotReady) True                  False              InProgress  Progressing  exit 0
+//	Healthy, at zero   False (NoReplicaForLoad) False                    False              InProgress  Progressing  exit 0
+//	  replicas with requests waiting, or with no metric that shows none wait (autoscaled only)
 //	RolledBack         False (RolledBack) False (RolledBack)             True (RolledBack)  Failed      Degraded     exit 1
 //	Degraded           False              True  (DeploymentsNotReady)    False              InProgress  Degraded     waits
 //

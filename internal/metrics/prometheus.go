@@ -1,12 +1,14 @@
 package metrics
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"net"
 	"net/http"
@@ -102,12 +104,12 @@ func NewPrometheus(cfg Config) (*Prometheus, error) {
 		}
 		transport.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	}
-	var rt http.RoundTripper = transport
+	var rt http.RoundTripper = partialFlag{next: transport}
 	if cfg.BearerTokenFile != "" {
 		if _, err := readToken(cfg.BearerTokenFile); err != nil {
 			return nil, err
 		}
-		rt = &bearerFromFile{path: cfg.BearerTokenFile, next: transport}
+		rt = &bearerFromFile{path: cfg.BearerTokenFile, next: rt}
 	}
 
 	client, err := promapi.NewClient(promapi.Config{Address: cfg.URL, RoundTripper: rt})
@@ -124,6 +126,9 @@ func NewPrometheus(cfg Config) (*Prometheus, error) {
 // Scalar runs an instant query that should give one value. See Querier.
 func (p *Prometheus) Scalar(ctx context.Context, query string, at time.Time) Sample {
 	v, err := p.query(ctx, query, at)
+	if errors.Is(err, ErrPartialData) {
+		return Sample{Status: NoData, Message: truncate(err.Error())}
+	}
 	if err != nil {
 		return Sample{Status: Error, Message: truncate(err.Error())}
 	}
@@ -145,7 +150,9 @@ func (p *Prometheus) Scalar(ctx context.Context, query string, at time.Time) Sam
 }
 
 // Vector runs an instant query and returns its series, NaN and ±Inf elements dropped. A scalar
-// result is one series without labels. An empty result is an empty slice and no error.
+// result is one series without labels. An empty result is an empty slice and no error. An
+// answer that warns of missing data (see PartialWarning) is no series and an error that
+// errors.Is ErrPartialData: callers read it as no data, not as a failure of Prometheus.
 func (p *Prometheus) Vector(ctx context.Context, query string, at time.Time) ([]Series, error) {
 	v, err := p.query(ctx, query, at)
 	if err != nil {
@@ -195,9 +202,12 @@ func (p *Prometheus) query(ctx context.Context, query string, at time.Time) (mod
 		opts = append(opts, promv1.WithTimeout(server))
 	}
 	began := time.Now()
-	v, _, _, err := p.api.Query(ctx, query, at, opts...)
+	v, warnings, _, err := p.api.Query(ctx, query, at, opts...)
 	telemetry.Query(time.Since(began), err, errors.Is(err, context.DeadlineExceeded))
 	if err == nil {
+		if w, partial := PartialWarning(warnings); partial {
+			return nil, &partialError{warning: w}
+		}
 		return v, nil
 	}
 	var apiErr *promv1.Error
@@ -215,6 +225,35 @@ func (p *Prometheus) query(ctx context.Context, query string, at time.Time) (mod
 	}
 	return nil, fmt.Errorf("prometheus request failed: %w", err)
 }
+
+// ErrPartialData is what a query whose answer warns of missing data is (errors.Is): a Thanos
+// Querier that could not reach a store (partial response), a VictoriaMetrics cluster missing
+// storage nodes (isPartial), a Prometheus whose remote read failed, PromQL dropping series it
+// could not evaluate. Part of the data is no data: a
+// scale-down or a promotion must not follow half of the pods or half of the replicas.
+var ErrPartialData = errors.New("prometheus answered with partial data")
+
+// PartialWarning returns the first warning of a query's answer that says its data may be
+// incomplete, and whether there is one. Every warning counts except the informational
+// annotations ("PromQL info: ...", which Prometheus 2.x sent as warnings before its API had
+// infos, e.g. "metric might not be a counter"): they say nothing about missing data.
+func PartialWarning(warnings []string) (string, bool) {
+	for _, w := range warnings {
+		if strings.HasPrefix(strings.TrimSpace(w), "PromQL info:") {
+			continue
+		}
+		return w, true
+	}
+	return "", false
+}
+
+// partialError is an answer with a warning of missing data.
+type partialError struct{ warning string }
+
+func (e *partialError) Error() string {
+	return "partial data, read as no data: prometheus warned: " + e.warning
+}
+func (e *partialError) Is(target error) bool { return target == ErrPartialData }
 
 // queryError is a failed query with a short message; Unwrap gives the client's error.
 type queryError struct {
@@ -271,6 +310,47 @@ func truncate(s string) string {
 		return s
 	}
 	return s[:maxMessage-3] + "..."
+}
+
+// vmPartialWarning is the warning partialFlag adds for VictoriaMetrics' isPartial.
+const vmPartialWarning = "isPartial: VictoriaMetrics answered without some of its storage nodes"
+
+// partialFlag passes VictoriaMetrics' partial answers on as warnings: a cluster whose vmselect
+// could not reach every vmstorage node answers with what it had and "isPartial": true (unless
+// run with -search.denyPartialResponse), a field Prometheus' API client does not read. To a
+// query it is then partial data, as a Thanos partial-response warning is.
+type partialFlag struct{ next http.RoundTripper }
+
+// RoundTrip implements http.RoundTripper.
+func (p partialFlag) RoundTrip(req *http.Request) (*http.Response, error) {
+	res, err := p.next.RoundTrip(req)
+	if err != nil || res.Body == nil {
+		return res, err
+	}
+	body, err := io.ReadAll(res.Body)
+	_ = res.Body.Close()
+	if err != nil {
+		return nil, fmt.Errorf("reading the answer: %w", err)
+	}
+	if bytes.Contains(body, []byte(`"isPartial"`)) {
+		var answer map[string]json.RawMessage
+		if json.Unmarshal(body, &answer) == nil && strings.TrimSpace(string(answer["isPartial"])) == "true" {
+			var warnings []string
+			if w, ok := answer["warnings"]; ok {
+				_ = json.Unmarshal(w, &warnings)
+			}
+			if w, err := json.Marshal(append(warnings, vmPartialWarning)); err == nil {
+				answer["warnings"] = w
+				if b, err := json.Marshal(answer); err == nil {
+					body = b
+				}
+			}
+		}
+	}
+	res.Body = io.NopCloser(bytes.NewReader(body))
+	res.ContentLength = int64(len(body))
+	res.Header.Del("Content-Length")
+	return res, nil
 }
 
 // bearerFromFile adds the token read from a file to every request.

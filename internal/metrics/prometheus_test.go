@@ -41,6 +41,13 @@ const (
 	bodyBadData     = `{"status":"error","errorType":"bad_data","error":"1:10: parse error: unexpected \"}\""}`
 	bodyExecTimeout = `{"status":"error","errorType":"timeout","error":"query timed out in expression evaluation"}`
 	bodyInternal    = `{"status":"error","errorType":"internal","error":"something broke"}`
+	// A Thanos Querier that could not reach one of its stores answers with what the others
+	// had and a warning.
+	bodyPartial = `{"status":"success","warnings":["partial response: receive series from store-gw-1:10901: rpc error: code = Unavailable"],` +
+		`"data":{"resultType":"vector","result":[{"metric":{"namespace":"ml","pod":"a"},"value":[1435781451.781,"0.35"]}]}}`
+	// Prometheus 2.x sent its informational annotations as warnings.
+	bodyInfoWarning = `{"status":"success","warnings":["PromQL info: metric might not be a counter, name does not end in _total/_sum/_count/_bucket: \"up\""],` +
+		`"data":{"resultType":"vector","result":[{"metric":{},"value":[1435781451.781,"0.35"]}]}}`
 )
 
 // promServer answers every query with status and body, and records the requests' queries and
@@ -132,6 +139,10 @@ func TestScalar(t *testing.T) {
 		{"a 502 from a proxy without JSON is an error", 502, "<html>bad gateway</html>", Error, 0, "server error: 502"},
 		{"a 403 is an error", 403, "forbidden", Error, 0, "client error: 403"},
 		{"a body that is not JSON is an error", 200, "not json", Error, 0, "prometheus"},
+		{"an answer warning of a partial response is no data, naming the warning", 200, bodyPartial, NoData, 0, "partial response: receive series from store-gw-1"},
+		{"an informational annotation is not a warning of missing data", 200, bodyInfoWarning, OK, 0.35, ""},
+		{"VictoriaMetrics' isPartial is no data", 200, `{"status":"success","isPartial":true,"data":{"resultType":"vector","result":[{"metric":{},"value":[1435781451.781,"0.35"]}]}}`, NoData, 0, "isPartial"},
+		{"VictoriaMetrics' isPartial false is data", 200, `{"status":"success","isPartial":false,"data":{"resultType":"vector","result":[{"metric":{},"value":[1435781451.781,"0.35"]}]}}`, OK, 0.35, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -240,6 +251,20 @@ func TestScalarIsAnErrorWhenTheCallerCancels(t *testing.T) {
 }
 
 func TestVector(t *testing.T) {
+	t.Run("an answer warning of a partial response is no series and a partial-data error", func(t *testing.T) {
+		_, srv := newProm(t, 200, bodyPartial)
+		p := mustPrometheus(t, Config{URL: srv.URL})
+		got, err := p.Vector(context.Background(), "x", time.Now())
+		if !errors.Is(err, ErrPartialData) {
+			t.Fatalf("err = %v, want ErrPartialData", err)
+		}
+		if !strings.Contains(err.Error(), "partial response: receive series from store-gw-1") {
+			t.Errorf("err = %q, want it to name the warning", err)
+		}
+		if len(got) != 0 {
+			t.Errorf("got %d series from a partial answer, want none", len(got))
+		}
+	})
 	t.Run("returns every series with its labels", func(t *testing.T) {
 		_, srv := newProm(t, 200, bodyVectorTwo)
 		p := mustPrometheus(t, Config{URL: srv.URL})

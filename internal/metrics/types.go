@@ -13,7 +13,8 @@ type Status string
 const (
 	// OK means: Value holds a finite number.
 	OK Status = "OK"
-	// NoData means: the query succeeded but returned nothing usable (empty, NaN, Inf, stale).
+	// NoData means: the query succeeded but returned nothing usable (empty, NaN, Inf, stale,
+	// or partial: an answer with a warning that data may be missing, see ErrPartialData).
 	NoData Status = "NoData"
 	// Error means: Prometheus could not be asked or answered with an error (unreachable, timeout, bad query).
 	Error Status = "Error"
@@ -38,8 +39,10 @@ type Series struct {
 // (analysis.Run runs a measurement's queries in parallel).
 type Querier interface {
 	// Scalar runs a query that should return a single value (a scalar, or a vector of one element).
-	// Several series is NoData with a message (ambiguous); NaN and Inf are NoData.
+	// Several series is NoData with a message (ambiguous); NaN and Inf are NoData; so is an
+	// answer warning of partial data.
 	Scalar(ctx context.Context, query string, at time.Time) Sample
-	// Vector runs a query and returns its series; NaN/Inf elements are dropped.
+	// Vector runs a query and returns its series; NaN/Inf elements are dropped. An answer
+	// warning of partial data is an error that errors.Is ErrPartialData (no data, not an outage).
 	Vector(ctx context.Context, query string, at time.Time) ([]Series, error)
 }

@@ -152,9 +152,10 @@ function renderDetail(d) {
 
   // The buttons are rebuilt only when what they offer changes: a push that re-renders the page
   // must not swap a button out from under the pointer and lose the user's click.
+  // They carry the candidate revision the page shows, so they are rebuilt when it changes too.
   const offered = d.actions.filter((a) => a !== "rollback");
   if (d.actions.includes("rollback") && d.inProgress) offered.push("rollback");
-  renderIfChanged($("#actions"), [key, offered], () => offered.map((a) => a === "rollback"
+  renderIfChanged($("#actions"), [key, offered, shownCandidate(d)], () => offered.map((a) => a === "rollback"
     ? el("button", { type: "button", "data-action": "rollback", onclick: () => confirmAction(d, "rollback", "") }, "Roll back to stable")
     : el("button", { type: "button", "data-action": a, class: a === "abort" ? "danger" : "",
       onclick: () => confirmAction(d, a, "") }, actionLabels[a][0])));
@@ -203,7 +204,7 @@ function renderDetail(d) {
     el("td", {}, p.replicas != null ? p.replicas : "–"), el("td", {}, p.message || ""))));
 
   const canRollBack = d.actions.includes("rollback");
-  renderIfChanged($("#history tbody"), [key, canRollBack, d.history], () => d.history.map((h) => el("tr", { "data-revision": h.revision },
+  renderIfChanged($("#history tbody"), [key, canRollBack, d.history, shownCandidate(d)], () => d.history.map((h) => el("tr", { "data-revision": h.revision },
     el("td", {}, h.revision + (h.current ? " (spec)" : "")), el("td", {}, h.image || ""), el("td", {}, h.outcome),
     el("td", {}, h.reason || ""), el("td", { title: h.at }, ago(h.at)),
     el("td", {}, canRollBack && !h.current ? el("button", { type: "button", "data-action": "rollback",
@@ -261,10 +262,17 @@ function chart(host, series, unit) {
 
 // ---- actions ----
 
+// shownCandidate is the candidate revision of the rollout in progress the page shows ("" when
+// none). Every action but pause sends it: the server refuses (409) one whose rollout changed.
+function shownCandidate(d) {
+  return d.inProgress && d.candidate ? d.candidate.revision : "";
+}
+
 function confirmAction(d, action, revision) {
   const dialog = $("#confirm");
   const [label, what] = actionLabels[action];
-  $("#confirm-title").textContent = label + " " + d.name + "?";
+  const cand = shownCandidate(d);
+  $("#confirm-title").textContent = label + " " + d.name + (cand && action !== "pause" ? " (candidate " + cand + ")" : "") + "?";
   $("#confirm-text").textContent = revision ? "Restore spec.template to revision " + revision + "; modelship rolls it out." : what;
   $("#confirm-ok").textContent = label;
   dialog.returnValue = "";
@@ -283,7 +291,7 @@ async function act(d, action, revision) {
   try {
     res = await fetch("api/modelservers/" + key + "/actions/" + action, {
       method: "POST", headers: { "Content-Type": "application/json" },
-      body: JSON.stringify(revision ? { revision } : {}),
+      body: JSON.stringify(revision ? { revision, candidate: shownCandidate(d) } : { candidate: shownCandidate(d) }),
     });
     body = await res.json();
   } catch (e) {

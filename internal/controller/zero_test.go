@@ -1,0 +1,110 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
+	"github.com/modelship/modelship/internal/autoscale"
+	"github.com/modelship/modelship/internal/capacity"
+	"github.com/modelship/modelship/internal/rollout"
+)
+
+// "0/0 available" is Ready only while a metric that sees load without pods reads 0: with load
+// and no pod, or with no such reading at all, Ready is False naming why, so that kubectl wait
+// and Argo CD do not read a ModelServer that serves nobody as healthy. Pure: no API server.
+func TestReadyAtZeroReplicasOnlyWhenNoLoadIsObserved(t *testing.T) {
+	cases := []struct {
+		name     string
+		unserved string
+		want     metav1.ConditionStatus
+	}{
+		{"idle at zero is Ready", "", metav1.ConditionTrue},
+		{"load with no pod is not Ready", "0 replicas while prometheus reads 12: load with no pod to serve it", metav1.ConditionFalse},
+		{"no reading at zero is not Ready", "0 replicas and no metric that sees load without pods has data (prometheus: NoData no data): nothing shows that no request waits", metav1.ConditionFalse},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ms := newModelServer("ns", "zero")
+			ms.Status.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonAvailable, Message: "revision r on blue serves all traffic: 0/0 available"}}
+			obs := observed{
+				accepted: metav1.Condition{Type: v1alpha1.ConditionRouteAccepted, Status: metav1.ConditionUnknown, Reason: v1alpha1.ReasonNoGatewayAnswer},
+				scale:    &autoscale.Output{MetricsAvailable: true, LimitedReason: v1alpha1.ReasonWithinBounds, Unserved: tc.unserved},
+			}
+			(&ModelServerReconciler{}).completeStatus(ms, ms.DeepCopy(), obs, rollout.Decision{}, statusNotes{routeWritten: true})
+			c := meta.FindStatusCondition(ms.Status.Conditions, v1alpha1.ConditionReady)
+			if c == nil || c.Status != tc.want {
+				t.Fatalf("Ready = %+v, want %s", c, tc.want)
+			}
+			if tc.want == metav1.ConditionFalse && (c.Reason != v1alpha1.ReasonNoReplicaForLoad || c.Message != tc.unserved) {
+				t.Errorf("Ready = %s %q, want reason %s with the autoscaler's message", c.Reason, c.Message, v1alpha1.ReasonNoReplicaForLoad)
+			}
+		})
+	}
+}
+
+// An autoscaled ModelServer scaled to zero is Ready while its request rate reads 0; when
+// requests arrive and no replica can start (here the namespace's GPU quota is used up), or the
+// rate has no data, it is not Ready, naming why; when the rate is back at 0 it is Ready again.
+func TestAtZeroReplicasReadyOnlyWhileTheScaleFromZeroMetricReadsZero(t *testing.T) {
+	t.Parallel()
+	ns := newNamespace(t)
+	ctx := context.Background()
+	gpuNode(t, ns, 8)
+	// Playing the quota controller: no GPU left in the namespace.
+	q := &corev1.ResourceQuota{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gpus"},
+		Spec:       corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{capacity.QuotaRequestsGPU: resource.MustParse("0")}},
+	}
+	if err := k8s.Create(ctx, q); err != nil {
+		t.Fatal(err)
+	}
+	q.Status = corev1.ResourceQuotaStatus{Hard: q.Spec.Hard, Used: corev1.ResourceList{capacity.QuotaRequestsGPU: resource.MustParse("0")}}
+	if err := k8s.Status().Update(ctx, q); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	rate := promAnswer{value: 0}
+	setRate := func(a promAnswer) { mu.Lock(); rate = a; mu.Unlock() }
+	prometheus.set(ns, func(string) promAnswer { mu.Lock(); defer mu.Unlock(); return rate })
+
+	ms := newModelServer(ns, "zero", onPool(ns), withAutoscaling(0, 2, 70, scaleDownWindow(0), func(a *v1alpha1.AutoscalingSpec) {
+		a.Metrics = []v1alpha1.AutoscalingMetric{{Prometheus: &v1alpha1.PrometheusMetric{
+			Query: `sum(rate(gateway_requests_total{namespace="{{.Namespace}}"}[1m])) or vector(0)`, TargetPerReplica: resource.MustParse("5")}}}
+	}))
+	// minReplicas 0 written out: the Go client leaves a zero out, and the API server defaults it to 1.
+	if err := k8s.Create(ctx, toUnstructured(t, ms, func(spec map[string]any) {
+		spec["autoscaling"].(map[string]any)["minReplicas"] = 0
+	})); err != nil {
+		t.Fatal(err)
+	}
+	ready := func(status metav1.ConditionStatus, reason string, msg ...string) func() error {
+		return func() error {
+			got := getMS(t, ms)
+			if a := got.Status.Autoscaling; a == nil || a.DesiredReplicas != 0 {
+				return fmt.Errorf("autoscaling %+v, want 0 desired", a)
+			}
+			return conditionIs(got, v1alpha1.ConditionReady, status, reason, msg...)
+		}
+	}
+	eventually(t, 30*time.Second, "Ready at zero with no request", ready(metav1.ConditionTrue, v1alpha1.ReasonAvailable, "0/0 available"))
+
+	setRate(promAnswer{value: 5})
+	eventually(t, 30*time.Second, "not Ready with requests and no replica", ready(metav1.ConditionFalse, v1alpha1.ReasonNoReplicaForLoad,
+		"0 replicas while prometheus reads 5"))
+
+	setRate(promAnswer{noData: true})
+	eventually(t, 30*time.Second, "not Ready when nothing shows that no request waits", ready(metav1.ConditionFalse, v1alpha1.ReasonNoReplicaForLoad,
+		"no metric that sees load without pods has data"))
+
+	setRate(promAnswer{value: 0})
+	eventually(t, 30*time.Second, "Ready again at zero with no request", ready(metav1.ConditionTrue, v1alpha1.ReasonAvailable))
+}
