@@ -296,8 +296,8 @@ func TestAQueryPolicyTightenedAfterARestartNeverFreezesALiveRollout(t *testing.T
 	})
 	pass(t, strict, ms)
 	got := getMS(t, ms)
-	if got.Status.Phase != v1alpha1.PhaseRolledBack || got.Status.RolledBackRevision != rev {
-		t.Fatalf("phase %s rolledBack %q: the abort did not act under the tightened policy", got.Status.Phase, got.Status.RolledBackRevision)
+	if got.Status.Phase != v1alpha1.PhaseRolledBack || got.Status.Rollout.RolledBackRevision != rev {
+		t.Fatalf("phase %s rolledBack %q: the abort did not act under the tightened policy", got.Status.Phase, got.Status.Rollout.RolledBackRevision)
 	}
 	if route, err = getRoute(ms.Namespace, ms.RouteName()); err != nil || weightsOf(route, ms) != "100/0" {
 		t.Fatalf("route %v (%v), want 100/0 after the abort", weightsOf(route, ms), err)
