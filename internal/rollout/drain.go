@@ -17,8 +17,9 @@ import (
 // weight that the stable color's Ready pods cannot carry yet (in swap mode the stable color was
 // shrunk to its share), sized for just that, while the stable color grows back to its total.
 // Once its weight is 0 its pods stay for RollbackDrain (status.rollout.drainUntil), as a
-// rolled-back candidate's do: the Gateway applies the route after the pass that wrote it, and requests in
-// flight finish, before the new revision replaces the pods or the color scales to zero. It
+// rolled-back candidate's do: the Gateway applies the route after the pass that wrote it, and
+// requests in flight finish, before the new revision replaces the pods or the color scales to
+// zero. It
 // returns false, and the superseding revision (or the stable revision the spec returned to)
 // takes over, after that; at once when the candidate never had weight.
 func (m *machine) drainSuperseded() bool {

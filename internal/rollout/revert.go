@@ -12,8 +12,9 @@ import (
 // Instant rollback: the spec back on the revision the idle color still runs warm.
 
 // revertsToWarm: the spec asks for the revision that the idle color still runs within its
-// keep window (status.rollout.keepWarmUntil, set by a promotion), with Ready pods, and that revision's last
-// outcome was a promotion, or it has none (the first revision): it served all traffic before.
+// keep window (status.rollout.keepWarmUntil, set by a promotion), with Ready pods, and that
+// revision's last outcome was a promotion, or it has none (the first revision): it served all
+// traffic before.
 // An aborted or superseded revision kept on the idle color is rolled out step by step. Moving back to it is an instant
 // rollback: no steps, no analysis, no pod restarted or created for it.
 func (m *machine) revertsToWarm() bool {
