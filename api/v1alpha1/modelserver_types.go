@@ -321,22 +321,14 @@ type RolloutSpec struct {
 	// +optional
 	FailureLimit int32 `json:"failureLimit,omitempty"`
 
-	// InconclusiveDeadline, when set, rolls back a rollout that has held on inconclusive
-	// analysis (no metrics, too few samples) for this long, a positive duration such as 15m.
-	// Unset: hold until data returns. Either way, after InconclusiveStall the ModelServer
-	// reports Stalled (reason AnalysisInconclusive, with the metric's message) while it holds.
-	// +kubebuilder:validation:XValidation:rule="self.matches('^(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')",message="spec.rollout.inconclusiveDeadline must be a positive duration such as 2m or 90s (units h, m, s, ms)"
+	// Inconclusive says what happens while a rollout holds on inconclusive analysis (no
+	// metrics, too few samples): after reportAfter the ModelServer reports Stalled (reason
+	// AnalysisInconclusive, with the metric's message and a hint at the cause); after
+	// rollbackAfter, when set, the rollout is rolled back. Defaults to reporting after 10m and
+	// never rolling back (the rollout holds until data returns).
+	// +kubebuilder:default={}
 	// +optional
-	InconclusiveDeadline *Duration `json:"inconclusiveDeadline,omitempty"`
-
-	// InconclusiveStall is how long a rollout may hold on inconclusive analysis before the
-	// ModelServer reports Stalled (reason AnalysisInconclusive, with the metric's message and a
-	// hint at the cause). It only reports: nothing is promoted or rolled back by it (see
-	// InconclusiveDeadline for that). A positive duration; defaults to 10m.
-	// +kubebuilder:default="10m"
-	// +kubebuilder:validation:XValidation:rule="self.matches('^(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')",message="spec.rollout.inconclusiveStall must be a positive duration such as 2m or 90s (units h, m, s, ms)"
-	// +optional
-	InconclusiveStall Duration `json:"inconclusiveStall,omitempty,omitzero"`
+	Inconclusive InconclusiveSpec `json:"inconclusive,omitempty,omitzero"`
 
 	// ProgressDeadline is how long the candidate may take to become Ready and warm before the
 	// rollout is rolled back (pods that cannot schedule, crash, or never load), and how long a
@@ -351,6 +343,24 @@ type RolloutSpec struct {
 	// +kubebuilder:default={}
 	// +optional
 	Analysis AnalysisSpec `json:"analysis,omitempty,omitzero"`
+}
+
+// InconclusiveSpec is spec.rollout.inconclusive: how long a rollout may hold on inconclusive
+// analysis before it is reported, and before it is rolled back.
+type InconclusiveSpec struct {
+	// ReportAfter is how long a rollout may hold on inconclusive analysis before the
+	// ModelServer reports Stalled (reason AnalysisInconclusive). It only reports: nothing is
+	// promoted or rolled back by it. A positive duration; defaults to 10m.
+	// +kubebuilder:default="10m"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')",message="spec.rollout.inconclusive.reportAfter must be a positive duration such as 2m or 90s (units h, m, s, ms)"
+	// +optional
+	ReportAfter Duration `json:"reportAfter,omitempty,omitzero"`
+
+	// RollbackAfter, when set, rolls back a rollout that has held on inconclusive analysis for
+	// this long, a positive duration such as 15m. Unset (the default): hold until data returns.
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')",message="spec.rollout.inconclusive.rollbackAfter must be a positive duration such as 2m or 90s (units h, m, s, ms)"
+	// +optional
+	RollbackAfter *Duration `json:"rollbackAfter,omitempty"`
 }
 
 // LoadMatching is spec.rollout.loadMatching.

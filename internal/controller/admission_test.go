@@ -127,10 +127,10 @@ func badSpecs() []badSpec {
 			want: []string{"spec.rollout.scaleDownDelay " + positiveDuration}},
 		{name: "a negative progress deadline", mutate: func(ms *v1alpha1.ModelServer) { ms.Spec.Rollout.ProgressDeadline = text("-30m") },
 			want: []string{"spec.rollout.progressDeadline " + positiveDuration}},
-		{name: "a zero inconclusive deadline", mutate: func(ms *v1alpha1.ModelServer) { ms.Spec.Rollout.InconclusiveDeadline = ptr.To(text("0s")) },
-			want: []string{"spec.rollout.inconclusiveDeadline " + positiveDuration}},
-		{name: "an inconclusive stall of a negative duration", mutate: func(ms *v1alpha1.ModelServer) { ms.Spec.Rollout.InconclusiveStall = text("-10m") },
-			want: []string{"spec.rollout.inconclusiveStall " + positiveDuration}},
+		{name: "a zero inconclusive rollback delay", mutate: func(ms *v1alpha1.ModelServer) { ms.Spec.Rollout.Inconclusive.RollbackAfter = ptr.To(text("0s")) },
+			want: []string{"spec.rollout.inconclusive.rollbackAfter " + positiveDuration}},
+		{name: "an inconclusive report delay of a negative duration", mutate: func(ms *v1alpha1.ModelServer) { ms.Spec.Rollout.Inconclusive.ReportAfter = text("-10m") },
+			want: []string{"spec.rollout.inconclusive.reportAfter " + positiveDuration}},
 		{name: "an analysis interval with a space", mutate: func(ms *v1alpha1.ModelServer) { ms.Spec.Rollout.Analysis.Interval = text("30 s") },
 			want: []string{"spec.rollout.analysis.interval " + positiveDuration}},
 		{name: "an analysis interval of zero", mutate: func(ms *v1alpha1.ModelServer) { ms.Spec.Rollout.Analysis.Interval = text("0s") },
@@ -766,7 +766,7 @@ func goodSpecs() []badSpec {
 	return []badSpec{
 		{name: "durations in hours and minutes, fractions and milliseconds", mutate: func(ms *v1alpha1.ModelServer) {
 			r := &ms.Spec.Rollout
-			r.StepDuration, r.ScaleDownDelay, r.ProgressDeadline, r.InconclusiveDeadline = dur("1h30m"), dur("1.5h"), dur("45m"), ptr.To(dur("90s"))
+			r.StepDuration, r.ScaleDownDelay, r.ProgressDeadline, r.Inconclusive.RollbackAfter = dur("1h30m"), dur("1.5h"), dur("45m"), ptr.To(dur("90s"))
 			r.Analysis.Interval = dur("1500ms")
 		}},
 		{name: "a step as long as the analysis interval", mutate: func(ms *v1alpha1.ModelServer) {

@@ -41,9 +41,10 @@ func validateFields(ms *v1alpha1.ModelServer) field.ErrorList {
 	errs = append(errs, positive(rp.Child("stepDuration"), ro.StepDuration, true)...)
 	errs = append(errs, positive(rp.Child("scaleDownDelay"), ro.ScaleDownDelay, true)...)
 	errs = append(errs, positive(rp.Child("progressDeadline"), ro.ProgressDeadline, true)...)
-	errs = append(errs, positive(rp.Child("inconclusiveStall"), ro.InconclusiveStall, true)...)
-	if ro.InconclusiveDeadline != nil {
-		errs = append(errs, positive(rp.Child("inconclusiveDeadline"), *ro.InconclusiveDeadline, false)...)
+	ip := rp.Child("inconclusive")
+	errs = append(errs, positive(ip.Child("reportAfter"), ro.Inconclusive.ReportAfter, true)...)
+	if ra := ro.Inconclusive.RollbackAfter; ra != nil {
+		errs = append(errs, positive(ip.Child("rollbackAfter"), *ra, false)...)
 	}
 	ap := rp.Child("analysis")
 	errs = append(errs, positive(ap.Child("interval"), ro.Analysis.Interval, true)...)

@@ -48,7 +48,7 @@ func TestValidateReportsTheFieldAdmissionShouldHaveRefused(t *testing.T) {
 		{name: "a valid spec with every duration set passes", mutate: func(ms *v1alpha1.ModelServer) {
 			r := &ms.Spec.Rollout
 			r.StepDuration, r.ScaleDownDelay, r.ProgressDeadline = dur(`"2m"`), dur(`"10m"`), dur(`"30m"`)
-			r.InconclusiveDeadline, r.Analysis.Interval = ptr.To(dur(`"15m"`)), dur(`"30s"`)
+			r.Inconclusive.RollbackAfter, r.Analysis.Interval = ptr.To(dur(`"15m"`)), dur(`"30s"`)
 			a := autoscaled(ms)
 			a.Interval, a.Tolerance = dur(`"15s"`), q("0")
 			a.Behavior.ScaleDown = &v1alpha1.ScalingRules{StabilizationWindow: ptr.To(dur(`"0s"`)), Policies: []v1alpha1.ScalingPolicy{{Type: v1alpha1.PodsScalingPolicy, Value: 1, Period: dur(`"30m"`)}}}
@@ -114,8 +114,8 @@ func TestValidateReportsTheFieldAdmissionShouldHaveRefused(t *testing.T) {
 			ms.Spec.Rollout.ScaleDownDelay = dur(`"-5m"`)
 		}, want: []string{"spec.rollout.scaleDownDelay", "must be a positive duration"}},
 		{name: "a zero inconclusive deadline is refused (unset is the way to say none)", mutate: func(ms *v1alpha1.ModelServer) {
-			ms.Spec.Rollout.InconclusiveDeadline = ptr.To(dur(`"0s"`))
-		}, want: []string{"spec.rollout.inconclusiveDeadline", "positive"}},
+			ms.Spec.Rollout.Inconclusive.RollbackAfter = ptr.To(dur(`"0s"`))
+		}, want: []string{"spec.rollout.inconclusive.rollbackAfter", "positive"}},
 		{name: "a progress deadline written as a number is refused", mutate: func(ms *v1alpha1.ModelServer) {
 			ms.Spec.Rollout.ProgressDeadline = dur(`1800`)
 		}, want: []string{"spec.rollout.progressDeadline", "write a string"}},

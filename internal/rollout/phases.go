@@ -158,10 +158,10 @@ func (m *machine) progress() {
 		st.StepStartedAt = m.timeP(m.now)
 		m.event(corev1.EventTypeNormal, EventResumed, "rollout of %s resumed at step %d/%d; step timer restarted", c.Revision, st.Step, len(steps))
 	}
-	if st.Step >= 1 && st.InconclusiveSince != nil && m.pol.inconclusiveDeadline > 0 && !awaiting {
-		at := st.InconclusiveSince.Add(m.pol.inconclusiveDeadline)
+	if st.Step >= 1 && st.InconclusiveSince != nil && m.pol.inconclusiveRollback > 0 && !awaiting {
+		at := st.InconclusiveSince.Add(m.pol.inconclusiveRollback)
 		if !m.now.Before(at) {
-			m.rollback(v1alpha1.OutcomeRolledBack, fmt.Sprintf("analysis inconclusive for %s (deadline %s): %s", m.now.Sub(st.InconclusiveSince.Time), m.pol.inconclusiveDeadline, firstMessage(st.Analysis, v1alpha1.VerdictInconclusive)))
+			m.rollback(v1alpha1.OutcomeRolledBack, fmt.Sprintf("analysis inconclusive for %s (deadline %s): %s", m.now.Sub(st.InconclusiveSince.Time), m.pol.inconclusiveRollback, firstMessage(st.Analysis, v1alpha1.VerdictInconclusive)))
 			return
 		}
 		m.wakeAt(at)
@@ -177,7 +177,7 @@ func (m *machine) progress() {
 		m.wakeAt(m.now.Add(WarmupPollInterval))
 	}
 	if st.Step >= 1 && st.InconclusiveSince != nil && !awaiting {
-		if at := st.InconclusiveSince.Add(m.pol.inconclusiveStall); m.now.Before(at) {
+		if at := st.InconclusiveSince.Add(m.pol.inconclusiveReport); m.now.Before(at) {
 			m.wakeAt(at)
 		}
 	}
