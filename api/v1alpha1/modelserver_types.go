@@ -566,16 +566,17 @@ type AutoscalingSpec struct {
 	// +optional
 	Tolerance *resource.Quantity `json:"tolerance,omitempty"`
 
-	// ColdStart is how long a new replica takes to serve: scheduling, image pull and model load,
-	// often minutes for an LLM. When set, a prometheus metric (a total) that is rising proposes
-	// the replicas for the load projected this far ahead along its trend over the last 5
+	// ProjectionHorizon is how far ahead a rising load is projected: set it to how long a new
+	// replica takes to serve (scheduling, image pull and model load, often minutes for an LLM).
+	// When set, a prometheus metric (a total) that is rising proposes the replicas for the
+	// load projected this far ahead along its trend over the last 5
 	// minutes (PromQL deriv), so that the replicas are serving when the load arrives; it never
 	// projects a scale-down, nor before the load has been measured for 2.5 minutes (the first
 	// samples of a new series are the rate window filling, not a trend). A duration from 0s to
 	// 1h; unset or 0s projects nothing.
-	// +kubebuilder:validation:XValidation:rule="self.matches('^(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+$') && duration(self) <= duration('1h')",message="spec.autoscaling.coldStart must be a duration from 0s to 1h such as 3m or 90s (units h, m, s, ms)"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+$') && duration(self) <= duration('1h')",message="spec.autoscaling.projectionHorizon must be a duration from 0s to 1h such as 3m or 90s (units h, m, s, ms)"
 	// +optional
-	ColdStart Duration `json:"coldStart,omitempty,omitzero"`
+	ProjectionHorizon Duration `json:"projectionHorizon,omitempty,omitzero"`
 
 	// Metrics each propose a replica count; the largest proposal wins. Defaults (when left out
 	// or empty) to GPU utilization with a target of 70%.

@@ -152,7 +152,7 @@ func (in *AutoscalingSpec) DeepCopyInto(out *AutoscalingSpec) {
 		x := (*in).DeepCopy()
 		*out = &x
 	}
-	out.ColdStart = in.ColdStart
+	out.ProjectionHorizon = in.ProjectionHorizon
 	if in.Metrics != nil {
 		in, out := &in.Metrics, &out.Metrics
 		*out = make([]AutoscalingMetric, len(*in))

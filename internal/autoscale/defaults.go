@@ -42,13 +42,13 @@ type policy struct {
 
 // settings is the spec with defaults applied.
 type settings struct {
-	min, max  int32
-	interval  time.Duration
-	tolerance float64
-	coldStart time.Duration
-	metrics   []v1alpha1.AutoscalingMetric
-	names     []string
-	up, down  rules
+	min, max          int32
+	interval          time.Duration
+	tolerance         float64
+	projectionHorizon time.Duration
+	metrics           []v1alpha1.AutoscalingMetric
+	names             []string
+	up, down          rules
 }
 
 func resolve(spec v1alpha1.AutoscalingSpec) settings {
@@ -60,7 +60,7 @@ func resolve(spec v1alpha1.AutoscalingSpec) settings {
 	if spec.Tolerance != nil && spec.Tolerance.AsApproximateFloat64() >= 0 {
 		s.tolerance = spec.Tolerance.AsApproximateFloat64()
 	}
-	s.coldStart = max(spec.ColdStart.Duration, 0)
+	s.projectionHorizon = max(spec.ProjectionHorizon.Duration, 0)
 	s.metrics = spec.Metrics
 	if len(s.metrics) == 0 {
 		s.metrics = []v1alpha1.AutoscalingMetric{{GPUUtilization: &v1alpha1.GPUUtilizationMetric{Target: DefaultGPUUtilizationTarget}}}

@@ -148,10 +148,10 @@ func badSpecs() []badSpec {
 		{name: "a negative stabilization window", mutate: func(ms *v1alpha1.ModelServer) {
 			autoscaleOn(ms).Behavior.ScaleUp = &v1alpha1.ScalingRules{StabilizationWindow: ptr.To(text("-1m"))}
 		}, want: []string{"spec.autoscaling.behavior.scaleUp.stabilizationWindow", "from 0s to 1h"}},
-		{name: "a cold start in words", mutate: func(ms *v1alpha1.ModelServer) { autoscaleOn(ms).ColdStart = text("3 minutes") },
-			want: []string{"spec.autoscaling.coldStart must be a duration from 0s to 1h"}},
-		{name: "a cold start longer than an hour", mutate: func(ms *v1alpha1.ModelServer) { autoscaleOn(ms).ColdStart = text("2h") },
-			want: []string{"spec.autoscaling.coldStart must be a duration from 0s to 1h"}},
+		{name: "a projection horizon in words", mutate: func(ms *v1alpha1.ModelServer) { autoscaleOn(ms).ProjectionHorizon = text("3 minutes") },
+			want: []string{"spec.autoscaling.projectionHorizon must be a duration from 0s to 1h"}},
+		{name: "a projection horizon longer than an hour", mutate: func(ms *v1alpha1.ModelServer) { autoscaleOn(ms).ProjectionHorizon = text("2h") },
+			want: []string{"spec.autoscaling.projectionHorizon must be a duration from 0s to 1h"}},
 		{name: "a learnt-capacity TTFT SLO in words", mutate: func(ms *v1alpha1.ModelServer) {
 			autoscaleOn(ms).Metrics = []v1alpha1.AutoscalingMetric{{Prometheus: &v1alpha1.PrometheusMetric{Query: "x", TargetPerReplica: resource.MustParse("1"),
 				LearnCapacity: &v1alpha1.CapacityLearning{TimeToFirstTokenP95: ptr.To(text("2 seconds"))}}}}
@@ -811,7 +811,7 @@ func goodSpecs() []badSpec {
 			}
 		}},
 		{name: "capacity learning with both latency SLOs, and with its defaults", raw: func(spec map[string]any) {
-			spec["autoscaling"] = map[string]any{"maxReplicas": 8, "coldStart": "3m", "metrics": []any{
+			spec["autoscaling"] = map[string]any{"maxReplicas": 8, "projectionHorizon": "3m", "metrics": []any{
 				map[string]any{"prometheus": map[string]any{"query": "sum(x)", "targetPerReplica": "0.54",
 					"learnCapacity": map[string]any{"targetPercent": 90, "timeToFirstTokenP95": "2s", "interTokenLatencyP95": "100ms", "saturatedAtRequestsWaiting": 2}}},
 				map[string]any{"prometheus": map[string]any{"query": "sum(y)", "targetPerReplica": 3, "learnCapacity": map[string]any{}}},
