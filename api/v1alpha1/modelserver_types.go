@@ -593,6 +593,13 @@ type AutoscalingSpec struct {
 
 // AutoscalingMetric is one scaling signal. Exactly one field is set.
 //
+// Every signal has the same target shape: target is the value one replica should carry in the
+// metric's own unit, as the metric reads: a whole percent for the utilizations (gpuUtilization,
+// resource; an integer, checked by the schema at no CEL cost), a quantity otherwise: a fraction for kvCacheUsage and endpointPicker's PoolSaturation,
+// requests for requestsWaiting and endpointPicker's QueueSize and RunningRequests, the query's
+// unit for prometheus and external. Average signals propose ceil(pods x average / target),
+// total signals (prometheus, external, endpointPicker RunningRequests) ceil(total / target).
+//
 // +kubebuilder:validation:XValidation:rule="[has(self.gpuUtilization), has(self.requestsWaiting), has(self.kvCacheUsage), has(self.prometheus), has(self.resource), has(self.external), has(self.saturation), has(self.endpointPicker)].filter(x, x).size() == 1",message="exactly one of gpuUtilization, requestsWaiting, kvCacheUsage, prometheus, resource, external, saturation or endpointPicker must be set in each spec.autoscaling.metrics item"
 type AutoscalingMetric struct {
 	// GPUUtilization targets the average GPU utilization of the pods, in percent, from NVIDIA's
@@ -611,7 +618,7 @@ type AutoscalingMetric struct {
 	KVCacheUsage *AverageMetric `json:"kvCacheUsage,omitempty"`
 
 	// Prometheus is any PromQL template (rendered as analysis queries are) returning the total
-	// load; the proposal is ceil(value / targetPerReplica).
+	// load; the proposal is ceil(value / target).
 	// +optional
 	Prometheus *PrometheusMetric `json:"prometheus,omitempty"`
 
@@ -622,7 +629,7 @@ type AutoscalingMetric struct {
 
 	// External reads a metric from the external metrics API (external.metrics.k8s.io), as
 	// served by prometheus-adapter or KEDA's metrics server; the proposal is
-	// ceil(value / targetPerReplica). Read only when the controller runs with
+	// ceil(value / target). Read only when the controller runs with
 	// --query-policy=any: the API answers with the controller's credentials about any
 	// namespace, and the default policies refuse the spec.
 	// +optional
@@ -730,7 +737,8 @@ type EndpointPickerMetric struct {
 
 // GPUUtilizationMetric targets an average GPU utilization.
 type GPUUtilizationMetric struct {
-	// Target average GPU utilization in percent. Defaults to 70.
+	// Target is the average GPU utilization per replica, in whole percent (DCGM's unit), from
+	// 1 to 100, such as 70. Defaults to 70.
 	// +kubebuilder:default=70
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=100
@@ -740,15 +748,16 @@ type GPUUtilizationMetric struct {
 
 // PerReplicaMetric targets a value per replica.
 type PerReplicaMetric struct {
-	// TargetPerReplica is the number of waiting requests one replica should carry, greater than 0.
-	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self > 0 : quantity(self).isGreaterThan(quantity('0'))",message="spec.autoscaling.metrics[*].requestsWaiting.targetPerReplica must be greater than 0, such as 2"
+	// Target is the number of waiting requests one replica should carry, greater than 0.
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self > 0 : quantity(self).isGreaterThan(quantity('0'))",message="spec.autoscaling.metrics[*].requestsWaiting.target must be greater than 0, such as 2"
 	// +required
-	TargetPerReplica resource.Quantity `json:"targetPerReplica"`
+	Target resource.Quantity `json:"target"`
 }
 
 // AverageMetric targets an average over the pods.
 type AverageMetric struct {
-	// Target average KV-cache use, a fraction greater than 0 and at most 1 (0.8 for 80%).
+	// Target is the average KV-cache use per replica, a fraction as the metric reads (vLLM's
+	// unit), greater than 0 and at most 1 (0.8 for 80%).
 	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self == 1 : (quantity(self).isGreaterThan(quantity('0')) && !quantity(self).isGreaterThan(quantity('1')))",message="spec.autoscaling.metrics[*].kvCacheUsage.target must be a fraction greater than 0 and at most 1, such as 0.8 for 80%"
 	// +required
 	Target resource.Quantity `json:"target"`
@@ -766,18 +775,18 @@ type PrometheusMetric struct {
 	// +required
 	Query string `json:"query"`
 
-	// TargetPerReplica is the load one replica should carry, greater than 0.
-	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self > 0 : quantity(self).isGreaterThan(quantity('0'))",message="spec.autoscaling.metrics[*].prometheus.targetPerReplica must be greater than 0"
+	// Target is the load one replica should carry, in the query's unit, greater than 0.
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self > 0 : quantity(self).isGreaterThan(quantity('0'))",message="spec.autoscaling.metrics[*].prometheus.target must be greater than 0"
 	// +required
-	TargetPerReplica resource.Quantity `json:"targetPerReplica"`
+	Target resource.Quantity `json:"target"`
 
 	// LearnCapacity lowers the target when the replicas are seen beyond their capacity below
 	// it: a minute whose p95 latency misses the SLO given here, or whose requests queue, at a
 	// load per Ready replica under the capacity believed so far, shows that one replica carries
 	// less (that load scaled by SLO / latency, or 90% of it on a queue alone, never below half).
-	// The capacity starts at targetPerReplica / targetPercent and moves halfway to each such
-	// bound (in status.autoscaling.learnedCapacities), and the target becomes targetPercent of
-	// it. Nothing is learnt while pods start or while both colors have Ready pods. A query
+	// The capacity starts at target / targetPercentOfCapacity and moves halfway to each such
+	// bound (in status.autoscaling.learnedCapacities), and the target becomes
+	// targetPercentOfCapacity of it. Nothing is learnt while pods start or while both colors have Ready pods. A query
 	// written for faster GPUs, a longer context or a heavier model is thus corrected by what
 	// the pods achieved. Learning only lowers the target; a promotion to another revision
 	// starts again from the spec, as does removing learnCapacity.
@@ -788,13 +797,14 @@ type PrometheusMetric struct {
 // CapacityLearning says when the replicas are beyond their capacity and which share of it each
 // replica should carry.
 type CapacityLearning struct {
-	// TargetPercent is the share of the learnt capacity each replica should carry, 1 to 100:
-	// the headroom that absorbs a rise while new replicas load. Defaults to 90.
+	// TargetPercentOfCapacity is the share of the learnt capacity each replica should carry
+	// (the prometheus metric's target becomes this percent of it), 1 to 100: the headroom that
+	// absorbs a rise while new replicas load. Defaults to 90.
 	// +kubebuilder:default=90
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=100
 	// +optional
-	TargetPercent *int32 `json:"targetPercent,omitempty"`
+	TargetPercentOfCapacity *int32 `json:"targetPercentOfCapacity,omitempty"`
 
 	// TimeToFirstTokenP95 is the latency SLO on time to first token: a p95 over the last
 	// minute above it (vLLM's vllm:time_to_first_token_seconds, SGLang's with the sglang
@@ -825,11 +835,12 @@ type ResourceMetric struct {
 	// +required
 	Name corev1.ResourceName `json:"name"`
 
-	// TargetAverageUtilization in percent of the pods' requests, 1 to 1000.
+	// Target is the average utilization per replica, in whole percent of the pods' requests
+	// (HPA's unit), from 1 to 1000, such as 70.
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=1000
 	// +required
-	TargetAverageUtilization int32 `json:"targetAverageUtilization"`
+	Target int32 `json:"target"`
 }
 
 // ExternalMetric reads the external metrics API.
@@ -844,10 +855,10 @@ type ExternalMetric struct {
 	// +optional
 	Selector *metav1.LabelSelector `json:"selector,omitempty"`
 
-	// TargetPerReplica is the value one replica should carry, greater than 0.
-	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self > 0 : quantity(self).isGreaterThan(quantity('0'))",message="spec.autoscaling.metrics[*].external.targetPerReplica must be greater than 0"
+	// Target is the value one replica should carry, in the metric's unit, greater than 0.
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self > 0 : quantity(self).isGreaterThan(quantity('0'))",message="spec.autoscaling.metrics[*].external.target must be greater than 0"
 	// +required
-	TargetPerReplica resource.Quantity `json:"targetPerReplica"`
+	Target resource.Quantity `json:"target"`
 }
 
 // ScalingBehavior bounds scaling in each direction.

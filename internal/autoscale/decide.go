@@ -324,7 +324,7 @@ const risingPrefix = "rising"
 // Current: the pods still starting will absorb that load, so scaling up again for it would
 // cascade (2, 4, 8, 16 while models load).
 //
-// Total metrics: ceil(total / targetPerReplica), Current when total/(target*Current) is within
+// Total metrics: ceil(total / target), Current when total/(target*Current) is within
 // the tolerance. Ready pods that did not report are assumed on target when that would scale
 // down (never adding replicas for them).
 func replicas(k kind, o Observation, tgt, tol float64, cur, ready int32) (int32, string, bool) {

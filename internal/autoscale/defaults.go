@@ -156,7 +156,7 @@ type kind int
 
 const (
 	average   kind = iota // ratio rule over pods: ceil(pods * value/target)
-	total                 // ceil(value / targetPerReplica)
+	total                 // ceil(value / target)
 	saturated             // saturation thresholds (proposeSaturation)
 )
 
@@ -170,15 +170,15 @@ func target(m v1alpha1.AutoscalingMetric) (kind, float64) {
 		}
 		return average, float64(t)
 	case m.RequestsWaiting != nil:
-		return total, m.RequestsWaiting.TargetPerReplica.AsApproximateFloat64()
+		return total, m.RequestsWaiting.Target.AsApproximateFloat64()
 	case m.KVCacheUsage != nil:
 		return average, m.KVCacheUsage.Target.AsApproximateFloat64()
 	case m.Prometheus != nil:
-		return total, m.Prometheus.TargetPerReplica.AsApproximateFloat64()
+		return total, m.Prometheus.Target.AsApproximateFloat64()
 	case m.Resource != nil:
-		return average, float64(m.Resource.TargetAverageUtilization)
+		return average, float64(m.Resource.Target)
 	case m.External != nil:
-		return total, m.External.TargetPerReplica.AsApproximateFloat64()
+		return total, m.External.Target.AsApproximateFloat64()
 	case m.Saturation != nil:
 		return saturated, resolveSaturation(m.Saturation).kv
 	case m.EndpointPicker != nil:

@@ -16,7 +16,7 @@ import (
 func TestARisingTotalProposesForTheLoadAColdStartAhead(t *testing.T) {
 	spec := func(cold time.Duration) v1alpha1.AutoscalingSpec {
 		return v1alpha1.AutoscalingSpec{MinReplicas: 1, MaxReplicas: 100, ProjectionHorizon: v1alpha1.Duration{Duration: cold},
-			Metrics: []v1alpha1.AutoscalingMetric{{Prometheus: &v1alpha1.PrometheusMetric{Query: "work", TargetPerReplica: resource.MustParse("1")}}}}
+			Metrics: []v1alpha1.AutoscalingMetric{{Prometheus: &v1alpha1.PrometheusMetric{Query: "work", Target: resource.MustParse("1")}}}}
 	}
 	work := func(trend float64, has bool) []Observation {
 		return []Observation{{Metric: MetricPrometheus, Status: metrics.OK, Value: 10, Trend: trend, HasTrend: has}}

@@ -19,8 +19,8 @@ func RecipeSpec(lo, hi int32, horizon time.Duration, work float64, waiting int64
 		MinReplicas: lo, MaxReplicas: hi, ProjectionHorizon: v1alpha1.Duration{Duration: horizon},
 		Metrics: []v1alpha1.AutoscalingMetric{
 			{Prometheus: &v1alpha1.PrometheusMetric{
-				Query:            WorkQuery,
-				TargetPerReplica: *resource.NewMilliQuantity(int64(math.Round(work*1000)), resource.DecimalSI),
+				Query:  WorkQuery,
+				Target: *resource.NewMilliQuantity(int64(math.Round(work*1000)), resource.DecimalSI),
 			}},
 		},
 		Behavior: v1alpha1.ScalingBehavior{
@@ -30,7 +30,7 @@ func RecipeSpec(lo, hi int32, horizon time.Duration, work float64, waiting int64
 		Tolerance: resource.NewMilliQuantity(int64(math.Round(tol*1000)), resource.DecimalSI),
 	}
 	if waiting > 0 {
-		spec.Metrics = append(spec.Metrics, v1alpha1.AutoscalingMetric{RequestsWaiting: &v1alpha1.PerReplicaMetric{TargetPerReplica: *resource.NewQuantity(waiting, resource.DecimalSI)}})
+		spec.Metrics = append(spec.Metrics, v1alpha1.AutoscalingMetric{RequestsWaiting: &v1alpha1.PerReplicaMetric{Target: *resource.NewQuantity(waiting, resource.DecimalSI)}})
 	}
 	return spec
 }
