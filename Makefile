@@ -1,5 +1,10 @@
-# modelship: see README.md. Tools are built from hack/tools/* into bin/ (ignored by git); the
-# control plane binaries into a cache outside the checkout (hack/controlplane.sh).
+# modelship: see README.md. Two Go modules: the product (this folder: api/, cmd/, internal/) and
+# the test module (test/: the local environment, simulators, benchmarks, their commands and the
+# end-to-end stories); test/chart and hack/tools/* are modules of their own. Tools are built
+# from hack/tools/* into bin/ (ignored by git), the test commands from test/cmd/* into bin/ too
+# (make tools, or the target that runs one); the control plane binaries into a cache outside
+# the checkout (hack/controlplane.sh). The test commands run from this folder (their defaults,
+# .work/ and test/traces/, are relative to it).
 SHELL := /usr/bin/env bash -o pipefail
 BIN := $(CURDIR)/bin
 CONTROLLER_GEN := $(BIN)/controller-gen
@@ -44,10 +49,15 @@ fmt:
 .PHONY: lint
 lint: $(GOLANGCI_LINT)
 	$(GOLANGCI_LINT) run ./...
+	cd test && $(GOLANGCI_LINT) run ./...
 
 .PHONY: build
-build: ## The controller, the plugin and the fleet simulator, into bin/.
+build: ## The product: the controller and the kubectl plugin, into bin/.
 	go build -o $(BIN)/ ./cmd/...
+
+.PHONY: tools
+tools: ## The test commands (modelship-bench, -demo, -dev, -fleet-sim) from test/cmd, into bin/.
+	cd test && go build -o $(BIN)/ ./cmd/...
 
 .PHONY: envtest-assets
 envtest-assets: ## etcd and kube-apiserver for envtest, built once into the cache.
@@ -66,7 +76,7 @@ demo: ## The main job: a local cluster with GPU nodes, Prometheus, a simulated f
 	@hack/controlplane.sh all >/dev/null
 	@hack/prometheus.sh >/dev/null
 	@echo "==> Building the demo (a minute or two on a first run)" >&2
-	@go build -o $(BIN)/modelship-demo ./cmd/modelship-demo
+	@cd test && go build -o $(BIN)/modelship-demo ./cmd/modelship-demo
 	$(BIN)/modelship-demo $(DEMO_FLAGS)
 
 .PHONY: e2e
@@ -74,47 +84,52 @@ e2e: ## End-to-end stories on the local environment (real control plane, Prometh
 	@hack/controlplane.sh all >/dev/null
 	@hack/prometheus.sh >/dev/null
 	go build -o $(BIN)/testsummary ./hack/testsummary
-	go test -json -count=1 -tags e2e -timeout 30m $(GO_TEST_FLAGS) ./test/e2e/... | $(BIN)/testsummary
+	cd test && go test -json -count=1 -tags e2e -timeout 30m $(GO_TEST_FLAGS) ./e2e/... | $(BIN)/testsummary
 
 .PHONY: bench-sim
 bench-sim: ## Policy simulator: the conversation trace in virtual time, modelship's autoscaler beside HPA, KEDA and an oracle; CSV and PNG into .work/bench/.
-	go run ./cmd/modelship-bench sim $(SIM_FLAGS)
+	cd test && go build -o $(BIN)/modelship-bench ./cmd/modelship-bench
+	$(BIN)/modelship-bench sim $(SIM_FLAGS)
 
 .PHONY: test
-test: ## Unit and envtest integration tests against a real kube-apiserver and etcd (the dashboard in headless Chromium, PromQL in Prometheus's promtool).
+test: ## Unit and envtest integration tests against a real kube-apiserver and etcd, of the product and of the test module (the dashboard in headless Chromium, PromQL in Prometheus's promtool); not the end-to-end stories.
 	@assets=$$(hack/controlplane.sh assets | tail -n1) && \
 	chromium=$$(hack/chromium.sh | tail -n1) && \
 	promtool=$$(dirname "$$(hack/prometheus.sh | tail -n1)")/promtool && \
 	go build -o $(BIN)/testsummary ./hack/testsummary && \
 	{ PROMTOOL=$$promtool CHROMIUM=$$chromium KUBEBUILDER_ASSETS=$$assets go test -json -count=1 $(GO_TEST_FLAGS) ./... ; \
+	  (cd test && PROMTOOL=$$promtool CHROMIUM=$$chromium KUBEBUILDER_ASSETS=$$assets go test -json -count=1 $(GO_TEST_FLAGS) ./...) ; \
 	  (cd test/chart && KUBEBUILDER_ASSETS=$$assets go test -json -count=1 $(GO_TEST_FLAGS) ./...) ; \
 	  (cd hack/tools/image && go test -json -count=1 $(GO_TEST_FLAGS) ./...) ; } | $(BIN)/testsummary
 
 .PHONY: dashboard-screenshots
-dashboard-screenshots: ## Re-take docs/dashboard-*.png from the dashboard's browser test.
+dashboard-screenshots: ## Re-take docs/dashboard-*.png from the dashboard's browser test (test/dashboard).
 	@assets=$$(hack/controlplane.sh assets | tail -n1) && chromium=$$(hack/chromium.sh | tail -n1) && \
-	MODELSHIP_SCREENSHOTS=$(CURDIR)/docs CHROMIUM=$$chromium KUBEBUILDER_ASSETS=$$assets \
-	go test -count=1 -run TestDashboardInChromium ./internal/dashboard/
+	cd test && MODELSHIP_SCREENSHOTS=$(CURDIR)/docs CHROMIUM=$$chromium KUBEBUILDER_ASSETS=$$assets \
+	go test -count=1 -run TestDashboardInChromium ./dashboard/
 
 .PHONY: dev-up
 dev-up: ## Local cluster with fake GPU nodes, the CRDs, a Gateway and Prometheus; Ctrl-C stops it.
-	@hack/controlplane.sh all >/dev/null && hack/prometheus.sh >/dev/null && go run ./cmd/modelship-dev up
+	@hack/controlplane.sh all >/dev/null && hack/prometheus.sh >/dev/null && \
+	(cd test && go build -o $(BIN)/modelship-dev ./cmd/modelship-dev) && $(BIN)/modelship-dev up
 
 .PHONY: test-devenv
-test-devenv: ## End-to-end test of internal/harness/devenv (real control plane, kwok GPU nodes, Prometheus).
-	@hack/controlplane.sh all >/dev/null && hack/prometheus.sh >/dev/null && go test -tags e2e -count=1 -v ./internal/harness/devenv/
+test-devenv: ## End-to-end test of test/framework/devenv (real control plane, kwok GPU nodes, Prometheus).
+	@hack/controlplane.sh all >/dev/null && hack/prometheus.sh >/dev/null && cd test && go test -tags e2e -count=1 -v ./framework/devenv/
 
 SIZES ?= 100,1000
 
 .PHONY: bench-scale
 bench-scale: ## Many ModelServers on one controller (SIZES=100,1000 by default): latency, API requests, writes, memory.
 	@hack/controlplane.sh all >/dev/null
-	go run ./cmd/modelship-bench scale --sizes $(SIZES)
+	cd test && go build -o $(BIN)/modelship-bench ./cmd/modelship-bench
+	$(BIN)/modelship-bench scale --sizes $(SIZES)
 
 .PHONY: bench-peers
 bench-peers: ## modelship beside the real KEDA + HPA and Flagger on one local stack (~35 min warm; builds the peers once, ~20 min): key=value figures, CSV and PNG into .work/bench/peers/.
 	@hack/controlplane.sh all >/dev/null && hack/prometheus.sh >/dev/null && hack/peers.sh all >/dev/null
-	go run ./cmd/modelship-bench peers $(PEERS_FLAGS)
+	cd test && go build -o $(BIN)/modelship-bench ./cmd/modelship-bench
+	$(BIN)/modelship-bench peers $(PEERS_FLAGS)
 
 .PHONY: image
 image: ## The controller's OCI image without Docker: bin/image/oci (multi-arch OCI layout) and docker-load tarballs.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Makes sure a headless-capable Chromium is installed for the dashboard's browser tests
-# (internal/dashboard drives it with the DevTools protocol) and prints its path on the last line
+# (test/dashboard drives internal/dashboard in it with the DevTools protocol) and prints its path on the last line
 # of stdout.
 #
 # Usage: hack/chromium.sh

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Makes sure a Prometheus server is installed for the local dev environment and the e2e tests
-# (internal/harness/devenv runs it on 127.0.0.1 with its own configuration; the Debian service is not
+# (test/framework/devenv runs it on 127.0.0.1 with its own configuration; the Debian service is not
 # used) and prints its path on the last line of stdout.
 #
 # Usage: hack/prometheus.sh

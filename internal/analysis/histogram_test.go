@@ -193,25 +193,3 @@ func TestRankTestShrinksWithTheEffectiveSampleSize(t *testing.T) {
 		t.Errorf("z with 30/40 requests = %g, with 1000/1000 = %g: want smaller but positive", zCapped, zFull)
 	}
 }
-
-// BenchmarkJudgeHistogram measures one judgement on vLLM's 22 TTFT buckets.
-func BenchmarkJudgeHistogram(b *testing.B) {
-	cand, stable := newSimHist(ttftBuckets), newSimHist(ttftBuckets)
-	for i := range 100 {
-		cand.observe(0.02 * float64(i))
-		stable.observe(0.015 * float64(i))
-	}
-	c, err := metrics.ParseBuckets(cand.series())
-	if err != nil {
-		b.Fatal(err)
-	}
-	s, err := metrics.ParseBuckets(stable.series())
-	if err != nil {
-		b.Fatal(err)
-	}
-	m := histogramMetric()
-	b.ResetTimer()
-	for b.Loop() {
-		JudgeHistogram(m, sampleOf(c), sampleOf(s), 20, now)
-	}
-}

@@ -21,8 +21,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
-	"github.com/modelship/modelship/internal/harness/stack"
-	"github.com/modelship/modelship/internal/harness/testenv"
+	"github.com/modelship/modelship/internal/testenv"
 )
 
 // badSpec is one ModelServer a user might write wrong: a valid one (newModelServer) changed by
@@ -690,8 +689,9 @@ func TestRejectsInvalidUpdatesLeavingTheStoredObjectUnchanged(t *testing.T) {
 	}
 }
 
-// Every ModelServer the repository shows users (config/samples, the README, the demo's and the
-// end-to-end stories' stack.ModelServer) is still accepted by the rules above.
+// Every ModelServer the repository shows users (config/samples, the README) is still accepted
+// by the rules above. The demo's and the end-to-end stories' stack.ModelServer is checked in the
+// test module (test/framework/stack).
 func TestAcceptsEveryModelServerTheRepositoryShows(t *testing.T) {
 	ns := newNamespace(t)
 	ctx := context.Background()
@@ -729,10 +729,8 @@ func TestAcceptsEveryModelServerTheRepositoryShows(t *testing.T) {
 	for i, block := range strings.Split(string(readme), "```yaml\n")[1:] {
 		addYAML(fmt.Sprintf("README.md yaml block %d", i+1), strings.SplitN(block, "```", 2)[0])
 	}
-	for _, ms := range []*v1alpha1.ModelServer{stack.ModelServer(ns, "demo", "vllm/vllm-openai:v0.10.2"), newModelServer(ns, "envtest")} {
-		examples = append(examples, example{"Go: " + ms.Name, toUnstructured(t, ms, nil)})
-	}
-	if len(examples) < 4 {
+	examples = append(examples, example{"Go: envtest", toUnstructured(t, newModelServer(ns, "envtest"), nil)})
+	if len(examples) < 3 {
 		t.Fatalf("found only %d examples", len(examples))
 	}
 	for _, g := range append(goodSpecs(), tinyPositives()...) {

@@ -44,7 +44,7 @@ func CacheOptions(namespaces ...string) cache.Options {
 
 // trimPod keeps what the controller reads of a pod: identity, labels and owners (which
 // ModelServer and ReplicaSet), its node and GPU requests (capacity), host networking, phase,
-// conditions and IP (readiness and warm-up checks).
+// readiness gates, conditions and IP (readiness and warm-up checks).
 func trimPod(obj any) (any, error) {
 	p, ok := obj.(*corev1.Pod)
 	if !ok {
@@ -57,7 +57,7 @@ func trimPod(obj any) (any, error) {
 			Labels: p.Labels, OwnerReferences: p.OwnerReferences, DeletionTimestamp: p.DeletionTimestamp,
 			CreationTimestamp: p.CreationTimestamp,
 		},
-		Spec: corev1.PodSpec{NodeName: p.Spec.NodeName, HostNetwork: p.Spec.HostNetwork, Overhead: p.Spec.Overhead},
+		Spec: corev1.PodSpec{NodeName: p.Spec.NodeName, HostNetwork: p.Spec.HostNetwork, Overhead: p.Spec.Overhead, ReadinessGates: p.Spec.ReadinessGates},
 		Status: corev1.PodStatus{
 			Phase: p.Status.Phase, Conditions: p.Status.Conditions, PodIP: p.Status.PodIP, PodIPs: p.Status.PodIPs,
 		},

@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
-	"github.com/modelship/modelship/internal/harness/testenv"
+	"github.com/modelship/modelship/internal/testenv"
 	"github.com/modelship/modelship/internal/warmup"
 )
 

@@ -13,8 +13,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
+	"github.com/modelship/modelship/internal/metrics"
 )
 
 // The moves an SRE relies on, through the real controller: an instant rollback to the warm
@@ -266,4 +268,42 @@ func TestAnEditTheControllerRefusesNeverFreezesALiveRollout(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestAQueryPolicyTightenedAfterARestartNeverFreezesALiveRollout: a spec accepted under
+// --query-policy=any is refused once the controller restarts with namespaced; what serves goes
+// on from that last valid spec without running its queries, and an abort still acts.
+func TestAQueryPolicyTightenedAfterARestartNeverFreezesALiveRollout(t *testing.T) {
+	loose := manualReconciler(t, interceptor.Funcs{})
+	loose.QueryPolicy = metrics.QueryPolicyAny
+	ms := newModelServer(manualNamespace, fmt.Sprintf("policy-%d", time.Now().UnixNano()%1e6), func(ms *v1alpha1.ModelServer) {
+		ms.Spec.Rollout.Analysis.Metrics = []v1alpha1.AnalysisMetric{{Name: "everyone", Query: `sum(rate(vllm:request_success_total[1m]))`, Max: ptr.To(mustQuantity("1000"))}}
+	})
+	rev := manualRollout(t, loose, ms, 1)
+	route, err := getRoute(ms.Namespace, ms.RouteName())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := weightsOf(route, ms); w != "80/20" {
+		t.Fatalf("route %s before the restart, want 80/20", w)
+	}
+
+	// The controller restarts with the namespaced policy, and the on-call engineer aborts.
+	strict := manualReconciler(t, interceptor.Funcs{})
+	strict.QueryPolicy = metrics.QueryPolicyNamespaced
+	updateMS(t, ms, func(m *v1alpha1.ModelServer) {
+		metav1.SetMetaDataAnnotation(&m.ObjectMeta, v1alpha1.AnnotationAbort, rev)
+	})
+	pass(t, strict, ms)
+	got := getMS(t, ms)
+	if got.Status.Phase != v1alpha1.PhaseRolledBack || got.Status.RolledBackRevision != rev {
+		t.Fatalf("phase %s rolledBack %q: the abort did not act under the tightened policy", got.Status.Phase, got.Status.RolledBackRevision)
+	}
+	if route, err = getRoute(ms.Namespace, ms.RouteName()); err != nil || weightsOf(route, ms) != "100/0" {
+		t.Fatalf("route %v (%v), want 100/0 after the abort", weightsOf(route, ms), err)
+	}
+	c := condition(got, v1alpha1.ConditionStalled)
+	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != v1alpha1.ReasonInvalidSpec || !strings.Contains(c.Message, "refuses too now") {
+		t.Errorf("Stalled %+v, want InvalidSpec saying the last valid spec is refused too and its queries hold", c)
+	}
 }

@@ -44,9 +44,10 @@ func (r *ModelServerReconciler) completeStatus(ms, before *v1alpha1.ModelServer,
 		setCondition(ms, v1alpha1.ConditionReconciling, metav1.ConditionTrue, v1alpha1.ReasonApplyFailed, n.applyErr.Error())
 	}
 	if n.invalid != "" {
+		// kstatus Failed (Stalled True, Reconciling False: never both True), even while what
+		// serves goes on from the last valid spec: the user's spec needs a person.
 		st.ObservedGeneration = before.Status.ObservedGeneration
-		setCondition(ms, v1alpha1.ConditionStalled, metav1.ConditionTrue, n.invalidReason, n.invalid)
-		setCondition(ms, v1alpha1.ConditionReady, metav1.ConditionFalse, n.invalidReason, n.invalid)
+		stall(ms, n.invalidReason, n.invalid)
 	}
 }
 

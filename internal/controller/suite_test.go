@@ -25,8 +25,8 @@ import (
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
 	"github.com/modelship/modelship/internal/autoscale"
-	"github.com/modelship/modelship/internal/harness/testenv"
 	"github.com/modelship/modelship/internal/metrics"
+	"github.com/modelship/modelship/internal/testenv"
 	"github.com/modelship/modelship/internal/warmup"
 )
 

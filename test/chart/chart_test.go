@@ -21,7 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
-	"github.com/modelship/modelship/internal/harness/testenv"
+	"github.com/modelship/modelship/internal/testenv"
 )
 
 const namespace = "modelship-system"

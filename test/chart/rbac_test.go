@@ -23,7 +23,7 @@ import (
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
 	"github.com/modelship/modelship/internal/controller"
-	"github.com/modelship/modelship/internal/harness/testenv"
+	"github.com/modelship/modelship/internal/testenv"
 )
 
 // TestTheChartAppliesAndItsServiceAccountRunsTheControllerWithLeastPrivilege applies the

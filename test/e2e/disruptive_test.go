@@ -13,8 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
-	"github.com/modelship/modelship/internal/harness/devenv"
-	"github.com/modelship/modelship/internal/harness/scalebench"
+	"github.com/modelship/modelship/test/bench/scalebench"
+	"github.com/modelship/modelship/test/framework/devenv"
 )
 
 // restartSimulator replaces the simulator with one replaying the trace at rate.

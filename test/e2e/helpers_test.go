@@ -22,9 +22,9 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
-	"github.com/modelship/modelship/internal/harness/stack"
 	"github.com/modelship/modelship/internal/metrics"
 	"github.com/modelship/modelship/internal/revision"
+	"github.com/modelship/modelship/test/framework/stack"
 )
 
 // pollInterval is how often the stories read the cluster.

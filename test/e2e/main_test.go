@@ -2,7 +2,7 @@
 
 // Package e2e holds modelship's end-to-end stories: the real control plane with fake GPU nodes
 // (kwok), Prometheus, the fleet simulator replaying a production trace and playing the Gateway,
-// and the controller binary, all started once by TestMain (internal/harness/stack). Each story runs in
+// and the controller binary, all started once by TestMain (test/framework/stack). Each story runs in
 // its own namespace with its own ModelServer, says what it does as Given/When/Then lines, asserts
 // behaviour, and reports numbers as "FIGURE:" lines.
 //
@@ -27,9 +27,9 @@ import (
 	"github.com/go-logr/logr/funcr"
 	ctrl "sigs.k8s.io/controller-runtime"
 
-	"github.com/modelship/modelship/internal/harness/devenv"
-	"github.com/modelship/modelship/internal/harness/stack"
 	"github.com/modelship/modelship/internal/metrics"
+	"github.com/modelship/modelship/test/framework/devenv"
+	"github.com/modelship/modelship/test/framework/stack"
 )
 
 // Images of the stories. The simulator makes imageSlow three times slower (slowProfile).

@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
-	"github.com/modelship/modelship/internal/harness/devenv"
+	"github.com/modelship/modelship/test/framework/devenv"
 )
 
 // storyGoodVersionPromoted: a version as fast as the stable one is promoted.

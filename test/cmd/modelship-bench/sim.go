@@ -1,0 +1,327 @@
+package main
+
+import (
+	"encoding/csv"
+	"flag"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
+	"github.com/modelship/modelship/test/framework/fleet"
+	"github.com/modelship/modelship/test/sim/policysim"
+)
+
+func init() {
+	register("sim", "policy simulator: replays a trace in virtual time against modelship's autoscaler and the peers' policies", runSim)
+}
+
+func runSim(args []string) error {
+	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
+	tracePath := fs.String("trace", "test/traces/azure-llm-2023-conv.csv", "request trace CSV (TIMESTAMP,ContextTokens,GeneratedTokens)")
+	speed := fs.Float64("speed", 1, "trace seconds per simulated second")
+	rateScale := fs.Float64("rate-scale", 12, "multiplies the number of requests")
+	sloTTFT := fs.Duration("slo-ttft", 2*time.Second, "p95 time-to-first-token SLO")
+	sloITL := fs.Duration("slo-itl", 100*time.Millisecond, "p95 inter-token latency SLO")
+	coldStart := fs.Duration("cold-start", 3*time.Minute, "time from pod creation to serving (model load)")
+	minR := fs.Int("min-replicas", 2, "lower bound of every policy")
+	maxR := fs.Int("max-replicas", 30, "upper bound of every policy")
+	out := fs.String("out", ".work/bench", "directory for the timeline CSV and the PNG plot")
+	seed := fs.Uint64("seed", 1, "seed of the replay and the fleet")
+	oracleTarget := fs.Float64("oracle-work-per-replica", oraclePerReplica, "replicas' worth of work (fleet.Capacity.Work) the oracle gives each replica")
+	msTarget := fs.Float64("modelship-work-per-replica", 0.57, "modelship's prometheus work metric target per replica")
+	msWaiting := fs.Int64("modelship-waiting-per-replica", 2, "modelship's requestsWaiting target per replica (0: no queue metric)")
+	msDown := fs.Duration("modelship-scale-down-window", 180*time.Second, "modelship's scale-down stabilization window")
+	outage := fs.String("outage", "", "span FROM:TO (e.g. 20m:30m) during which the pods' metrics are missing from Prometheus")
+	nanSpan := fs.String("nan", "", "span FROM:TO during which the pods' metrics are NaN in Prometheus (series present)")
+	aaRuns := fs.Int("aa-runs", 200, "seeded rollouts of an identical candidate (false rollbacks)")
+	msTol := fs.Float64("modelship-tolerance", 0.1, "modelship's tolerance")
+	msUp := fs.Duration("modelship-scale-up-window", 0, "modelship's scale-up stabilization window")
+	only := fs.String("policies", "", "comma-separated policy names to run (default all)")
+	gpuSpeed := fs.Float64("gpu-speed", 1, "the simulated GPUs' speed relative to the token rates modelship's work query assumes (0.7: 30% slower)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	began := time.Now()
+	tr, err := fleet.LoadTrace(*tracePath)
+	if err != nil {
+		return err
+	}
+	rp, err := fleet.NewReplay(tr, fleet.ReplayOptions{Speed: *speed, RateScale: *rateScale, Seed: *seed})
+	if err != nil {
+		return err
+	}
+	dur := rp.CycleDuration().Truncate(time.Minute)
+	arr := rp.Until(dur)
+	// The replicas run at --gpu-speed; modelship's work query assumes the nominal rates, as a
+	// PromQL written for another GPU would.
+	nominal := fleet.DefaultCapacity()
+	capa := nominal.AtSpeed(*gpuSpeed)
+	// Every policy starts from steady state: the replicas the first minute's load needs.
+	initial := max(int32(*minR), int32(math.Ceil(peakWork(arr, capa, 5)/oraclePerReplica)))
+	cfg := policysim.Config{
+		Arrivals: arr, Duration: dur, Capacity: capa, ColdStart: *coldStart, Initial: initial,
+		ScrapeInterval: 15 * time.Second, Step: 50 * time.Millisecond,
+		SLOTTFT: *sloTTFT, SLOITL: *sloITL, Seed: *seed,
+	}
+	for _, o := range []struct {
+		flag, span string
+		nan        bool
+	}{{"outage", *outage, false}, {"nan", *nanSpan, true}} {
+		if o.span == "" {
+			continue
+		}
+		from, to, ok := strings.Cut(o.span, ":")
+		f, err1 := time.ParseDuration(from)
+		t, err2 := time.ParseDuration(to)
+		if !ok || err1 != nil || err2 != nil || t <= f {
+			return fmt.Errorf("--%s %q: want FROM:TO durations with FROM < TO, such as 20m:30m", o.flag, o.span)
+		}
+		cfg.Outages = append(cfg.Outages, policysim.Outage{From: f, To: t, NaN: o.nan})
+	}
+	lo, hi := int32(*minR), int32(*maxR)
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	work := func(s policysim.Signals) float64 {
+		return nominal.Work(s.PromptTPS, s.GeneratedTPS)
+	}
+	learnt := policysim.RecipeSpec(lo, hi, *coldStart, *msTarget, *msWaiting, *msDown, *msUp, *msTol)
+	learnt.Metrics[0].Prometheus.LearnCapacity = &v1alpha1.CapacityLearning{TargetPercentOfCapacity: learnPercent(*msTarget),
+		TimeToFirstTokenP95: &v1alpha1.Duration{Duration: *sloTTFT}, InterTokenLatencyP95: &v1alpha1.Duration{Duration: *sloITL}}
+	policies := []policysim.Policy{
+		&policysim.Modelship{Label: "modelship", Start: start, Work: work, Spec: policysim.RecipeSpec(lo, hi, *coldStart, *msTarget, *msWaiting, *msDown, *msUp, *msTol)},
+		&policysim.Modelship{Label: "modelship-learnt", Start: start, Work: work, Spec: learnt},
+		&policysim.Modelship{Label: "modelship-gpu70", Start: start, Spec: v1alpha1.AutoscalingSpec{MinReplicas: lo, MaxReplicas: hi}},
+		&policysim.Modelship{Label: "modelship-saturation", Start: start, Spec: saturationSpec(lo, hi, *msDown)},
+		policysim.NewHPA("hpa-gpu70", lo, hi, 70, false, func(s policysim.Signals) (float64, bool) { return s.GPUUtilization, s.HasGPU }),
+		policysim.NewKEDA(lo, hi, 5),
+		&policysim.Oracle{Arrivals: arr, Capacity: capa, PerReplica: *oracleTarget, Min: lo, Max: hi, Lookahead: time.Minute, Step: 15 * time.Second},
+	}
+	if *only != "" {
+		keep := policies[:0]
+		for _, p := range policies {
+			if slices.Contains(strings.Split(*only, ","), p.Name()) {
+				keep = append(keep, p)
+			}
+		}
+		policies = keep
+	}
+	results := make([]policysim.Result, len(policies))
+	var wg sync.WaitGroup
+	for i, p := range policies {
+		wg.Go(func() { results[i] = policysim.Run(cfg, p) })
+	}
+	wg.Wait()
+	autoscaleWall := time.Since(began)
+	byName := map[string]policysim.Result{}
+	for _, r := range results {
+		byName[r.Policy] = r
+	}
+	if err := os.MkdirAll(*out, 0o755); err != nil {
+		return err
+	}
+	csvPath := filepath.Join(*out, "sim-timeline.csv")
+	if err := writeTimeline(csvPath, results); err != nil {
+		return err
+	}
+	pngPath := filepath.Join(*out, "sim.png")
+	if err := policysim.Plot(pngPath, results, *sloTTFT); err != nil {
+		return err
+	}
+	rollouts, aa, err := runRolloutScenarios(tr, capa, *seed, *aaRuns, *sloTTFT, *coldStart)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("trace=%s requests=%d duration=%s rate_scale=%g cold_start=%s slo_ttft=%s slo_itl=%s gpu_speed=%g outage=%q nan=%q\n", *tracePath, len(arr), dur, *rateScale, *coldStart, *sloTTFT, *sloITL, *gpuSpeed, *outage, *nanSpan)
+	fmt.Printf("%-20s %10s %10s %8s %8s %10s %8s\n", "policy", "slo_min", "gpu_hours", "events", "osc/h", "requests", "errors")
+	for _, r := range results {
+		fmt.Printf("%-20s %10.3f %10.2f %8d %8.1f %10d %8d\n", r.Policy, r.SLOMinutes, r.GPUHours, r.ScaleEvents, r.Oscillations, r.Requests, r.Errors)
+	}
+	fmt.Printf("timeline=%s\nplot=%s\nautoscale_wall_seconds=%.1f\nwall_seconds=%.1f\n", csvPath, pngPath, autoscaleWall.Seconds(), time.Since(began).Seconds())
+	ms, hpa, orc := byName["modelship"], byName["hpa-gpu70"], byName["oracle"]
+	fmt.Printf("slo_minutes=%.3f\n", ms.SLOMinutes)
+	fmt.Printf("gpu_hours_vs_hpa70=%.3f\n", ratio(ms.GPUHours, hpa.GPUHours))
+	fmt.Printf("gpu_hours_vs_oracle=%.3f\n", ratio(ms.GPUHours, orc.GPUHours))
+	fmt.Printf("oscillations_vs_hpa70=%.3f\n", ratio(ms.Oscillations, hpa.Oscillations))
+	fmt.Printf("bad_canary_requests_vs_flagger=%.3f\n", ratio(float64(rollouts["bad/modelship"].CandidateRequests), float64(rollouts["bad/flagger"].CandidateRequests)))
+	fmt.Printf("false_rollbacks=%d\n", aa.rolledBack)
+	for _, r := range results {
+		fmt.Printf("%s.slo_minutes=%.3f\n%s.gpu_hours=%.3f\n%s.scale_events=%d\n%s.oscillations_per_hour=%.1f\n%s.errors=%d\n",
+			r.Policy, r.SLOMinutes, r.Policy, r.GPUHours, r.Policy, r.ScaleEvents, r.Policy, r.Oscillations, r.Policy, r.Errors)
+	}
+	fmt.Printf("aa_promoted=%d\naa_slowest_promotion_s=%.0f\n", aa.promoted, aa.slowest.Seconds())
+	for _, k := range sortedKeys(rollouts) {
+		r := rollouts[k]
+		fmt.Printf("rollout.%s.outcome=%s\nrollout.%s.decided_after_s=%.0f\nrollout.%s.candidate_requests=%d\nrollout.%s.unavailable=%d\n",
+			k, r.Outcome, k, r.DecidedAfter.Seconds(), k, r.CandidateRequests, k, r.Unavailable)
+	}
+	fmt.Printf("aa_runs=%d\n", *aaRuns)
+	return nil
+}
+
+// learnPercent is the share of the capacity at the SLO's edge that modelship's target is: the
+// oracle's share (oraclePerReplica) is the edge on the nominal GPU.
+func learnPercent(target float64) *int32 {
+	p := int32(math.Round(100 * target / oraclePerReplica))
+	return &p
+}
+
+// oraclePerReplica is the share of a replica's time the oracle fills: the work at which the
+// replica model still meets the default SLO.
+const oraclePerReplica = 0.6
+
+// saturationSpec is the saturation metric with llm-d's thresholds (and the recipe's scale-down
+// window), to compare llm-d's rule with the rest on the same fleet.
+func saturationSpec(lo, hi int32, down time.Duration) v1alpha1.AutoscalingSpec {
+	return v1alpha1.AutoscalingSpec{MinReplicas: lo, MaxReplicas: hi,
+		Metrics:  []v1alpha1.AutoscalingMetric{{Saturation: &v1alpha1.SaturationMetric{}}},
+		Behavior: v1alpha1.ScalingBehavior{ScaleDown: &v1alpha1.ScalingRules{StabilizationWindow: &v1alpha1.Duration{Duration: down}}},
+	}
+}
+
+// Rollout scenarios: the trace at a quarter of the autoscaling run's rate on 8 pods per color,
+// the candidate deployed at 2m, followed for 30m.
+const (
+	rolloutRateScale = 4
+	rolloutReplicas  = 8
+)
+
+// runRolloutScenarios runs the 1.5x-slower and the identical candidate under modelship,
+// Flagger and Argo Rollouts, then aa seeded A/A runs of modelship (each starting at another
+// point of the trace), and returns the results by "bad/<strategy>" and "good/<strategy>" and
+// the number of A/A runs rolled back.
+func runRolloutScenarios(tr fleet.Trace, capa fleet.Capacity, seed uint64, aa int, slo, coldStart time.Duration) (map[string]policysim.RolloutResult, aaSummary, error) {
+	rp, err := fleet.NewReplay(tr, fleet.ReplayOptions{RateScale: rolloutRateScale, Seed: seed, Loop: true})
+	if err != nil {
+		return nil, aaSummary{}, err
+	}
+	arr := rp.Until(2 * rp.CycleDuration())
+	base := policysim.RolloutConfig{Arrivals: arr, Replicas: rolloutReplicas, Capacity: capa, StartAt: 2 * time.Minute,
+		Horizon: 32 * time.Minute, Tick: 5 * time.Second, Step: 50 * time.Millisecond, Seed: seed, SLOTTFT: slo, ColdStart: coldStart}
+	type job struct {
+		key string
+		cfg policysim.RolloutConfig
+		c   func() policysim.Canary
+	}
+	var jobs []job
+	for _, q := range []struct {
+		name string
+		mult float64
+	}{{"bad", 1.5}, {"good", 1}} {
+		cfg := base
+		cfg.Candidate = fleet.Profile{LatencyMultiplier: q.mult}
+		jobs = append(jobs,
+			job{q.name + "/modelship", cfg, func() policysim.Canary { return policysim.NewModelshipRollout(rolloutReplicas) }},
+			job{q.name + "/flagger", cfg, func() policysim.Canary { return policysim.NewFlagger(rolloutReplicas, slo) }},
+			job{q.name + "/argo-rollouts", cfg, func() policysim.Canary { return policysim.NewArgo(rolloutReplicas, slo) }})
+	}
+	for i := range aa {
+		cfg := base
+		cfg.Seed = seed + uint64(i) + 1
+		// Each A/A run starts at another minute of the trace.
+		off := time.Duration(i%50) * time.Minute / 2
+		cfg.Arrivals = shift(arr, off)
+		cfg.StopWhenDecided = true
+		jobs = append(jobs, job{fmt.Sprintf("aa/%d", i), cfg, func() policysim.Canary { return policysim.NewModelshipRollout(rolloutReplicas) }})
+	}
+	out := make([]policysim.RolloutResult, len(jobs))
+	sem := make(chan struct{}, 2)
+	var wg sync.WaitGroup
+	for i, j := range jobs {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			out[i] = policysim.RunRollout(j.cfg, j.c())
+		})
+	}
+	wg.Wait()
+	res := map[string]policysim.RolloutResult{}
+	falseRollbacks := 0
+	var aaStats aaSummary
+	for i, j := range jobs {
+		if strings.HasPrefix(j.key, "aa/") {
+			if out[i].Outcome == policysim.OutcomeRolledBack {
+				falseRollbacks++
+			}
+			if out[i].Outcome == policysim.OutcomePromoted {
+				aaStats.promoted++
+				aaStats.slowest = max(aaStats.slowest, out[i].DecidedAfter)
+			}
+			continue
+		}
+		res[j.key] = out[i]
+	}
+	aaStats.rolledBack = falseRollbacks
+	return res, aaStats, nil
+}
+
+// aaSummary sums the A/A runs: rolled back (false rollbacks), promoted, the slowest promotion.
+type aaSummary struct {
+	rolledBack, promoted int
+	slowest              time.Duration
+}
+
+// shift drops the arrivals before off and re-bases the rest to start at 0.
+func shift(arr []fleet.Arrival, off time.Duration) []fleet.Arrival {
+	out := make([]fleet.Arrival, 0, len(arr))
+	for _, a := range arr {
+		if a.At >= off {
+			a.At -= off
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// peakWork is the largest one-minute work of the first minutes.
+func peakWork(arr []fleet.Arrival, c fleet.Capacity, minutes int) float64 {
+	var w float64
+	for m := range minutes {
+		w = max(w, policysim.WorkBetween(arr, c, time.Duration(m)*time.Minute, time.Duration(m+1)*time.Minute))
+	}
+	return w
+}
+
+func ratio(a, b float64) float64 {
+	if b == 0 {
+		return math.NaN()
+	}
+	return a / b
+}
+
+func writeTimeline(path string, results []policysim.Result) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	w := csv.NewWriter(f)
+	_ = w.Write([]string{"policy", "minute", "work", "requests", "errors", "pods", "serving", "ttft_p95_s", "itl_p95_s", "slo_met"})
+	for _, r := range results {
+		for _, m := range r.Timeline {
+			_ = w.Write([]string{r.Policy, strconv.Itoa(int(m.At / time.Minute)), fmt.Sprintf("%.3f", m.Work),
+				strconv.Itoa(m.Requests), strconv.Itoa(m.Errors), strconv.Itoa(m.Pods), strconv.Itoa(m.Serving),
+				fmt.Sprintf("%.3f", m.TTFTP95), fmt.Sprintf("%.4f", m.ITLP95), strconv.FormatBool(m.Met)})
+		}
+	}
+	w.Flush()
+	if err := w.Error(); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
+}

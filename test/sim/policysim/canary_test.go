@@ -1,0 +1,133 @@
+package policysim
+
+import (
+	"math/rand/v2"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/modelship/modelship/test/framework/fleet"
+)
+
+// viewWith is a View at now whose candidate finished n requests since the start, all with a
+// time to first token of ttft seconds (and failed of them failing).
+func viewWith(now time.Duration, n, failed uint64, ttft float64) *View {
+	cum := make([]uint64, len(fleet.TTFTBuckets)+1)
+	i := sort.SearchFloat64s(fleet.TTFTBuckets, ttft)
+	for j := i; j < len(cum); j++ {
+		cum[j] = n
+	}
+	cur := snapshot{at: now, pods: map[string]podCounters{"g": {color: candidateColor, ttft: cum, ok: n - failed, failed: failed}}}
+	return &View{Now: now, snaps: []snapshot{{at: 0, pods: map[string]podCounters{}}, cur}, cur: cur}
+}
+
+func TestFlaggerStepsEveryIntervalToMaxWeightThenPromotes(t *testing.T) {
+	f := NewFlagger(10, 2*time.Second)
+	var weights []int32
+	var out Outcome
+	for m := 0; m <= 6 && out != OutcomePromoted; m++ {
+		var w int32
+		w, _, out = f.Tick(viewWith(time.Duration(m)*time.Minute, uint64(100*(m+1)), 0, 1.0))
+		weights = append(weights, w)
+	}
+	want := []int32{0, 10, 20, 30, 40, 50, 100}
+	if len(weights) != len(want) || out != OutcomePromoted {
+		t.Fatalf("weights %v, outcome %s; want %v then promoted", weights, out, want)
+	}
+	for i := range want {
+		if weights[i] != want[i] {
+			t.Fatalf("weights %v, want %v", weights, want)
+		}
+	}
+	// Between intervals nothing moves.
+	g := NewFlagger(10, 2*time.Second)
+	g.Tick(viewWith(0, 0, 0, 1))
+	if w, _, _ := g.Tick(viewWith(30*time.Second, 50, 0, 1)); w != 0 {
+		t.Fatalf("weight %d 30s in, want 0 (one step per 1m interval)", w)
+	}
+}
+
+func TestFlaggerRollsBackAfterThresholdFailedChecks(t *testing.T) {
+	f := NewFlagger(10, 2*time.Second)
+	f.Tick(viewWith(0, 0, 0, 1))
+	f.Tick(viewWith(time.Minute, 100, 0, 1)) // weight 10
+	for m := 2; m <= 5; m++ {
+		if w, _, out := f.Tick(viewWith(time.Duration(m)*time.Minute, uint64(100*m), 0, 5)); out != OutcomeInProgress || w != 10 {
+			t.Fatalf("failed check %d: weight %d, %s; want held at 10, in progress", m-1, w, out)
+		}
+	}
+	if _, _, out := f.Tick(viewWith(6*time.Minute, 600, 0, 5)); out != OutcomeRolledBack {
+		t.Fatalf("5th failed check: %s, want rolled back", out)
+	}
+	// A success rate below 99% fails a check too.
+	g := NewFlagger(10, 2*time.Second)
+	g.Tick(viewWith(0, 0, 0, 1))
+	g.Tick(viewWith(time.Minute, 100, 0, 1))
+	if w, _, _ := g.Tick(viewWith(2*time.Minute, 200, 5, 1)); w != 10 {
+		t.Fatalf("weight %d after 5%% errors, want held at 10", w)
+	}
+}
+
+func TestArgoAbortsOnTheFirstFailedMeasurement(t *testing.T) {
+	a := NewArgo(10, 2*time.Second)
+	if w, _, _ := a.Tick(viewWith(0, 0, 0, 1)); w != 10 {
+		t.Fatalf("first step weight %d, want 10", w)
+	}
+	if w, _, out := a.Tick(viewWith(time.Minute, 100, 0, 1)); w != 10 || out != OutcomeInProgress {
+		t.Fatalf("passing measurement: %d %s", w, out)
+	}
+	if _, _, out := a.Tick(viewWith(2*time.Minute, 200, 0, 3)); out != OutcomeRolledBack {
+		t.Fatalf("failed measurement: %s, want rolled back (failureLimit 0)", out)
+	}
+}
+
+func TestModelshipRollsBackASlowerCandidateAndPromotesAnIdenticalOne(t *testing.T) {
+	arr := steadyArrivals(20 * time.Minute)
+	cfg := RolloutConfig{Arrivals: arr, Replicas: 4, Capacity: fleet.DefaultCapacity(), StartAt: time.Minute, Horizon: 20 * time.Minute,
+		Tick: 5 * time.Second, Step: 50 * time.Millisecond, Seed: 1, SLOTTFT: 2 * time.Second, StopWhenDecided: true}
+	slow := cfg
+	slow.Candidate = fleet.Profile{LatencyMultiplier: 1.5}
+	if r := RunRollout(slow, NewModelshipRollout(4)); r.Outcome != OutcomeRolledBack {
+		t.Fatalf("1.5x slower candidate: %+v, want rolled back", r)
+	}
+	if r := RunRollout(cfg, NewModelshipRollout(4)); r.Outcome != OutcomePromoted {
+		t.Fatalf("identical candidate: %+v, want promoted", r)
+	}
+}
+
+// TestWithColdStartsOnlyModelshipWaitsForTheCandidatesModel: candidate pods Ready at once but
+// loading their model for 2 minutes. Flagger and Argo Rollouts shift traffic once the pods are
+// Ready, and the gateway refuses it (503) while none serves; modelship's warm-up gate gives the
+// candidate weight only once its pods serve, and still promotes the identical candidate.
+func TestWithColdStartsOnlyModelshipWaitsForTheCandidatesModel(t *testing.T) {
+	arr := steadyArrivals(30 * time.Minute)
+	cfg := RolloutConfig{Arrivals: arr, Replicas: 4, Capacity: fleet.DefaultCapacity(), StartAt: time.Minute, Horizon: 30 * time.Minute,
+		Tick: 5 * time.Second, Step: 50 * time.Millisecond, Seed: 1, SLOTTFT: 2 * time.Second, ColdStart: 2 * time.Minute}
+	ms := RunRollout(cfg, NewModelshipRollout(4))
+	if ms.Outcome != OutcomePromoted || ms.Unavailable != 0 {
+		t.Errorf("modelship: %+v, want promoted with no request refused", ms)
+	}
+	for _, c := range []Canary{NewFlagger(4, 2*time.Second), NewArgo(4, 2*time.Second)} {
+		if r := RunRollout(cfg, c); r.Unavailable == 0 {
+			t.Errorf("%s: %+v, want requests refused while the canary's model loads", c.Name(), r)
+		}
+	}
+	cfg.ColdStart = 0
+	for _, c := range []Canary{NewFlagger(4, 2*time.Second), NewArgo(4, 2*time.Second)} {
+		if r := RunRollout(cfg, c); r.Unavailable != 0 {
+			t.Errorf("%s without a cold start: %d refused, want none", c.Name(), r.Unavailable)
+		}
+	}
+}
+
+// steadyArrivals is 8 requests per second for d, of 800-1600 prompt and 100-400 generated
+// tokens drawn from a seeded source: a pattern that repeats in step with the gateway's smooth
+// weighted round robin (every 2nd request at 50%) would hand one color the longer requests.
+func steadyArrivals(d time.Duration) []fleet.Arrival {
+	r := rand.New(rand.NewPCG(1, 2))
+	var arr []fleet.Arrival
+	for i := range int(d / (125 * time.Millisecond)) {
+		arr = append(arr, fleet.Arrival{At: time.Duration(i) * 125 * time.Millisecond, ContextTokens: 800 + 400*r.IntN(3), GeneratedTokens: 100 + 100*r.IntN(4)})
+	}
+	return arr
+}

@@ -1,0 +1,85 @@
+package policysim
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"k8s.io/utils/ptr"
+
+	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
+	"github.com/modelship/modelship/test/framework/fleet"
+)
+
+// The saturation policy reads each serving pod's KV-cache and queue through the controller's
+// grouped signal code: a fleet whose pods are all saturated grows by one per saturated pod, an
+// idle one shrinks (no scale-down window here), and a fleet without pods' series holds.
+func TestModelshipSaturationReadsEachPod(t *testing.T) {
+	spec := v1alpha1.AutoscalingSpec{MinReplicas: 1, MaxReplicas: 20,
+		Metrics:  []v1alpha1.AutoscalingMetric{{Saturation: &v1alpha1.SaturationMetric{}}},
+		Behavior: v1alpha1.ScalingBehavior{ScaleDown: &v1alpha1.ScalingRules{StabilizationWindow: &v1alpha1.Duration{}}}}
+	pods := func(n int, kv, waiting float64) []PodSignals {
+		var out []PodSignals
+		for i := range n {
+			out = append(out, PodSignals{Name: fmt.Sprintf("p%d", i), KVCacheUsage: kv, Waiting: waiting})
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name   string
+		perPod []PodSignals
+		want   int32
+	}{
+		{"all four saturated", pods(4, 0.95, 0), 8},
+		{"queues at the threshold", pods(4, 0.1, 6), 8},
+		{"idle: one replica fewer", pods(4, 0.05, 0), 3},
+		{"no series", nil, 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := &Modelship{Label: "modelship-saturation", Start: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), Spec: spec}
+			got := m.Decide(Signals{Now: time.Minute, Pods: 4, Ready: int32(len(tc.perPod)), PerPod: tc.perPod, HasGPU: true})
+			if got != tc.want {
+				t.Errorf("Decide = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestLearntCapacityCatchesUpWithSlowerGPUs: a steady load on GPUs at half the token rates
+// the recipe's work query assumes. The fixed recipe sizes for the assumed rates and misses the
+// TTFT SLO; with learnCapacity the misses teach the capacity, and the fleet grows until the
+// SLO holds.
+func TestLearntCapacityCatchesUpWithSlowerGPUs(t *testing.T) {
+	nominal := fleet.DefaultCapacity()
+	var arr []fleet.Arrival
+	for i := range 20 * 60 * 20 {
+		arr = append(arr, fleet.Arrival{At: time.Duration(i) * 50 * time.Millisecond, ContextTokens: 1000, GeneratedTokens: 200})
+	}
+	cfg := Config{Arrivals: arr, Duration: 20 * time.Minute, Capacity: nominal.AtSpeed(0.5), ColdStart: time.Minute,
+		Initial: 5, ScrapeInterval: 15 * time.Second, Step: 50 * time.Millisecond, SLOTTFT: 2 * time.Second, SLOITL: 100 * time.Millisecond}
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	work := func(s Signals) float64 { return nominal.Work(s.PromptTPS, s.GeneratedTPS) }
+	fixed := RecipeSpec(1, 30, time.Minute, 0.57, 2, 3*time.Minute, 0, 0.1)
+	learning := RecipeSpec(1, 30, time.Minute, 0.57, 2, 3*time.Minute, 0, 0.1)
+	learning.Metrics[0].Prometheus.LearnCapacity = &v1alpha1.CapacityLearning{TargetPercentOfCapacity: ptr.To(int32(95)),
+		TimeToFirstTokenP95: &v1alpha1.Duration{Duration: 2 * time.Second}, InterTokenLatencyP95: &v1alpha1.Duration{Duration: 100 * time.Millisecond}}
+	f := Run(cfg, &Modelship{Label: "fixed", Start: start, Work: work, Spec: fixed})
+	l := Run(cfg, &Modelship{Label: "learnt", Start: start, Work: work, Spec: learning})
+	met := func(r Result) int {
+		n := 0
+		for _, m := range r.Timeline[10:] {
+			if m.Met {
+				n++
+			}
+		}
+		return n
+	}
+	last := func(r Result) int { return r.Timeline[len(r.Timeline)-1].Pods }
+	t.Logf("last 10 minutes meeting the SLO: fixed %d on %d pods, learnt %d on %d pods", met(f), last(f), met(l), last(l))
+	if met(f) > 5 {
+		t.Fatalf("the fixed recipe met the SLO in %d of the last 10 minutes: the scenario does not test learning", met(f))
+	}
+	if met(l) < 9 || last(l) <= last(f) {
+		t.Fatalf("with learning: %d of the last 10 minutes met on %d pods (fixed: %d pods), want 9 or more on more pods", met(l), last(l), last(f))
+	}
+}

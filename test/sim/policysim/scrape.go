@@ -1,0 +1,57 @@
+package policysim
+
+import (
+	"time"
+
+	"github.com/modelship/modelship/test/framework/fleet"
+)
+
+// scraper turns the fleet's pods into what Prometheus shows: gauges as scraped, token
+// counters as rate over the last minute (per pod, a pod that appeared counts from zero, as
+// increase() sees a new series after its first sample).
+type scraper struct {
+	hist []scrapeSample
+}
+
+type scrapeSample struct {
+	at     time.Duration
+	tokens map[string][2]uint64
+}
+
+func newScraper() *scraper { return &scraper{} }
+
+func (s *scraper) scrape(now time.Duration, pods []fleet.PodStatus, active int32, prev Signals) Signals {
+	sig := Signals{Now: now, Pods: active, TTFTP95: prev.TTFTP95, ITLP95: prev.ITLP95, HasLatency: prev.HasLatency}
+	cur := scrapeSample{at: now, tokens: map[string][2]uint64{}}
+	var util, kv float64
+	for _, p := range pods {
+		cur.tokens[p.Pod.Name] = [2]uint64{p.PromptTokens, p.GeneratedTokens}
+		sig.Waiting += float64(p.Waiting)
+		sig.Running += float64(p.Running)
+		if !p.Loaded || p.Pod.Terminating {
+			continue
+		}
+		sig.Ready++
+		util += p.GPUUtilization
+		kv += p.KVCacheUsage
+		sig.PerPod = append(sig.PerPod, PodSignals{Name: p.Pod.Name, KVCacheUsage: p.KVCacheUsage, Waiting: float64(p.Waiting)})
+	}
+	if sig.Ready > 0 {
+		sig.GPUUtilization, sig.KVCacheUsage, sig.HasGPU = util/float64(sig.Ready), kv/float64(sig.Ready), true
+	}
+	s.hist = append(s.hist, cur)
+	for len(s.hist) > 1 && now-s.hist[0].at > time.Minute {
+		s.hist = s.hist[1:]
+	}
+	old := s.hist[0]
+	if span := (now - old.at).Seconds(); span > 0 {
+		var dp, dg uint64
+		for name, c := range cur.tokens {
+			o := old.tokens[name]
+			dp += c[0] - o[0]
+			dg += c[1] - o[1]
+		}
+		sig.PromptTPS, sig.GeneratedTPS = float64(dp)/span, float64(dg)/span
+	}
+	return sig
+}
