@@ -815,6 +815,12 @@ func goodSpecs() []badSpec {
 				ScaleDown: &v1alpha1.ScalingRules{StabilizationWindow: ptr.To(dur("1h")), SelectPolicy: ptr.To(v1alpha1.SelectDisabled)},
 			}
 		}},
+		{name: "zero durations where zero is allowed, written 0 and 0s, and an explicit plus sign", raw: func(spec map[string]any) {
+			spec["autoscaling"] = map[string]any{"maxReplicas": 4, "projectionHorizon": "0", "behavior": map[string]any{
+				"scaleUp": map[string]any{"stabilizationWindow": "0"}, "scaleDown": map[string]any{"stabilizationWindow": "+0s"}}}
+			set("rollout.inconclusive", map[string]any{"reportAfter": "+5m", "rollbackAfter": "1h30m"})(spec)
+			delete(spec, "replicas")
+		}},
 		{name: "capacity learning with both latency SLOs, and with its defaults", raw: func(spec map[string]any) {
 			spec["autoscaling"] = map[string]any{"maxReplicas": 8, "projectionHorizon": "3m", "metrics": []any{
 				map[string]any{"prometheus": map[string]any{"query": "sum(x)", "target": "0.54",
