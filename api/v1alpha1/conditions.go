@@ -9,7 +9,7 @@ const (
 	ConditionReconciling = "Reconciling"
 	// ConditionStalled is True when retrying will not help (the revision was rolled back, the
 	// template cannot run) until the spec changes, or when a rollout has held on inconclusive
-	// analysis for spec.rollout.inconclusiveStall (reason AnalysisInconclusive; it clears when a
+	// analysis for spec.rollout.inconclusive.reportAfter (reason AnalysisInconclusive; it clears when a
 	// verdict returns).
 	ConditionStalled = "Stalled"
 	// ConditionProgressing is True while a rollout moves forward; False when it is held.

@@ -18,8 +18,14 @@ import (
 // The API's Duration fields are tagged omitzero: a zero Duration (left unset in Go) is not
 // written, so that the API server fills in the field's default instead of refusing "0s".
 //
+// The format is checked here, once, for every Duration field (controller-gen copies a type's
+// validation onto each field of the type, and the API server puts the field's path before the
+// message); each field adds only its bounds (positive, at most 1h, ...). The format is Go's, as
+// UnmarshalJSON reads it: an optional sign and numbers with units, or 0 (units µs and μs aside).
+//
 // +kubebuilder:validation:Type=string
 // +kubebuilder:validation:MaxLength=64
+// +kubebuilder:validation:XValidation:rule="self.matches('^[-+]?(0|(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+)$')",message="must be a duration such as 90s, 2m or 1h30m: a number and a unit (h, m, s, ms, us, ns), with no space"
 type Duration struct {
 	// Duration is the length of time; zero when the text did not parse.
 	Duration time.Duration `json:"-"`

@@ -280,7 +280,7 @@ type RolloutSpec struct {
 	// interval; at least the passing verdict of the step's last measurement is needed to advance.
 	// A positive duration such as 2m or 90s; defaults to 2m.
 	// +kubebuilder:default="2m"
-	// +kubebuilder:validation:XValidation:rule="self.matches('^(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')",message="spec.rollout.stepDuration must be a positive duration such as 2m or 90s (units h, m, s, ms)"
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="spec.rollout.stepDuration must be a positive duration such as 2m or 90s (units h, m, s, ms)"
 	// +optional
 	StepDuration Duration `json:"stepDuration,omitempty,omitzero"`
 
@@ -309,7 +309,7 @@ type RolloutSpec struct {
 	// to zero. Also how long an aborted candidate keeps its pods.
 	// A positive duration such as 10m; defaults to 10m.
 	// +kubebuilder:default="10m"
-	// +kubebuilder:validation:XValidation:rule="self.matches('^(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')",message="spec.rollout.scaleDownDelay must be a positive duration such as 2m or 90s (units h, m, s, ms)"
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="spec.rollout.scaleDownDelay must be a positive duration such as 2m or 90s (units h, m, s, ms)"
 	// +optional
 	ScaleDownDelay Duration `json:"scaleDownDelay,omitempty,omitzero"`
 
@@ -321,29 +321,21 @@ type RolloutSpec struct {
 	// +optional
 	FailureLimit int32 `json:"failureLimit,omitempty"`
 
-	// InconclusiveDeadline, when set, rolls back a rollout that has held on inconclusive
-	// analysis (no metrics, too few samples) for this long, a positive duration such as 15m.
-	// Unset: hold until data returns. Either way, after InconclusiveStall the ModelServer
-	// reports Stalled (reason AnalysisInconclusive, with the metric's message) while it holds.
-	// +kubebuilder:validation:XValidation:rule="self.matches('^(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')",message="spec.rollout.inconclusiveDeadline must be a positive duration such as 2m or 90s (units h, m, s, ms)"
+	// Inconclusive says what happens while a rollout holds on inconclusive analysis (no
+	// metrics, too few samples): after reportAfter the ModelServer reports Stalled (reason
+	// AnalysisInconclusive, with the metric's message and a hint at the cause); after
+	// rollbackAfter, when set, the rollout is rolled back. Defaults to reporting after 10m and
+	// never rolling back (the rollout holds until data returns).
+	// +kubebuilder:default={}
 	// +optional
-	InconclusiveDeadline *Duration `json:"inconclusiveDeadline,omitempty"`
-
-	// InconclusiveStall is how long a rollout may hold on inconclusive analysis before the
-	// ModelServer reports Stalled (reason AnalysisInconclusive, with the metric's message and a
-	// hint at the cause). It only reports: nothing is promoted or rolled back by it (see
-	// InconclusiveDeadline for that). A positive duration; defaults to 10m.
-	// +kubebuilder:default="10m"
-	// +kubebuilder:validation:XValidation:rule="self.matches('^(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')",message="spec.rollout.inconclusiveStall must be a positive duration such as 2m or 90s (units h, m, s, ms)"
-	// +optional
-	InconclusiveStall Duration `json:"inconclusiveStall,omitempty,omitzero"`
+	Inconclusive InconclusiveSpec `json:"inconclusive,omitempty,omitzero"`
 
 	// ProgressDeadline is how long the candidate may take to become Ready and warm before the
 	// rollout is rolled back (pods that cannot schedule, crash, or never load), and how long a
 	// candidate that lost Ready pods its step needs may stay below (counted from the loss,
 	// status.candidate.unreadySince). A positive duration; defaults to 30m.
 	// +kubebuilder:default="30m"
-	// +kubebuilder:validation:XValidation:rule="self.matches('^(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')",message="spec.rollout.progressDeadline must be a positive duration such as 2m or 90s (units h, m, s, ms)"
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="spec.rollout.progressDeadline must be a positive duration such as 2m or 90s (units h, m, s, ms)"
 	// +optional
 	ProgressDeadline Duration `json:"progressDeadline,omitempty,omitzero"`
 
@@ -351,6 +343,24 @@ type RolloutSpec struct {
 	// +kubebuilder:default={}
 	// +optional
 	Analysis AnalysisSpec `json:"analysis,omitempty,omitzero"`
+}
+
+// InconclusiveSpec is spec.rollout.inconclusive: how long a rollout may hold on inconclusive
+// analysis before it is reported, and before it is rolled back.
+type InconclusiveSpec struct {
+	// ReportAfter is how long a rollout may hold on inconclusive analysis before the
+	// ModelServer reports Stalled (reason AnalysisInconclusive). It only reports: nothing is
+	// promoted or rolled back by it. A positive duration; defaults to 10m.
+	// +kubebuilder:default="10m"
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="spec.rollout.inconclusive.reportAfter must be a positive duration such as 2m or 90s (units h, m, s, ms)"
+	// +optional
+	ReportAfter Duration `json:"reportAfter,omitempty,omitzero"`
+
+	// RollbackAfter, when set, rolls back a rollout that has held on inconclusive analysis for
+	// this long, a positive duration such as 15m. Unset (the default): hold until data returns.
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="spec.rollout.inconclusive.rollbackAfter must be a positive duration such as 2m or 90s (units h, m, s, ms)"
+	// +optional
+	RollbackAfter *Duration `json:"rollbackAfter,omitempty"`
 }
 
 // LoadMatching is spec.rollout.loadMatching.
@@ -406,7 +416,7 @@ type AnalysisSpec struct {
 
 	// Interval between measurements within a step, a positive duration. Defaults to 30s.
 	// +kubebuilder:default="30s"
-	// +kubebuilder:validation:XValidation:rule="self.matches('^(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')",message="spec.rollout.analysis.interval must be a positive duration such as 2m or 90s (units h, m, s, ms)"
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="spec.rollout.analysis.interval must be a positive duration such as 2m or 90s (units h, m, s, ms)"
 	// +optional
 	Interval Duration `json:"interval,omitempty,omitzero"`
 
@@ -414,7 +424,7 @@ type AnalysisSpec struct {
 	// span at least four scrape intervals (and the measurement interval), so that every rate
 	// has enough samples: at a 60s scrape interval the window is 4m. Defaults to the
 	// controller's --prometheus-scrape-interval (1m, Prometheus's own default).
-	// +kubebuilder:validation:XValidation:rule="self.matches('^(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+$') && duration(self) >= duration('1s') && duration(self) <= duration('10m')",message="spec.rollout.analysis.scrapeInterval must be a duration between 1s and 10m such as 30s or 1m"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('10m')",message="spec.rollout.analysis.scrapeInterval must be a duration between 1s and 10m such as 30s or 1m"
 	// +optional
 	ScrapeInterval *Duration `json:"scrapeInterval,omitempty"`
 
@@ -545,7 +555,7 @@ type AutoscalingSpec struct {
 
 	// Interval between evaluations, a positive duration. Defaults to 15s.
 	// +kubebuilder:default="15s"
-	// +kubebuilder:validation:XValidation:rule="self.matches('^(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')",message="spec.autoscaling.interval must be a positive duration such as 2m or 90s (units h, m, s, ms)"
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="spec.autoscaling.interval must be a positive duration such as 2m or 90s (units h, m, s, ms)"
 	// +optional
 	Interval Duration `json:"interval,omitempty,omitzero"`
 
@@ -556,16 +566,17 @@ type AutoscalingSpec struct {
 	// +optional
 	Tolerance *resource.Quantity `json:"tolerance,omitempty"`
 
-	// ColdStart is how long a new replica takes to serve: scheduling, image pull and model load,
-	// often minutes for an LLM. When set, a prometheus metric (a total) that is rising proposes
-	// the replicas for the load projected this far ahead along its trend over the last 5
+	// ProjectionHorizon is how far ahead a rising load is projected: set it to how long a new
+	// replica takes to serve (scheduling, image pull and model load, often minutes for an LLM).
+	// When set, a prometheus metric (a total) that is rising proposes the replicas for the
+	// load projected this far ahead along its trend over the last 5
 	// minutes (PromQL deriv), so that the replicas are serving when the load arrives; it never
 	// projects a scale-down, nor before the load has been measured for 2.5 minutes (the first
 	// samples of a new series are the rate window filling, not a trend). A duration from 0s to
 	// 1h; unset or 0s projects nothing.
-	// +kubebuilder:validation:XValidation:rule="self.matches('^(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+$') && duration(self) <= duration('1h')",message="spec.autoscaling.coldStart must be a duration from 0s to 1h such as 3m or 90s (units h, m, s, ms)"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s') && duration(self) <= duration('1h')",message="spec.autoscaling.projectionHorizon must be a duration from 0s to 1h such as 3m or 90s (units h, m, s, ms)"
 	// +optional
-	ColdStart Duration `json:"coldStart,omitempty,omitzero"`
+	ProjectionHorizon Duration `json:"projectionHorizon,omitempty,omitzero"`
 
 	// Metrics each propose a replica count; the largest proposal wins. Defaults (when left out
 	// or empty) to GPU utilization with a target of 70%.
@@ -581,6 +592,13 @@ type AutoscalingSpec struct {
 }
 
 // AutoscalingMetric is one scaling signal. Exactly one field is set.
+//
+// Every signal has the same target shape: target is the value one replica should carry in the
+// metric's own unit, as the metric reads: a whole percent for the utilizations (gpuUtilization,
+// resource; an integer, checked by the schema at no CEL cost), a quantity otherwise: a fraction for kvCacheUsage and endpointPicker's PoolSaturation,
+// requests for requestsWaiting and endpointPicker's QueueSize and RunningRequests, the query's
+// unit for prometheus and external. Average signals propose ceil(pods x average / target),
+// total signals (prometheus, external, endpointPicker RunningRequests) ceil(total / target).
 //
 // +kubebuilder:validation:XValidation:rule="[has(self.gpuUtilization), has(self.requestsWaiting), has(self.kvCacheUsage), has(self.prometheus), has(self.resource), has(self.external), has(self.saturation), has(self.endpointPicker)].filter(x, x).size() == 1",message="exactly one of gpuUtilization, requestsWaiting, kvCacheUsage, prometheus, resource, external, saturation or endpointPicker must be set in each spec.autoscaling.metrics item"
 type AutoscalingMetric struct {
@@ -600,7 +618,7 @@ type AutoscalingMetric struct {
 	KVCacheUsage *AverageMetric `json:"kvCacheUsage,omitempty"`
 
 	// Prometheus is any PromQL template (rendered as analysis queries are) returning the total
-	// load; the proposal is ceil(value / targetPerReplica).
+	// load; the proposal is ceil(value / target).
 	// +optional
 	Prometheus *PrometheusMetric `json:"prometheus,omitempty"`
 
@@ -611,7 +629,7 @@ type AutoscalingMetric struct {
 
 	// External reads a metric from the external metrics API (external.metrics.k8s.io), as
 	// served by prometheus-adapter or KEDA's metrics server; the proposal is
-	// ceil(value / targetPerReplica). Read only when the controller runs with
+	// ceil(value / target). Read only when the controller runs with
 	// --query-policy=any: the API answers with the controller's credentials about any
 	// namespace, and the default policies refuse the spec.
 	// +optional
@@ -719,7 +737,8 @@ type EndpointPickerMetric struct {
 
 // GPUUtilizationMetric targets an average GPU utilization.
 type GPUUtilizationMetric struct {
-	// Target average GPU utilization in percent. Defaults to 70.
+	// Target is the average GPU utilization per replica, in whole percent (DCGM's unit), from
+	// 1 to 100, such as 70. Defaults to 70.
 	// +kubebuilder:default=70
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=100
@@ -729,15 +748,16 @@ type GPUUtilizationMetric struct {
 
 // PerReplicaMetric targets a value per replica.
 type PerReplicaMetric struct {
-	// TargetPerReplica is the number of waiting requests one replica should carry, greater than 0.
-	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self > 0 : quantity(self).isGreaterThan(quantity('0'))",message="spec.autoscaling.metrics[*].requestsWaiting.targetPerReplica must be greater than 0, such as 2"
+	// Target is the number of waiting requests one replica should carry, greater than 0.
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self > 0 : quantity(self).isGreaterThan(quantity('0'))",message="spec.autoscaling.metrics[*].requestsWaiting.target must be greater than 0, such as 2"
 	// +required
-	TargetPerReplica resource.Quantity `json:"targetPerReplica"`
+	Target resource.Quantity `json:"target"`
 }
 
 // AverageMetric targets an average over the pods.
 type AverageMetric struct {
-	// Target average KV-cache use, a fraction greater than 0 and at most 1 (0.8 for 80%).
+	// Target is the average KV-cache use per replica, a fraction as the metric reads (vLLM's
+	// unit), greater than 0 and at most 1 (0.8 for 80%).
 	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self == 1 : (quantity(self).isGreaterThan(quantity('0')) && !quantity(self).isGreaterThan(quantity('1')))",message="spec.autoscaling.metrics[*].kvCacheUsage.target must be a fraction greater than 0 and at most 1, such as 0.8 for 80%"
 	// +required
 	Target resource.Quantity `json:"target"`
@@ -755,18 +775,18 @@ type PrometheusMetric struct {
 	// +required
 	Query string `json:"query"`
 
-	// TargetPerReplica is the load one replica should carry, greater than 0.
-	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self > 0 : quantity(self).isGreaterThan(quantity('0'))",message="spec.autoscaling.metrics[*].prometheus.targetPerReplica must be greater than 0"
+	// Target is the load one replica should carry, in the query's unit, greater than 0.
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self > 0 : quantity(self).isGreaterThan(quantity('0'))",message="spec.autoscaling.metrics[*].prometheus.target must be greater than 0"
 	// +required
-	TargetPerReplica resource.Quantity `json:"targetPerReplica"`
+	Target resource.Quantity `json:"target"`
 
 	// LearnCapacity lowers the target when the replicas are seen beyond their capacity below
 	// it: a minute whose p95 latency misses the SLO given here, or whose requests queue, at a
 	// load per Ready replica under the capacity believed so far, shows that one replica carries
 	// less (that load scaled by SLO / latency, or 90% of it on a queue alone, never below half).
-	// The capacity starts at targetPerReplica / targetPercent and moves halfway to each such
-	// bound (in status.autoscaling.learnedCapacities), and the target becomes targetPercent of
-	// it. Nothing is learnt while pods start or while both colors have Ready pods. A query
+	// The capacity starts at target / targetPercentOfCapacity and moves halfway to each such
+	// bound (in status.autoscaling.learnedCapacities), and the target becomes
+	// targetPercentOfCapacity of it. Nothing is learnt while pods start or while both colors have Ready pods. A query
 	// written for faster GPUs, a longer context or a heavier model is thus corrected by what
 	// the pods achieved. Learning only lowers the target; a promotion to another revision
 	// starts again from the spec, as does removing learnCapacity.
@@ -777,23 +797,24 @@ type PrometheusMetric struct {
 // CapacityLearning says when the replicas are beyond their capacity and which share of it each
 // replica should carry.
 type CapacityLearning struct {
-	// TargetPercent is the share of the learnt capacity each replica should carry, 1 to 100:
-	// the headroom that absorbs a rise while new replicas load. Defaults to 90.
+	// TargetPercentOfCapacity is the share of the learnt capacity each replica should carry
+	// (the prometheus metric's target becomes this percent of it), 1 to 100: the headroom that
+	// absorbs a rise while new replicas load. Defaults to 90.
 	// +kubebuilder:default=90
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=100
 	// +optional
-	TargetPercent *int32 `json:"targetPercent,omitempty"`
+	TargetPercentOfCapacity *int32 `json:"targetPercentOfCapacity,omitempty"`
 
 	// TimeToFirstTokenP95 is the latency SLO on time to first token: a p95 over the last
 	// minute above it (vLLM's vllm:time_to_first_token_seconds, SGLang's with the sglang
 	// analysis preset) shows the replicas beyond their capacity.
-	// +kubebuilder:validation:XValidation:rule="self.matches('^(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s') && duration(self) <= duration('10m')",message="spec.autoscaling.metrics[*].prometheus.learnCapacity.timeToFirstTokenP95 must be a duration above 0s and at most 10m, such as 2s or 100ms"
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s') && duration(self) <= duration('10m')",message="spec.autoscaling.metrics[*].prometheus.learnCapacity.timeToFirstTokenP95 must be a duration above 0s and at most 10m, such as 2s or 100ms"
 	// +optional
 	TimeToFirstTokenP95 *Duration `json:"timeToFirstTokenP95,omitempty"`
 
 	// InterTokenLatencyP95 is the latency SLO on inter-token latency, as TimeToFirstTokenP95.
-	// +kubebuilder:validation:XValidation:rule="self.matches('^(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s') && duration(self) <= duration('10m')",message="spec.autoscaling.metrics[*].prometheus.learnCapacity.interTokenLatencyP95 must be a duration above 0s and at most 10m, such as 2s or 100ms"
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s') && duration(self) <= duration('10m')",message="spec.autoscaling.metrics[*].prometheus.learnCapacity.interTokenLatencyP95 must be a duration above 0s and at most 10m, such as 2s or 100ms"
 	// +optional
 	InterTokenLatencyP95 *Duration `json:"interTokenLatencyP95,omitempty"`
 
@@ -814,11 +835,12 @@ type ResourceMetric struct {
 	// +required
 	Name corev1.ResourceName `json:"name"`
 
-	// TargetAverageUtilization in percent of the pods' requests, 1 to 1000.
+	// Target is the average utilization per replica, in whole percent of the pods' requests
+	// (HPA's unit), from 1 to 1000, such as 70.
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=1000
 	// +required
-	TargetAverageUtilization int32 `json:"targetAverageUtilization"`
+	Target int32 `json:"target"`
 }
 
 // ExternalMetric reads the external metrics API.
@@ -833,10 +855,10 @@ type ExternalMetric struct {
 	// +optional
 	Selector *metav1.LabelSelector `json:"selector,omitempty"`
 
-	// TargetPerReplica is the value one replica should carry, greater than 0.
-	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self > 0 : quantity(self).isGreaterThan(quantity('0'))",message="spec.autoscaling.metrics[*].external.targetPerReplica must be greater than 0"
+	// Target is the value one replica should carry, in the metric's unit, greater than 0.
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self > 0 : quantity(self).isGreaterThan(quantity('0'))",message="spec.autoscaling.metrics[*].external.target must be greater than 0"
 	// +required
-	TargetPerReplica resource.Quantity `json:"targetPerReplica"`
+	Target resource.Quantity `json:"target"`
 }
 
 // ScalingBehavior bounds scaling in each direction.
@@ -868,7 +890,7 @@ type ScalingRules struct {
 	// StabilizationWindow: the count moves only as far as every recommendation of this window
 	// allows (the highest of the window when scaling down, the lowest when scaling up). From 0
 	// (none) to 1h, as HPA's.
-	// +kubebuilder:validation:XValidation:rule="self.matches('^(0|(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+)$') && duration(self) >= duration('0s') && duration(self) <= duration('1h')",message="spec.autoscaling.behavior.scaleUp/scaleDown.stabilizationWindow must be a duration from 0s to 1h, such as 5m or 300s"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s') && duration(self) <= duration('1h')",message="spec.autoscaling.behavior.scaleUp/scaleDown.stabilizationWindow must be a duration from 0s to 1h, such as 5m or 300s"
 	// +optional
 	StabilizationWindow *Duration `json:"stabilizationWindow,omitempty"`
 
@@ -907,7 +929,7 @@ type ScalingPolicy struct {
 	// +required
 	Value int32 `json:"value"`
 	// Period over which the change is counted, more than 0s and at most 30m (HPA's bounds).
-	// +kubebuilder:validation:XValidation:rule="self.matches('^(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s') && duration(self) <= duration('30m')",message="spec.autoscaling.behavior.scaleUp/scaleDown.policies[*].period must be a positive duration of at most 30m, such as 15s or 1m"
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s') && duration(self) <= duration('30m')",message="spec.autoscaling.behavior.scaleUp/scaleDown.policies[*].period must be a positive duration of at most 30m, such as 15s or 1m"
 	// +required
 	Period Duration `json:"period"`
 }

@@ -293,18 +293,18 @@ func (s settings) propose(in Input, cur int32, learnt []v1alpha1.LearnedCapacity
 }
 
 // project raises a total metric's proposal n to the replicas of the load projected
-// spec.coldStart ahead along a rising trend, when that is more than both n and Current: replicas
+// spec.autoscaling.projectionHorizon ahead along a rising trend, when that is more than both n and Current: replicas
 // asked for now serve only after the cold start. A flat or falling trend changes nothing.
 func (s settings) project(o Observation, tgt float64, cur, n int32, msg string) (int32, string) {
-	if s.coldStart <= 0 || !o.HasTrend || !(o.Trend > 0) || math.IsInf(o.Trend, 0) {
+	if s.projectionHorizon <= 0 || !o.HasTrend || !(o.Trend > 0) || math.IsInf(o.Trend, 0) {
 		return n, msg
 	}
-	ahead := o.Value + o.Trend*s.coldStart.Seconds()
+	ahead := o.Value + o.Trend*s.projectionHorizon.Seconds()
 	p := ceil(ahead / tgt)
 	if p <= n || p <= cur {
 		return n, msg
 	}
-	return p, fmt.Sprintf("%s %s/s: %s projected in %s", risingPrefix, fmtNum(o.Trend), fmtNum(ahead), s.coldStart)
+	return p, fmt.Sprintf("%s %s/s: %s projected in %s", risingPrefix, fmtNum(o.Trend), fmtNum(ahead), s.projectionHorizon)
 }
 
 // risingPrefix starts the message of a proposal raised by project, which cause repeats.
@@ -324,7 +324,7 @@ const risingPrefix = "rising"
 // Current: the pods still starting will absorb that load, so scaling up again for it would
 // cascade (2, 4, 8, 16 while models load).
 //
-// Total metrics: ceil(total / targetPerReplica), Current when total/(target*Current) is within
+// Total metrics: ceil(total / target), Current when total/(target*Current) is within
 // the tolerance. Ready pods that did not report are assumed on target when that would scale
 // down (never adding replicas for them).
 func replicas(k kind, o Observation, tgt, tol float64, cur, ready int32) (int32, string, bool) {

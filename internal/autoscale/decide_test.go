@@ -37,7 +37,7 @@ func withGPU(target int32) specOpt {
 
 func withWaiting(perReplica int64) specOpt {
 	return func(s *v1alpha1.AutoscalingSpec) {
-		s.Metrics = append(s.Metrics, v1alpha1.AutoscalingMetric{RequestsWaiting: &v1alpha1.PerReplicaMetric{TargetPerReplica: *resource.NewQuantity(perReplica, resource.DecimalSI)}})
+		s.Metrics = append(s.Metrics, v1alpha1.AutoscalingMetric{RequestsWaiting: &v1alpha1.PerReplicaMetric{Target: *resource.NewQuantity(perReplica, resource.DecimalSI)}})
 	}
 }
 
@@ -49,13 +49,13 @@ func withKV(target string) specOpt {
 
 func withCPU(target int32) specOpt {
 	return func(s *v1alpha1.AutoscalingSpec) {
-		s.Metrics = append(s.Metrics, v1alpha1.AutoscalingMetric{Resource: &v1alpha1.ResourceMetric{Name: "cpu", TargetAverageUtilization: target}})
+		s.Metrics = append(s.Metrics, v1alpha1.AutoscalingMetric{Resource: &v1alpha1.ResourceMetric{Name: "cpu", Target: target}})
 	}
 }
 
 func withExternal(name string, perReplica int64) specOpt {
 	return func(s *v1alpha1.AutoscalingSpec) {
-		s.Metrics = append(s.Metrics, v1alpha1.AutoscalingMetric{External: &v1alpha1.ExternalMetric{MetricName: name, TargetPerReplica: *resource.NewQuantity(perReplica, resource.DecimalSI)}})
+		s.Metrics = append(s.Metrics, v1alpha1.AutoscalingMetric{External: &v1alpha1.ExternalMetric{MetricName: name, Target: *resource.NewQuantity(perReplica, resource.DecimalSI)}})
 	}
 }
 
@@ -651,11 +651,11 @@ func TestStatusStaysWithinAPILimits(t *testing.T) {
 func TestMetricNamesAreUnique(t *testing.T) {
 	q := resource.MustParse("1")
 	ms := []v1alpha1.AutoscalingMetric{
-		{Prometheus: &v1alpha1.PrometheusMetric{Query: "a", TargetPerReplica: q}},
+		{Prometheus: &v1alpha1.PrometheusMetric{Query: "a", Target: q}},
 		{GPUUtilization: &v1alpha1.GPUUtilizationMetric{}},
-		{Prometheus: &v1alpha1.PrometheusMetric{Query: "b", TargetPerReplica: q}},
-		{Resource: &v1alpha1.ResourceMetric{Name: "cpu", TargetAverageUtilization: 80}},
-		{External: &v1alpha1.ExternalMetric{MetricName: "queue", TargetPerReplica: q}},
+		{Prometheus: &v1alpha1.PrometheusMetric{Query: "b", Target: q}},
+		{Resource: &v1alpha1.ResourceMetric{Name: "cpu", Target: 80}},
+		{External: &v1alpha1.ExternalMetric{MetricName: "queue", Target: q}},
 	}
 	got := strings.Join(MetricNames(ms), ",")
 	if want := "prometheus,gpuUtilization,prometheus#2,resource/cpu,external/queue"; got != want {

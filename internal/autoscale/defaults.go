@@ -42,13 +42,13 @@ type policy struct {
 
 // settings is the spec with defaults applied.
 type settings struct {
-	min, max  int32
-	interval  time.Duration
-	tolerance float64
-	coldStart time.Duration
-	metrics   []v1alpha1.AutoscalingMetric
-	names     []string
-	up, down  rules
+	min, max          int32
+	interval          time.Duration
+	tolerance         float64
+	projectionHorizon time.Duration
+	metrics           []v1alpha1.AutoscalingMetric
+	names             []string
+	up, down          rules
 }
 
 func resolve(spec v1alpha1.AutoscalingSpec) settings {
@@ -60,7 +60,7 @@ func resolve(spec v1alpha1.AutoscalingSpec) settings {
 	if spec.Tolerance != nil && spec.Tolerance.AsApproximateFloat64() >= 0 {
 		s.tolerance = spec.Tolerance.AsApproximateFloat64()
 	}
-	s.coldStart = max(spec.ColdStart.Duration, 0)
+	s.projectionHorizon = max(spec.ProjectionHorizon.Duration, 0)
 	s.metrics = spec.Metrics
 	if len(s.metrics) == 0 {
 		s.metrics = []v1alpha1.AutoscalingMetric{{GPUUtilization: &v1alpha1.GPUUtilizationMetric{Target: DefaultGPUUtilizationTarget}}}
@@ -156,7 +156,7 @@ type kind int
 
 const (
 	average   kind = iota // ratio rule over pods: ceil(pods * value/target)
-	total                 // ceil(value / targetPerReplica)
+	total                 // ceil(value / target)
 	saturated             // saturation thresholds (proposeSaturation)
 )
 
@@ -170,15 +170,15 @@ func target(m v1alpha1.AutoscalingMetric) (kind, float64) {
 		}
 		return average, float64(t)
 	case m.RequestsWaiting != nil:
-		return total, m.RequestsWaiting.TargetPerReplica.AsApproximateFloat64()
+		return total, m.RequestsWaiting.Target.AsApproximateFloat64()
 	case m.KVCacheUsage != nil:
 		return average, m.KVCacheUsage.Target.AsApproximateFloat64()
 	case m.Prometheus != nil:
-		return total, m.Prometheus.TargetPerReplica.AsApproximateFloat64()
+		return total, m.Prometheus.Target.AsApproximateFloat64()
 	case m.Resource != nil:
-		return average, float64(m.Resource.TargetAverageUtilization)
+		return average, float64(m.Resource.Target)
 	case m.External != nil:
-		return total, m.External.TargetPerReplica.AsApproximateFloat64()
+		return total, m.External.Target.AsApproximateFloat64()
 	case m.Saturation != nil:
 		return saturated, resolveSaturation(m.Saturation).kv
 	case m.EndpointPicker != nil:

@@ -18,8 +18,9 @@ import (
 // signal averages at least saturatedAtRequestsWaiting per Ready replica), shows the replicas
 // beyond their capacity: the metric's value per Ready replica then is at least the capacity of
 // one replica, in the metric's units, and the capacity lies below it (see beyondCapacity).
-// Each such bound below the capacity believed so far (at first targetPerReplica /
-// targetPercent) moves it halfway toward the bound, and the target becomes targetPercent of it;
+// Each such bound below the capacity believed so far (at first target /
+// targetPercentOfCapacity) moves it halfway toward the bound, and the target becomes
+// targetPercentOfCapacity of it;
 // a bound above it says nothing new. Nothing is learnt while pods are starting (the rate window
 // then mixes fewer serving replicas than are Ready now, and the load per replica reads low) nor
 // while both colors have Ready pods (a candidate's latency and idle pods mixed in). A
@@ -48,8 +49,8 @@ func resolveLearning(m v1alpha1.AutoscalingMetric) (learning, bool) {
 	}
 	lc := m.Prometheus.LearnCapacity
 	l := learning{percent: DefaultLearnTargetPercent, saturated: DefaultSaturatedAtRequestsWaiting}
-	if lc.TargetPercent != nil && *lc.TargetPercent > 0 {
-		l.percent = float64(min(*lc.TargetPercent, 100))
+	if lc.TargetPercentOfCapacity != nil && *lc.TargetPercentOfCapacity > 0 {
+		l.percent = float64(min(*lc.TargetPercentOfCapacity, 100))
 	}
 	if lc.SaturatedAtRequestsWaiting != nil && *lc.SaturatedAtRequestsWaiting > 0 {
 		l.saturated = float64(*lc.SaturatedAtRequestsWaiting)
@@ -65,7 +66,7 @@ func resolveLearning(m v1alpha1.AutoscalingMetric) (learning, bool) {
 
 // initial is the capacity believed before any observation: the spec's target over the share.
 func (l learning) initial(m v1alpha1.AutoscalingMetric) float64 {
-	return m.Prometheus.TargetPerReplica.AsApproximateFloat64() * 100 / l.percent
+	return m.Prometheus.Target.AsApproximateFloat64() * 100 / l.percent
 }
 
 // learn returns the learnt capacities after this pass; entries of metrics no longer learning
@@ -152,7 +153,7 @@ func learntValue(c v1alpha1.LearnedCapacity) (float64, bool) {
 }
 
 // learntTarget is a learning metric's target from its learnt capacity, with its description
-// for the proposal; false when nothing has been learnt yet (targetPerReplica holds).
+// for the proposal; false when nothing has been learnt yet (the spec's target holds).
 func learntTarget(m v1alpha1.AutoscalingMetric, name string, learnt []v1alpha1.LearnedCapacity) (float64, string, bool) {
 	l, ok := resolveLearning(m)
 	if !ok {

@@ -19,8 +19,8 @@ func learningSpec() v1alpha1.AutoscalingSpec {
 	pct := int32(90)
 	return v1alpha1.AutoscalingSpec{MinReplicas: 1, MaxReplicas: 100,
 		Metrics: []v1alpha1.AutoscalingMetric{{Prometheus: &v1alpha1.PrometheusMetric{
-			Query: "work", TargetPerReplica: resource.MustParse("0.9"),
-			LearnCapacity: &v1alpha1.CapacityLearning{TargetPercent: &pct, TimeToFirstTokenP95: dur(2 * time.Second)},
+			Query: "work", Target: resource.MustParse("0.9"),
+			LearnCapacity: &v1alpha1.CapacityLearning{TargetPercentOfCapacity: &pct, TimeToFirstTokenP95: dur(2 * time.Second)},
 		}}},
 		Behavior: v1alpha1.ScalingBehavior{ScaleDown: &v1alpha1.ScalingRules{StabilizationWindow: dur(0)}},
 	}
@@ -200,7 +200,7 @@ func TestALearntCapacityNeverRaisesTheSpecsTarget(t *testing.T) {
 	// Learnt 0.8 when the spec said 0.9 at 90% (a capacity of 1); the spec now says 0.54 (a
 	// capacity of 0.6): the spec's lower target holds, and a miss learns down from 0.6.
 	spec := learningSpec()
-	spec.Metrics[0].Prometheus.TargetPerReplica = resource.MustParse("0.54")
+	spec.Metrics[0].Prometheus.Target = resource.MustParse("0.54")
 	prev := &v1alpha1.AutoscalingStatus{LearnedCapacities: []v1alpha1.LearnedCapacity{{Metric: MetricPrometheus, PerReplica: "0.8", Samples: 2}}}
 	in := Input{Spec: spec, Current: 10, Ready: 10, Previous: prev,
 		Observations: []Observation{{Metric: MetricPrometheus, Status: metrics.OK, Value: 5.4}}}

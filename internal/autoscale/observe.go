@@ -24,7 +24,7 @@ func FromSample(metric string, s metrics.Sample) Observation {
 	return Observation{Metric: metric, Status: metrics.OK, Value: s.Value}
 }
 
-// TrendWindow is the range over which a total metric's trend is measured for spec.coldStart,
+// TrendWindow is the range over which a total metric's trend is measured for spec.autoscaling.projectionHorizon,
 // sampled every TrendStep.
 const (
 	TrendWindow = 5 * time.Minute

@@ -11,12 +11,12 @@ import (
 	"github.com/modelship/modelship/internal/metrics"
 )
 
-// spec.coldStart: a rising total proposes the replicas of the load projected a cold start
-// ahead; a flat, falling or unmeasured trend, or no coldStart, proposes for the load now.
+// spec.autoscaling.projectionHorizon: a rising total proposes the replicas of the load projected
+// a cold start ahead; a flat, falling or unmeasured trend, or no horizon, proposes for the load now.
 func TestARisingTotalProposesForTheLoadAColdStartAhead(t *testing.T) {
 	spec := func(cold time.Duration) v1alpha1.AutoscalingSpec {
-		return v1alpha1.AutoscalingSpec{MinReplicas: 1, MaxReplicas: 100, ColdStart: v1alpha1.Duration{Duration: cold},
-			Metrics: []v1alpha1.AutoscalingMetric{{Prometheus: &v1alpha1.PrometheusMetric{Query: "work", TargetPerReplica: resource.MustParse("1")}}}}
+		return v1alpha1.AutoscalingSpec{MinReplicas: 1, MaxReplicas: 100, ProjectionHorizon: v1alpha1.Duration{Duration: cold},
+			Metrics: []v1alpha1.AutoscalingMetric{{Prometheus: &v1alpha1.PrometheusMetric{Query: "work", Target: resource.MustParse("1")}}}}
 	}
 	work := func(trend float64, has bool) []Observation {
 		return []Observation{{Metric: MetricPrometheus, Status: metrics.OK, Value: 10, Trend: trend, HasTrend: has}}

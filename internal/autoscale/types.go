@@ -75,7 +75,8 @@ type Observation struct {
 	// Message says why there is no value.
 	Message string
 	// Trend is the value's change per second over the last minutes (PromQL deriv), for total
-	// metrics; with spec.coldStart set, a rising total proposes for Value + Trend * coldStart.
+	// metrics; with spec.autoscaling.projectionHorizon set, a rising total proposes for Value + Trend *
+	// projectionHorizon.
 	// HasTrend is false when it was not measured.
 	Trend    float64
 	HasTrend bool

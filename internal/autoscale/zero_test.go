@@ -13,7 +13,7 @@ import (
 
 func withPrometheusTotal(perReplica string) specOpt {
 	return func(s *v1alpha1.AutoscalingSpec) {
-		s.Metrics = append(s.Metrics, v1alpha1.AutoscalingMetric{Prometheus: &v1alpha1.PrometheusMetric{Query: "sum(rate(gateway_requests_total[1m])) or vector(0)", TargetPerReplica: resource.MustParse(perReplica)}})
+		s.Metrics = append(s.Metrics, v1alpha1.AutoscalingMetric{Prometheus: &v1alpha1.PrometheusMetric{Query: "sum(rate(gateway_requests_total[1m])) or vector(0)", Target: resource.MustParse(perReplica)}})
 	}
 }
 
@@ -65,12 +65,12 @@ func TestScalesFromZeroOnlyWithAMetricThatSeesLoadWithoutPods(t *testing.T) {
 		want bool
 	}{
 		{"the default GPU utilization cannot", nil, false},
-		{"pod metrics cannot", []v1alpha1.AutoscalingMetric{{KVCacheUsage: &v1alpha1.AverageMetric{Target: q}}, {RequestsWaiting: &v1alpha1.PerReplicaMetric{TargetPerReplica: q}},
-			{Saturation: &v1alpha1.SaturationMetric{}}, {Resource: &v1alpha1.ResourceMetric{Name: "cpu", TargetAverageUtilization: 50}}}, false},
+		{"pod metrics cannot", []v1alpha1.AutoscalingMetric{{KVCacheUsage: &v1alpha1.AverageMetric{Target: q}}, {RequestsWaiting: &v1alpha1.PerReplicaMetric{Target: q}},
+			{Saturation: &v1alpha1.SaturationMetric{}}, {Resource: &v1alpha1.ResourceMetric{Name: "cpu", Target: 50}}}, false},
 		{"the endpoint picker's per-pod queue and saturation cannot", []v1alpha1.AutoscalingMetric{{EndpointPicker: &v1alpha1.EndpointPickerMetric{Signal: v1alpha1.EndpointPickerQueueSize, Target: q}},
 			{EndpointPicker: &v1alpha1.EndpointPickerMetric{Signal: v1alpha1.EndpointPickerPoolSaturation, Target: q}}}, false},
-		{"a prometheus total can", []v1alpha1.AutoscalingMetric{{GPUUtilization: &v1alpha1.GPUUtilizationMetric{}}, {Prometheus: &v1alpha1.PrometheusMetric{Query: "x", TargetPerReplica: q}}}, true},
-		{"an external metric can", []v1alpha1.AutoscalingMetric{{External: &v1alpha1.ExternalMetric{MetricName: "queue", TargetPerReplica: q}}}, true},
+		{"a prometheus total can", []v1alpha1.AutoscalingMetric{{GPUUtilization: &v1alpha1.GPUUtilizationMetric{}}, {Prometheus: &v1alpha1.PrometheusMetric{Query: "x", Target: q}}}, true},
+		{"an external metric can", []v1alpha1.AutoscalingMetric{{External: &v1alpha1.ExternalMetric{MetricName: "queue", Target: q}}}, true},
 		{"the endpoint picker's running requests can", []v1alpha1.AutoscalingMetric{{EndpointPicker: &v1alpha1.EndpointPickerMetric{Signal: v1alpha1.EndpointPickerRunningRequests, Target: q, Objective: "llama"}}}, true},
 	}
 	for _, tc := range cases {

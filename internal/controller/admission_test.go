@@ -104,65 +104,72 @@ func badSpecs() []badSpec {
 		return func(ms *v1alpha1.ModelServer) { autoscaleOn(ms).Metrics = []v1alpha1.AutoscalingMetric{m} }
 	}
 	const positiveDuration = "must be a positive duration such as 2m or 90s"
+	// notADuration is what the Duration type's own rule says of text that is not a duration,
+	// after the field's path and the value.
+	notADuration := func(path, value string) string {
+		return path + `: Invalid value: "` + value + `": must be a duration such as 90s, 2m or 1h30m`
+	}
 	return append(append(zeroSpellings(), childKindsOfMistake()...), []badSpec{
 		// Durations.
 		{name: "a step duration in words", mutate: func(ms *v1alpha1.ModelServer) { ms.Spec.Rollout.StepDuration = text("2 minutes") },
-			want: []string{"spec.rollout.stepDuration must be a positive duration such as 2m or 90s"}},
+			want: []string{notADuration("spec.rollout.stepDuration", "2 minutes")}},
 		{name: "a step duration without a unit", mutate: func(ms *v1alpha1.ModelServer) { ms.Spec.Rollout.StepDuration = text("120") },
-			want: []string{"spec.rollout.stepDuration " + positiveDuration}},
+			want: []string{notADuration("spec.rollout.stepDuration", "120")}},
 		{name: "a step duration of zero", mutate: func(ms *v1alpha1.ModelServer) { ms.Spec.Rollout.StepDuration = text("0s") },
 			want: []string{"spec.rollout.stepDuration " + positiveDuration}},
 		{name: "a negative step duration", mutate: func(ms *v1alpha1.ModelServer) { ms.Spec.Rollout.StepDuration = text("-1m") },
 			want: []string{"spec.rollout.stepDuration " + positiveDuration}},
 		{name: "an empty step duration", mutate: func(ms *v1alpha1.ModelServer) { ms.Spec.Rollout.StepDuration = text("") },
-			want: []string{"spec.rollout.stepDuration " + positiveDuration}},
+			want: []string{notADuration("spec.rollout.stepDuration", "")}},
 		{name: "a step duration as a number of seconds", raw: set("rollout.stepDuration", 120),
 			want: []string{"spec.rollout.stepDuration", "must be of type string"}},
 		{name: "a step duration in days", mutate: func(ms *v1alpha1.ModelServer) { ms.Spec.Rollout.StepDuration = text("1d") },
-			want: []string{"spec.rollout.stepDuration " + positiveDuration}},
+			want: []string{notADuration("spec.rollout.stepDuration", "1d")}},
 		{name: "a scale-down delay in words", mutate: func(ms *v1alpha1.ModelServer) { ms.Spec.Rollout.ScaleDownDelay = text("10 min") },
-			want: []string{"spec.rollout.scaleDownDelay " + positiveDuration}},
+			want: []string{notADuration("spec.rollout.scaleDownDelay", "10 min")}},
 		{name: "a scale-down delay of a bare zero", mutate: func(ms *v1alpha1.ModelServer) { ms.Spec.Rollout.ScaleDownDelay = text("0") },
 			want: []string{"spec.rollout.scaleDownDelay " + positiveDuration}},
 		{name: "a negative progress deadline", mutate: func(ms *v1alpha1.ModelServer) { ms.Spec.Rollout.ProgressDeadline = text("-30m") },
 			want: []string{"spec.rollout.progressDeadline " + positiveDuration}},
-		{name: "a zero inconclusive deadline", mutate: func(ms *v1alpha1.ModelServer) { ms.Spec.Rollout.InconclusiveDeadline = ptr.To(text("0s")) },
-			want: []string{"spec.rollout.inconclusiveDeadline " + positiveDuration}},
-		{name: "an inconclusive stall of a negative duration", mutate: func(ms *v1alpha1.ModelServer) { ms.Spec.Rollout.InconclusiveStall = text("-10m") },
-			want: []string{"spec.rollout.inconclusiveStall " + positiveDuration}},
+		{name: "a zero inconclusive rollback delay", mutate: func(ms *v1alpha1.ModelServer) { ms.Spec.Rollout.Inconclusive.RollbackAfter = ptr.To(text("0s")) },
+			want: []string{"spec.rollout.inconclusive.rollbackAfter " + positiveDuration}},
+		{name: "an inconclusive report delay of a negative duration", mutate: func(ms *v1alpha1.ModelServer) { ms.Spec.Rollout.Inconclusive.ReportAfter = text("-10m") },
+			want: []string{"spec.rollout.inconclusive.reportAfter " + positiveDuration}},
 		{name: "an analysis interval with a space", mutate: func(ms *v1alpha1.ModelServer) { ms.Spec.Rollout.Analysis.Interval = text("30 s") },
-			want: []string{"spec.rollout.analysis.interval " + positiveDuration}},
+			want: []string{notADuration("spec.rollout.analysis.interval", "30 s")}},
 		{name: "an analysis interval of zero", mutate: func(ms *v1alpha1.ModelServer) { ms.Spec.Rollout.Analysis.Interval = text("0s") },
 			want: []string{"spec.rollout.analysis.interval " + positiveDuration}},
 		{name: "a step shorter than the analysis interval", mutate: func(ms *v1alpha1.ModelServer) {
 			ms.Spec.Rollout.StepDuration, ms.Spec.Rollout.Analysis.Interval = dur("30s"), dur("1m")
 		}, want: []string{"spec.rollout.stepDuration must be at least spec.rollout.analysis.interval"}},
 		{name: "an autoscaling interval written 15sec", mutate: func(ms *v1alpha1.ModelServer) { autoscaleOn(ms).Interval = text("15sec") },
-			want: []string{"spec.autoscaling.interval " + positiveDuration}},
+			want: []string{notADuration("spec.autoscaling.interval", "15sec")}},
 		{name: "a negative autoscaling interval", mutate: func(ms *v1alpha1.ModelServer) { autoscaleOn(ms).Interval = text("-15s") },
 			want: []string{"spec.autoscaling.interval " + positiveDuration}},
 		{name: "a stabilization window in words", mutate: func(ms *v1alpha1.ModelServer) {
 			autoscaleOn(ms).Behavior.ScaleDown = &v1alpha1.ScalingRules{StabilizationWindow: ptr.To(text("5 minutes"))}
-		}, want: []string{"spec.autoscaling.behavior.scaleDown.stabilizationWindow", "must be a duration from 0s to 1h"}},
+		}, want: []string{notADuration("spec.autoscaling.behavior.scaleDown.stabilizationWindow", "5 minutes")}},
 		{name: "a negative stabilization window", mutate: func(ms *v1alpha1.ModelServer) {
 			autoscaleOn(ms).Behavior.ScaleUp = &v1alpha1.ScalingRules{StabilizationWindow: ptr.To(text("-1m"))}
 		}, want: []string{"spec.autoscaling.behavior.scaleUp.stabilizationWindow", "from 0s to 1h"}},
-		{name: "a cold start in words", mutate: func(ms *v1alpha1.ModelServer) { autoscaleOn(ms).ColdStart = text("3 minutes") },
-			want: []string{"spec.autoscaling.coldStart must be a duration from 0s to 1h"}},
-		{name: "a cold start longer than an hour", mutate: func(ms *v1alpha1.ModelServer) { autoscaleOn(ms).ColdStart = text("2h") },
-			want: []string{"spec.autoscaling.coldStart must be a duration from 0s to 1h"}},
+		{name: "a projection horizon in words", mutate: func(ms *v1alpha1.ModelServer) { autoscaleOn(ms).ProjectionHorizon = text("3 minutes") },
+			want: []string{notADuration("spec.autoscaling.projectionHorizon", "3 minutes")}},
+		{name: "a negative projection horizon", mutate: func(ms *v1alpha1.ModelServer) { autoscaleOn(ms).ProjectionHorizon = text("-3m") },
+			want: []string{"spec.autoscaling.projectionHorizon must be a duration from 0s to 1h"}},
+		{name: "a projection horizon longer than an hour", mutate: func(ms *v1alpha1.ModelServer) { autoscaleOn(ms).ProjectionHorizon = text("2h") },
+			want: []string{"spec.autoscaling.projectionHorizon must be a duration from 0s to 1h"}},
 		{name: "a learnt-capacity TTFT SLO in words", mutate: func(ms *v1alpha1.ModelServer) {
-			autoscaleOn(ms).Metrics = []v1alpha1.AutoscalingMetric{{Prometheus: &v1alpha1.PrometheusMetric{Query: "x", TargetPerReplica: resource.MustParse("1"),
+			autoscaleOn(ms).Metrics = []v1alpha1.AutoscalingMetric{{Prometheus: &v1alpha1.PrometheusMetric{Query: "x", Target: resource.MustParse("1"),
 				LearnCapacity: &v1alpha1.CapacityLearning{TimeToFirstTokenP95: ptr.To(text("2 seconds"))}}}}
-		}, want: []string{"spec.autoscaling.metrics[*].prometheus.learnCapacity.timeToFirstTokenP95 must be a duration above 0s and at most 10m"}},
+		}, want: []string{notADuration("spec.autoscaling.metrics[0].prometheus.learnCapacity.timeToFirstTokenP95", "2 seconds")}},
 		{name: "a zero learnt-capacity ITL SLO", mutate: func(ms *v1alpha1.ModelServer) {
-			autoscaleOn(ms).Metrics = []v1alpha1.AutoscalingMetric{{Prometheus: &v1alpha1.PrometheusMetric{Query: "x", TargetPerReplica: resource.MustParse("1"),
+			autoscaleOn(ms).Metrics = []v1alpha1.AutoscalingMetric{{Prometheus: &v1alpha1.PrometheusMetric{Query: "x", Target: resource.MustParse("1"),
 				LearnCapacity: &v1alpha1.CapacityLearning{InterTokenLatencyP95: ptr.To(text("0s"))}}}}
 		}, want: []string{"spec.autoscaling.metrics[*].prometheus.learnCapacity.interTokenLatencyP95 must be a duration above 0s"}},
 		{name: "a learnt-capacity share over 100%", mutate: func(ms *v1alpha1.ModelServer) {
-			autoscaleOn(ms).Metrics = []v1alpha1.AutoscalingMetric{{Prometheus: &v1alpha1.PrometheusMetric{Query: "x", TargetPerReplica: resource.MustParse("1"),
-				LearnCapacity: &v1alpha1.CapacityLearning{TargetPercent: ptr.To(int32(120))}}}}
-		}, want: []string{"learnCapacity.targetPercent", "less than or equal to 100"}},
+			autoscaleOn(ms).Metrics = []v1alpha1.AutoscalingMetric{{Prometheus: &v1alpha1.PrometheusMetric{Query: "x", Target: resource.MustParse("1"),
+				LearnCapacity: &v1alpha1.CapacityLearning{TargetPercentOfCapacity: ptr.To(int32(120))}}}}
+		}, want: []string{"learnCapacity.targetPercentOfCapacity", "less than or equal to 100"}},
 		{name: "a stabilization window longer than HPA allows", mutate: func(ms *v1alpha1.ModelServer) {
 			autoscaleOn(ms).Behavior.ScaleDown = &v1alpha1.ScalingRules{StabilizationWindow: ptr.To(dur("2h"))}
 		}, want: []string{"spec.autoscaling.behavior.scaleDown.stabilizationWindow", "from 0s to 1h"}},
@@ -220,7 +227,7 @@ func badSpecs() []badSpec {
 			delete(spec, "replicas")
 		}, want: []string{"spec.autoscaling.minReplicas", "needs a metric that sees load while no pod runs"}},
 		{name: "scale to zero on the requests waiting in the pods", raw: func(spec map[string]any) {
-			spec["autoscaling"] = map[string]any{"minReplicas": 0, "maxReplicas": 4, "metrics": []any{map[string]any{"requestsWaiting": map[string]any{"targetPerReplica": 2}}}}
+			spec["autoscaling"] = map[string]any{"minReplicas": 0, "maxReplicas": 4, "metrics": []any{map[string]any{"requestsWaiting": map[string]any{"target": 2}}}}
 			delete(spec, "replicas")
 		}, want: []string{"spec.autoscaling.minReplicas", "needs a metric that sees load while no pod runs"}},
 		{name: "minReplicas above maxReplicas", mutate: func(ms *v1alpha1.ModelServer) { a := autoscaleOn(ms); a.MinReplicas, a.MaxReplicas = 5, 2 },
@@ -272,7 +279,7 @@ func badSpecs() []badSpec {
 			ms.Spec.Rollout.Analysis.SampleQuery = `sum(increase(vllm:request_success_total[{{.Interval}}]))`
 		}, want: []string{"spec.rollout.analysis.sampleQuery may use only the template keys"}},
 		{name: "an autoscaling query with a key the renderer does not know", mutate: scaleOn(v1alpha1.AutoscalingMetric{Prometheus: &v1alpha1.PrometheusMetric{
-			Query: `sum(rate(x{deployment="{{.Deployment}}"}[1m]))`, TargetPerReplica: resource.MustParse("10")}}),
+			Query: `sum(rate(x{deployment="{{.Deployment}}"}[1m]))`, Target: resource.MustParse("10")}}),
 			want: []string{"spec.autoscaling.metrics[0].prometheus.query: Invalid value", "spec.autoscaling.metrics[*].prometheus.query may use only the template keys"}},
 
 		// Targets, bounds and tolerances.
@@ -280,18 +287,18 @@ func badSpecs() []badSpec {
 			want: []string{"spec.autoscaling.tolerance must be a fraction from 0 up to (not including) 1"}},
 		{name: "a tolerance written as a percentage", mutate: func(ms *v1alpha1.ModelServer) { autoscaleOn(ms).Tolerance = qty("10") },
 			want: []string{"spec.autoscaling.tolerance must be a fraction"}},
-		{name: "a zero waiting-requests target", mutate: scaleOn(v1alpha1.AutoscalingMetric{RequestsWaiting: &v1alpha1.PerReplicaMetric{TargetPerReplica: resource.MustParse("0")}}),
-			want: []string{"spec.autoscaling.metrics[0].requestsWaiting.targetPerReplica: Invalid value", "spec.autoscaling.metrics[*].requestsWaiting.targetPerReplica must be greater than 0"}},
-		{name: "a negative waiting-requests target", mutate: scaleOn(v1alpha1.AutoscalingMetric{RequestsWaiting: &v1alpha1.PerReplicaMetric{TargetPerReplica: resource.MustParse("-5")}}),
-			want: []string{"spec.autoscaling.metrics[0].requestsWaiting.targetPerReplica: Invalid value", "spec.autoscaling.metrics[*].requestsWaiting.targetPerReplica must be greater than 0"}},
+		{name: "a zero waiting-requests target", mutate: scaleOn(v1alpha1.AutoscalingMetric{RequestsWaiting: &v1alpha1.PerReplicaMetric{Target: resource.MustParse("0")}}),
+			want: []string{"spec.autoscaling.metrics[0].requestsWaiting.target: Invalid value", "spec.autoscaling.metrics[*].requestsWaiting.target must be greater than 0"}},
+		{name: "a negative waiting-requests target", mutate: scaleOn(v1alpha1.AutoscalingMetric{RequestsWaiting: &v1alpha1.PerReplicaMetric{Target: resource.MustParse("-5")}}),
+			want: []string{"spec.autoscaling.metrics[0].requestsWaiting.target: Invalid value", "spec.autoscaling.metrics[*].requestsWaiting.target must be greater than 0"}},
 		{name: "a waiting-requests target in words", raw: func(spec map[string]any) {
-			spec["autoscaling"] = map[string]any{"maxReplicas": 4, "metrics": []any{map[string]any{"requestsWaiting": map[string]any{"targetPerReplica": "five"}}}}
+			spec["autoscaling"] = map[string]any{"maxReplicas": 4, "metrics": []any{map[string]any{"requestsWaiting": map[string]any{"target": "five"}}}}
 			delete(spec, "replicas")
-		}, want: []string{"spec.autoscaling.metrics[0].requestsWaiting.targetPerReplica", "should match"}},
-		{name: "a zero Prometheus target", mutate: scaleOn(v1alpha1.AutoscalingMetric{Prometheus: &v1alpha1.PrometheusMetric{Query: "sum(up)", TargetPerReplica: resource.MustParse("0")}}),
-			want: []string{"spec.autoscaling.metrics[0].prometheus.targetPerReplica: Invalid value", "spec.autoscaling.metrics[*].prometheus.targetPerReplica must be greater than 0"}},
-		{name: "a negative external target", mutate: scaleOn(v1alpha1.AutoscalingMetric{External: &v1alpha1.ExternalMetric{MetricName: "queue", TargetPerReplica: resource.MustParse("-1")}}),
-			want: []string{"spec.autoscaling.metrics[0].external.targetPerReplica: Invalid value", "spec.autoscaling.metrics[*].external.targetPerReplica must be greater than 0"}},
+		}, want: []string{"spec.autoscaling.metrics[0].requestsWaiting.target", "should match"}},
+		{name: "a zero Prometheus target", mutate: scaleOn(v1alpha1.AutoscalingMetric{Prometheus: &v1alpha1.PrometheusMetric{Query: "sum(up)", Target: resource.MustParse("0")}}),
+			want: []string{"spec.autoscaling.metrics[0].prometheus.target: Invalid value", "spec.autoscaling.metrics[*].prometheus.target must be greater than 0"}},
+		{name: "a negative external target", mutate: scaleOn(v1alpha1.AutoscalingMetric{External: &v1alpha1.ExternalMetric{MetricName: "queue", Target: resource.MustParse("-1")}}),
+			want: []string{"spec.autoscaling.metrics[0].external.target: Invalid value", "spec.autoscaling.metrics[*].external.target must be greater than 0"}},
 		{name: "a KV-cache target in percent", mutate: scaleOn(v1alpha1.AutoscalingMetric{KVCacheUsage: &v1alpha1.AverageMetric{Target: resource.MustParse("80")}}),
 			want: []string{"spec.autoscaling.metrics[0].kvCacheUsage.target: Invalid value", "spec.autoscaling.metrics[*].kvCacheUsage.target must be a fraction greater than 0 and at most 1"}},
 		{name: "a zero KV-cache target", mutate: scaleOn(v1alpha1.AutoscalingMetric{KVCacheUsage: &v1alpha1.AverageMetric{Target: resource.MustParse("0")}}),
@@ -303,11 +310,11 @@ func badSpecs() []badSpec {
 		{name: "a GPU utilization target above 100", mutate: scaleOn(v1alpha1.AutoscalingMetric{GPUUtilization: &v1alpha1.GPUUtilizationMetric{Target: 150}}),
 			want: []string{"spec.autoscaling.metrics[0].gpuUtilization.target", "less than or equal to 100"}},
 		{name: "a zero CPU utilization target", raw: func(spec map[string]any) {
-			spec["autoscaling"] = map[string]any{"maxReplicas": 4, "metrics": []any{map[string]any{"resource": map[string]any{"name": "cpu", "targetAverageUtilization": 0}}}}
+			spec["autoscaling"] = map[string]any{"maxReplicas": 4, "metrics": []any{map[string]any{"resource": map[string]any{"name": "cpu", "target": 0}}}}
 			delete(spec, "replicas")
-		}, want: []string{"spec.autoscaling.metrics[0].resource.targetAverageUtilization", "greater than or equal to 1"}},
+		}, want: []string{"spec.autoscaling.metrics[0].resource.target", "greater than or equal to 1"}},
 		{name: "a resource metric on GPUs", raw: func(spec map[string]any) {
-			spec["autoscaling"] = map[string]any{"maxReplicas": 4, "metrics": []any{map[string]any{"resource": map[string]any{"name": "nvidia.com/gpu", "targetAverageUtilization": 70}}}}
+			spec["autoscaling"] = map[string]any{"maxReplicas": 4, "metrics": []any{map[string]any{"resource": map[string]any{"name": "nvidia.com/gpu", "target": 70}}}}
 			delete(spec, "replicas")
 		}, want: []string{"spec.autoscaling.metrics[0].resource.name", `supported values: "cpu", "memory"`}},
 		{name: "an autoscaling metric with no signal", raw: func(spec map[string]any) {
@@ -454,14 +461,14 @@ func zeroTargets() []struct {
 			write: scaleOn("kvCacheUsage", func(v string) map[string]any { return map[string]any{"target": v} }),
 			want:  []string{"spec.autoscaling.metrics[0].kvCacheUsage.target: Invalid value", "must be a fraction greater than 0 and at most 1"}},
 		{field: "a waiting-requests target",
-			write: scaleOn("requestsWaiting", func(v string) map[string]any { return map[string]any{"targetPerReplica": v} }),
-			want:  []string{"spec.autoscaling.metrics[0].requestsWaiting.targetPerReplica: Invalid value", "must be greater than 0"}},
+			write: scaleOn("requestsWaiting", func(v string) map[string]any { return map[string]any{"target": v} }),
+			want:  []string{"spec.autoscaling.metrics[0].requestsWaiting.target: Invalid value", "must be greater than 0"}},
 		{field: "a Prometheus target",
-			write: scaleOn("prometheus", func(v string) map[string]any { return map[string]any{"query": "sum(up)", "targetPerReplica": v} }),
-			want:  []string{"spec.autoscaling.metrics[0].prometheus.targetPerReplica: Invalid value", "must be greater than 0"}},
+			write: scaleOn("prometheus", func(v string) map[string]any { return map[string]any{"query": "sum(up)", "target": v} }),
+			want:  []string{"spec.autoscaling.metrics[0].prometheus.target: Invalid value", "must be greater than 0"}},
 		{field: "an external metric target",
-			write: scaleOn("external", func(v string) map[string]any { return map[string]any{"metricName": "queue", "targetPerReplica": v} }),
-			want:  []string{"spec.autoscaling.metrics[0].external.targetPerReplica: Invalid value", "must be greater than 0"}},
+			write: scaleOn("external", func(v string) map[string]any { return map[string]any{"metricName": "queue", "target": v} }),
+			want:  []string{"spec.autoscaling.metrics[0].external.target: Invalid value", "must be greater than 0"}},
 		{field: "a ratio to stable",
 			write: func(v string) func(map[string]any) {
 				return set("rollout.analysis.metrics", []any{map[string]any{"name": "x", "query": "x", "maxRatioToStable": v}})
@@ -514,7 +521,7 @@ func childKindsOfMistake() []badSpec {
 			ms.Spec.Rollout.Analysis.SampleQuery = `sum(increase(x{pool="{{ .Pool }}"}[{{.Window}}]))`
 		}, want: []string{"spec.rollout.analysis.sampleQuery: Invalid value", "spec.rollout.analysis.sampleQuery may use {{.Pool}}"}},
 		{name: "an autoscaling query reading the pool without pools", mutate: func(ms *v1alpha1.ModelServer) {
-			autoscaleOn(ms).Metrics = []v1alpha1.AutoscalingMetric{{Prometheus: &v1alpha1.PrometheusMetric{Query: `sum(x{pool=~"{{.Pool}}"})`, TargetPerReplica: resource.MustParse("1")}}}
+			autoscaleOn(ms).Metrics = []v1alpha1.AutoscalingMetric{{Prometheus: &v1alpha1.PrometheusMetric{Query: `sum(x{pool=~"{{.Pool}}"})`, Target: resource.MustParse("1")}}}
 		}, want: []string{"spec.autoscaling.metrics: Invalid value", "spec.autoscaling.metrics[*].prometheus.query may use {{.Pool}}"}},
 
 		// Bounds that no value can pass.
@@ -764,7 +771,7 @@ func goodSpecs() []badSpec {
 	return []badSpec{
 		{name: "durations in hours and minutes, fractions and milliseconds", mutate: func(ms *v1alpha1.ModelServer) {
 			r := &ms.Spec.Rollout
-			r.StepDuration, r.ScaleDownDelay, r.ProgressDeadline, r.InconclusiveDeadline = dur("1h30m"), dur("1.5h"), dur("45m"), ptr.To(dur("90s"))
+			r.StepDuration, r.ScaleDownDelay, r.ProgressDeadline, r.Inconclusive.RollbackAfter = dur("1h30m"), dur("1.5h"), dur("45m"), ptr.To(dur("90s"))
 			r.Analysis.Interval = dur("1500ms")
 		}},
 		{name: "a step as long as the analysis interval", mutate: func(ms *v1alpha1.ModelServer) {
@@ -797,22 +804,28 @@ func goodSpecs() []badSpec {
 			a.MinReplicas, a.MaxReplicas, a.Interval, a.Tolerance = 0, 10000, dur("200ms"), qty("0")
 			a.Metrics = []v1alpha1.AutoscalingMetric{
 				{GPUUtilization: &v1alpha1.GPUUtilizationMetric{Target: 100}},
-				{RequestsWaiting: &v1alpha1.PerReplicaMetric{TargetPerReplica: resource.MustParse("500m")}},
+				{RequestsWaiting: &v1alpha1.PerReplicaMetric{Target: resource.MustParse("500m")}},
 				{KVCacheUsage: &v1alpha1.AverageMetric{Target: resource.MustParse("1")}},
-				{Prometheus: &v1alpha1.PrometheusMetric{Query: `sum(rate(x{namespace="{{.Namespace}}"}[1m]))`, TargetPerReplica: resource.MustParse("10")}},
-				{Resource: &v1alpha1.ResourceMetric{Name: corev1.ResourceCPU, TargetAverageUtilization: 80}},
-				{External: &v1alpha1.ExternalMetric{MetricName: "queue_depth", TargetPerReplica: resource.MustParse("20")}},
+				{Prometheus: &v1alpha1.PrometheusMetric{Query: `sum(rate(x{namespace="{{.Namespace}}"}[1m]))`, Target: resource.MustParse("10")}},
+				{Resource: &v1alpha1.ResourceMetric{Name: corev1.ResourceCPU, Target: 80}},
+				{External: &v1alpha1.ExternalMetric{MetricName: "queue_depth", Target: resource.MustParse("20")}},
 			}
 			a.Behavior = v1alpha1.ScalingBehavior{
 				ScaleUp:   &v1alpha1.ScalingRules{StabilizationWindow: ptr.To(dur("0s")), Policies: []v1alpha1.ScalingPolicy{{Type: v1alpha1.PercentScalingPolicy, Value: 900, Period: dur("30m")}}},
 				ScaleDown: &v1alpha1.ScalingRules{StabilizationWindow: ptr.To(dur("1h")), SelectPolicy: ptr.To(v1alpha1.SelectDisabled)},
 			}
 		}},
+		{name: "zero durations where zero is allowed, written 0 and 0s, and an explicit plus sign", raw: func(spec map[string]any) {
+			spec["autoscaling"] = map[string]any{"maxReplicas": 4, "projectionHorizon": "0", "behavior": map[string]any{
+				"scaleUp": map[string]any{"stabilizationWindow": "0"}, "scaleDown": map[string]any{"stabilizationWindow": "+0s"}}}
+			set("rollout.inconclusive", map[string]any{"reportAfter": "+5m", "rollbackAfter": "1h30m"})(spec)
+			delete(spec, "replicas")
+		}},
 		{name: "capacity learning with both latency SLOs, and with its defaults", raw: func(spec map[string]any) {
-			spec["autoscaling"] = map[string]any{"maxReplicas": 8, "coldStart": "3m", "metrics": []any{
-				map[string]any{"prometheus": map[string]any{"query": "sum(x)", "targetPerReplica": "0.54",
-					"learnCapacity": map[string]any{"targetPercent": 90, "timeToFirstTokenP95": "2s", "interTokenLatencyP95": "100ms", "saturatedAtRequestsWaiting": 2}}},
-				map[string]any{"prometheus": map[string]any{"query": "sum(y)", "targetPerReplica": 3, "learnCapacity": map[string]any{}}},
+			spec["autoscaling"] = map[string]any{"maxReplicas": 8, "projectionHorizon": "3m", "metrics": []any{
+				map[string]any{"prometheus": map[string]any{"query": "sum(x)", "target": "0.54",
+					"learnCapacity": map[string]any{"targetPercentOfCapacity": 90, "timeToFirstTokenP95": "2s", "interTokenLatencyP95": "100ms", "saturatedAtRequestsWaiting": 2}}},
+				map[string]any{"prometheus": map[string]any{"query": "sum(y)", "target": 3, "learnCapacity": map[string]any{}}},
 			}}
 			delete(spec, "replicas")
 		}},
@@ -823,13 +836,13 @@ func goodSpecs() []badSpec {
 		{name: "scale to zero on a prometheus total beside GPU utilization", raw: func(spec map[string]any) {
 			spec["autoscaling"] = map[string]any{"minReplicas": 0, "maxReplicas": 4, "metrics": []any{
 				map[string]any{"gpuUtilization": map[string]any{}},
-				map[string]any{"prometheus": map[string]any{"query": `sum(rate(gateway_requests_total{route="llama"}[1m])) or vector(0)`, "targetPerReplica": 5}},
+				map[string]any{"prometheus": map[string]any{"query": `sum(rate(gateway_requests_total{route="llama"}[1m])) or vector(0)`, "target": 5}},
 			}}
 			delete(spec, "replicas")
 		}},
 		{name: "scale to zero on an external queue", raw: func(spec map[string]any) {
 			spec["autoscaling"] = map[string]any{"minReplicas": 0, "maxReplicas": 4, "metrics": []any{
-				map[string]any{"external": map[string]any{"metricName": "queue_depth", "targetPerReplica": 20}},
+				map[string]any{"external": map[string]any{"metricName": "queue_depth", "target": 20}},
 			}}
 			delete(spec, "replicas")
 		}},
@@ -856,7 +869,7 @@ func goodSpecs() []badSpec {
 			ms.Spec.Rollout.Analysis.Metrics = []v1alpha1.AnalysisMetric{{Name: "epp", MaxRatioToStable: qty("2"), Query: `avg(inference_pool_average_queue_size{name=~"{{.Pool}}"})`,
 				Histogram: &v1alpha1.AnalysisHistogram{BucketQuery: `sum by (le) (increase(x_bucket{pool=~"{{ .Pool }}"}[5m]))`}}}
 			ms.Spec.Rollout.Analysis.SampleQuery = `sum(increase(x{pool=~"{{.Pool}}"}[5m]))`
-			autoscaleOn(ms).Metrics = []v1alpha1.AutoscalingMetric{{Prometheus: &v1alpha1.PrometheusMetric{Query: `sum(x{pool=~"{{.Pool}}"})`, TargetPerReplica: resource.MustParse("1")}}}
+			autoscaleOn(ms).Metrics = []v1alpha1.AutoscalingMetric{{Prometheus: &v1alpha1.PrometheusMetric{Query: `sum(x{pool=~"{{.Pool}}"})`, Target: resource.MustParse("1")}}}
 		}},
 		{name: "a query naming a pool label without the key on Services", mutate: func(ms *v1alpha1.ModelServer) {
 			ms.Spec.Rollout.Analysis.Metrics = []v1alpha1.AnalysisMetric{{Name: "x", MaxRatioToStable: qty("2"), Query: `avg(x{name=~"my.Pool.+",pod=~"{{.Pods}}"})`}}

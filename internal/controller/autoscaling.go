@@ -212,7 +212,7 @@ func (r *ModelServerReconciler) customMetric(ctx context.Context, ms *v1alpha1.M
 	// The query is checked against the policy as it runs, not only its template.
 	prom := metrics.Enforce(r.Prometheus, r.QueryPolicy, ms.Namespace)
 	o := autoscale.FromSample(name, prom.Scalar(ctx, q, now))
-	if ms.Spec.Autoscaling != nil && ms.Spec.Autoscaling.ColdStart.Duration > 0 && o.Status == metrics.OK {
+	if ms.Spec.Autoscaling != nil && ms.Spec.Autoscaling.ProjectionHorizon.Duration > 0 && o.Status == metrics.OK {
 		o = autoscale.WithTrend(o, prom.Scalar(ctx, autoscale.TrendQuery(q), now))
 	}
 	return o

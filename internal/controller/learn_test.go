@@ -40,8 +40,8 @@ func TestALatencySLOMissedBelowTheTargetTeachesTheCapacityAndScalesUp(t *testing
 	t.Cleanup(func() { prometheus.set(ns, nil) })
 	ms := newModelServer(ns, "learn", onPool(ns), withReplicas(2), withAutoscaling(1, 6, 70, func(a *v1alpha1.AutoscalingSpec) {
 		a.Metrics = []v1alpha1.AutoscalingMetric{{Prometheus: &v1alpha1.PrometheusMetric{
-			Query: `sum(rate(work_seconds{namespace="{{.Namespace}}",pod=~"{{.Pods}}"}[{{.Window}}]))`, TargetPerReplica: resource.MustParse("0.9"),
-			LearnCapacity: &v1alpha1.CapacityLearning{TargetPercent: ptr.To(int32(90)), TimeToFirstTokenP95: &v1alpha1.Duration{Duration: 2 * time.Second}},
+			Query: `sum(rate(work_seconds{namespace="{{.Namespace}}",pod=~"{{.Pods}}"}[{{.Window}}]))`, Target: resource.MustParse("0.9"),
+			LearnCapacity: &v1alpha1.CapacityLearning{TargetPercentOfCapacity: ptr.To(int32(90)), TimeToFirstTokenP95: &v1alpha1.Duration{Duration: 2 * time.Second}},
 		}}}
 	}))
 	if err := k8s.Create(ctx, ms); err != nil {

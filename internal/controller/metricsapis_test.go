@@ -66,7 +66,7 @@ func TestScalesOnTheResourceMetricsAPI(t *testing.T) {
 	ms := newModelServer(ns, "kube", withReplicas(2), withCPURequest("1"), func(ms *v1alpha1.ModelServer) {
 		ms.Spec.Autoscaling = &v1alpha1.AutoscalingSpec{MinReplicas: 1, MaxReplicas: 8, Interval: v1alpha1.Duration{Duration: 200 * time.Millisecond},
 			Metrics: []v1alpha1.AutoscalingMetric{
-				{Resource: &v1alpha1.ResourceMetric{Name: corev1.ResourceCPU, TargetAverageUtilization: 50}},
+				{Resource: &v1alpha1.ResourceMetric{Name: corev1.ResourceCPU, Target: 50}},
 			}}
 	})
 	if err := k8s.Create(ctx, ms); err != nil {
@@ -105,7 +105,7 @@ func TestScalesOnTheExternalMetricsAPIWithTheAnyQueryPolicy(t *testing.T) {
 	ms := newModelServer(manualNamespace, fmt.Sprintf("external-%d", time.Now().UnixNano()%1e6), withReplicas(2), func(ms *v1alpha1.ModelServer) {
 		ms.Spec.Autoscaling = &v1alpha1.AutoscalingSpec{MinReplicas: 1, MaxReplicas: 8, Interval: v1alpha1.Duration{Duration: 200 * time.Millisecond},
 			Metrics: []v1alpha1.AutoscalingMetric{
-				{External: &v1alpha1.ExternalMetric{MetricName: metric, TargetPerReplica: resource.MustParse("10")}},
+				{External: &v1alpha1.ExternalMetric{MetricName: metric, Target: resource.MustParse("10")}},
 			}}
 	})
 	if err := k8s.Create(context.Background(), ms); err != nil {

@@ -62,14 +62,14 @@ func TestValidateAppliesTheQueryPolicyNamingTheField(t *testing.T) {
 		return func(ms *v1alpha1.ModelServer) {
 			ms.Spec.Autoscaling = &v1alpha1.AutoscalingSpec{MinReplicas: 1, MaxReplicas: 2, Metrics: []v1alpha1.AutoscalingMetric{
 				{GPUUtilization: &v1alpha1.GPUUtilizationMetric{}},
-				{Prometheus: &v1alpha1.PrometheusMetric{Query: q, TargetPerReplica: resource.MustParse("5")}},
+				{Prometheus: &v1alpha1.PrometheusMetric{Query: q, Target: resource.MustParse("5")}},
 			}}
 		}
 	}
 	withExternal := func(ms *v1alpha1.ModelServer) {
 		ms.Spec.Autoscaling = &v1alpha1.AutoscalingSpec{MinReplicas: 1, MaxReplicas: 2, Metrics: []v1alpha1.AutoscalingMetric{
 			{GPUUtilization: &v1alpha1.GPUUtilizationMetric{}},
-			{External: &v1alpha1.ExternalMetric{MetricName: "queue_depth", TargetPerReplica: resource.MustParse("5")}},
+			{External: &v1alpha1.ExternalMetric{MetricName: "queue_depth", Target: resource.MustParse("5")}},
 		}}
 	}
 	cases := []struct {

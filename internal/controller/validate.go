@@ -41,9 +41,10 @@ func validateFields(ms *v1alpha1.ModelServer) field.ErrorList {
 	errs = append(errs, positive(rp.Child("stepDuration"), ro.StepDuration, true)...)
 	errs = append(errs, positive(rp.Child("scaleDownDelay"), ro.ScaleDownDelay, true)...)
 	errs = append(errs, positive(rp.Child("progressDeadline"), ro.ProgressDeadline, true)...)
-	errs = append(errs, positive(rp.Child("inconclusiveStall"), ro.InconclusiveStall, true)...)
-	if ro.InconclusiveDeadline != nil {
-		errs = append(errs, positive(rp.Child("inconclusiveDeadline"), *ro.InconclusiveDeadline, false)...)
+	ip := rp.Child("inconclusive")
+	errs = append(errs, positive(ip.Child("reportAfter"), ro.Inconclusive.ReportAfter, true)...)
+	if ra := ro.Inconclusive.RollbackAfter; ra != nil {
+		errs = append(errs, positive(ip.Child("rollbackAfter"), *ra, false)...)
 	}
 	ap := rp.Child("analysis")
 	errs = append(errs, positive(ap.Child("interval"), ro.Analysis.Interval, true)...)
@@ -102,12 +103,12 @@ func validateAutoscaling(a *v1alpha1.AutoscalingSpec, p *field.Path) field.Error
 		mp := p.Child("metrics").Index(i)
 		switch {
 		case m.RequestsWaiting != nil:
-			errs = append(errs, positiveQuantity(mp.Child("requestsWaiting", "targetPerReplica"), m.RequestsWaiting.TargetPerReplica)...)
+			errs = append(errs, positiveQuantity(mp.Child("requestsWaiting", "target"), m.RequestsWaiting.Target)...)
 		case m.Prometheus != nil:
-			errs = append(errs, positiveQuantity(mp.Child("prometheus", "targetPerReplica"), m.Prometheus.TargetPerReplica)...)
+			errs = append(errs, positiveQuantity(mp.Child("prometheus", "target"), m.Prometheus.Target)...)
 			errs = append(errs, validateLearning(m.Prometheus.LearnCapacity, mp.Child("prometheus", "learnCapacity"))...)
 		case m.External != nil:
-			errs = append(errs, positiveQuantity(mp.Child("external", "targetPerReplica"), m.External.TargetPerReplica)...)
+			errs = append(errs, positiveQuantity(mp.Child("external", "target"), m.External.Target)...)
 		case m.KVCacheUsage != nil:
 			if t := m.KVCacheUsage.Target; t.Sign() <= 0 || t.Cmp(resource.MustParse("1")) > 0 {
 				errs = append(errs, field.Invalid(mp.Child("kvCacheUsage", "target"), t.String(), "must be a fraction greater than 0 and at most 1, such as 0.8 for 80%"))
@@ -190,8 +191,8 @@ func validateLearning(l *v1alpha1.CapacityLearning, p *field.Path) field.ErrorLi
 		return nil
 	}
 	var errs field.ErrorList
-	if t := l.TargetPercent; t != nil && (*t < 1 || *t > 100) {
-		errs = append(errs, field.Invalid(p.Child("targetPercent"), *t, "must be from 1 to 100"))
+	if t := l.TargetPercentOfCapacity; t != nil && (*t < 1 || *t > 100) {
+		errs = append(errs, field.Invalid(p.Child("targetPercentOfCapacity"), *t, "must be from 1 to 100"))
 	}
 	if w := l.SaturatedAtRequestsWaiting; w != nil && (*w < 1 || *w > 1000) {
 		errs = append(errs, field.Invalid(p.Child("saturatedAtRequestsWaiting"), *w, "must be from 1 to 1000"))

@@ -48,17 +48,17 @@ func TestValidateReportsTheFieldAdmissionShouldHaveRefused(t *testing.T) {
 		{name: "a valid spec with every duration set passes", mutate: func(ms *v1alpha1.ModelServer) {
 			r := &ms.Spec.Rollout
 			r.StepDuration, r.ScaleDownDelay, r.ProgressDeadline = dur(`"2m"`), dur(`"10m"`), dur(`"30m"`)
-			r.InconclusiveDeadline, r.Analysis.Interval = ptr.To(dur(`"15m"`)), dur(`"30s"`)
+			r.Inconclusive.RollbackAfter, r.Analysis.Interval = ptr.To(dur(`"15m"`)), dur(`"30s"`)
 			a := autoscaled(ms)
 			a.Interval, a.Tolerance = dur(`"15s"`), q("0")
 			a.Behavior.ScaleDown = &v1alpha1.ScalingRules{StabilizationWindow: ptr.To(dur(`"0s"`)), Policies: []v1alpha1.ScalingPolicy{{Type: v1alpha1.PodsScalingPolicy, Value: 1, Period: dur(`"30m"`)}}}
 		}},
 		{name: "a learnt-capacity SLO that did not parse is refused", mutate: func(ms *v1alpha1.ModelServer) {
-			autoscaled(ms).Metrics = []v1alpha1.AutoscalingMetric{{Prometheus: &v1alpha1.PrometheusMetric{Query: "x", TargetPerReplica: resource.MustParse("1"),
-				LearnCapacity: &v1alpha1.CapacityLearning{TimeToFirstTokenP95: ptr.To(dur(`"2 seconds"`)), TargetPercent: ptr.To(int32(0))}}}}
-		}, want: []string{"spec.autoscaling.metrics[0].prometheus.learnCapacity.timeToFirstTokenP95", "spec.autoscaling.metrics[0].prometheus.learnCapacity.targetPercent"}},
+			autoscaled(ms).Metrics = []v1alpha1.AutoscalingMetric{{Prometheus: &v1alpha1.PrometheusMetric{Query: "x", Target: resource.MustParse("1"),
+				LearnCapacity: &v1alpha1.CapacityLearning{TimeToFirstTokenP95: ptr.To(dur(`"2 seconds"`)), TargetPercentOfCapacity: ptr.To(int32(0))}}}}
+		}, want: []string{"spec.autoscaling.metrics[0].prometheus.learnCapacity.timeToFirstTokenP95", "spec.autoscaling.metrics[0].prometheus.learnCapacity.targetPercentOfCapacity"}},
 		{name: "a learnt-capacity SLO over 10 minutes is refused", mutate: func(ms *v1alpha1.ModelServer) {
-			autoscaled(ms).Metrics = []v1alpha1.AutoscalingMetric{{Prometheus: &v1alpha1.PrometheusMetric{Query: "x", TargetPerReplica: resource.MustParse("1"),
+			autoscaled(ms).Metrics = []v1alpha1.AutoscalingMetric{{Prometheus: &v1alpha1.PrometheusMetric{Query: "x", Target: resource.MustParse("1"),
 				LearnCapacity: &v1alpha1.CapacityLearning{InterTokenLatencyP95: ptr.To(dur(`"11m"`))}}}}
 		}, want: []string{"spec.autoscaling.metrics[0].prometheus.learnCapacity.interTokenLatencyP95", "at most 10m"}},
 		{name: "scale to zero on the default GPU utilization is refused: at zero pods it has no data", mutate: func(ms *v1alpha1.ModelServer) {
@@ -75,7 +75,7 @@ func TestValidateReportsTheFieldAdmissionShouldHaveRefused(t *testing.T) {
 			a := autoscaled(ms)
 			a.MinReplicas = 0
 			a.Metrics = []v1alpha1.AutoscalingMetric{{GPUUtilization: &v1alpha1.GPUUtilizationMetric{Target: 70}},
-				{Prometheus: &v1alpha1.PrometheusMetric{Query: `sum(rate(gateway_requests_total{route="llama"}[1m])) or vector(0)`, TargetPerReplica: resource.MustParse("5")}}}
+				{Prometheus: &v1alpha1.PrometheusMetric{Query: `sum(rate(gateway_requests_total{route="llama"}[1m])) or vector(0)`, Target: resource.MustParse("5")}}}
 		}},
 		{name: "scale to zero on the endpoint picker's running requests passes", mutate: func(ms *v1alpha1.ModelServer) {
 			onPools(ms)
@@ -114,8 +114,8 @@ func TestValidateReportsTheFieldAdmissionShouldHaveRefused(t *testing.T) {
 			ms.Spec.Rollout.ScaleDownDelay = dur(`"-5m"`)
 		}, want: []string{"spec.rollout.scaleDownDelay", "must be a positive duration"}},
 		{name: "a zero inconclusive deadline is refused (unset is the way to say none)", mutate: func(ms *v1alpha1.ModelServer) {
-			ms.Spec.Rollout.InconclusiveDeadline = ptr.To(dur(`"0s"`))
-		}, want: []string{"spec.rollout.inconclusiveDeadline", "positive"}},
+			ms.Spec.Rollout.Inconclusive.RollbackAfter = ptr.To(dur(`"0s"`))
+		}, want: []string{"spec.rollout.inconclusive.rollbackAfter", "positive"}},
 		{name: "a progress deadline written as a number is refused", mutate: func(ms *v1alpha1.ModelServer) {
 			ms.Spec.Rollout.ProgressDeadline = dur(`1800`)
 		}, want: []string{"spec.rollout.progressDeadline", "write a string"}},
@@ -159,11 +159,11 @@ func TestValidateReportsTheFieldAdmissionShouldHaveRefused(t *testing.T) {
 			autoscaled(ms).Tolerance = q("-0.1")
 		}, want: []string{"spec.autoscaling.tolerance"}},
 		{name: "a zero target per replica is refused", mutate: func(ms *v1alpha1.ModelServer) {
-			autoscaled(ms).Metrics = []v1alpha1.AutoscalingMetric{{RequestsWaiting: &v1alpha1.PerReplicaMetric{TargetPerReplica: resource.MustParse("0")}}}
-		}, want: []string{"spec.autoscaling.metrics[0].requestsWaiting.targetPerReplica", "greater than 0"}},
+			autoscaled(ms).Metrics = []v1alpha1.AutoscalingMetric{{RequestsWaiting: &v1alpha1.PerReplicaMetric{Target: resource.MustParse("0")}}}
+		}, want: []string{"spec.autoscaling.metrics[0].requestsWaiting.target", "greater than 0"}},
 		{name: "a negative Prometheus target is refused", mutate: func(ms *v1alpha1.ModelServer) {
-			autoscaled(ms).Metrics = []v1alpha1.AutoscalingMetric{{Prometheus: &v1alpha1.PrometheusMetric{Query: "x", TargetPerReplica: resource.MustParse("-3")}}}
-		}, want: []string{"spec.autoscaling.metrics[0].prometheus.targetPerReplica"}},
+			autoscaled(ms).Metrics = []v1alpha1.AutoscalingMetric{{Prometheus: &v1alpha1.PrometheusMetric{Query: "x", Target: resource.MustParse("-3")}}}
+		}, want: []string{"spec.autoscaling.metrics[0].prometheus.target"}},
 		{name: "a KV-cache target in percent is refused", mutate: func(ms *v1alpha1.ModelServer) {
 			autoscaled(ms).Metrics = []v1alpha1.AutoscalingMetric{{KVCacheUsage: &v1alpha1.AverageMetric{Target: resource.MustParse("80")}}}
 		}, want: []string{"spec.autoscaling.metrics[0].kvCacheUsage.target", "fraction"}},

@@ -78,7 +78,7 @@ func TestAtZeroReplicasReadyOnlyWhileTheScaleFromZeroMetricReadsZero(t *testing.
 
 	ms := newModelServer(ns, "zero", onPool(ns), withAutoscaling(0, 2, 70, scaleDownWindow(0), func(a *v1alpha1.AutoscalingSpec) {
 		a.Metrics = []v1alpha1.AutoscalingMetric{{Prometheus: &v1alpha1.PrometheusMetric{
-			Query: `sum(rate(gateway_requests_total{namespace="{{.Namespace}}"}[1m])) or vector(0)`, TargetPerReplica: resource.MustParse("5")}}}
+			Query: `sum(rate(gateway_requests_total{namespace="{{.Namespace}}"}[1m])) or vector(0)`, Target: resource.MustParse("5")}}}
 	}))
 	// minReplicas 0 written out: the Go client leaves a zero out, and the API server defaults it to 1.
 	if err := k8s.Create(ctx, toUnstructured(t, ms, func(spec map[string]any) {

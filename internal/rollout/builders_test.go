@@ -44,9 +44,9 @@ func withFailureLimit(n int32) msOption {
 func withAutoPromote(b bool) msOption {
 	return func(ms *v1alpha1.ModelServer) { ms.Spec.Rollout.AutoPromote = ptr.To(b) }
 }
-func withInconclusiveDeadline(d time.Duration) msOption {
+func withInconclusiveRollbackAfter(d time.Duration) msOption {
 	return func(ms *v1alpha1.ModelServer) {
-		ms.Spec.Rollout.InconclusiveDeadline = &v1alpha1.Duration{Duration: d}
+		ms.Spec.Rollout.Inconclusive.RollbackAfter = &v1alpha1.Duration{Duration: d}
 	}
 }
 func withPaused(p bool) msOption { return func(ms *v1alpha1.ModelServer) { ms.Spec.Paused = p } }

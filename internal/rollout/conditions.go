@@ -149,7 +149,7 @@ func setReconcilingCondition(st *v1alpha1.ModelServerStatus, f facts) {
 
 // setStalledCondition: True in phase RolledBack (retrying will not help until the spec
 // changes) and on a rollout that has held on inconclusive analysis for
-// DefaultInconclusiveStall (reason AnalysisInconclusive: it cannot move without data or a
+// DefaultInconclusiveReportAfter (reason AnalysisInconclusive: it cannot move without data or a
 // person). The controller sets it for an invalid spec on its own.
 func setStalledCondition(st *v1alpha1.ModelServerStatus, f facts) {
 	if st.Phase == v1alpha1.PhaseRolledBack {

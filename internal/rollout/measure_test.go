@@ -92,7 +92,7 @@ func TestNeed(t *testing.T) {
 func TestPolicyDefaults(t *testing.T) {
 	p := policyOf(newModelServer())
 	if len(p.steps) != 4 || p.steps[0] != 10 || p.stepDuration != 2*time.Minute || p.interval != 30*time.Second ||
-		p.scaleDownDelay != 10*time.Minute || p.progressDeadline != 30*time.Minute || !p.autoPromote || p.inconclusiveDeadline != 0 {
+		p.scaleDownDelay != 10*time.Minute || p.progressDeadline != 30*time.Minute || !p.autoPromote || p.inconclusiveRollback != 0 {
 		t.Errorf("defaults = %+v", p)
 	}
 	if p := policyOf(newModelServer(withSteps(30, 20, 100))); p.steps[0] != 10 {

@@ -49,7 +49,7 @@ const (
 	// EventRouteNotAccepted: the rollout holds because a Gateway did not accept the HTTPRoute.
 	EventRouteNotAccepted = "RouteNotAccepted"
 	// EventAnalysisStalled: the rollout has held on inconclusive analysis past
-	// DefaultInconclusiveStall; it is reported Stalled.
+	// DefaultInconclusiveReportAfter; it is reported Stalled.
 	EventAnalysisStalled = "AnalysisStalled"
 	// EventNoRoomForCandidate: in swap mode the candidate's next step does not fit beside the
 	// stable color's share; the rollout holds (reported Stalled).
@@ -106,11 +106,11 @@ const (
 //   - A route that a Gateway rejected (Observation.RouteAccepted False) holds the rollout: no
 //     step, no promotion, not even by request (the request is kept); deadlines and aborts
 //     still act. Unknown (no Gateway answered) does not hold.
-//   - Analysis inconclusive for spec.rollout.inconclusiveStall (DefaultInconclusiveStall)
+//   - Analysis inconclusive for spec.rollout.inconclusive.reportAfter (DefaultInconclusiveReportAfter)
 //     keeps phase Progressing but reports
 //     Stalled True (reason AnalysisInconclusive) and Reconciling False, with the metric's
 //     message and a hint; nothing is promoted or rolled back by it. Only
-//     spec.rollout.inconclusiveDeadline, the user's opt-in, rolls back.
+//     spec.rollout.inconclusive.rollbackAfter, the user's opt-in, rolls back.
 func Next(ms *v1alpha1.ModelServer, obs Observation, now time.Time) Decision {
 	m := &machine{
 		ms:        ms,
@@ -219,7 +219,7 @@ func (m *machine) decision() Decision {
 		routeHeld:       m.routeHeld,
 		superseding:     m.superseding,
 		stableDead:      m.candidateHas && m.stableServesNothing(),
-		stall:           m.inconclusiveStall(),
+		stall:           m.inconclusiveStalled(),
 		stallReason:     v1alpha1.ReasonAnalysisInconclusive,
 	}
 	if m.noRoom != "" && st.Phase == v1alpha1.PhaseProgressing && m.candidateHas {

@@ -498,8 +498,8 @@ func TestNext(t *testing.T) {
 			},
 		},
 		{
-			name: "holding on inconclusive analysis past inconclusiveDeadline rolls back",
-			ms:   newModelServer(steps, withInconclusiveDeadline(10*time.Minute), withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 1, t0.Add(-time.Hour), 10), inconclusiveSince(t0.Add(-10*time.Minute)), measured(t0.Add(-20*time.Second), inc))),
+			name: "holding on inconclusive analysis past inconclusive.rollbackAfter rolls back",
+			ms:   newModelServer(steps, withInconclusiveRollbackAfter(10*time.Minute), withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 1, t0.Add(-time.Hour), 10), inconclusiveSince(t0.Add(-10*time.Minute)), measured(t0.Add(-20*time.Second), inc))),
 			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 2, 2)),
 			now:  t0,
 			want: want{
@@ -513,7 +513,7 @@ func TestNext(t *testing.T) {
 		},
 		{
 			name: "holding on inconclusive analysis requeues at the inconclusive deadline",
-			ms:   newModelServer(steps, withInconclusiveDeadline(10*time.Minute), withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 1, t0.Add(-time.Hour), 10), inconclusiveSince(t0.Add(-10*time.Minute+3*time.Second)), measured(t0, inc))),
+			ms:   newModelServer(steps, withInconclusiveRollbackAfter(10*time.Minute), withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 1, t0.Add(-time.Hour), 10), inconclusiveSince(t0.Add(-10*time.Minute+3*time.Second)), measured(t0, inc))),
 			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 2, 2)),
 			now:  t0,
 			want: want{phase: v1alpha1.PhaseProgressing, requeue: dur(3 * time.Second)},
@@ -1192,7 +1192,7 @@ func TestNext(t *testing.T) {
 		// Inconclusive for too long.
 		{
 			name: "analysis inconclusive past the stall deadline reports Stalled with the metric's message and a hint, and neither promotes nor rolls back",
-			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 1, t0.Add(-time.Hour), 10), inconclusiveSince(t0.Add(-DefaultInconclusiveStall)))),
+			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 1, t0.Add(-time.Hour), 10), inconclusiveSince(t0.Add(-DefaultInconclusiveReportAfter)))),
 			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 2, 2), measurement(t0, inc)),
 			now:  t0,
 			want: want{
@@ -1210,15 +1210,15 @@ func TestNext(t *testing.T) {
 		},
 		{
 			name: "analysis inconclusive just short of the stall deadline is not Stalled and looks again at the deadline",
-			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 1, t0.Add(-time.Hour), 10), inconclusiveSince(t0.Add(-DefaultInconclusiveStall+3*time.Second)))),
+			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 1, t0.Add(-time.Hour), 10), inconclusiveSince(t0.Add(-DefaultInconclusiveReportAfter+3*time.Second)))),
 			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 2, 2), measurement(t0, inc)),
 			now:  t0,
 			want: want{phase: v1alpha1.PhaseProgressing, requeue: dur(3 * time.Second), conds: map[string]string{"Stalled": "False/Reconciled", "Reconciling": "True/Inconclusive"}},
 		},
 		{
-			name: "a configured inconclusiveStall reports Stalled after it rather than the default",
+			name: "a configured inconclusive.reportAfter reports Stalled after it rather than the default",
 			ms: newModelServer(steps, func(ms *v1alpha1.ModelServer) {
-				ms.Spec.Rollout.InconclusiveStall = v1alpha1.Duration{Duration: 3 * time.Minute}
+				ms.Spec.Rollout.Inconclusive.ReportAfter = v1alpha1.Duration{Duration: 3 * time.Minute}
 			},
 				withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 1, t0.Add(-time.Hour), 10), inconclusiveSince(t0.Add(-3*time.Minute)))),
 			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 2, 2), measurement(t0, inc)),
@@ -1226,15 +1226,15 @@ func TestNext(t *testing.T) {
 			want: want{phase: v1alpha1.PhaseProgressing, conds: map[string]string{"Stalled": "True/AnalysisInconclusive", "Reconciling": "False/AnalysisInconclusive"}},
 		},
 		{
-			name: "a stalled rollout with an inconclusiveDeadline says when that deadline rolls it back",
-			ms: newModelServer(steps, withInconclusiveDeadline(30*time.Minute), withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 1, t0.Add(-time.Hour), 10),
+			name: "a stalled rollout with an inconclusive.rollbackAfter says when that deadline rolls it back",
+			ms: newModelServer(steps, withInconclusiveRollbackAfter(30*time.Minute), withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 1, t0.Add(-time.Hour), 10),
 				inconclusiveSince(t0.Add(-12*time.Minute)), measured(t0.Add(-10*time.Second), inc))),
 			obs: newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 2, 2)),
 			now: t0,
 			want: want{
 				phase: v1alpha1.PhaseProgressing, conds: map[string]string{"Stalled": "True/AnalysisInconclusive"},
 				check: func(t *testing.T, d Decision) {
-					if msg := cond(d.Status, "Stalled").Message; !strings.Contains(msg, "inconclusiveDeadline rolls it back at 2026-03-01T12:18:00Z") {
+					if msg := cond(d.Status, "Stalled").Message; !strings.Contains(msg, "inconclusive.rollbackAfter rolls it back at 2026-03-01T12:18:00Z") {
 						t.Errorf("Stalled message %q, want the rollback instant", msg)
 					}
 				},

@@ -163,10 +163,10 @@ func (m *machine) progress() {
 		st.Rollout.StepStartedAt = m.timeP(m.now)
 		m.event(corev1.EventTypeNormal, EventResumed, "rollout of %s resumed at step %d/%d; step timer restarted", c.Revision, st.Rollout.Step, len(steps))
 	}
-	if st.Rollout.Step >= 1 && st.Rollout.InconclusiveSince != nil && m.pol.inconclusiveDeadline > 0 && !awaiting {
-		at := st.Rollout.InconclusiveSince.Add(m.pol.inconclusiveDeadline)
+	if st.Rollout.Step >= 1 && st.Rollout.InconclusiveSince != nil && m.pol.inconclusiveRollback > 0 && !awaiting {
+		at := st.Rollout.InconclusiveSince.Add(m.pol.inconclusiveRollback)
 		if !m.now.Before(at) {
-			m.rollback(v1alpha1.OutcomeRolledBack, fmt.Sprintf("analysis inconclusive for %s (deadline %s): %s", m.now.Sub(st.Rollout.InconclusiveSince.Time), m.pol.inconclusiveDeadline, firstMessage(st.Rollout.Analysis, v1alpha1.VerdictInconclusive)))
+			m.rollback(v1alpha1.OutcomeRolledBack, fmt.Sprintf("analysis inconclusive for %s (deadline %s): %s", m.now.Sub(st.Rollout.InconclusiveSince.Time), m.pol.inconclusiveRollback, firstMessage(st.Rollout.Analysis, v1alpha1.VerdictInconclusive)))
 			return
 		}
 		m.wakeAt(at)
@@ -182,7 +182,7 @@ func (m *machine) progress() {
 		m.wakeAt(m.now.Add(WarmupPollInterval))
 	}
 	if st.Rollout.Step >= 1 && st.Rollout.InconclusiveSince != nil && !awaiting {
-		if at := st.Rollout.InconclusiveSince.Add(m.pol.inconclusiveStall); m.now.Before(at) {
+		if at := st.Rollout.InconclusiveSince.Add(m.pol.inconclusiveReport); m.now.Before(at) {
 			m.wakeAt(at)
 		}
 	}

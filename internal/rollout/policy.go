@@ -27,10 +27,11 @@ const (
 	// in-flight requests, so that no request routed to it meets terminating pods. An aborted
 	// candidate is also kept for the scale-down delay, for inspection (inspectUntil).
 	RollbackDrain = 15 * time.Second
-	// DefaultInconclusiveStall is spec.rollout.inconclusiveStall's default: how long a rollout
-	// may hold on inconclusive analysis before it is reported Stalled (reason AnalysisInconclusive). It neither promotes nor rolls back
-	// by itself: spec.rollout.inconclusiveDeadline is the user's opt-in to a rollback.
-	DefaultInconclusiveStall = 10 * time.Minute
+	// DefaultInconclusiveReportAfter is spec.rollout.inconclusive.reportAfter's default: how
+	// long a rollout may hold on inconclusive analysis before it is reported Stalled (reason
+	// AnalysisInconclusive). It neither promotes nor rolls back by itself:
+	// spec.rollout.inconclusive.rollbackAfter is the user's opt-in to a rollback.
+	DefaultInconclusiveReportAfter = 10 * time.Minute
 	// historyLimit is the number of RevisionRecords kept (the API's MaxItems).
 	historyLimit = 10
 )
@@ -46,8 +47,8 @@ type policy struct {
 	window               time.Duration // the analysis window: see AnalysisWindow
 	scaleDownDelay       time.Duration
 	progressDeadline     time.Duration
-	inconclusiveDeadline time.Duration // 0: none
-	inconclusiveStall    time.Duration
+	inconclusiveRollback time.Duration // spec.rollout.inconclusive.rollbackAfter; 0: never
+	inconclusiveReport   time.Duration // spec.rollout.inconclusive.reportAfter
 	autoPromote          bool
 	failureLimit         int32
 	matchStablePods      bool // spec.rollout.loadMatching StablePods
@@ -56,23 +57,23 @@ type policy struct {
 func policyOf(ms *v1alpha1.ModelServer) policy {
 	r := ms.Spec.Rollout
 	p := policy{
-		steps:             validSteps(r.Steps),
-		stepDuration:      orDefault(r.StepDuration.Duration, DefaultStepDuration),
-		interval:          orDefault(r.Analysis.Interval.Duration, DefaultAnalysisInterval),
-		scaleDownDelay:    orDefault(r.ScaleDownDelay.Duration, DefaultScaleDownDelay),
-		progressDeadline:  orDefault(r.ProgressDeadline.Duration, DefaultProgressDeadline),
-		inconclusiveStall: orDefault(r.InconclusiveStall.Duration, DefaultInconclusiveStall),
-		autoPromote:       r.AutoPromote == nil || *r.AutoPromote,
-		failureLimit:      max(r.FailureLimit, 0),
-		matchStablePods:   r.LoadMatching == v1alpha1.LoadMatchingStablePods,
+		steps:              validSteps(r.Steps),
+		stepDuration:       orDefault(r.StepDuration.Duration, DefaultStepDuration),
+		interval:           orDefault(r.Analysis.Interval.Duration, DefaultAnalysisInterval),
+		scaleDownDelay:     orDefault(r.ScaleDownDelay.Duration, DefaultScaleDownDelay),
+		progressDeadline:   orDefault(r.ProgressDeadline.Duration, DefaultProgressDeadline),
+		inconclusiveReport: orDefault(r.Inconclusive.ReportAfter.Duration, DefaultInconclusiveReportAfter),
+		autoPromote:        r.AutoPromote == nil || *r.AutoPromote,
+		failureLimit:       max(r.FailureLimit, 0),
+		matchStablePods:    r.LoadMatching == v1alpha1.LoadMatchingStablePods,
 	}
 	var scrape time.Duration
 	if r.Analysis.ScrapeInterval != nil {
 		scrape = r.Analysis.ScrapeInterval.Duration
 	}
 	p.window = metrics.Window(p.interval, scrape)
-	if r.InconclusiveDeadline != nil && r.InconclusiveDeadline.Duration > 0 {
-		p.inconclusiveDeadline = r.InconclusiveDeadline.Duration
+	if ra := r.Inconclusive.RollbackAfter; ra != nil && ra.Duration > 0 {
+		p.inconclusiveRollback = ra.Duration
 	}
 	// A step is held for at least one analysis interval, so that every step is judged on at
 	// least one measurement taken after its weight was set (the API documents this bound).

@@ -92,13 +92,13 @@ func runRandom(seed uint64, passes int, log *passLog) (outcomes, error) {
 		withAutoPromote(rng.IntN(3) != 0),
 	)
 	if rng.IntN(2) == 0 {
-		ms.Spec.Rollout.InconclusiveDeadline = &v1alpha1.Duration{Duration: time.Duration(2+rng.IntN(10)) * time.Minute}
+		ms.Spec.Rollout.Inconclusive.RollbackAfter = &v1alpha1.Duration{Duration: time.Duration(2+rng.IntN(10)) * time.Minute}
 	}
 	if rng.IntN(2) == 0 {
 		ms.Spec.Rollout.ProgressDeadline = v1alpha1.Duration{Duration: time.Duration(1+rng.IntN(4)) * time.Minute}
 	}
 	if rng.IntN(3) == 0 {
-		ms.Spec.Rollout.InconclusiveStall = v1alpha1.Duration{Duration: time.Duration(3+rng.IntN(4)) * time.Minute}
+		ms.Spec.Rollout.Inconclusive.ReportAfter = v1alpha1.Duration{Duration: time.Duration(3+rng.IntN(4)) * time.Minute}
 	}
 	if rng.IntN(3) == 0 {
 		ms.Spec.Rollout.LoadMatching = v1alpha1.LoadMatchingStablePods
@@ -491,16 +491,16 @@ func checkPass(ms *v1alpha1.ModelServer, pol policy, prev *v1alpha1.ModelServerS
 	}
 	if c := cond(st, v1alpha1.ConditionStalled); c != nil && c.Status == metav1.ConditionTrue && c.Reason == v1alpha1.ReasonAnalysisInconclusive {
 		o.stalls++
-		if st.Rollout.InconclusiveSince == nil || now.Sub(st.Rollout.InconclusiveSince.Time) < pol.inconclusiveStall {
-			return fmt.Errorf("stalled on inconclusive analysis before %s (since %v)", pol.inconclusiveStall, st.Rollout.InconclusiveSince)
+		if st.Rollout.InconclusiveSince == nil || now.Sub(st.Rollout.InconclusiveSince.Time) < pol.inconclusiveReport {
+			return fmt.Errorf("stalled on inconclusive analysis before %s (since %v)", pol.inconclusiveReport, st.Rollout.InconclusiveSince)
 		}
 		if !strings.Contains(c.Message, "inconclusive since") || !strings.Contains(c.Message, "(") {
 			return fmt.Errorf("stall message does not say why: %q", c.Message)
 		}
-	} else if st.Phase == v1alpha1.PhaseProgressing && st.Rollout.Step >= 1 && st.Rollout.InconclusiveSince != nil && now.Sub(st.Rollout.InconclusiveSince.Time) >= pol.inconclusiveStall &&
+	} else if st.Phase == v1alpha1.PhaseProgressing && st.Rollout.Step >= 1 && st.Rollout.InconclusiveSince != nil && now.Sub(st.Rollout.InconclusiveSince.Time) >= pol.inconclusiveReport &&
 		(c == nil || c.Status != metav1.ConditionTrue || c.Reason != v1alpha1.ReasonNoRoomForCandidate) {
 		// (A rollout that has no room for its next step reports that instead: it is the cause.)
-		return fmt.Errorf("inconclusive since %s, past %s, but not Stalled", st.Rollout.InconclusiveSince.Time, pol.inconclusiveStall)
+		return fmt.Errorf("inconclusive since %s, past %s, but not Stalled", st.Rollout.InconclusiveSince.Time, pol.inconclusiveReport)
 	}
 	if st.Phase == v1alpha1.PhasePaused && prev.Phase != v1alpha1.PhasePaused {
 		o.pauses++

@@ -65,25 +65,25 @@ func (m *machine) judge(meas Measurement, held string) bool {
 	return false
 }
 
-// inconclusiveStall explains a live rollout that has held on inconclusive analysis for
-// spec.rollout.inconclusiveStall ("" otherwise): the metric's message, a hint at the cause, and what
+// inconclusiveStalled explains a live rollout that has held on inconclusive analysis for
+// spec.rollout.inconclusive.reportAfter ("" otherwise): the metric's message, a hint at the cause, and what
 // will happen.
-func (m *machine) inconclusiveStall() string {
+func (m *machine) inconclusiveStalled() string {
 	st := m.st
 	if st.Phase != v1alpha1.PhaseProgressing || st.Rollout.Step < 1 || st.Rollout.InconclusiveSince == nil {
 		return ""
 	}
 	held := m.now.Sub(st.Rollout.InconclusiveSince.Time)
-	if held < m.pol.inconclusiveStall {
+	if held < m.pol.inconclusiveReport {
 		return ""
 	}
 	msg := firstMessage(st.Rollout.Analysis, v1alpha1.VerdictInconclusive)
-	then := "it will neither promote nor roll back by itself: fix the metrics, promote, or abort (spec.rollout.inconclusiveDeadline rolls back after a deadline)"
-	if m.pol.inconclusiveDeadline > 0 {
-		then = fmt.Sprintf("spec.rollout.inconclusiveDeadline rolls it back at %s", st.Rollout.InconclusiveSince.Add(m.pol.inconclusiveDeadline).UTC().Format(time.RFC3339))
+	then := "it will neither promote nor roll back by itself: fix the metrics, promote, or abort (spec.rollout.inconclusive.rollbackAfter rolls back after a deadline)"
+	if m.pol.inconclusiveRollback > 0 {
+		then = fmt.Sprintf("spec.rollout.inconclusive.rollbackAfter rolls it back at %s", st.Rollout.InconclusiveSince.Add(m.pol.inconclusiveRollback).UTC().Format(time.RFC3339))
 	}
 	// The message names the instant, not the time held, so that it does not change every pass.
-	return fmt.Sprintf("analysis of %s inconclusive since %s (over %s) at step %d: %s (%s); %s", st.Candidate.Revision, st.Rollout.InconclusiveSince.UTC().Format(time.RFC3339), m.pol.inconclusiveStall, st.Rollout.Step, msg, inconclusiveHint(msg), then)
+	return fmt.Sprintf("analysis of %s inconclusive since %s (over %s) at step %d: %s (%s); %s", st.Candidate.Revision, st.Rollout.InconclusiveSince.UTC().Format(time.RFC3339), m.pol.inconclusiveReport, st.Rollout.Step, msg, inconclusiveHint(msg), then)
 }
 
 // inconclusiveHint guesses the cause of an inconclusive result from its message.

@@ -92,7 +92,7 @@ func runSim(args []string) error {
 		return nominal.Work(s.PromptTPS, s.GeneratedTPS)
 	}
 	learnt := policysim.RecipeSpec(lo, hi, *coldStart, *msTarget, *msWaiting, *msDown, *msUp, *msTol)
-	learnt.Metrics[0].Prometheus.LearnCapacity = &v1alpha1.CapacityLearning{TargetPercent: learnPercent(*msTarget),
+	learnt.Metrics[0].Prometheus.LearnCapacity = &v1alpha1.CapacityLearning{TargetPercentOfCapacity: learnPercent(*msTarget),
 		TimeToFirstTokenP95: &v1alpha1.Duration{Duration: *sloTTFT}, InterTokenLatencyP95: &v1alpha1.Duration{Duration: *sloITL}}
 	policies := []policysim.Policy{
 		&policysim.Modelship{Label: "modelship", Start: start, Work: work, Spec: policysim.RecipeSpec(lo, hi, *coldStart, *msTarget, *msWaiting, *msDown, *msUp, *msTol)},

@@ -51,7 +51,7 @@ func ModelServer(ns, name, image string) *v1alpha1.ModelServer {
 				MinReplicas: 2, MaxReplicas: 12, Interval: d(5 * time.Second),
 				Metrics: []v1alpha1.AutoscalingMetric{
 					{GPUUtilization: &v1alpha1.GPUUtilizationMetric{Target: 70}},
-					{RequestsWaiting: &v1alpha1.PerReplicaMetric{TargetPerReplica: resource.MustParse("5")}},
+					{RequestsWaiting: &v1alpha1.PerReplicaMetric{Target: resource.MustParse("5")}},
 				},
 				Behavior: v1alpha1.ScalingBehavior{ScaleDown: &v1alpha1.ScalingRules{StabilizationWindow: ptr.To(d(60 * time.Second))}},
 			},

@@ -61,7 +61,7 @@ func TestLearntCapacityCatchesUpWithSlowerGPUs(t *testing.T) {
 	work := func(s Signals) float64 { return nominal.Work(s.PromptTPS, s.GeneratedTPS) }
 	fixed := RecipeSpec(1, 30, time.Minute, 0.57, 2, 3*time.Minute, 0, 0.1)
 	learning := RecipeSpec(1, 30, time.Minute, 0.57, 2, 3*time.Minute, 0, 0.1)
-	learning.Metrics[0].Prometheus.LearnCapacity = &v1alpha1.CapacityLearning{TargetPercent: ptr.To(int32(95)),
+	learning.Metrics[0].Prometheus.LearnCapacity = &v1alpha1.CapacityLearning{TargetPercentOfCapacity: ptr.To(int32(95)),
 		TimeToFirstTokenP95: &v1alpha1.Duration{Duration: 2 * time.Second}, InterTokenLatencyP95: &v1alpha1.Duration{Duration: 100 * time.Millisecond}}
 	f := Run(cfg, &Modelship{Label: "fixed", Start: start, Work: work, Spec: fixed})
 	l := Run(cfg, &Modelship{Label: "learnt", Start: start, Work: work, Spec: learning})

@@ -11,15 +11,16 @@ import (
 
 // RecipeSpec is modelship's SLO-minded recipe in today's API: the token work rate (prompt
 // tokens over the prefill rate plus generated tokens over the decode rate, a prometheus metric)
-// per replica, and the queue as a backstop (waiting 0: none). make bench-sim and make
+// per replica, and the queue as a backstop (waiting 0: none), with the load projected horizon
+// (the fleet's cold start) ahead. make bench-sim and make
 // bench-peers both run it.
-func RecipeSpec(lo, hi int32, coldStart time.Duration, work float64, waiting int64, down, up time.Duration, tol float64) v1alpha1.AutoscalingSpec {
+func RecipeSpec(lo, hi int32, horizon time.Duration, work float64, waiting int64, down, up time.Duration, tol float64) v1alpha1.AutoscalingSpec {
 	spec := v1alpha1.AutoscalingSpec{
-		MinReplicas: lo, MaxReplicas: hi, ColdStart: v1alpha1.Duration{Duration: coldStart},
+		MinReplicas: lo, MaxReplicas: hi, ProjectionHorizon: v1alpha1.Duration{Duration: horizon},
 		Metrics: []v1alpha1.AutoscalingMetric{
 			{Prometheus: &v1alpha1.PrometheusMetric{
-				Query:            WorkQuery,
-				TargetPerReplica: *resource.NewMilliQuantity(int64(math.Round(work*1000)), resource.DecimalSI),
+				Query:  WorkQuery,
+				Target: *resource.NewMilliQuantity(int64(math.Round(work*1000)), resource.DecimalSI),
 			}},
 		},
 		Behavior: v1alpha1.ScalingBehavior{
@@ -29,7 +30,7 @@ func RecipeSpec(lo, hi int32, coldStart time.Duration, work float64, waiting int
 		Tolerance: resource.NewMilliQuantity(int64(math.Round(tol*1000)), resource.DecimalSI),
 	}
 	if waiting > 0 {
-		spec.Metrics = append(spec.Metrics, v1alpha1.AutoscalingMetric{RequestsWaiting: &v1alpha1.PerReplicaMetric{TargetPerReplica: *resource.NewQuantity(waiting, resource.DecimalSI)}})
+		spec.Metrics = append(spec.Metrics, v1alpha1.AutoscalingMetric{RequestsWaiting: &v1alpha1.PerReplicaMetric{Target: *resource.NewQuantity(waiting, resource.DecimalSI)}})
 	}
 	return spec
 }
