@@ -67,6 +67,10 @@ envtest-assets: ## etcd and kube-apiserver for envtest, built once into the cach
 controlplane: ## The whole local control plane (plus controller-manager, scheduler, kwok).
 	hack/controlplane.sh all
 
+.PHONY: gateway
+gateway: ## A real Gateway API implementation (Traefik v3.6.12), built once into the cache (~6 min on 2 cores).
+	hack/traefik.sh
+
 # hack/controlplane.sh and hack/prometheus.sh print their progress (a first run builds the
 # control plane for about 25 minutes, or installs Prometheus) on stderr; the `>/dev/null` below
 # drops only the path they print on stdout.
