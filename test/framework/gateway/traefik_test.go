@@ -245,7 +245,10 @@ func TestTraefikRoutesAWeightedHTTPRouteToPodAddresses(t *testing.T) {
 	// Weight changes, both ways, a few times: from the write to the first request served by the
 	// new split. A window of the last 4 requests tells the splits apart: 90/10 never puts 2 greens
 	// in 4, 50/50 always does; a window of 10 with at most one green is 90/10 again.
-	setWeights := func(blue, green int32) time.Time {
+	// setWeights writes the weights and returns when it wrote, and a channel that receives how
+	// long after the write the route's status said Accepted for the new generation (Traefik
+	// writes the status as it builds the configuration).
+	setWeights := func(blue, green int32) (time.Time, <-chan time.Duration) {
 		t.Helper()
 		var r gatewayv1.HTTPRoute
 		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "split"}, &r); err != nil {
@@ -256,7 +259,22 @@ func TestTraefikRoutesAWeightedHTTPRouteToPodAddresses(t *testing.T) {
 		if err := c.Update(ctx, &r); err != nil {
 			t.Fatal(err)
 		}
-		return t0
+		status := make(chan time.Duration, 1)
+		go func() {
+			gen := r.Generation
+			for time.Since(t0) < 20*time.Second {
+				var cur gatewayv1.HTTPRoute
+				if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "split"}, &cur); err == nil && cur.Generation == gen {
+					if cond := RouteCondition(&cur, string(gatewayv1.RouteConditionAccepted)); cond != nil && cond.Status == metav1.ConditionTrue {
+						status <- time.Since(t0)
+						return
+					}
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			status <- -1
+		}()
+		return t0, status
 	}
 	switchTime := func(t0 time.Time, window int, isNew func(greens int) bool) (time.Duration, int) {
 		t.Helper()
@@ -280,19 +298,25 @@ func TestTraefikRoutesAWeightedHTTPRouteToPodAddresses(t *testing.T) {
 		t.Fatalf("the new weights did not serve within 20s of the write")
 		return 0, 0
 	}
-	var toHalf, toNinety []time.Duration
+	var toHalf, toNinety, statusLag []time.Duration
+	change := func(label string, blue, green int32, window int, isNew func(greens int) bool) time.Duration {
+		t0, status := setWeights(blue, green)
+		d, n := switchTime(t0, window, isNew)
+		st := <-status
+		statusLag = append(statusLag, st)
+		t.Logf("weights -> %s: first request of the new split %s after the write (%d old-split requests before); route status Accepted for the new generation %s after the write",
+			label, d.Round(time.Microsecond), n, st.Round(time.Millisecond))
+		return d
+	}
 	for range 5 {
-		d, n := switchTime(setWeights(50, 50), 4, func(g int) bool { return g >= 2 })
-		toHalf = append(toHalf, d)
-		t.Logf("weights 90/10 -> 50/50: first request of the new split %s after the write (%d old-split requests before)", d.Round(time.Microsecond), n)
-		d, n = switchTime(setWeights(90, 10), 10, func(g int) bool { return g <= 1 })
-		toNinety = append(toNinety, d)
-		t.Logf("weights 50/50 -> 90/10: first request of the new split %s after the write (%d old-split requests before)", d.Round(time.Microsecond), n)
+		toHalf = append(toHalf, change("50/50", 50, 50, 4, func(g int) bool { return g >= 2 }))
+		toNinety = append(toNinety, change("90/10", 90, 10, 10, func(g int) bool { return g <= 1 }))
 	}
 	t.Logf("FIGURE: weight_change_to_50_50 median=%s max=%s all=%v", median(toHalf), slices.Max(toHalf).Round(time.Microsecond), rounded(toHalf))
 	t.Logf("FIGURE: weight_change_to_90_10 median=%s max=%s all=%v", median(toNinety), slices.Max(toNinety).Round(time.Microsecond), rounded(toNinety))
-	_ = setWeights(50, 50)
-	_, _ = switchTime(time.Now(), 4, func(g int) bool { return g >= 2 })
+	t.Logf("FIGURE: weight_change_status_accepted median=%s max=%s (write to the route's status for the new generation)", median(statusLag), slices.Max(statusLag).Round(time.Microsecond))
+	t0, _ := setWeights(50, 50)
+	_, _ = switchTime(t0, 4, func(g int) bool { return g >= 2 })
 	split("50_50", 50, 50)
 
 	// What Traefik reports and serves for a backend without EndpointSlice (amber) and one whose
@@ -327,7 +351,7 @@ func TestTraefikRoutesAWeightedHTTPRouteToPodAddresses(t *testing.T) {
 		t.Fatal(err)
 	}
 	eps.Endpoints[0].Conditions = discoveryv1.EndpointConditions{Ready: ptr.To(true), Serving: ptr.To(true), Terminating: ptr.To(false)}
-	t0 := time.Now()
+	t0 = time.Now()
 	if err := c.Update(ctx, &eps); err != nil {
 		t.Fatal(err)
 	}
