@@ -366,6 +366,24 @@ func TestTraefikRoutesAWeightedHTTPRouteToPodAddresses(t *testing.T) {
 	}
 	t.Logf("FIGURE: endpointslice_created_to_served=%s (amber's first request); ResolvedRefs True within %s", served, resolved.Round(time.Millisecond))
 
+	// Traefik's own view, for later analysis: requests per backend Service on /metrics.
+	mresp, err := p.c.Get(tr.AdminURL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mbody, _ := io.ReadAll(mresp.Body)
+	_ = mresp.Body.Close()
+	var lines []string
+	for _, l := range strings.Split(string(mbody), "\n") {
+		if strings.Contains(l, "_requests_total{") {
+			lines = append(lines, l)
+		}
+	}
+	if !strings.Contains(string(mbody), `service="gw-blue-http-80@kubernetesgateway"`) {
+		t.Errorf("traefik /metrics has no series for the blue Service (gw-blue-http-80@kubernetesgateway): %v", lines)
+	}
+	t.Logf("request counters on %s/metrics:\n%s", tr.AdminURL, strings.Join(lines, "\n"))
+
 	select {
 	case <-tr.Exited():
 		t.Fatal("traefik exited during the test")
