@@ -105,19 +105,26 @@ func netnsID() (string, error) {
 	return id, nil
 }
 
+// iface is what checkFresh looks at of an interface.
+type iface struct {
+	name string
+	up   bool
+}
+
 // checkFresh refuses any namespace but a fresh one of our own: the marker must name the
-// parent's namespace, this process must be in another one, and that one must hold nothing but
-// lo (a new namespace's only interface).
-func checkFresh(parent, self string, interfaces []string) error {
+// parent's namespace, this process must be in another one, and every interface there must be
+// down (a new namespace has lo down, and maybe the kernel's fallback tunnel devices, down too;
+// any namespace in use has at least lo up).
+func checkFresh(parent, self string, interfaces []iface) error {
 	if parent == "" {
 		return fmt.Errorf("gateway: refusing to set up %s: %s is not set (only a test binary re-executed under `unshare --net` by RunInNetns sets it up)", PodCIDR, NetnsEnv)
 	}
 	if self == parent {
 		return fmt.Errorf("gateway: refusing to set up %s: still in the network namespace the test started in (%s); the pod addresses exist only in a namespace of the test's own", PodCIDR, self)
 	}
-	for _, name := range interfaces {
-		if name != "lo" {
-			return fmt.Errorf("gateway: refusing to set up %s: the namespace has interface %q, not a fresh one (only lo)", PodCIDR, name)
+	for _, i := range interfaces {
+		if i.up {
+			return fmt.Errorf("gateway: refusing to set up %s: interface %q is up, so this is not a fresh namespace", PodCIDR, i.name)
 		}
 	}
 	return nil
@@ -135,11 +142,11 @@ func SetupNetns(parent string) error {
 	if err != nil {
 		return fmt.Errorf("gateway: listing interfaces: %w", err)
 	}
-	names := make([]string, 0, len(ifs))
+	states := make([]iface, 0, len(ifs))
 	for _, i := range ifs {
-		names = append(names, i.Name)
+		states = append(states, iface{i.Name, i.Flags&net.FlagUp != 0})
 	}
-	if err := checkFresh(parent, self, names); err != nil {
+	if err := checkFresh(parent, self, states); err != nil {
 		return err
 	}
 	for _, args := range [][]string{

@@ -72,17 +72,20 @@ func TestTheDialGuardRefusesPrivateAndPublicAddresses(t *testing.T) {
 }
 
 // The namespace setup refuses to run anywhere but in a fresh namespace of the test's own: not
-// without the marker, not in the namespace the test started in, not with any interface but lo.
+// without the marker, not in the namespace the test started in, not with any interface up.
 func TestNetnsSetupRefusesAnythingButAFreshNamespace(t *testing.T) {
+	lo, loUp, eth0Up, tunl0 := iface{"lo", false}, iface{"lo", true}, iface{"eth0", true}, iface{"tunl0", false}
 	cases := []struct {
 		name, parent, self string
-		ifs                []string
+		ifs                []iface
 		ok                 bool
 	}{
-		{"fresh", "net:[1]", "net:[2]", []string{"lo"}, true},
-		{"no marker", "", "net:[2]", []string{"lo"}, false},
-		{"same namespace", "net:[1]", "net:[1]", []string{"lo"}, false},
-		{"host interfaces", "net:[1]", "net:[2]", []string{"lo", "eth0"}, false},
+		{"fresh", "net:[1]", "net:[2]", []iface{lo}, true},
+		{"fresh with the kernel's fallback tunnel", "net:[1]", "net:[2]", []iface{lo, tunl0}, true},
+		{"no marker", "", "net:[2]", []iface{lo}, false},
+		{"same namespace", "net:[1]", "net:[1]", []iface{lo}, false},
+		{"lo already up", "net:[1]", "net:[2]", []iface{loUp}, false},
+		{"host interfaces", "net:[1]", "net:[2]", []iface{loUp, eth0Up}, false},
 	}
 	for _, c := range cases {
 		err := checkFresh(c.parent, c.self, c.ifs)
