@@ -68,7 +68,7 @@ controlplane: ## The whole local control plane (plus controller-manager, schedul
 	hack/controlplane.sh all
 
 .PHONY: gateway
-gateway: ## A real Gateway API implementation (Traefik v3.6.12), built once into the cache (~6 min on 2 cores).
+gateway: ## A real Gateway API implementation (Traefik v3.6.12), built once into the cache (~6 min on 2 quiet cores, ~11 on a busy machine).
 	hack/traefik.sh
 
 .PHONY: test-gateway

@@ -6,9 +6,9 @@
 # carries the replace and exclude lines of Traefik's own go.mod).
 #
 # Usage: hack/traefik.sh   Prints the binary's path on its last line of stdout, and nothing else
-# there: progress goes to stderr. A first run takes about 6 minutes on 2 cores once its 764
-# modules are downloaded (a minute or two more to download them). MODELSHIP_CACHE moves the
-# cache.
+# there: progress goes to stderr. A first run takes about 6 minutes on 2 quiet cores once its
+# 764 modules are downloaded (a minute or two more to download them); 11 minutes were measured
+# with a CI run sharing the machine. MODELSHIP_CACHE moves the cache.
 set -euo pipefail
 
 TRAEFIK_VERSION=v3.6.12
@@ -22,7 +22,7 @@ log() { printf '[gateway %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
 if [ ! -x "$BIN" ]; then
 	mkdir -p "$DIR"
-	log "first run: building Traefik ${TRAEFIK_VERSION} from the Go module proxy into $DIR (about 6 minutes on 2 cores, plus the download of its modules; cached for later runs and fresh clones); progress follows"
+	log "first run: building Traefik ${TRAEFIK_VERSION} from the Go module proxy into $DIR (about 6 minutes on 2 quiet cores, more on a busy machine, plus the download of its modules; cached for later runs and fresh clones); progress follows"
 	start=$(date +%s)
 	log "resolving the packages of traefik (downloads its modules on a first run)"
 	total=$(cd "$HERE/tools/traefik" && go list -deps "$PKG" | wc -l)
