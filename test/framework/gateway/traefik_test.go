@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -173,7 +174,7 @@ func TestTraefikRoutesAWeightedHTTPRouteToPodAddresses(t *testing.T) {
 	weights := func(blue, green int32) []Backend {
 		return []Backend{{"blue", servicePort, blue}, {"green", servicePort, green}, {"red", servicePort, 0}}
 	}
-	route := HTTPRoute(ns, "split", "gw", "/", weights(90, 10)...)
+	route := HTTPRoute(ns, "split", "gw", "/split", weights(90, 10)...)
 	create(route)
 
 	dir := t.TempDir()
@@ -210,7 +211,7 @@ func TestTraefikRoutesAWeightedHTTPRouteToPodAddresses(t *testing.T) {
 
 	p := prober{c: &http.Client{Timeout: 5 * time.Second, Transport: Transport()}, url: tr.WebURL}
 	if err := WaitFor(ctx, 30*time.Second, func(ctx context.Context) error {
-		if o := p.get(ctx, "/"); o.what != "blue" && o.what != "green" {
+		if o := p.get(ctx, "/split"); o.what != "blue" && o.what != "green" {
 			return fmt.Errorf("GET / through the gateway: %s", o.what)
 		}
 		return nil
@@ -223,7 +224,7 @@ func TestTraefikRoutesAWeightedHTTPRouteToPodAddresses(t *testing.T) {
 	split := func(label string, blue, green float64) {
 		t.Helper()
 		t0 := time.Now()
-		got := p.count(ctx, "/", splitRequests)
+		got := p.count(ctx, "/split", splitRequests)
 		el := time.Since(t0)
 		t.Logf("FIGURE: split_%s requests=%d blue=%.2f%% green=%.2f%% red=%d other=%v (%.0f req/s sequential)",
 			label, splitRequests, share(got, "blue"), share(got, "green"), got["red"], others(got, "blue", "green"), float64(splitRequests)/el.Seconds())
@@ -280,7 +281,7 @@ func TestTraefikRoutesAWeightedHTTPRouteToPodAddresses(t *testing.T) {
 		t.Helper()
 		var seen []outcome
 		for time.Since(t0) < 20*time.Second {
-			seen = append(seen, p.get(ctx, "/"))
+			seen = append(seen, p.get(ctx, "/split"))
 			if len(seen) < window {
 				continue
 			}
@@ -333,8 +334,16 @@ func TestTraefikRoutesAWeightedHTTPRouteToPodAddresses(t *testing.T) {
 		if rr == nil {
 			t.Fatalf("route %s: no ResolvedRefs condition: %+v", name, r.Status.Parents)
 		}
-		// The status is written with the configuration; give the data plane a moment.
-		time.Sleep(200 * time.Millisecond)
+		// The status is written before the data path serves the route: 404 until then (no
+		// other route matches the path).
+		if err := WaitFor(ctx, 20*time.Second, func(ctx context.Context) error {
+			if o := p.get(ctx, "/"+name); o.what == "HTTP 404" {
+				return errors.New("GET /" + name + ": 404")
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
 		got := p.count(ctx, "/"+name, 200)
 		t.Logf("FIGURE: finding_%s ResolvedRefs=%s reason=%s message=%q; 200 requests at 50/50 with blue: %v",
 			strings.ReplaceAll(name, "-", "_"), rr.Status, rr.Reason, rr.Message, got)
