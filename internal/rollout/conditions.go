@@ -19,13 +19,10 @@ type facts struct {
 	stableAvailable int32
 	// wasServing: the stable color had Ready pods before (so 0 now is a degradation).
 	wasServing bool
-	// heldReason and heldMessage explain phase RolledBack (ReasonRolledBack or ReasonAborted).
-	heldReason  string
-	heldMessage string
-	// routeHeld explains a rollout held by a route that a Gateway did not accept.
-	routeHeld string
-	// superseding explains a superseded candidate that still drains.
-	superseding string
+	// hold is why the pass held the rollout (see hold): RolledBack or Aborted explain phase
+	// RolledBack, Superseding a superseded or abandoned candidate that still drains,
+	// RouteNotAccepted a route that a Gateway did not accept.
+	hold hold
 	// stableDead: the stable color serves nothing; a live candidate carries what its warm pods
 	// carry and is judged on absolute bounds only.
 	stableDead bool
@@ -46,10 +43,24 @@ func setCondition(st *v1alpha1.ModelServerStatus, f facts, typ string, ok bool, 
 }
 
 func heldReason(f facts) string {
-	if f.heldReason == "" {
+	if f.hold.reason != v1alpha1.ReasonAborted {
 		return v1alpha1.ReasonRolledBack
 	}
-	return f.heldReason
+	return f.hold.reason
+}
+
+// heldMessage is the message of a hold for reason ("" when the pass holds for another).
+func heldMessage(f facts, reasons ...string) string {
+	for _, r := range reasons {
+		if f.hold.reason == r {
+			return f.hold.message
+		}
+	}
+	return ""
+}
+
+func rolledBackMessage(f facts) string {
+	return heldMessage(f, v1alpha1.ReasonRolledBack, v1alpha1.ReasonAborted)
 }
 
 // rolloutHold returns the reason and message of a rollout held by a person or a rollback.
@@ -60,7 +71,7 @@ func rolloutHold(st *v1alpha1.ModelServerStatus, f facts) (reason, message strin
 	case v1alpha1.PhaseAwaitingPromotion:
 		return v1alpha1.ReasonAwaitingPromotion, fmt.Sprintf("rollout of %s awaits promotion (annotate %s=%s)", candidateRevision(st), v1alpha1.AnnotationPromote, candidateRevision(st)), true
 	case v1alpha1.PhaseRolledBack:
-		return heldReason(f), f.heldMessage, true
+		return heldReason(f), rolledBackMessage(f), true
 	}
 	return "", "", false
 }
@@ -85,10 +96,8 @@ func progressReason(st *v1alpha1.ModelServerStatus, f facts) (reason, message st
 func progressReasonOf(st *v1alpha1.ModelServerStatus, f facts) (reason, message string) {
 	c := st.Candidate
 	switch {
-	case f.superseding != "":
-		return v1alpha1.ReasonSuperseding, f.superseding
-	case f.routeHeld != "":
-		return v1alpha1.ReasonRouteNotAccepted, f.routeHeld
+	case f.hold.reason == v1alpha1.ReasonSuperseding, f.hold.reason == v1alpha1.ReasonRouteNotAccepted:
+		return f.hold.reason, f.hold.message
 	case c.UnreadySince != nil:
 		return v1alpha1.ReasonCandidateUnready, fmt.Sprintf("candidate %s on %s has %d Ready, below its step %d's need since %s: weight capped at %d%%; rolled back at %s unless they return",
 			c.Revision, c.Color, c.ReadyReplicas, st.Rollout.Step, c.UnreadySince.UTC().Format("15:04:05"), st.Weights.Candidate, f.unreadyDeadline.UTC().Format("15:04:05"))
@@ -115,10 +124,10 @@ func setReadyCondition(st *v1alpha1.ModelServerStatus, f facts) {
 	switch {
 	case st.Stable == nil || st.Stable.Revision != f.specRevision || st.Weights.Stable != 100:
 		setCondition(st, f, v1alpha1.ConditionReady, false, v1alpha1.ReasonRolloutInProgress, fmt.Sprintf("revision %s does not serve all traffic yet", f.specRevision))
-	case f.superseding != "":
+	case f.hold.reason == v1alpha1.ReasonSuperseding:
 		// A spec returned to the stable revision: it serves all traffic, but the superseded
 		// candidate's pods are still draining (phase Progressing, not done yet).
-		setCondition(st, f, v1alpha1.ConditionReady, false, v1alpha1.ReasonRolloutInProgress, f.superseding)
+		setCondition(st, f, v1alpha1.ConditionReady, false, v1alpha1.ReasonRolloutInProgress, f.hold.message)
 	case f.stableAvailable < f.total:
 		setCondition(st, f, v1alpha1.ConditionReady, false, v1alpha1.ReasonDeploymentsNotReady, fmt.Sprintf("revision %s on %s: %s", f.specRevision, st.Stable.Color, availability(f)))
 	default:
@@ -153,7 +162,7 @@ func setReconcilingCondition(st *v1alpha1.ModelServerStatus, f facts) {
 // person). The controller sets it for an invalid spec on its own.
 func setStalledCondition(st *v1alpha1.ModelServerStatus, f facts) {
 	if st.Phase == v1alpha1.PhaseRolledBack {
-		setCondition(st, f, v1alpha1.ConditionStalled, true, heldReason(f), f.heldMessage)
+		setCondition(st, f, v1alpha1.ConditionStalled, true, heldReason(f), rolledBackMessage(f))
 		return
 	}
 	if f.stall != "" {
@@ -173,8 +182,8 @@ func setProgressingCondition(st *v1alpha1.ModelServerStatus, f facts) {
 	switch {
 	case st.Phase == v1alpha1.PhaseProgressing && st.Candidate != nil && f.stall != "":
 		setCondition(st, f, v1alpha1.ConditionProgressing, false, f.stallReason, f.stall)
-	case st.Phase == v1alpha1.PhaseProgressing && st.Candidate != nil && f.routeHeld != "":
-		setCondition(st, f, v1alpha1.ConditionProgressing, false, v1alpha1.ReasonRouteNotAccepted, f.routeHeld)
+	case st.Phase == v1alpha1.PhaseProgressing && st.Candidate != nil && f.hold.reason == v1alpha1.ReasonRouteNotAccepted:
+		setCondition(st, f, v1alpha1.ConditionProgressing, false, v1alpha1.ReasonRouteNotAccepted, f.hold.message)
 	case st.Phase == v1alpha1.PhaseProgressing && st.Candidate != nil:
 		reason, msg := progressReason(st, f)
 		setCondition(st, f, v1alpha1.ConditionProgressing, true, reason, msg)

@@ -61,7 +61,7 @@ func TestSetReadyCondition(t *testing.T) {
 		{"is False while a candidate holds traffic", rolling, fb, "False/RolloutInProgress"},
 		{"is False while paused", statusOf(stableOn(blue, revA, 3), inRollout(revB, 1, t0, 10), phase(v1alpha1.PhasePaused)), fb, "False/Paused"},
 		{"is False while awaiting promotion", statusOf(stableOn(blue, revA, 3), inRollout(revB, 2, t0, 50), phase(v1alpha1.PhaseAwaitingPromotion)), fb, "False/AwaitingPromotion"},
-		{"is False after a rollback, with the held reason", statusOf(stableOn(blue, revA, 3), rolledBack(revB, v1alpha1.OutcomeAborted, "x")), facts{generation: 7, specRevision: revB, heldReason: v1alpha1.ReasonAborted}, "False/Aborted"},
+		{"is False after a rollback, with the held reason", statusOf(stableOn(blue, revA, 3), rolledBack(revB, v1alpha1.OutcomeAborted, "x")), facts{generation: 7, specRevision: revB, hold: hold{reason: v1alpha1.ReasonAborted}}, "False/Aborted"},
 	})
 }
 
@@ -85,7 +85,7 @@ func TestSetReconcilingCondition(t *testing.T) {
 func TestSetStalledCondition(t *testing.T) {
 	rb := statusOf(stableOn(blue, revA, 3), rolledBack(revB, v1alpha1.OutcomeRolledBack, "x"))
 	fAborted := serving(3, 3)
-	fAborted.heldReason, fAborted.heldMessage = v1alpha1.ReasonAborted, "aborted"
+	fAborted.hold = hold{reason: v1alpha1.ReasonAborted, message: "aborted"}
 	runCondCases(t, v1alpha1.ConditionStalled, setStalledCondition, []condCase{
 		{"is True with reason RolledBack after a rollback", rb, serving(3, 3), "True/RolledBack"},
 		{"is True with reason Aborted after an abort", rb, fAborted, "True/Aborted"},

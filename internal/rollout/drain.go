@@ -43,15 +43,15 @@ func (m *machine) drainSuperseded() bool {
 	if m.drain > 0 {
 		c.Replicas = need(m.total, m.drain)
 		m.plans[c.Color] = ColorPlan{Revision: c.Revision, Replicas: c.Replicas}
-		m.superseding = fmt.Sprintf("rollout of %s superseded by %s: %s keeps %d%% until %s's Ready pods carry all traffic", c.Revision, m.obs.Revision, c.Revision, m.drain, st.Stable.Color)
+		m.holdFor(v1alpha1.ReasonSuperseding, fmt.Sprintf("rollout of %s superseded by %s: %s keeps %d%% until %s's Ready pods carry all traffic", c.Revision, m.obs.Revision, c.Revision, m.drain, st.Stable.Color))
 		m.wakeAt(m.now.Add(WarmupPollInterval))
 	} else {
-		m.superseding = fmt.Sprintf("rollout of %s superseded by %s: all traffic on %s; %s's pods drain until %s", c.Revision, m.obs.Revision, st.Stable.Color, c.Revision, st.Rollout.DrainUntil.UTC().Format(time.RFC3339))
+		m.holdFor(v1alpha1.ReasonSuperseding, fmt.Sprintf("rollout of %s superseded by %s: all traffic on %s; %s's pods drain until %s", c.Revision, m.obs.Revision, st.Stable.Color, c.Revision, st.Rollout.DrainUntil.UTC().Format(time.RFC3339)))
 	}
 	m.planStable()
 	st.Phase = v1alpha1.PhaseProgressing
 	if !hasReason(m.ms.Status, v1alpha1.ConditionReconciling, v1alpha1.ReasonSuperseding) {
-		m.event(corev1.EventTypeNormal, EventSuperseded, "%s", m.superseding)
+		m.event(corev1.EventTypeNormal, EventSuperseded, "%s", m.held.message)
 	}
 	m.keepOp = m.obs.Operation == OpPromote || m.obs.Operation == OpPromoteFull
 	return true
@@ -132,16 +132,17 @@ func (m *machine) holdRolledBack() {
 		}
 		c.Replicas = plan
 	}
-	m.heldReason, m.heldMessage = v1alpha1.ReasonRolledBack, "revision "+st.Rollout.RolledBackRevision+" was rolled back"
+	reason, msg := v1alpha1.ReasonRolledBack, "revision "+st.Rollout.RolledBackRevision+" was rolled back"
 	for _, h := range st.History {
 		if h.Revision == st.Rollout.RolledBackRevision && (h.Outcome == v1alpha1.OutcomeRolledBack || h.Outcome == v1alpha1.OutcomeAborted) {
 			if h.Outcome == v1alpha1.OutcomeAborted {
-				m.heldReason = v1alpha1.ReasonAborted
+				reason = v1alpha1.ReasonAborted
 			}
-			m.heldMessage = fmt.Sprintf("revision %s %s: %s", h.Revision, strings.ToLower(string(h.Outcome)), h.Reason)
+			msg = fmt.Sprintf("revision %s %s: %s", h.Revision, strings.ToLower(string(h.Outcome)), h.Reason)
 			break
 		}
 	}
+	m.holdFor(reason, msg)
 	st.Phase = v1alpha1.PhaseRolledBack
 }
 

@@ -147,18 +147,45 @@ type machine struct {
 	wake         []time.Time // instants at which to look again
 	keepOp       bool
 	promotedNow  bool
-	heldReason   string
-	heldMessage  string
 	candidateHas bool // the candidate color is part of the rollout this pass (plans/weights)
 	// drain is the weight a rolled-back or aborted candidate keeps this pass (see drainWeight).
 	drain int32
-	// routeHeld explains why a non-accepted route holds the rollout ("" when it does not).
-	routeHeld string
-	// superseding explains a superseded candidate still draining (see drainSuperseded).
-	superseding string
-	// noRoom explains a swap-mode rollout whose next step does not fit (see planCandidate).
-	noRoom string
+	// held is why the rollout does not move as its steps say in this pass (see hold).
+	held hold
 }
+
+// hold is why a pass does not move the rollout as its steps say, as the conditions report it: a
+// Reason constant and its message; the zero value holds nothing. A pass sets it where it
+// decides (holdFor), and of two reasons in one pass the stronger one is kept, in holdRank's
+// order: the rollout rolled back or aborted (phase RolledBack), no room for the candidate's
+// next step (Stalled), a superseded or abandoned candidate still draining, a route that a
+// Gateway did not accept.
+type hold struct {
+	reason  string
+	message string
+}
+
+// holdRank orders the holds, the strongest first.
+var holdRank = map[string]int{
+	v1alpha1.ReasonRolledBack:         4,
+	v1alpha1.ReasonAborted:            4,
+	v1alpha1.ReasonNoRoomForCandidate: 3,
+	v1alpha1.ReasonSuperseding:        2,
+	v1alpha1.ReasonRouteNotAccepted:   1,
+}
+
+// holdFor records a hold for this pass unless a stronger one is already recorded; it reports
+// whether the pass now holds for reason.
+func (m *machine) holdFor(reason, message string) bool {
+	if holdRank[reason] < holdRank[m.held.reason] {
+		return false
+	}
+	m.held = hold{reason: reason, message: message}
+	return true
+}
+
+// heldFor reports whether this pass holds for reason.
+func (m *machine) heldFor(reason string) bool { return m.held.reason == reason }
 
 func (m *machine) run() {
 	st := m.st
@@ -198,7 +225,7 @@ func (m *machine) decision() Decision {
 	st.Weights = v1alpha1.Weights{Stable: 100 - cw, Candidate: cw}
 	weights := map[v1alpha1.Color]int32{st.Stable.Color: 100 - cw, st.Stable.Color.Other(): cw}
 
-	if judgedPhase(st.Phase) && st.Rollout.Step >= 1 && m.superseding == "" {
+	if judgedPhase(st.Phase) && st.Rollout.Step >= 1 && !m.heldFor(v1alpha1.ReasonSuperseding) {
 		if t, ok := nextMeasureAt(st, m.pol); ok {
 			m.wakeAt(maxTime(t, m.now.Add(time.Second)))
 		} else if st.Candidate != nil && st.Candidate.SizedSince == nil {
@@ -214,16 +241,16 @@ func (m *machine) decision() Decision {
 		stableReady:     ready,
 		stableAvailable: avail,
 		wasServing:      m.wasServing(),
-		heldReason:      m.heldReason,
-		heldMessage:     m.heldMessage,
-		routeHeld:       m.routeHeld,
-		superseding:     m.superseding,
+		hold:            m.held,
 		stableDead:      m.candidateHas && m.stableServesNothing(),
 		stall:           m.inconclusiveStalled(),
 		stallReason:     v1alpha1.ReasonAnalysisInconclusive,
 	}
-	if m.noRoom != "" && st.Phase == v1alpha1.PhaseProgressing && m.candidateHas {
-		f.stall, f.stallReason = m.noRoom, v1alpha1.ReasonNoRoomForCandidate
+	if m.heldFor(v1alpha1.ReasonNoRoomForCandidate) {
+		f.hold = hold{} // reported as a stall, when it still applies
+		if st.Phase == v1alpha1.PhaseProgressing && m.candidateHas {
+			f.stall, f.stallReason = m.held.message, v1alpha1.ReasonNoRoomForCandidate
+		}
 	}
 	if c := st.Candidate; c != nil && c.UnreadySince != nil {
 		f.unreadyDeadline = c.UnreadySince.Add(m.pol.progressDeadline)

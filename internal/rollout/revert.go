@@ -102,7 +102,7 @@ func (m *machine) keepReverted() {
 		c.Replicas = max(o.Replicas, need(m.total, m.drain))
 		m.plans[c.Color] = ColorPlan{Revision: c.Revision, Replicas: c.Replicas}
 	}
-	m.superseding = fmt.Sprintf("spec back on %s (%s): %s keeps %d%% until %s's Ready pods carry all traffic", st.Stable.Revision, st.Stable.Color, c.Revision, m.drain, st.Stable.Color)
+	m.holdFor(v1alpha1.ReasonSuperseding, fmt.Sprintf("spec back on %s (%s): %s keeps %d%% until %s's Ready pods carry all traffic", st.Stable.Revision, st.Stable.Color, c.Revision, m.drain, st.Stable.Color))
 	m.wakeAt(m.now.Add(WarmupPollInterval))
 	st.Phase = v1alpha1.PhaseProgressing
 }

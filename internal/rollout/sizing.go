@@ -74,8 +74,8 @@ func (m *machine) planCandidate(weight int32) {
 	if m.swap(weight) {
 		if room := m.obs.Capacity - m.stableShare(); room < c.Replicas {
 			cw := m.candidateWeight()
-			m.noRoom = fmt.Sprintf("no room for step %d of %s: %d%% needs %d candidate pods beside the %d that the stable color's %d%% needs, and the cluster holds %d of this ModelServer's pods; it holds at %d%% (analysis goes on; a failure rolls back) until GPUs are freed, spec.replicas is lowered or the steps fit (promote-full swaps the colors now)",
-				m.st.Rollout.Step+1, c.Revision, weight, c.Replicas, m.stableShare(), 100-cw, m.obs.Capacity, cw)
+			m.holdFor(v1alpha1.ReasonNoRoomForCandidate, fmt.Sprintf("no room for step %d of %s: %d%% needs %d candidate pods beside the %d that the stable color's %d%% needs, and the cluster holds %d of this ModelServer's pods; it holds at %d%% (analysis goes on; a failure rolls back) until GPUs are freed, spec.replicas is lowered or the steps fit (promote-full swaps the colors now)",
+				m.st.Rollout.Step+1, c.Revision, weight, c.Replicas, m.stableShare(), 100-cw, m.obs.Capacity, cw))
 			c.Replicas = max(room, need(m.total, cw))
 		}
 		m.planStableSwap(weight)

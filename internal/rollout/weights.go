@@ -117,10 +117,10 @@ func (m *machine) routeHolds() bool {
 	if m.obs.RouteAccepted != metav1.ConditionFalse {
 		return false
 	}
-	if m.routeHeld == "" {
-		m.routeHeld = fmt.Sprintf("rollout of %s holds at step %d: the HTTPRoute is not accepted: %s", m.st.Candidate.Revision, m.st.Rollout.Step, m.obs.RouteMessage)
+	msg := fmt.Sprintf("rollout of %s holds at step %d: the HTTPRoute is not accepted: %s", m.st.Candidate.Revision, m.st.Rollout.Step, m.obs.RouteMessage)
+	if !m.heldFor(v1alpha1.ReasonRouteNotAccepted) && m.holdFor(v1alpha1.ReasonRouteNotAccepted, msg) {
 		if m.ms.Status.Phase != v1alpha1.PhaseProgressing || !hasReason(m.ms.Status, v1alpha1.ConditionProgressing, v1alpha1.ReasonRouteNotAccepted) {
-			m.event(corev1.EventTypeWarning, EventRouteNotAccepted, "%s", m.routeHeld)
+			m.event(corev1.EventTypeWarning, EventRouteNotAccepted, "%s", msg)
 		}
 	}
 	m.wakeAt(m.now.Add(m.pol.interval))
