@@ -142,12 +142,11 @@ type machine struct {
 	prevPhase  v1alpha1.Phase
 	prevStable *v1alpha1.ColorStatus
 
-	plans        map[v1alpha1.Color]ColorPlan
-	events       []Event
-	wake         []time.Time // instants at which to look again
-	keepOp       bool
-	promotedNow  bool
-	candidateHas bool // the candidate color is part of the rollout this pass (plans/weights)
+	plans       map[v1alpha1.Color]ColorPlan
+	events      []Event
+	wake        []time.Time // instants at which to look again
+	keepOp      bool
+	promotedNow bool
 	// drain is the weight a rolled-back or aborted candidate keeps this pass (see drainWeight).
 	drain int32
 	// held is why the rollout does not move as its steps say in this pass (see hold).
@@ -182,6 +181,13 @@ func (m *machine) holdFor(reason, message string) bool {
 	}
 	m.held = hold{reason: reason, message: message}
 	return true
+}
+
+// candidateLive: the status' candidate is the live rollout of the spec's revision in this pass
+// (part of the plans and weights), not one superseded, rolled back, aborted or promoted.
+func (m *machine) candidateLive() bool {
+	c := m.st.Candidate
+	return c != nil && c.Revision == m.obs.Revision && m.inProgress()
 }
 
 // heldFor reports whether this pass holds for reason.
@@ -242,13 +248,13 @@ func (m *machine) decision() Decision {
 		stableAvailable: avail,
 		wasServing:      m.wasServing(),
 		hold:            m.held,
-		stableDead:      m.candidateHas && m.stableServesNothing(),
+		stableDead:      m.candidateLive() && m.stableServesNothing(),
 		stall:           m.inconclusiveStalled(),
 		stallReason:     v1alpha1.ReasonAnalysisInconclusive,
 	}
 	if m.heldFor(v1alpha1.ReasonNoRoomForCandidate) {
 		f.hold = hold{} // reported as a stall, when it still applies
-		if st.Phase == v1alpha1.PhaseProgressing && m.candidateHas {
+		if st.Phase == v1alpha1.PhaseProgressing && m.candidateLive() {
 			f.stall, f.stallReason = m.held.message, v1alpha1.ReasonNoRoomForCandidate
 		}
 	}

@@ -123,7 +123,6 @@ func (m *machine) progress() {
 		st.Rollout.Step = int32(max(m.nextStepIndex(), 1))
 	}
 	m.planStable()
-	m.candidateHas = true
 	c.ReadyReplicas = m.readyOf(c.Color, c.Revision)
 	c.Warm = m.warmOf(c.Color, c.Revision)
 	m.trackUnready()
@@ -315,7 +314,6 @@ func (m *machine) promote(why string) {
 		st.Rollout.KeepWarmUntil = m.timeP(m.now)
 	}
 	m.promotedNow = true
-	m.candidateHas = false
 	m.event(corev1.EventTypeNormal, EventPromoted, "%s (%s) promoted on %s; %s (%s) kept warm until %s", c.Revision, c.Image, c.Color, old.Revision, old.Color, st.Rollout.KeepWarmUntil.UTC().Format(time.RFC3339))
 	m.clearRollout()
 	m.planStable()
@@ -347,7 +345,6 @@ func (m *machine) rollback(outcome v1alpha1.Outcome, reason string) {
 	default:
 		m.event(corev1.EventTypeWarning, EventRolledBack, "rollout of %s rolled back; all traffic on %s (%s): %s", c.Revision, st.Stable.Color, st.Stable.Revision, reason)
 	}
-	m.candidateHas = false
 	m.holdRolledBack()
 }
 

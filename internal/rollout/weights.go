@@ -24,7 +24,7 @@ func (m *machine) carryOf(c *v1alpha1.ColorStatus) int32 {
 // (raised by loadMatched) capped to what its Ready pods carry, or a rolled-back candidate's
 // drain.
 func (m *machine) servedWeight() int32 {
-	if m.candidateHas && m.st.Candidate != nil {
+	if m.candidateLive() {
 		w := min(m.loadMatched(m.candidateWeight()), m.carryOf(m.st.Candidate))
 		if m.stableServesNothing() {
 			dead := m.warmCarryOf(m.st.Candidate)
@@ -129,7 +129,7 @@ func (m *machine) routeHolds() bool {
 
 // candidateWeight is the weight the candidate holds at its current step.
 func (m *machine) candidateWeight() int32 {
-	if !m.candidateHas || m.st.Candidate == nil || m.st.Rollout.Step < 1 {
+	if !m.candidateLive() || m.st.Rollout.Step < 1 {
 		return 0
 	}
 	return m.heldWeight()
