@@ -22,6 +22,7 @@ import (
 	"github.com/modelship/modelship/internal/controller"
 	"github.com/modelship/modelship/internal/metrics"
 	"github.com/modelship/modelship/internal/warmup"
+	"github.com/modelship/modelship/internal/window"
 )
 
 // config is the controller's command line.
@@ -58,7 +59,7 @@ func main() {
 	flag.StringVar(&c.warmupURL, "warmup-url-template", "", "Where warm-up checks go instead of http://<podIP>:<port>/<path>: {namespace}, {pod}, {port} and {path} are substituted.")
 	flag.DurationVar(&c.warmupTimeout, "warmup-timeout", 3*time.Second, "Timeout of one warm-up check.")
 	flag.DurationVar(&c.signalInterval, "autoscaling-signal-interval", 10*time.Second, "How often the built-in autoscaling signals are fetched (one query per signal for all ModelServers).")
-	flag.DurationVar(&c.scrapeInterval, "prometheus-scrape-interval", metrics.DefaultScrapeInterval, "How often Prometheus scrapes the model server pods (default of spec.rollout.analysis.scrapeInterval): analysis windows span at least four scrapes.")
+	flag.DurationVar(&c.scrapeInterval, "prometheus-scrape-interval", window.DefaultScrapeInterval, "How often Prometheus scrapes the model server pods (default of spec.rollout.analysis.scrapeInterval): analysis windows span at least four scrapes.")
 	flag.StringVar(&c.queryPolicy, "query-policy", string(metrics.DefaultQueryPolicy), "Which PromQL ModelServers may have the controller run with its Prometheus credentials: namespaced (presets, built-in signals, and custom queries whose every selector has namespace=\"{{.Namespace}}\" as they run; no external metrics); presets (presets and built-in signals only); any (every query and external metric: whoever writes a ModelServer then reads anything the controller's credentials read, an opt-in for clusters of one team).")
 	flag.StringVar(&c.gpuExporter.Namespace, "gpu-exporter-namespace", autoscale.DefaultGPUExporter.Namespace, "Namespace label of the GPU exporter's scrape targets (dcgm-exporter's namespace): only its series' exported_namespace/exported_pod name the pod holding a GPU. Empty: not checked.")
 	flag.StringVar(&c.gpuExporter.Job, "gpu-exporter-job", autoscale.DefaultGPUExporter.Job, "Job label of the GPU exporter's scrape targets, checked besides --gpu-exporter-namespace when set. With both empty, exported_* labels are never read.")

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/modelship/modelship/internal/metrics"
+	"github.com/modelship/modelship/internal/window"
 )
 
 func main() {
@@ -71,7 +72,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	for _, window := range []string{"1m", metrics.AnalysisWindow(metrics.Window(30*time.Second, time.Minute))} {
+	for _, window := range []string{"1m", metrics.AnalysisWindow(window.Of(30*time.Second, time.Minute))} {
 		v := metrics.Vars{Namespace: "ml", Name: "llama", Color: "green", Revision: "5f7c9d8b6", Pods: metrics.PodRegex("llama-green"), Window: window}
 		for _, q := range []struct{ name, tmpl string }{
 			{"ttft-p95", metrics.VLLMTTFTP95}, {"error-ratio", metrics.VLLMErrorRatio}, {"samples", metrics.VLLMSampleQuery},

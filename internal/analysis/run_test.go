@@ -16,6 +16,7 @@ import (
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
 	"github.com/modelship/modelship/internal/metrics"
+	"github.com/modelship/modelship/internal/window"
 )
 
 // fakeQuerier answers each query with the first rule whose every substring it contains, and
@@ -300,8 +301,8 @@ func TestRunWindow(t *testing.T) {
 		window time.Duration
 		want   string
 	}{
-		{"queries over the 4m window of a 60s scrape interval", metrics.Window(30*time.Second, time.Minute), "[4m]"},
-		{"queries over the 1m window of a 15s scrape interval", metrics.Window(30*time.Second, 15*time.Second), "[1m]"},
+		{"queries over the 4m window of a 60s scrape interval", window.Of(30*time.Second, time.Minute), "[4m]"},
+		{"queries over the 1m window of a 15s scrape interval", window.Of(30*time.Second, 15*time.Second), "[1m]"},
 		{"queries over a window of seconds as given", 10 * time.Second, "[10s]"},
 	}
 	for _, tc := range cases {

@@ -76,7 +76,7 @@ type ModelServerReconciler struct {
 	MetricsAPIs MetricsAPIs
 	// ScrapeInterval is how often Prometheus scrapes model server pods, the default of
 	// spec.rollout.analysis.scrapeInterval (--prometheus-scrape-interval); zero means
-	// metrics.DefaultScrapeInterval.
+	// window.DefaultScrapeInterval.
 	ScrapeInterval time.Duration
 	// QueryPolicy says which custom PromQL (and external metrics) a ModelServer may have the
 	// controller run (--query-policy); empty is metrics.DefaultQueryPolicy (namespaced).

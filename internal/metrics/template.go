@@ -8,30 +8,9 @@ import (
 	"strings"
 	"text/template"
 	"time"
-)
 
-// Analysis windows. A rate over fewer than a few scrape intervals is empty or noise: with
-// Prometheus's default scrape interval of 60s, a 1m window holds one sample per series and
-// every rate in it is empty, which holds a rollout forever. Windows are therefore derived from
-// the scrape interval (see Window).
-const (
-	// ScrapesPerWindow is the number of scrape intervals an analysis window spans at least.
-	ScrapesPerWindow = 4
-	// DefaultScrapeInterval is the scrape interval assumed when none is configured:
-	// Prometheus's own default (global.scrape_interval).
-	DefaultScrapeInterval = time.Minute
+	"github.com/modelship/modelship/internal/window"
 )
-
-// Window is the analysis window for a measurement interval and a scrape interval: the longer
-// of the interval and ScrapesPerWindow scrape intervals. A scrape interval that is not
-// positive is DefaultScrapeInterval. At a 60s scrape interval the window is 4m; at 15s with a
-// 30s measurement interval, 1m.
-func Window(interval, scrapeInterval time.Duration) time.Duration {
-	if scrapeInterval <= 0 {
-		scrapeInterval = DefaultScrapeInterval
-	}
-	return max(interval, ScrapesPerWindow*scrapeInterval)
-}
 
 // Vars are the values a query template is rendered with. Each is escaped for use inside a
 // PromQL double-quoted string, so templates must quote them with "..." (not backticks):
@@ -110,7 +89,7 @@ func Validate(tmpl string) error {
 		Revision:  "0123456789",
 		Pods:      PodRegex("model-blue"),
 		Pool:      regexp.QuoteMeta("model-blue"),
-		Window:    PromDuration(ScrapesPerWindow * DefaultScrapeInterval),
+		Window:    PromDuration(window.ScrapesPerWindow * window.DefaultScrapeInterval),
 	})
 	return err
 }

@@ -4,7 +4,7 @@ import (
 	"time"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
-	"github.com/modelship/modelship/internal/metrics"
+	"github.com/modelship/modelship/internal/window"
 )
 
 // API defaults, applied defensively when a field is zero (an object written before defaulting,
@@ -71,7 +71,7 @@ func policyOf(ms *v1alpha1.ModelServer) policy {
 	if r.Analysis.ScrapeInterval != nil {
 		scrape = r.Analysis.ScrapeInterval.Duration
 	}
-	p.window = metrics.Window(p.interval, scrape)
+	p.window = window.Of(p.interval, scrape)
 	if ra := r.Inconclusive.RollbackAfter; ra != nil && ra.Duration > 0 {
 		p.inconclusiveRollback = ra.Duration
 	}
@@ -82,7 +82,7 @@ func policyOf(ms *v1alpha1.ModelServer) policy {
 }
 
 // AnalysisWindow is the window a measurement of ms looks back over: the analysis interval, at
-// least four of spec.rollout.analysis.scrapeInterval (metrics.DefaultScrapeInterval when
+// least four of spec.rollout.analysis.scrapeInterval (window.DefaultScrapeInterval when
 // unset; the controller fills it from its flag). A
 // measurement is due only once the candidate has run at its planned size for a whole window.
 func AnalysisWindow(ms *v1alpha1.ModelServer) time.Duration {
