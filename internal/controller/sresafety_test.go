@@ -190,12 +190,7 @@ func TestAnAbortDuringADeploymentWebhookOutageMovesTrafficBackAtOnce(t *testing.
 
 	// The on-call engineer aborts: the candidate's Deployment cannot be written (its last
 	// apply is refused on every pass), the route must move all the same.
-	updateMS(t, ms, func(ms *v1alpha1.ModelServer) {
-		if ms.Annotations == nil {
-			ms.Annotations = map[string]string{}
-		}
-		ms.Annotations[v1alpha1.AnnotationAbort] = v2
-	})
+	abort(t, ms, v2)
 	tr.waitWeights(t, "100/0")
 	eventually(t, 20*time.Second, "the abort recorded while applies fail", func() error {
 		got := getMS(t, ms)
@@ -248,12 +243,7 @@ func TestAnEditTheControllerRefusesNeverFreezesALiveRollout(t *testing.T) {
 	})
 
 	// The on-call engineer aborts the live rollout: it acts from the last valid spec.
-	updateMS(t, ms, func(ms *v1alpha1.ModelServer) {
-		if ms.Annotations == nil {
-			ms.Annotations = map[string]string{}
-		}
-		ms.Annotations[v1alpha1.AnnotationAbort] = v2
-	})
+	abort(t, ms, v2)
 	tr.waitWeights(t, "100/0")
 	eventually(t, 20*time.Second, "aborted, still reporting the refused spec", func() error {
 		got := getMS(t, ms)
@@ -291,9 +281,7 @@ func TestAQueryPolicyTightenedAfterARestartNeverFreezesALiveRollout(t *testing.T
 	// The controller restarts with the namespaced policy, and the on-call engineer aborts.
 	strict := manualReconciler(t, interceptor.Funcs{})
 	strict.QueryPolicy = metrics.QueryPolicyNamespaced
-	updateMS(t, ms, func(m *v1alpha1.ModelServer) {
-		metav1.SetMetaDataAnnotation(&m.ObjectMeta, v1alpha1.AnnotationAbort, rev)
-	})
+	abort(t, ms, rev)
 	pass(t, strict, ms)
 	got := getMS(t, ms)
 	if got.Status.Phase != v1alpha1.PhaseRolledBack || got.Status.Rollout.RolledBackRevision != rev {
@@ -306,4 +294,12 @@ func TestAQueryPolicyTightenedAfterARestartNeverFreezesALiveRollout(t *testing.T
 	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != v1alpha1.ReasonInvalidSpec || !strings.Contains(c.Message, "refuses too now") {
 		t.Errorf("Stalled %+v, want InvalidSpec saying the last valid spec is refused too and its queries hold", c)
 	}
+}
+
+// abort asks for an abort of rev, as `kubectl modelship abort` does.
+func abort(t *testing.T, ms *v1alpha1.ModelServer, rev string) {
+	t.Helper()
+	updateMS(t, ms, func(m *v1alpha1.ModelServer) {
+		metav1.SetMetaDataAnnotation(&m.ObjectMeta, v1alpha1.AnnotationAbort, rev)
+	})
 }
