@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/csv"
+	"errors"
 	"flag"
 	"fmt"
 	"math"
@@ -193,8 +194,8 @@ const (
 )
 
 // runRolloutScenarios runs the 1.5x-slower and the identical candidate under modelship,
-// Flagger and Argo Rollouts, then aa seeded A/A runs of modelship (each starting at another
-// point of the trace), and returns the results by "bad/<strategy>" and "good/<strategy>" and
+// Flagger and Argo Rollouts, then aa A/A runs of modelship (each a scenario of its own: its
+// own replay seed and starting point in the trace), and returns the results by "bad/<strategy>" and "good/<strategy>" and
 // the number of A/A runs rolled back.
 func runRolloutScenarios(tr fleet.Trace, capa fleet.Capacity, seed uint64, aa int, slo, coldStart time.Duration) (map[string]policysim.RolloutResult, aaSummary, error) {
 	rp, err := fleet.NewReplay(tr, fleet.ReplayOptions{RateScale: rolloutRateScale, Seed: seed, Loop: true})
@@ -208,6 +209,8 @@ func runRolloutScenarios(tr fleet.Trace, capa fleet.Capacity, seed uint64, aa in
 		key string
 		cfg policysim.RolloutConfig
 		c   func() policysim.Canary
+		// arrivals, when set, makes the run's own arrivals (an A/A run's replay), in the job.
+		arrivals func() ([]fleet.Arrival, error)
 	}
 	var jobs []job
 	for _, q := range []struct {
@@ -217,30 +220,49 @@ func runRolloutScenarios(tr fleet.Trace, capa fleet.Capacity, seed uint64, aa in
 		cfg := base
 		cfg.Candidate = fleet.Profile{LatencyMultiplier: q.mult}
 		jobs = append(jobs,
-			job{q.name + "/modelship", cfg, func() policysim.Canary { return policysim.NewModelshipRollout(rolloutReplicas) }},
-			job{q.name + "/flagger", cfg, func() policysim.Canary { return policysim.NewFlagger(rolloutReplicas, slo) }},
-			job{q.name + "/argo-rollouts", cfg, func() policysim.Canary { return policysim.NewArgo(rolloutReplicas, slo) }})
+			job{q.name + "/modelship", cfg, func() policysim.Canary { return policysim.NewModelshipRollout(rolloutReplicas) }, nil},
+			job{q.name + "/flagger", cfg, func() policysim.Canary { return policysim.NewFlagger(rolloutReplicas, slo) }, nil},
+			job{q.name + "/argo-rollouts", cfg, func() policysim.Canary { return policysim.NewArgo(rolloutReplicas, slo) }, nil})
 	}
 	for i := range aa {
 		cfg := base
 		cfg.Seed = seed + uint64(i) + 1
-		// Each A/A run starts at another minute of the trace.
-		off := time.Duration(i%50) * time.Minute / 2
-		cfg.Arrivals = shift(arr, off)
+		cfg.Arrivals = nil
 		cfg.StopWhenDecided = true
-		jobs = append(jobs, job{fmt.Sprintf("aa/%d", i), cfg, func() policysim.Canary { return policysim.NewModelshipRollout(rolloutReplicas) }})
+		// Every A/A run is a scenario of its own: a replay thinned and duplicated by its own
+		// seed, started at its own point of the trace (aa offsets spread over one pass), so that
+		// no two runs see the same requests.
+		off := aaOffset(i, aa, rp.CycleDuration())
+		runSeed := cfg.Seed
+		arrivals := func() ([]fleet.Arrival, error) {
+			r, err := fleet.NewReplay(tr, fleet.ReplayOptions{RateScale: rolloutRateScale, Seed: runSeed, Loop: true})
+			if err != nil {
+				return nil, err
+			}
+			return shift(r.Until(off+2*rp.CycleDuration()), off), nil
+		}
+		jobs = append(jobs, job{fmt.Sprintf("aa/%d", i), cfg, func() policysim.Canary { return policysim.NewModelshipRollout(rolloutReplicas) }, arrivals})
 	}
 	out := make([]policysim.RolloutResult, len(jobs))
+	errs := make([]error, len(jobs))
 	sem := make(chan struct{}, 2)
 	var wg sync.WaitGroup
 	for i, j := range jobs {
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
+			if j.arrivals != nil {
+				if j.cfg.Arrivals, errs[i] = j.arrivals(); errs[i] != nil {
+					return
+				}
+			}
 			out[i] = policysim.RunRollout(j.cfg, j.c())
 		})
 	}
 	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, aaSummary{}, err
+	}
 	res := map[string]policysim.RolloutResult{}
 	falseRollbacks := 0
 	var aaStats aaSummary
@@ -268,6 +290,13 @@ type aaSummary struct {
 }
 
 // shift drops the arrivals before off and re-bases the rest to start at 0.
+// aaOffset is where A/A run i of aa starts in the trace: aa points spread over one pass, so that
+// runs never share a start (before, run i started at (i mod 50)/2 minutes: 200 runs were 50
+// scenarios, four times over).
+func aaOffset(i, aa int, cycle time.Duration) time.Duration {
+	return time.Duration(i) * cycle / time.Duration(max(aa, 1))
+}
+
 func shift(arr []fleet.Arrival, off time.Duration) []fleet.Arrival {
 	out := make([]fleet.Arrival, 0, len(arr))
 	for _, a := range arr {
