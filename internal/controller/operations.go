@@ -68,13 +68,6 @@ func (q request) record(st, before *v1alpha1.ModelServerStatus, keep bool) (clea
 	return clear
 }
 
-// pendingOperation returns the first operation annotation present (nil: none) and whether
-// status already records it as handled.
-func pendingOperation(ms *v1alpha1.ModelServer) (*v1alpha1.HandledOperation, bool) {
-	q := readRequest(ms)
-	return q.found, q.handled
-}
-
 // operation reads a human's request from the annotations; one naming another revision than
 // the current candidate's is ignored (and cleared), so a stale request never acts on a newer rollout.
 // The candidate is current only while the spec still asks for it: a candidate that a spec change
@@ -101,7 +94,7 @@ func operation(ms *v1alpha1.ModelServer) rollout.Operation {
 // status is written; seen is the ModelServer as the pass found it (an annotation that named no
 // rollout then is reported as ignored).
 func (r *ModelServerReconciler) clearOperations(ctx context.Context, seen, ms *v1alpha1.ModelServer) error {
-	if op, _ := pendingOperation(ms); op == nil {
+	if readRequest(ms).found == nil {
 		return nil
 	}
 	a := ms.GetAnnotations()

@@ -795,17 +795,12 @@ func TestRolloutOfASupersededCandidateSendsTrafficBackToStableBeforeTheNewOne(t 
 	onlyForward(t, h[:last])
 }
 
-func TestRolloutWithoutAutoPromoteWaitsForThePromoteAnnotation(t *testing.T) {
-	t.Parallel()
-	ns := newNamespace(t)
-	ms := newModelServer(ns, "manual", func(ms *v1alpha1.ModelServer) { ms.Spec.Rollout.AutoPromote = ptr.To(false) })
-	tr, _ := startServing(t, ms, map[v1alpha1.Color]latencies{v1alpha1.Blue: healthy, v1alpha1.Green: alsoHealthy})
-	playDeployments(t, ns)
-
-	setImage(t, ms, imageV2)
-	v2 := waitCandidate(t, ms, imageV2)
-
-	// The rollout runs its steps up to the last one, then holds for a human.
+// releaseToTheGate sets the image of a ModelServer with autoPromote false and waits until its
+// rollout holds before the last step for a person, at 50/50; it returns the candidate revision.
+func releaseToTheGate(t *testing.T, ms *v1alpha1.ModelServer, tr *routeTrace, image string) string {
+	t.Helper()
+	setImage(t, ms, image)
+	rev := waitCandidate(t, ms, image)
 	eventually(t, rolloutTimeout, "phase AwaitingPromotion", func() error {
 		if p := getMS(t, ms).Status.Phase; p != v1alpha1.PhaseAwaitingPromotion {
 			return fmt.Errorf("phase %s, weights %s", p, tr.current())
@@ -813,6 +808,18 @@ func TestRolloutWithoutAutoPromoteWaitsForThePromoteAnnotation(t *testing.T) {
 		return nil
 	})
 	tr.waitWeights(t, "50/50")
+	return rev
+}
+
+func TestRolloutWithoutAutoPromoteWaitsForThePromoteAnnotation(t *testing.T) {
+	t.Parallel()
+	ns := newNamespace(t)
+	ms := newModelServer(ns, "manual", func(ms *v1alpha1.ModelServer) { ms.Spec.Rollout.AutoPromote = ptr.To(false) })
+	tr, _ := startServing(t, ms, map[v1alpha1.Color]latencies{v1alpha1.Blue: healthy, v1alpha1.Green: alsoHealthy})
+	playDeployments(t, ns)
+
+	// The rollout runs its steps up to the last one, then holds for a human.
+	v2 := releaseToTheGate(t, ms, tr, imageV2)
 	waiting := getMS(t, ms)
 	if c := condition(waiting, v1alpha1.ConditionReady); c == nil || c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.ReasonAwaitingPromotion || !strings.Contains(c.Message, v2) {
 		t.Errorf("Ready %+v; want False, AwaitingPromotion, naming %s", c, v2)

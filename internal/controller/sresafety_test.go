@@ -103,15 +103,7 @@ func TestAManualGateWhoseCandidateDegradesIsRolledBack(t *testing.T) {
 	tr, _ := startServing(t, ms, map[v1alpha1.Color]latencies{v1alpha1.Blue: healthy, v1alpha1.Green: alsoHealthy})
 	playDeployments(t, ns)
 
-	setImage(t, ms, imageV2)
-	v2 := waitCandidate(t, ms, imageV2)
-	eventually(t, rolloutTimeout, "phase AwaitingPromotion", func() error {
-		if p := getMS(t, ms).Status.Phase; p != v1alpha1.PhaseAwaitingPromotion {
-			return fmt.Errorf("phase %s, weights %s", p, tr.current())
-		}
-		return nil
-	})
-	tr.waitWeights(t, "50/50")
+	v2 := releaseToTheGate(t, ms, tr, imageV2)
 
 	// Overnight, the candidate goes bad while it waits for a human.
 	prometheus.set(ns, vllmAnswers(ms.Name, map[v1alpha1.Color]latencies{v1alpha1.Blue: healthy, v1alpha1.Green: slowTTFT}))

@@ -44,15 +44,8 @@ func (m *machine) revert() {
 	st := m.st
 	old := *st.Stable
 	last := m.ms.Status.Weights.Stable // what the abandoned revision carried before this pass
+	// The spec's template is the revision's, so its image is the revision's too.
 	st.Stable = &v1alpha1.ColorStatus{Color: old.Color.Other(), Revision: m.obs.Revision, Image: m.obs.Image}
-	for _, h := range st.History {
-		if h.Revision == m.obs.Revision {
-			if h.Image != "" {
-				st.Stable.Image = h.Image
-			}
-			break
-		}
-	}
 	st.Rollout.KeepWarmUntil = nil // the warm color serves again
 	st.Rollout.InspectUntil = m.timeP(m.now.Add(m.pol.scaleDownDelay))
 	st.Rollout.DrainUntil = m.timeP(m.now.Add(RollbackDrain)) // its weight goes down now
