@@ -24,7 +24,7 @@ import (
 	"github.com/modelship/modelship/internal/autoscale"
 	"github.com/modelship/modelship/internal/capacity"
 	"github.com/modelship/modelship/internal/metrics"
-	"github.com/modelship/modelship/internal/rollout"
+	"github.com/modelship/modelship/internal/plan"
 )
 
 // MetricsAPIs reads the Kubernetes metrics APIs for resource and external autoscaling metrics
@@ -36,22 +36,17 @@ type MetricsAPIs interface {
 	External(ctx context.Context, namespace, metric string, selector labels.Selector) (*externalv1beta1.ExternalMetricValueList, error)
 }
 
-// autoscale decides the total replica count of an autoscaled ModelServer: it observes the
-// signals (one grouped query per signal per interval for all ModelServers), the GPU capacity
-// and quota, and asks the pure autoscale.Decide. obs is the rollout observation of this pass,
-// used to count the pods a total needs across both colors.
-func (r *ModelServerReconciler) autoscale(ctx context.Context, ms *v1alpha1.ModelServer, obs rollout.Observation, now time.Time) (*autoscale.Output, error) {
+// observeSignals reads what the autoscaler decides on: the signals (one grouped query per
+// signal per interval for all ModelServers), the custom metrics, the latency SLOs, the Ready
+// and starting pods (pods are the ModelServer's), and the autoscalers that would fight it.
+func (r *ModelServerReconciler) observeSignals(ctx context.Context, ms *v1alpha1.ModelServer, pods []corev1.Pod, now time.Time) (*plan.Signals, error) {
 	spec := *ms.Spec.Autoscaling
-	var pods corev1.PodList
-	if err := r.List(ctx, &pods, r.podsOf(ms, client.MatchingLabels(ms.SelectorLabels()))...); err != nil {
-		return nil, fmt.Errorf("listing pods: %w", err)
-	}
 	var readyKeys []autoscale.PodKey
 	var readyPods []corev1.Pod
 	var starting int32
 	readyOf := map[string]int32{}
-	for i := range pods.Items {
-		p := &pods.Items[i]
+	for i := range pods {
+		p := &pods[i]
 		if p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
 		}
@@ -102,46 +97,15 @@ func (r *ModelServerReconciler) autoscale(ctx context.Context, ms *v1alpha1.Mode
 			}
 		}
 	}
-
 	ttft, itl := r.latencySLOs(ctx, ms, now)
-
-	var revision string
-	if ms.Status.Stable != nil {
-		revision = ms.Status.Stable.Revision
-	}
-
-	current := desiredReplicas(ms)
-	need := podsFor(ms, obs, now)
-	fit, err := r.capacity(ctx, ms, pods.Items, need(current), need(max(spec.MaxReplicas, current))-need(current))
+	conflicts, err := r.conflictingAutoscalers(ctx, ms)
 	if err != nil {
 		return nil, err
 	}
-	out := autoscale.Decide(autoscale.Input{
-		Spec: spec, Current: current, Ready: int32(len(readyKeys)), Starting: starting,
-		Observations: observations, RequestsWaiting: waiting, TTFTP95: ttft, ITLP95: itl, Revision: revision, BothColorsReady: len(readyOf) > 1, Previous: ms.Status.Autoscaling, Capacity: fit, PodsFor: need,
-	}, now)
-	return &out, nil
-}
-
-// podsFor returns how many pods both colors run for a total replica count: the replicas of
-// the rollout's plans for that total. Outside a rollout it is the total; during one the
-// candidate is sized for its next weight on top of the stable color's total, and after a
-// promotion the previous color is kept warm. rollout.Next is pure, so asking it costs no I/O.
-func podsFor(ms *v1alpha1.ModelServer, obs rollout.Observation, now time.Time) func(int32) int32 {
-	memo := map[int32]int32{}
-	return func(total int32) int32 {
-		if n, ok := memo[total]; ok {
-			return n
-		}
-		o := obs
-		o.DesiredReplicas = total
-		var n int32
-		for _, p := range rollout.Next(ms, o, now).Plans {
-			n += p.Replicas
-		}
-		memo[total] = n
-		return n
-	}
+	return &plan.Signals{
+		Observations: observations, RequestsWaiting: waiting, TTFTP95: ttft, ITLP95: itl,
+		Ready: int32(len(readyKeys)), Starting: starting, BothColorsReady: len(readyOf) > 1, Conflicts: conflicts,
+	}, nil
 }
 
 func hasObservation(obs []autoscale.Observation, name string) bool {
@@ -248,11 +212,11 @@ func (r *ModelServerReconciler) externalMetric(ctx context.Context, ms *v1alpha1
 	return autoscale.ExternalObservation(name, list, err)
 }
 
-// capacity says how many more pods fit the GPUs of matching nodes and the namespace quota,
-// beyond the pods both colors run now (current) and wanting want more. own are the
-// ModelServer's pods; the nodes and the GPUs all pods hold come from the shared clusterView.
-func (r *ModelServerReconciler) capacity(ctx context.Context, ms *v1alpha1.ModelServer, own []corev1.Pod, current, want int32) (*capacity.FitResult, error) {
-	if capacity.PodGPUs(&ms.Spec.Template.Spec) == 0 || want <= 0 {
+// observeCapacity reads the cluster's room for the ModelServer's GPUs: the nodes and the GPUs
+// all pods hold (the shared clusterView), the namespace's quotas, and own, its pods. Nil when
+// its pods need no GPU.
+func (r *ModelServerReconciler) observeCapacity(ctx context.Context, ms *v1alpha1.ModelServer, own []corev1.Pod) (*plan.CapacityView, error) {
+	if capacity.PodGPUs(&ms.Spec.Template.Spec) == 0 {
 		return nil, nil
 	}
 	cluster, err := r.cluster.get(ctx, r.Client, r.Now())
@@ -263,17 +227,7 @@ func (r *ModelServerReconciler) capacity(ctx context.Context, ms *v1alpha1.Model
 	if err := r.List(ctx, &quotas, client.InNamespace(ms.Namespace)); err != nil {
 		return nil, fmt.Errorf("listing resource quotas: %w", err)
 	}
-	fit := capacity.FitCluster(cluster, capacity.FitInput{
-		Template: ms.Spec.Template, Namespace: ms.Namespace, ModelServer: ms.Name, Replicas: current,
-		Pods: own, Quotas: quotas.Items, Want: want,
-	})
-	if fit.Limited && fit.Reason == v1alpha1.ReasonGPUCapacityLimited && fit.MatchingNodes == 0 {
-		// No node matches the template at all: nodes come on demand here (cluster-autoscaler,
-		// Karpenter), so free GPUs are unknown rather than zero and nothing is clamped. (A GPU
-		// quota is then enforced by the API server when the pods are created.)
-		return nil, nil
-	}
-	return &fit, nil
+	return &plan.CapacityView{Cluster: cluster, Quotas: quotas.Items, Own: own}, nil
 }
 
 // scaledObjectGVK is KEDA's ScaledObject.

@@ -33,6 +33,7 @@ import (
 	"github.com/modelship/modelship/internal/analysis"
 	"github.com/modelship/modelship/internal/autoscale"
 	"github.com/modelship/modelship/internal/metrics"
+	"github.com/modelship/modelship/internal/plan"
 	"github.com/modelship/modelship/internal/revision"
 	"github.com/modelship/modelship/internal/rollout"
 	"github.com/modelship/modelship/internal/routing"
@@ -120,18 +121,6 @@ type ModelServerReconciler struct {
 	// by SetupWithManager; nil runs them inline).
 	measurements *jobs[*rollout.Measurement]
 	warmups      *warmth
-}
-
-// observed is everything one pass saw.
-type observed struct {
-	rollout.Observation
-	route *gatewayv1.HTTPRoute
-	// accepted is the RouteAccepted condition: the route's and its InferencePools' acceptance.
-	accepted  metav1.Condition
-	scale     *autoscale.Output
-	conflicts []string
-	// cold is true when a pod whose containers are ready has not passed its warm-up check yet.
-	cold bool
 }
 
 // SetupWithManager registers the reconciler, its watches and its index.
@@ -267,11 +256,11 @@ func (r *ModelServerReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	}()
 	if msg := spec.refusal(); msg != "" {
 		// Nothing valid was ever kept: nothing is applied until it is fixed.
-		stall(ms, spec.reason, msg)
+		plan.Stall(ms, spec.reason, msg)
 		return ctrl.Result{}, nil
 	}
 	if msg := r.poolAPIMissing(ms); msg != "" {
-		stall(ms, v1alpha1.ReasonInferencePoolAPIMissing, msg)
+		plan.Stall(ms, v1alpha1.ReasonInferencePoolAPIMissing, msg)
 		return ctrl.Result{}, nil
 	}
 	if conflict, err := r.nameConflict(ctx, ms); err != nil || conflict != "" {
@@ -286,10 +275,10 @@ func (r *ModelServerReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		return ctrl.Result{}, err
 	}
 	req0 := readRequest(ms)
-	obs.Operation = req0.op
-	decision := rollout.Next(ms, obs.Observation, now)
+	obs.Rollout.Operation = req0.op
+	p := plan.Plan(ms, obs, now)
 
-	routeWritten, applyErr := r.apply(ctx, ms, obs.Observation, decision, obs.route)
+	routeWritten, applyErr := r.apply(ctx, ms, obs.Rollout, p.Decision, obs.Route)
 	var nc *nameConflictError
 	switch {
 	case errors.As(applyErr, &nc):
@@ -297,14 +286,14 @@ func (r *ModelServerReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	case apierrors.HasStatusCause(applyErr, corev1.NamespaceTerminatingCause):
 		return ctrl.Result{}, nil // the namespace goes away with everything in it
 	}
-	applyErr = errors.Join(applyErr, r.recordRevision(ctx, ms, obs.Revision))
+	applyErr = errors.Join(applyErr, r.recordRevision(ctx, ms, obs.Rollout.Revision))
 
 	// The decision is recorded even when part of it could not be applied (a rollback whose
 	// candidate Deployment a webhook refuses is still a rollback).
-	ms.Status = decision.Status
-	clear := req0.record(&ms.Status, &before.Status, decision.KeepOperation)
-	r.completeStatus(ms, before, obs, decision, statusNotes{routeWritten: routeWritten, applyErr: applyErr, invalid: spec.invalidMessage(), invalidReason: spec.reason})
-	r.recordEvents(ms, obs, decision)
+	ms.Status = p.Status
+	clear := req0.record(&ms.Status, &before.Status, p.Decision.KeepOperation)
+	plan.Finish(ms, before, plan.Notes{RouteWritten: routeWritten, ApplyErr: applyErr, Invalid: spec.invalidMessage(), InvalidReason: spec.reason})
+	r.recordEvents(ms, p)
 	after = func() error {
 		if applyErr != nil {
 			return applyErr // retried with backoff; the next pass decides again
@@ -315,16 +304,16 @@ func (r *ModelServerReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 			}
 		}
 		telemetry.Record(ms)
-		if s := obs.scale; s != nil && s.Event != nil {
+		if s := p.Scale; s != nil && s.Event != nil {
 			telemetry.Decision(ms, s.Event.Reason)
 		}
-		logDecisions(ctrl.LoggerFrom(ctx), &before.Status, &ms.Status, obs, decision, ms.Spec.Autoscaling)
+		logDecisions(ctrl.LoggerFrom(ctx), &before.Status, &ms.Status, obs.Rollout, p, ms.Spec.Autoscaling)
 		if clear {
 			return r.clearOperations(ctx, before, ms)
 		}
 		return nil
 	}
-	return ctrl.Result{RequeueAfter: requeueAfter(obs, decision)}, nil
+	return ctrl.Result{RequeueAfter: p.RequeueAfter}, nil
 }
 
 // forget drops what the controller keeps in memory about a ModelServer that is gone.
@@ -352,27 +341,14 @@ func (r *ModelServerReconciler) addFinalizer(ctx context.Context, ms *v1alpha1.M
 	return nil
 }
 
-// recordEvents records the decision's events and the autoscaler's.
-func (r *ModelServerReconciler) recordEvents(ms *v1alpha1.ModelServer, obs observed, d rollout.Decision) {
-	for _, e := range d.Events {
+// recordEvents records the plan's events: the rollout machine's and the autoscaler's.
+func (r *ModelServerReconciler) recordEvents(ms *v1alpha1.ModelServer, p plan.Result) {
+	for _, e := range p.Decision.Events {
 		r.Recorder.Eventf(ms, nil, e.Type, e.Reason, e.Reason, "%s", e.Message)
 	}
-	if s := obs.scale; s != nil && s.Event != nil {
+	if s := p.Scale; s != nil && s.Event != nil {
 		r.Recorder.Eventf(ms, nil, s.Event.Type, s.Event.Reason, s.Event.Reason, "%s", s.Event.Message)
 	}
-}
-
-// requeueAfter is the soonest of the rollout's and the autoscaler's next looks, and the warm-up
-// poll while a pod still loads.
-func requeueAfter(obs observed, d rollout.Decision) time.Duration {
-	requeue := d.RequeueAfter
-	if s := obs.scale; s != nil && (requeue == 0 || (s.RequeueAfter > 0 && s.RequeueAfter < requeue)) {
-		requeue = s.RequeueAfter
-	}
-	if obs.cold && (requeue == 0 || rollout.WarmupPollInterval < requeue) {
-		requeue = rollout.WarmupPollInterval // a pod still loading is probed again
-	}
-	return requeue
 }
 
 // nameConflictRecheck is how often a ModelServer stalled on a name conflict looks again.
@@ -400,7 +376,7 @@ func (r *ModelServerReconciler) refuseConflict(ctx context.Context, before, ms *
 	if !strings.HasSuffix(conflict, ".") {
 		msg = conflict + " exists and is not controlled by this ModelServer: rename or delete it; modelship does not take it over"
 	}
-	stall(ms, v1alpha1.ReasonNameConflict, msg)
+	plan.Stall(ms, v1alpha1.ReasonNameConflict, msg)
 	if !meta.IsStatusConditionTrue(before.Status.Conditions, v1alpha1.ConditionStalled) {
 		ctrl.LoggerFrom(ctx).Info("Refusing to take over an object of another owner", "object", conflict)
 		r.Recorder.Eventf(ms, nil, corev1.EventTypeWarning, v1alpha1.ReasonNameConflict, "Refuse", "%s", msg)
@@ -528,18 +504,18 @@ func analysisVars(ms *v1alpha1.ModelServer) []metrics.Vars {
 	return out
 }
 
-// observe gathers what Next needs: both colors' Deployments, warm-up of their pods, the
-// route, a measurement when one is due, and a human's operation.
+// observe reads what the plan needs into one Observation and changes nothing: both colors'
+// Deployments, warm-up of their pods, the route and its InferencePools' acceptance, a
+// measurement when one is due, the autoscaling signals and the cluster's room for the GPUs.
 //
 // held (a spec the query policy refuses): no measurement and no autoscaling query runs; the
 // desired replicas stay the last decision's.
-func (r *ModelServerReconciler) observe(ctx context.Context, ms *v1alpha1.ModelServer, now time.Time, held bool) (observed, error) {
-	var o observed
+func (r *ModelServerReconciler) observe(ctx context.Context, ms *v1alpha1.ModelServer, now time.Time, held bool) (plan.Observation, error) {
+	var o plan.Observation
 	obs := rollout.Observation{
-		Revision:        revision.Of(&ms.Spec.Template),
-		Image:           revision.Image(&ms.Spec.Template),
-		Colors:          map[v1alpha1.Color]rollout.ColorObservation{},
-		DesiredReplicas: desiredReplicas(ms),
+		Revision: revision.Of(&ms.Spec.Template),
+		Image:    revision.Image(&ms.Spec.Template),
+		Colors:   map[v1alpha1.Color]rollout.ColorObservation{},
 	}
 	for _, c := range routing.Colors {
 		d := &appsv1.Deployment{}
@@ -566,19 +542,19 @@ func (r *ModelServerReconciler) observe(ctx context.Context, ms *v1alpha1.ModelS
 	if err != nil {
 		return o, err
 	}
-	o.cold = cold
+	o.Cold = cold
 	route, err := r.getRoute(ctx, ms)
 	if err != nil {
 		return o, err
 	}
-	o.route = route
+	o.Route = route
 	// A route a Gateway rejected holds the rollout; Unknown (no Gateway answered) does not.
 	// InferencePools join in: one its Gateway has not accepted holds it too.
 	accepted := routing.AcceptedCondition(route, ms.Generation)
 	if ms.UsesInferencePools() {
 		accepted = routing.WithPools(accepted, r.readPools(ctx, ms))
 	}
-	o.accepted = accepted
+	o.Accepted = accepted
 	obs.RouteAccepted, obs.RouteMessage = accepted.Status, accepted.Message
 	if !held && rollout.MeasureDue(ms, now) {
 		m, err := r.measure(ctx, ms, now)
@@ -587,35 +563,25 @@ func (r *ModelServerReconciler) observe(ctx context.Context, ms *v1alpha1.ModelS
 		}
 		obs.Measurement = m
 	}
-	if ms.Spec.Autoscaling != nil && !held {
-		if o.scale, err = r.autoscale(ctx, ms, obs, now); err != nil {
-			return o, err
-		}
-		ms.Status.Autoscaling = &o.scale.Status
-		obs.DesiredReplicas = o.scale.Desired
-		if o.conflicts, err = r.conflictingAutoscalers(ctx, ms); err != nil {
+	o.Rollout = obs
+	autoscaled := ms.Spec.Autoscaling != nil && !held
+	// A rollout needs room for both colors (swap mode when they do not fit).
+	rolling := ms.Status.Stable != nil && (ms.Status.Stable.Revision != obs.Revision || ms.Status.Candidate != nil)
+	if !autoscaled && !rolling {
+		return o, nil
+	}
+	var pods corev1.PodList
+	if err := r.List(ctx, &pods, r.podsOf(ms, client.MatchingLabels(ms.SelectorLabels()))...); err != nil {
+		return o, fmt.Errorf("listing pods: %w", err)
+	}
+	if autoscaled {
+		if o.Autoscaling, err = r.observeSignals(ctx, ms, pods.Items, now); err != nil {
 			return o, err
 		}
 	}
-	if st := ms.Status.Stable; st != nil && (st.Revision != obs.Revision || ms.Status.Candidate != nil) {
-		// A rollout needs room for both colors: say how much the cluster has (swap mode).
-		var current int32
-		for _, c := range obs.Colors {
-			current += c.Replicas
-		}
-		var own corev1.PodList
-		if err := r.List(ctx, &own, r.podsOf(ms, client.MatchingLabels(ms.SelectorLabels()))...); err != nil {
-			return o, fmt.Errorf("listing pods: %w", err)
-		}
-		fit, err := r.capacity(ctx, ms, own.Items, current, obs.DesiredReplicas)
-		if err != nil {
-			return o, err
-		}
-		if fit != nil && fit.Limited {
-			obs.Capacity = current + fit.MaxAdditional
-		}
+	if o.Capacity, err = r.observeCapacity(ctx, ms, pods.Items); err != nil {
+		return o, err
 	}
-	o.Observation = obs
 	return o, nil
 }
 
@@ -624,17 +590,6 @@ func derefReplicas(p *int32) int32 {
 		return 1
 	}
 	return *p
-}
-
-func desiredReplicas(ms *v1alpha1.ModelServer) int32 {
-	n := derefReplicas(ms.Spec.Replicas)
-	if a := ms.Spec.Autoscaling; a != nil {
-		if s := ms.Status.Autoscaling; s != nil {
-			n = s.DesiredReplicas
-		}
-		n = max(a.MinReplicas, min(a.MaxReplicas, n))
-	}
-	return n
 }
 
 func podReady(p *corev1.Pod) bool {

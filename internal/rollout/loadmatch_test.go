@@ -38,7 +38,7 @@ func TestLoadMatching(t *testing.T) {
 				phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, tc.stableReady),
 				inRollout(revB, tc.step, t0.Add(-5*time.Second), steps[tc.step-1])))
 			obs := newObs(revB, tc.total, deploy(blue, revA, tc.total, tc.stableReady), deploy(green, revB, tc.candReady, tc.candReady))
-			d := Next(ms, obs, t0)
+			d := next(ms, obs, t0)
 			if d.Status.Rollout.Step != tc.step {
 				t.Fatalf("step = %d, want %d (the case must hold its step)", d.Status.Rollout.Step, tc.step)
 			}
@@ -57,7 +57,7 @@ func TestLoadMatching(t *testing.T) {
 func TestLoadMatchingHoldsWhilePaused(t *testing.T) {
 	ms := newModelServer(withSteps(10, 25, 50, 100), withLoadMatching(v1alpha1.LoadMatchingStablePods), withPaused(true), withStatus(
 		phase(v1alpha1.PhasePaused), stableOn(blue, revA, 6), inRollout(revB, 1, t0.Add(-time.Hour), 14)))
-	d := Next(ms, newObs(revB, 6, deploy(blue, revA, 6, 5), deploy(green, revB, 1, 1)), t0)
+	d := next(ms, newObs(revB, 6, deploy(blue, revA, 6, 5), deploy(green, revB, 1, 1)), t0)
 	if d.Status.Phase != v1alpha1.PhasePaused || d.Status.Rollout.Step != 1 {
 		t.Fatalf("phase %s step %d, want Paused at step 1", d.Status.Phase, d.Status.Rollout.Step)
 	}
@@ -66,7 +66,7 @@ func TestLoadMatchingHoldsWhilePaused(t *testing.T) {
 	}
 	ms.Spec.Paused = false
 	ms.Status.Phase = v1alpha1.PhaseProgressing
-	if d := Next(ms, newObs(revB, 6, deploy(blue, revA, 6, 5), deploy(green, revB, 1, 1)), t0); d.Status.Weights.Candidate != 16 {
+	if d := next(ms, newObs(revB, 6, deploy(blue, revA, 6, 5), deploy(green, revB, 1, 1)), t0); d.Status.Weights.Candidate != 16 {
 		t.Errorf("resumed: candidate weight = %d, want 16", d.Status.Weights.Candidate)
 	}
 }
@@ -75,7 +75,7 @@ func TestLoadMatchingHoldsWhilePaused(t *testing.T) {
 func TestLoadMatchingEventSaysTheRaisedWeight(t *testing.T) {
 	ms := newModelServer(withSteps(10, 25, 50, 100), withLoadMatching(v1alpha1.LoadMatchingStablePods), withStatus(
 		phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 6), inRollout(revB, 0, t0.Add(-time.Minute), 0)))
-	d := Next(ms, newObs(revB, 6, deploy(blue, revA, 6, 6), deploy(green, revB, 1, 1)), t0)
+	d := next(ms, newObs(revB, 6, deploy(blue, revA, 6, 6), deploy(green, revB, 1, 1)), t0)
 	if d.Status.Rollout.Step != 1 || d.Status.Weights.Candidate != 14 {
 		t.Fatalf("step %d weights %+v, want step 1 at 14%%", d.Status.Rollout.Step, d.Status.Weights)
 	}

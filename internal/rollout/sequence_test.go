@@ -140,7 +140,7 @@ func runRandom(seed uint64, passes int, log *passLog) (outcomes, error) {
 		}
 		prev := ms.Status.DeepCopy()
 		before := ms.DeepCopy()
-		d := Next(ms, obs, s.now)
+		d := next(ms, obs, s.now)
 		log.add(loggedPass{pass, s.now, s.start, ms.Spec.Paused, obs, d})
 		if !reflect.DeepEqual(before, ms) {
 			return o, fmt.Errorf("pass %d: Next modified its input", pass)
@@ -179,7 +179,7 @@ func runRandom(seed uint64, passes int, log *passLog) (outcomes, error) {
 			if v, _ := Verdict(m.Results); v == v1alpha1.VerdictInconclusive {
 				without := obs
 				without.Measurement = nil
-				d0 := Next(ms, without, s.now)
+				d0 := next(ms, without, s.now)
 				if err := checkInconclusive(prev, d, d0); err != nil {
 					return o, fmt.Errorf("pass %d: %w", pass, err)
 				}
@@ -752,7 +752,7 @@ func TestCandidateLosingItsPodsAtStep2IsRolledBackAtTheProgressDeadline(t *testi
 			}
 			obs.Measurement = &Measurement{At: s.now, Results: results(s.now, verdict)}
 		}
-		d := Next(ms, obs, s.now)
+		d := next(ms, obs, s.now)
 		log.add(loggedPass{i, s.now, s.start, false, obs, d})
 		st := d.Status
 		lose := false

@@ -30,7 +30,7 @@ func TestTheSplitOfAnUnchangedTotalNeverGrowsTheStableColor(t *testing.T) {
 						if m == "inconclusive" {
 							opts = append(opts, measurement(now, v1alpha1.VerdictInconclusive))
 						}
-						d := Next(ms, newObs(revB, total, opts...), now)
+						d := next(ms, newObs(revB, total, opts...), now)
 						// Green holds its step's 25% only as far as its Ready pods carry it.
 						if want := min(25, carries(total, ready)); d.Status.Rollout.Step != 2 || d.Weights[green] != want {
 							t.Errorf("%s: step %d, weights %v; want step 2 with green at %d%%", name, d.Status.Rollout.Step, d.Weights, want)
