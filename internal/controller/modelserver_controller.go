@@ -217,11 +217,10 @@ func (r *ModelServerReconciler) modelServersForRoute(ctx context.Context, o clie
 	return reqs
 }
 
-// Reconcile implements reconcile.Reconciler.
-// Reconcile is one pass: get, freshness, finalizer, the spec to act on, then observe, decide
-// (rollout.Next), apply, and one status write (deferred, whatever the exit), after which what
-// must follow a successful write runs (the valid spec kept, a handled operation's annotation
-// removed).
+// Reconcile is one pass: get, freshness, finalizer, the spec to act on, one status write
+// deferred whatever the exit (after which what must follow a successful write runs: the valid
+// spec kept, a handled operation's annotation removed), validate, observe (reads only), plan
+// (pure: package plan decides and sets every condition), apply.
 func (r *ModelServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, err error) {
 	ms := &v1alpha1.ModelServer{}
 	if err := r.Get(ctx, req.NamespacedName, ms); err != nil {
@@ -254,19 +253,9 @@ func (r *ModelServerReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 			err = after()
 		}
 	}()
-	if msg := spec.refusal(); msg != "" {
-		// Nothing valid was ever kept: nothing is applied until it is fixed.
-		plan.Stall(ms, spec.reason, msg)
-		return ctrl.Result{}, nil
+	if res, refused, err := r.refuse(ctx, before, ms, spec); refused || err != nil {
+		return res, err
 	}
-	if msg := r.poolAPIMissing(ms); msg != "" {
-		plan.Stall(ms, v1alpha1.ReasonInferencePoolAPIMissing, msg)
-		return ctrl.Result{}, nil
-	}
-	if conflict, err := r.nameConflict(ctx, ms); err != nil || conflict != "" {
-		return r.refuseConflict(ctx, before, ms, conflict), err
-	}
-
 	obs, err := r.observe(ctx, ms, now, spec.held)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -274,27 +263,53 @@ func (r *ModelServerReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	if err := r.moveRoute(ctx, ms, &obs); err != nil {
 		return ctrl.Result{}, err
 	}
-	req0 := readRequest(ms)
-	obs.Rollout.Operation = req0.op
+	op := readRequest(ms)
+	obs.Rollout.Operation = op.op
 	p := plan.Plan(ms, obs, now)
+	res, after, err = r.applyPlan(ctx, before, ms, spec, op, obs, p)
+	return res, err
+}
 
+// refuse stalls a ModelServer the pass must not act on: a spec with nothing valid ever kept, the
+// InferencePool API missing, or a child's name held by another owner. refused: the pass stops
+// here (its status, Stalled, is still written).
+func (r *ModelServerReconciler) refuse(ctx context.Context, before, ms *v1alpha1.ModelServer, spec specChoice) (res ctrl.Result, refused bool, err error) {
+	if msg := spec.refusal(); msg != "" {
+		// Nothing valid was ever kept: nothing is applied until it is fixed.
+		plan.Stall(ms, spec.reason, msg)
+		return ctrl.Result{}, true, nil
+	}
+	if msg := r.poolAPIMissing(ms); msg != "" {
+		plan.Stall(ms, v1alpha1.ReasonInferencePoolAPIMissing, msg)
+		return ctrl.Result{}, true, nil
+	}
+	conflict, err := r.nameConflict(ctx, ms)
+	if err != nil || conflict != "" {
+		return r.refuseConflict(ctx, before, ms, conflict), true, err
+	}
+	return ctrl.Result{}, false, nil
+}
+
+// applyPlan applies the plan p and puts its status in ms.Status, for the pass's one status
+// write; after is what follows that write when it succeeds.
+func (r *ModelServerReconciler) applyPlan(ctx context.Context, before, ms *v1alpha1.ModelServer, spec specChoice, op request, obs plan.Observation, p plan.Result) (ctrl.Result, func() error, error) {
 	routeWritten, applyErr := r.apply(ctx, ms, obs.Rollout, p.Decision, obs.Route)
 	var nc *nameConflictError
 	switch {
 	case errors.As(applyErr, &nc):
-		return r.refuseConflict(ctx, before, ms, nc.object), nil
+		return r.refuseConflict(ctx, before, ms, nc.object), nil, nil
 	case apierrors.HasStatusCause(applyErr, corev1.NamespaceTerminatingCause):
-		return ctrl.Result{}, nil // the namespace goes away with everything in it
+		return ctrl.Result{}, nil, nil // the namespace goes away with everything in it
 	}
 	applyErr = errors.Join(applyErr, r.recordRevision(ctx, ms, obs.Rollout.Revision))
 
 	// The decision is recorded even when part of it could not be applied (a rollback whose
 	// candidate Deployment a webhook refuses is still a rollback).
 	ms.Status = p.Status
-	clear := req0.record(&ms.Status, &before.Status, p.Decision.KeepOperation)
+	clear := op.record(&ms.Status, &before.Status, p.Decision.KeepOperation)
 	plan.Finish(ms, before, plan.Notes{RouteWritten: routeWritten, ApplyErr: applyErr, Invalid: spec.invalidMessage(), InvalidReason: spec.reason})
 	r.recordEvents(ms, p)
-	after = func() error {
+	after := func() error {
 		if applyErr != nil {
 			return applyErr // retried with backoff; the next pass decides again
 		}
@@ -313,7 +328,7 @@ func (r *ModelServerReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		}
 		return nil
 	}
-	return ctrl.Result{RequeueAfter: p.RequeueAfter}, nil
+	return ctrl.Result{RequeueAfter: p.RequeueAfter}, after, nil
 }
 
 // forget drops what the controller keeps in memory about a ModelServer that is gone.
