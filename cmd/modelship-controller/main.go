@@ -18,6 +18,7 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
+	"github.com/modelship/modelship/cmd/modelship-controller/manager"
 	"github.com/modelship/modelship/internal/autoscale"
 	"github.com/modelship/modelship/internal/controller"
 	"github.com/modelship/modelship/internal/metrics"
@@ -94,12 +95,12 @@ func run(c config) error {
 
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
 		Scheme:                  scheme,
-		Metrics:                 controller.MetricsServerOptions(c.metricsAddr, c.metricsSecure),
+		Metrics:                 manager.MetricsServerOptions(c.metricsAddr, c.metricsSecure),
 		HealthProbeBindAddress:  c.probeAddr,
 		LeaderElection:          c.leaderElect,
 		LeaderElectionID:        LeaderElectionID,
 		LeaderElectionNamespace: c.leaderElectNamespace,
-		Cache:                   controller.CacheOptions(splitNamespaces(c.watchNamespaces)...),
+		Cache:                   manager.CacheOptions(splitNamespaces(c.watchNamespaces)...),
 	})
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)

@@ -24,6 +24,7 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
+	"github.com/modelship/modelship/cmd/modelship-controller/manager"
 	"github.com/modelship/modelship/internal/autoscale"
 	"github.com/modelship/modelship/internal/metrics"
 	"github.com/modelship/modelship/internal/testenv"
@@ -65,7 +66,7 @@ func TestMain(m *testing.M) {
 		}
 		// The running controller never sees manualNamespace: tests there call Reconcile themselves.
 		// The product's cache options, without the manual namespace.
-		cacheOpts := CacheOptions()
+		cacheOpts := manager.CacheOptions()
 		cacheOpts.DefaultNamespaces = map[string]cache.Config{
 			cache.AllNamespaces: {FieldSelector: fields.OneTermNotEqualSelector("metadata.namespace", manualNamespace)}}
 		mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, Cache: cacheOpts})
