@@ -19,9 +19,9 @@ import (
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
 	"github.com/modelship/modelship/cmd/modelship-controller/manager"
-	"github.com/modelship/modelship/internal/autoscale"
 	"github.com/modelship/modelship/internal/controller"
 	"github.com/modelship/modelship/internal/metrics"
+	"github.com/modelship/modelship/internal/signals"
 	"github.com/modelship/modelship/internal/warmup"
 	"github.com/modelship/modelship/internal/window"
 )
@@ -40,7 +40,7 @@ type config struct {
 	signalInterval         time.Duration
 	scrapeInterval         time.Duration
 	queryPolicy            string
-	gpuExporter            autoscale.GPUExporter
+	gpuExporter            signals.GPUExporter
 }
 
 func main() {
@@ -62,8 +62,8 @@ func main() {
 	flag.DurationVar(&c.signalInterval, "autoscaling-signal-interval", 10*time.Second, "How often the built-in autoscaling signals are fetched (one query per signal for all ModelServers).")
 	flag.DurationVar(&c.scrapeInterval, "prometheus-scrape-interval", window.DefaultScrapeInterval, "How often Prometheus scrapes the model server pods (default of spec.rollout.analysis.scrapeInterval): analysis windows span at least four scrapes.")
 	flag.StringVar(&c.queryPolicy, "query-policy", string(metrics.DefaultQueryPolicy), "Which PromQL ModelServers may have the controller run with its Prometheus credentials: namespaced (presets, built-in signals, and custom queries whose every selector has namespace=\"{{.Namespace}}\" as they run; no external metrics); presets (presets and built-in signals only); any (every query and external metric: whoever writes a ModelServer then reads anything the controller's credentials read, an opt-in for clusters of one team).")
-	flag.StringVar(&c.gpuExporter.Namespace, "gpu-exporter-namespace", autoscale.DefaultGPUExporter.Namespace, "Namespace label of the GPU exporter's scrape targets (dcgm-exporter's namespace): only its series' exported_namespace/exported_pod name the pod holding a GPU. Empty: not checked.")
-	flag.StringVar(&c.gpuExporter.Job, "gpu-exporter-job", autoscale.DefaultGPUExporter.Job, "Job label of the GPU exporter's scrape targets, checked besides --gpu-exporter-namespace when set. With both empty, exported_* labels are never read.")
+	flag.StringVar(&c.gpuExporter.Namespace, "gpu-exporter-namespace", signals.DefaultGPUExporter.Namespace, "Namespace label of the GPU exporter's scrape targets (dcgm-exporter's namespace): only its series' exported_namespace/exported_pod name the pod holding a GPU. Empty: not checked.")
+	flag.StringVar(&c.gpuExporter.Job, "gpu-exporter-job", signals.DefaultGPUExporter.Job, "Job label of the GPU exporter's scrape targets, checked besides --gpu-exporter-namespace when set. With both empty, exported_* labels are never read.")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -112,7 +112,7 @@ func run(c config) error {
 	if c.scrapeInterval <= 0 {
 		return fmt.Errorf("--prometheus-scrape-interval must be positive, got %s", c.scrapeInterval)
 	}
-	apis, err := controller.NewKubeMetricsAPIs(mgr.GetConfig())
+	apis, err := signals.NewKubeMetricsAPIs(mgr.GetConfig())
 	if err != nil {
 		return err
 	}
@@ -134,9 +134,9 @@ func run(c config) error {
 			return fmt.Errorf("prometheus client: %w", err)
 		}
 		r.Prometheus = q
-		sig := autoscale.DefaultSignals()
+		sig := signals.DefaultQueries()
 		sig.GPUExporter = c.gpuExporter
-		r.Signals = autoscale.NewSignalCache(q, sig, c.signalInterval)
+		r.Signals = signals.NewSnapshotCache(q, sig, c.signalInterval)
 	}
 	ctx := ctrl.SetupSignalHandler()
 	if err := r.SetupWithManager(ctx, mgr); err != nil {

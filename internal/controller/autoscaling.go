@@ -15,8 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	externalv1beta1 "k8s.io/metrics/pkg/apis/external_metrics/v1beta1"
-	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -25,16 +23,8 @@ import (
 	"github.com/modelship/modelship/internal/capacity"
 	"github.com/modelship/modelship/internal/metrics"
 	"github.com/modelship/modelship/internal/plan"
+	"github.com/modelship/modelship/internal/signals"
 )
-
-// MetricsAPIs reads the Kubernetes metrics APIs for resource and external autoscaling metrics
-// (metrics-server, prometheus-adapter, KEDA's metrics server).
-type MetricsAPIs interface {
-	// PodMetrics lists metrics.k8s.io usage of the pods matching selector.
-	PodMetrics(ctx context.Context, namespace string, selector labels.Selector) ([]metricsv1beta1.PodMetrics, error)
-	// External lists one external metric's values.
-	External(ctx context.Context, namespace, metric string, selector labels.Selector) (*externalv1beta1.ExternalMetricValueList, error)
-}
 
 // observeSignals reads what the autoscaler decides on: the signals (one grouped query per
 // signal per interval for all ModelServers), the custom metrics, the latency SLOs, the Ready
@@ -152,7 +142,7 @@ func (r *ModelServerReconciler) latencySLOs(ctx context.Context, ms *v1alpha1.Mo
 		if err != nil {
 			return autoscale.Observation{Status: metrics.Error, Message: err.Error()}
 		}
-		return autoscale.FromSample("", metrics.Enforce(r.Prometheus, r.QueryPolicy, ms.Namespace).Scalar(ctx, q, now))
+		return signals.FromSample("", metrics.Enforce(r.Prometheus, r.QueryPolicy, ms.Namespace).Scalar(ctx, q, now))
 	}
 	var wg sync.WaitGroup
 	if wantTTFT {
@@ -175,9 +165,9 @@ func (r *ModelServerReconciler) customMetric(ctx context.Context, ms *v1alpha1.M
 	}
 	// The query is checked against the policy as it runs, not only its template.
 	prom := metrics.Enforce(r.Prometheus, r.QueryPolicy, ms.Namespace)
-	o := autoscale.FromSample(name, prom.Scalar(ctx, q, now))
+	o := signals.FromSample(name, prom.Scalar(ctx, q, now))
 	if ms.Spec.Autoscaling != nil && ms.Spec.Autoscaling.ProjectionHorizon.Duration > 0 && o.Status == metrics.OK {
-		o = autoscale.WithTrend(o, prom.Scalar(ctx, autoscale.TrendQuery(q), now))
+		o = signals.WithTrend(o, prom.Scalar(ctx, signals.TrendQuery(q), now))
 	}
 	return o
 }
@@ -190,7 +180,7 @@ func (r *ModelServerReconciler) resourceMetric(ctx context.Context, ms *v1alpha1
 	if err != nil {
 		return autoscale.Observation{Metric: name, Status: metrics.Error, Message: err.Error()}
 	}
-	return autoscale.ResourceObservation(name, res, ready, usage)
+	return signals.ResourceObservation(name, res, ready, usage)
 }
 
 func (r *ModelServerReconciler) externalMetric(ctx context.Context, ms *v1alpha1.ModelServer, name string, m *v1alpha1.ExternalMetric) autoscale.Observation {
@@ -209,7 +199,7 @@ func (r *ModelServerReconciler) externalMetric(ctx context.Context, ms *v1alpha1
 		sel = s
 	}
 	list, err := r.MetricsAPIs.External(ctx, ms.Namespace, m.MetricName, sel)
-	return autoscale.ExternalObservation(name, list, err)
+	return signals.ExternalObservation(name, list, err)
 }
 
 // observeCapacity reads the cluster's room for the ModelServer's GPUs: the nodes and the GPUs

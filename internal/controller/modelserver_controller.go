@@ -31,12 +31,12 @@ import (
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
 	"github.com/modelship/modelship/internal/analysis"
-	"github.com/modelship/modelship/internal/autoscale"
 	"github.com/modelship/modelship/internal/metrics"
 	"github.com/modelship/modelship/internal/plan"
 	"github.com/modelship/modelship/internal/revision"
 	"github.com/modelship/modelship/internal/rollout"
 	"github.com/modelship/modelship/internal/routing"
+	"github.com/modelship/modelship/internal/signals"
 	"github.com/modelship/modelship/internal/telemetry"
 	"github.com/modelship/modelship/internal/warmup"
 )
@@ -72,9 +72,9 @@ type ModelServerReconciler struct {
 	Prober warmup.Prober
 	// Signals fetches the built-in autoscaling signals for all ModelServers at once; nil
 	// without Prometheus.
-	Signals *autoscale.SignalCache
+	Signals *signals.SnapshotCache
 	// MetricsAPIs reads metrics.k8s.io and external.metrics.k8s.io; nil when not configured.
-	MetricsAPIs MetricsAPIs
+	MetricsAPIs signals.MetricsAPIs
 	// ScrapeInterval is how often Prometheus scrapes model server pods, the default of
 	// spec.rollout.analysis.scrapeInterval (--prometheus-scrape-interval); zero means
 	// window.DefaultScrapeInterval.

@@ -25,8 +25,8 @@ import (
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
 	"github.com/modelship/modelship/cmd/modelship-controller/manager"
-	"github.com/modelship/modelship/internal/autoscale"
 	"github.com/modelship/modelship/internal/metrics"
+	"github.com/modelship/modelship/internal/signals"
 	"github.com/modelship/modelship/internal/testenv"
 	"github.com/modelship/modelship/internal/warmup"
 )
@@ -81,7 +81,7 @@ func TestMain(m *testing.M) {
 			// Analysis windows of four 100ms scrapes: the analysis interval (1s in the rollout
 			// stories) decides. Custom queries must be scoped to their namespace.
 			ScrapeInterval: 100 * time.Millisecond, QueryPolicy: metrics.QueryPolicyNamespaced, CapacityInterval: signalInterval,
-			Signals:     autoscale.NewSignalCache(prom, autoscale.DefaultSignals(), signalInterval),
+			Signals:     signals.NewSnapshotCache(prom, signals.DefaultQueries(), signalInterval),
 			MetricsAPIs: kubeMetrics,
 		}
 		if err := r.SetupWithManager(ctx, mgr); err != nil {
