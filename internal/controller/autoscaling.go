@@ -3,17 +3,13 @@ package controller
 import (
 	"context"
 	"fmt"
-	"regexp"
 	"strings"
-	"sync"
 	"time"
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -21,18 +17,16 @@ import (
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
 	"github.com/modelship/modelship/internal/autoscale"
 	"github.com/modelship/modelship/internal/capacity"
-	"github.com/modelship/modelship/internal/metrics"
 	"github.com/modelship/modelship/internal/plan"
 	"github.com/modelship/modelship/internal/signals"
 )
 
-// observeSignals reads what the autoscaler decides on: the signals (one grouped query per
-// signal per interval for all ModelServers), the custom metrics, the latency SLOs, the Ready
-// and starting pods (pods are the ModelServer's), and the autoscalers that would fight it.
+// observeSignals reads what the autoscaler decides on: the Ready and starting pods (pods are the
+// ModelServer's), the autoscalers that would fight it, and the signals its sources measure
+// (signals.Deps.Sources), fetched off the worker (signals.Cache). Nil when no measurement is at
+// hand yet (a fetch runs, none ended): the pass then keeps the last decision.
 func (r *ModelServerReconciler) observeSignals(ctx context.Context, ms *v1alpha1.ModelServer, pods []corev1.Pod, now time.Time) (*plan.Signals, error) {
-	spec := *ms.Spec.Autoscaling
-	var readyKeys []autoscale.PodKey
-	var readyPods []corev1.Pod
+	t := signals.Target{ModelServer: ms.DeepCopy()} // the fetch may outlive the pass
 	var starting int32
 	readyOf := map[string]int32{}
 	for i := range pods {
@@ -41,165 +35,46 @@ func (r *ModelServerReconciler) observeSignals(ctx context.Context, ms *v1alpha1
 			continue
 		}
 		if podReady(p) {
-			readyKeys = append(readyKeys, autoscale.PodKey{Namespace: p.Namespace, Name: p.Name})
-			readyPods = append(readyPods, *p)
+			t.Ready = append(t.Ready, autoscale.PodKey{Namespace: p.Namespace, Name: p.Name})
+			t.ReadyPods = append(t.ReadyPods, *p)
 			readyOf[p.Labels[v1alpha1.LabelColor]]++
 		} else {
 			starting++
 		}
 	}
 	// The endpoint picker reports per InferencePool; each color's pool weighs by its Ready pods.
-	var pools []autoscale.Pool
 	if ms.UsesInferencePools() {
 		for _, c := range []v1alpha1.Color{v1alpha1.Blue, v1alpha1.Green} {
-			pools = append(pools, autoscale.Pool{Key: autoscale.PodKey{Namespace: ms.Namespace, Name: ms.PoolName(c)}, Ready: readyOf[string(c)]})
+			t.Pools = append(t.Pools, autoscale.Pool{Key: autoscale.PodKey{Namespace: ms.Namespace, Name: ms.PoolName(c)}, Ready: readyOf[string(c)]})
 		}
 	}
-
-	var observations []autoscale.Observation
-	waiting := autoscale.Observation{Metric: autoscale.MetricRequestsWaiting, Status: metrics.NoData, Message: "no signals"}
-	if r.Signals != nil {
-		snap, err := r.Signals.Get(ctx, now)
-		if err != nil {
-			// Failed signals come out as Error observations: the count holds.
-			ctrl.LoggerFrom(ctx).V(1).Info("Autoscaling signals unavailable", "error", err.Error())
-		}
-		if snap != nil {
-			observations = snap.Observe(spec, readyKeys, pools...)
-			waiting = snap.RequestsWaiting(readyKeys)
-		}
-	}
-	names := autoscale.MetricNames(spec.Metrics)
-	for i, m := range spec.Metrics {
-		switch {
-		case m.Prometheus != nil:
-			observations = append(observations, r.customMetric(ctx, ms, names[i], m.Prometheus.Query, now))
-		case m.Resource != nil:
-			observations = append(observations, r.resourceMetric(ctx, ms, names[i], m.Resource.Name, readyPods))
-		case m.External != nil:
-			observations = append(observations, r.externalMetric(ctx, ms, names[i], m.External))
-		}
-	}
-	if r.Signals == nil {
-		for _, n := range names {
-			if !hasObservation(observations, n) {
-				observations = append(observations, autoscale.Observation{Metric: n, Status: metrics.Error, Message: "no Prometheus configured (--prometheus-url)"})
-			}
-		}
-	}
-	ttft, itl := r.latencySLOs(ctx, ms, now)
 	conflicts, err := r.conflictingAutoscalers(ctx, ms)
 	if err != nil {
 		return nil, err
 	}
+	deps := signals.Deps{Snapshots: r.Signals, Prometheus: r.Prometheus, Policy: r.QueryPolicy, MetricsAPIs: r.MetricsAPIs}
+	res, ok := r.fetches.Get(ctx, client.ObjectKeyFromObject(ms), deps.Sources(ms), t, now, 2*autoscalingInterval(ms))
+	if !ok {
+		ctrl.LoggerFrom(ctx).V(1).Info("Autoscaling signals under way in the background")
+		return nil, nil
+	}
+	if res.Err != nil {
+		// Failed sources come out as Error observations: the count holds.
+		ctrl.LoggerFrom(ctx).V(1).Info("Autoscaling signals unavailable", "error", res.Err.Error())
+	}
+	s := res.Signals
 	return &plan.Signals{
-		Observations: observations, RequestsWaiting: waiting, TTFTP95: ttft, ITLP95: itl,
-		Ready: int32(len(readyKeys)), Starting: starting, BothColorsReady: len(readyOf) > 1, Conflicts: conflicts,
+		Observations: s.Observations, RequestsWaiting: s.RequestsWaiting, TTFTP95: s.TTFTP95, ITLP95: s.ITLP95,
+		Ready: int32(len(t.Ready)), Starting: starting, BothColorsReady: len(readyOf) > 1, Conflicts: conflicts,
 	}, nil
 }
 
-func hasObservation(obs []autoscale.Observation, name string) bool {
-	for _, o := range obs {
-		if o.Metric == name {
-			return true
-		}
+// autoscalingInterval is how often the autoscaler looks (spec.autoscaling.interval).
+func autoscalingInterval(ms *v1alpha1.ModelServer) time.Duration {
+	if d := ms.Spec.Autoscaling.Interval.Duration; d > 0 {
+		return d
 	}
-	return false
-}
-
-// bothColors are the template keys of a query about the whole ModelServer (both colors' pods
-// and pools, over the last minute).
-func bothColors(ms *v1alpha1.ModelServer) metrics.Vars {
-	return metrics.Vars{
-		Namespace: ms.Namespace, Name: ms.Name, Pods: "(?:" + metrics.PodRegex(ms.DeploymentName(v1alpha1.Blue)) + "|" + metrics.PodRegex(ms.DeploymentName(v1alpha1.Green)) + ")",
-		Pool:   "(?:" + regexp.QuoteMeta(ms.PoolName(v1alpha1.Blue)) + "|" + regexp.QuoteMeta(ms.PoolName(v1alpha1.Green)) + ")",
-		Window: metrics.PromDuration(time.Minute),
-	}
-}
-
-// latencySLOs returns the p95 time to first token and inter-token latency of the ModelServer's
-// pods over the last minute, each queried only when a learnCapacity metric sets its SLO (from
-// SGLang's histograms with the sglang analysis preset, else vLLM's).
-func (r *ModelServerReconciler) latencySLOs(ctx context.Context, ms *v1alpha1.ModelServer, now time.Time) (ttft, itl autoscale.Observation) {
-	ttft = autoscale.Observation{Status: metrics.NoData, Message: "no latency SLO"}
-	itl = ttft
-	if r.Prometheus == nil {
-		return ttft, itl
-	}
-	var wantTTFT, wantITL bool
-	for _, m := range ms.Spec.Autoscaling.Metrics {
-		if m.Prometheus != nil && m.Prometheus.LearnCapacity != nil {
-			wantTTFT = wantTTFT || m.Prometheus.LearnCapacity.TimeToFirstTokenP95 != nil
-			wantITL = wantITL || m.Prometheus.LearnCapacity.InterTokenLatencyP95 != nil
-		}
-	}
-	qTTFT, qITL := metrics.VLLMTTFTP95, metrics.VLLMITLP95
-	if ms.Spec.Rollout.Analysis.Preset == v1alpha1.AnalysisPresetSGLang {
-		qTTFT, qITL = metrics.SGLangTTFTP95, metrics.SGLangITLP95
-	}
-	query := func(tmpl string) autoscale.Observation {
-		q, err := metrics.Render(tmpl, bothColors(ms))
-		if err != nil {
-			return autoscale.Observation{Status: metrics.Error, Message: err.Error()}
-		}
-		return signals.FromSample("", metrics.Enforce(r.Prometheus, r.QueryPolicy, ms.Namespace).Scalar(ctx, q, now))
-	}
-	var wg sync.WaitGroup
-	if wantTTFT {
-		wg.Go(func() { ttft = query(qTTFT) })
-	}
-	if wantITL {
-		wg.Go(func() { itl = query(qITL) })
-	}
-	wg.Wait()
-	return ttft, itl
-}
-
-func (r *ModelServerReconciler) customMetric(ctx context.Context, ms *v1alpha1.ModelServer, name, tmpl string, now time.Time) autoscale.Observation {
-	q, err := metrics.Render(tmpl, bothColors(ms))
-	if err != nil {
-		return autoscale.Observation{Metric: name, Status: metrics.Error, Message: err.Error()}
-	}
-	if r.Prometheus == nil {
-		return autoscale.Observation{Metric: name, Status: metrics.Error, Message: "no Prometheus configured (--prometheus-url)"}
-	}
-	// The query is checked against the policy as it runs, not only its template.
-	prom := metrics.Enforce(r.Prometheus, r.QueryPolicy, ms.Namespace)
-	o := signals.FromSample(name, prom.Scalar(ctx, q, now))
-	if ms.Spec.Autoscaling != nil && ms.Spec.Autoscaling.ProjectionHorizon.Duration > 0 && o.Status == metrics.OK {
-		o = signals.WithTrend(o, prom.Scalar(ctx, signals.TrendQuery(q), now))
-	}
-	return o
-}
-
-func (r *ModelServerReconciler) resourceMetric(ctx context.Context, ms *v1alpha1.ModelServer, name string, res corev1.ResourceName, ready []corev1.Pod) autoscale.Observation {
-	if r.MetricsAPIs == nil {
-		return autoscale.Observation{Metric: name, Status: metrics.Error, Message: "the resource metrics API is not configured"}
-	}
-	usage, err := r.MetricsAPIs.PodMetrics(ctx, ms.Namespace, labels.SelectorFromSet(ms.SelectorLabels()))
-	if err != nil {
-		return autoscale.Observation{Metric: name, Status: metrics.Error, Message: err.Error()}
-	}
-	return signals.ResourceObservation(name, res, ready, usage)
-}
-
-func (r *ModelServerReconciler) externalMetric(ctx context.Context, ms *v1alpha1.ModelServer, name string, m *v1alpha1.ExternalMetric) autoscale.Observation {
-	if err := r.QueryPolicy.CheckExternal(); err != nil {
-		return autoscale.Observation{Metric: name, Status: metrics.Error, Message: err.Error()}
-	}
-	if r.MetricsAPIs == nil {
-		return autoscale.Observation{Metric: name, Status: metrics.Error, Message: "the external metrics API is not configured"}
-	}
-	sel := labels.Everything()
-	if m.Selector != nil {
-		s, err := metav1.LabelSelectorAsSelector(m.Selector)
-		if err != nil {
-			return autoscale.Observation{Metric: name, Status: metrics.Error, Message: fmt.Sprintf("external metric selector: %v", err)}
-		}
-		sel = s
-	}
-	list, err := r.MetricsAPIs.External(ctx, ms.Namespace, m.MetricName, sel)
-	return signals.ExternalObservation(name, list, err)
+	return autoscale.DefaultInterval
 }
 
 // observeCapacity reads the cluster's room for the ModelServer's GPUs: the nodes and the GPUs

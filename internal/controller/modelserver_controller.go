@@ -121,6 +121,9 @@ type ModelServerReconciler struct {
 	// by SetupWithManager; nil runs them inline).
 	measurements *jobs[*rollout.Measurement]
 	warmups      *warmth
+	// fetches runs the autoscaling signal sources off the workers (set by SetupWithManager;
+	// nil fetches inline).
+	fetches *signals.Cache
 }
 
 // SetupWithManager registers the reconciler, its watches and its index.
@@ -181,6 +184,7 @@ func (r *ModelServerReconciler) SetupWithManager(ctx context.Context, mgr ctrl.M
 	}
 	r.measurements = newJobs[*rollout.Measurement](ctx, wait, DefaultJobTimeout, wake)
 	r.warmups = newWarmth(ctx, wait, DefaultJobTimeout, wake)
+	r.fetches = signals.NewCache(ctx, wait, DefaultJobTimeout, wake)
 	b := ctrl.NewControllerManagedBy(mgr).WithOptions(controller.Options{MaxConcurrentReconciles: workers})
 	if served {
 		b = b.Owns(routing.NewPool())
@@ -337,6 +341,7 @@ func (r *ModelServerReconciler) forget(key types.NamespacedName) {
 	r.fresh.forget(key)
 	r.measurements.forget(key)
 	r.warmups.forget(key)
+	r.fetches.Forget(key)
 	children := []string{key.Name, key.Name + "-" + string(v1alpha1.Blue), key.Name + "-" + string(v1alpha1.Green),
 		v1alpha1.ServiceNameOf(key.Name, v1alpha1.Blue), v1alpha1.ServiceNameOf(key.Name, v1alpha1.Green)}
 	r.applied.forget(key.Namespace, children...)
@@ -491,7 +496,7 @@ func validate(ms *v1alpha1.ModelServer, policy metrics.QueryPolicy) error {
 			if err := metrics.Validate(m.Prometheus.Query); err != nil {
 				return fmt.Errorf("spec.autoscaling.metrics[%d].prometheus.query: %w", i, err)
 			}
-			if err := policy.CheckQuery(m.Prometheus.Query, bothColors(ms)); err != nil {
+			if err := policy.CheckQuery(m.Prometheus.Query, signals.BothColors(ms)); err != nil {
 				return fmt.Errorf("spec.autoscaling.metrics[%d].prometheus.query: %w", i, err)
 			}
 		}
