@@ -227,7 +227,7 @@ func (p *Prometheus) query(ctx context.Context, query string, at time.Time) (mod
 	return nil, fmt.Errorf("prometheus request failed: %w", err)
 }
 
-// ErrPartialData: see sample.ErrPartialData.
+// ErrPartialData is sample.ErrPartialData: an answer that warns of missing data.
 var ErrPartialData = sample.ErrPartialData
 
 // PartialWarning returns the first warning of a query's answer that says its data may be
