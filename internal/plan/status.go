@@ -302,3 +302,75 @@ func setDegradedCondition(st *v1alpha1.ModelServerStatus, f rollout.Report) {
 	}
 	setRolloutCondition(st, f, v1alpha1.ConditionDegraded, false, v1alpha1.ReasonAvailable, fmt.Sprintf("%d/%d Ready", f.StableReady, f.Total))
 }
+
+// PhaseConditions returns the Ready, Reconciling and Stalled conditions set in phase, per the
+// table of package health's doc (the contract with kstatus, Argo CD and `kubectl modelship
+// wait`), as fixtures for the tests of readers; the sequence tests hold the machine to it. with generation as their observedGeneration. An unknown
+// phase gets nil.
+func PhaseConditions(phase v1alpha1.Phase, generation int64) []metav1.Condition {
+	c := func(t string, s metav1.ConditionStatus, reason, msg string) metav1.Condition {
+		return metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: generation}
+	}
+	const (
+		t, f = metav1.ConditionTrue, metav1.ConditionFalse
+	)
+	switch phase {
+	case v1alpha1.PhasePending:
+		return []metav1.Condition{
+			c(v1alpha1.ConditionReady, f, v1alpha1.ReasonDeploymentsNotReady, "the first revision is coming up"),
+			c(v1alpha1.ConditionReconciling, t, v1alpha1.ReasonDeploymentsNotReady, "the first revision is coming up"),
+			c(v1alpha1.ConditionStalled, f, v1alpha1.ReasonReconciled, ""),
+		}
+	case v1alpha1.PhaseProgressing:
+		return []metav1.Condition{
+			c(v1alpha1.ConditionReady, f, v1alpha1.ReasonRolloutInProgress, "the candidate does not serve all traffic yet"),
+			c(v1alpha1.ConditionReconciling, t, v1alpha1.ReasonRolloutInProgress, "rollout in progress"),
+			c(v1alpha1.ConditionStalled, f, v1alpha1.ReasonReconciled, ""),
+		}
+	case v1alpha1.PhasePaused:
+		return []metav1.Condition{
+			c(v1alpha1.ConditionReady, f, v1alpha1.ReasonPaused, "the rollout is paused (spec.paused)"),
+			c(v1alpha1.ConditionReconciling, f, v1alpha1.ReasonPaused, "the rollout is paused (spec.paused)"),
+			c(v1alpha1.ConditionStalled, f, v1alpha1.ReasonPaused, ""),
+		}
+	case v1alpha1.PhaseAwaitingPromotion:
+		return []metav1.Condition{
+			c(v1alpha1.ConditionReady, f, v1alpha1.ReasonAwaitingPromotion, "the rollout waits for a promotion"),
+			c(v1alpha1.ConditionReconciling, f, v1alpha1.ReasonAwaitingPromotion, "the rollout waits for a promotion"),
+			c(v1alpha1.ConditionStalled, f, v1alpha1.ReasonAwaitingPromotion, ""),
+		}
+	case v1alpha1.PhaseHealthy:
+		return []metav1.Condition{
+			c(v1alpha1.ConditionReady, t, v1alpha1.ReasonAvailable, "the spec's revision serves all traffic"),
+			c(v1alpha1.ConditionReconciling, f, v1alpha1.ReasonReconciled, ""),
+			c(v1alpha1.ConditionStalled, f, v1alpha1.ReasonReconciled, ""),
+		}
+	case v1alpha1.PhaseRolledBack:
+		return []metav1.Condition{
+			c(v1alpha1.ConditionReady, f, v1alpha1.ReasonRolledBack, "the spec's revision was rolled back"),
+			c(v1alpha1.ConditionReconciling, f, v1alpha1.ReasonRolledBack, ""),
+			c(v1alpha1.ConditionStalled, t, v1alpha1.ReasonRolledBack, "the spec's revision was rolled back; change the spec to roll out again"),
+		}
+	case v1alpha1.PhaseDegraded:
+		return []metav1.Condition{
+			c(v1alpha1.ConditionReady, f, v1alpha1.ReasonDeploymentsNotReady, "no available replicas"),
+			c(v1alpha1.ConditionReconciling, t, v1alpha1.ReasonDeploymentsNotReady, "no available replicas"),
+			c(v1alpha1.ConditionStalled, f, v1alpha1.ReasonReconciled, ""),
+		}
+	}
+	return nil
+}
+
+// StalledProgressing returns the Ready, Reconciling and Stalled conditions of a rollout in phase
+// Progressing that has held on inconclusive analysis past the stall deadline (the "Progressing,
+// stalled" row of package health's table), with generation as their observedGeneration.
+func StalledProgressing(generation int64) []metav1.Condition {
+	c := func(t string, s metav1.ConditionStatus, msg string) metav1.Condition {
+		return metav1.Condition{Type: t, Status: s, Reason: v1alpha1.ReasonAnalysisInconclusive, Message: msg, ObservedGeneration: generation}
+	}
+	return []metav1.Condition{
+		c(v1alpha1.ConditionReady, metav1.ConditionFalse, "the candidate does not serve all traffic yet"),
+		c(v1alpha1.ConditionReconciling, metav1.ConditionFalse, "analysis has been inconclusive for too long"),
+		c(v1alpha1.ConditionStalled, metav1.ConditionTrue, "analysis has been inconclusive for too long"),
+	}
+}

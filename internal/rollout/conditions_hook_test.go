@@ -6,4 +6,6 @@ import (
 )
 
 // The rollout machine's tests read conditions, which the plan sets from the machine's report.
-func init() { rollout.SetConditions(plan.RolloutConditions) }
+func init() {
+	rollout.SetConditions(plan.RolloutConditions, plan.PhaseConditions, plan.StalledProgressing)
+}

@@ -13,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
-	"github.com/modelship/modelship/internal/health"
 )
 
 // outcomes counts what the random runs went through, so that a run that never exercises a
@@ -209,15 +208,15 @@ func checkContract(st v1alpha1.ModelServerStatus) error {
 		}
 		return nil
 	}
-	want := health.Conditions(st.Phase, 0)
+	want := phaseConditions(st.Phase, 0)
 	if c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionStalled); st.Phase == v1alpha1.PhaseProgressing && c != nil && c.Reason == v1alpha1.ReasonAnalysisInconclusive {
 		if st.Rollout.InconclusiveSince == nil {
 			return fmt.Errorf("stalled on inconclusive analysis without inconclusiveSince")
 		}
-		want = health.StalledProgressing(0)
+		want = stalledProgressing(0)
 	}
 	if c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionStalled); st.Phase == v1alpha1.PhaseProgressing && c != nil && c.Reason == v1alpha1.ReasonNoRoomForCandidate {
-		want = health.StalledProgressing(0)
+		want = stalledProgressing(0)
 	}
 	for _, want := range want {
 		got := meta.FindStatusCondition(st.Conditions, want.Type)
