@@ -264,6 +264,7 @@ func (r *ModelServerReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	// A route the spec moved is taken over first (status.route, and the notes the plan reports).
 	if err := r.moveRoute(ctx, ms, &obs); err != nil {
 		return ctrl.Result{}, err
 	}
