@@ -86,7 +86,14 @@ func runPeers(args []string) error {
 	}
 	ctrl.SetLogger(logr.Discard())
 	log := funcr.New(func(_, args string) { logf("%s", args) }, funcr.Options{})
-	crds := peers.CRDDirs()
+	// The CRDs of the peers that run (a peer not asked for need not be built).
+	var crds []string
+	if want["flagger"] || *smoke || *flaggerSmoke {
+		crds = append(crds, peers.FlaggerCRDDir())
+	}
+	if want["keda-hpa"] || *smoke {
+		crds = append(crds, peers.KEDACRDDir())
+	}
 	if want["argo-rollouts"] {
 		crds = append(crds, peers.ArgoCRDDirs()...)
 	}
