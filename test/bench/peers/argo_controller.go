@@ -32,7 +32,7 @@ func ArgoBinary() string { return filepath.Join(ArgoDir(), "rollouts-controller"
 func ArgoBuilt() (bool, string) {
 	for _, p := range []string{ArgoBinary(), filepath.Join(ArgoDir(), "crds"), filepath.Join(ArgoDir(), "traefik-crds")} {
 		if _, err := os.Stat(p); err != nil {
-			return false, p + " missing: run hack/peers.sh argo-rollouts (about 10 minutes on 2 cores, once)"
+			return false, p + " missing: run hack/peers.sh argo-rollouts (15 minutes measured on 2 shared cores, once)"
 		}
 	}
 	return true, ""
