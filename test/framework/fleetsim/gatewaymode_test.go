@@ -102,6 +102,17 @@ func TestSyncWithARealGatewayServesPodsAndOnlyReadsTargets(t *testing.T) {
 	}
 }
 
+func TestRouteTargetPaths(t *testing.T) {
+	for prefix, want := range map[string]string{
+		"/": "/v1/completions", "/v1": "/v1/completions", "/v1/": "/v1/completions", "/v1/completions": "/v1/completions",
+		"/v1/chat": "/v1/chat/completions", "/llm": "/llm/v1/completions", "/llm/": "/llm/v1/completions", "/v1x": "/v1x/v1/completions",
+	} {
+		if got := prefixedPath(prefix); got != want {
+			t.Errorf("PathPrefix %s: %s, want %s", prefix, got, want)
+		}
+	}
+}
+
 func TestRouteTargets(t *testing.T) {
 	known := map[types.NamespacedName]bool{{Namespace: "ns", Name: "llm"}: true, {Namespace: "ns", Name: "chat"}: true}
 	route := newRoute(

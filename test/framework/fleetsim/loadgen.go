@@ -53,13 +53,14 @@ type LoadOptions struct {
 // ResponseCount is one counter of the load generator.
 type ResponseCount struct {
 	// Namespace and ModelServer the requests were for.
-	Namespace, ModelServer string
+	Namespace   string `json:"namespace"`
+	ModelServer string `json:"modelServer"`
 	// Color of the pod that answered ("" when none did: the Gateway's own errors, client errors).
-	Color string
+	Color string `json:"color"`
 	// Code is the HTTP status code, CodeClientError or CodeDropped.
-	Code string
+	Code string `json:"code"`
 	// Count of responses.
-	Count uint64
+	Count uint64 `json:"count"`
 }
 
 type loadKey struct{ namespace, modelServer, color, code string }

@@ -52,8 +52,9 @@ type Target struct {
 	// Host is the Host header: the route's first hostname (a wildcard's "*" made "sim"), ""
 	// when the route has none.
 	Host string
-	// Path of the requests: the rule's first path match followed by /v1/completions (an Exact
-	// match as it is).
+	// Path of the requests: /v1/completions (or /v1/chat/completions) when the rule's first
+	// path match is a prefix of it, else that prefix followed by /v1/completions; an Exact
+	// match as it is.
 	Path string
 	// Headers the rule's first match requires (Exact matches).
 	Headers map[string]string
@@ -251,7 +252,7 @@ func RouteTargets(route *gatewayv1.HTTPRoute, modelServers map[types.NamespacedN
 				case gatewayv1.PathMatchExact:
 					path = *m.Path.Value
 				case gatewayv1.PathMatchPathPrefix:
-					path = strings.TrimSuffix(*m.Path.Value, "/") + "/v1/completions"
+					path = prefixedPath(*m.Path.Value)
 				}
 			}
 			for _, h := range m.Headers {
@@ -278,4 +279,16 @@ func ptrOr[T any](p *T, def T) T {
 		return def
 	}
 	return *p
+}
+
+// prefixedPath is the path of a completion request under a PathPrefix match: the API's own path
+// when the prefix is one of its prefixes ("/", "/v1", "/v1/chat"), else below the prefix.
+func prefixedPath(prefix string) string {
+	p := strings.TrimSuffix(prefix, "/")
+	for _, api := range []string{"/v1/completions", "/v1/chat/completions"} {
+		if p == "" || p == api || strings.HasPrefix(api, p+"/") {
+			return api
+		}
+	}
+	return p + "/v1/completions"
 }
