@@ -171,6 +171,11 @@ func (l *loop) run(ctx context.Context) error {
 	if !l.cache.WaitForCacheSync(ctx) {
 		return errors.New("the cache did not sync")
 	}
+	if l.load != nil {
+		// Real requests: the replay starts now, not with a burst of the arrivals due while the
+		// cache synced (the fleet's clock is only a clock here; arrivals carry no time).
+		l.start = time.Now()
+	}
 	tick := time.NewTicker(l.cfg.TickInterval)
 	defer tick.Stop()
 	if l.syncer.Servers != nil {
