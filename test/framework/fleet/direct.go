@@ -112,6 +112,7 @@ func (f *Fleet) newRequest(r *replica, req Request) *request {
 		generate:    gen,
 		reason:      reason,
 		prefillLeft: float64(max(0, req.ContextTokens)),
+		onTokens:    req.OnTokens,
 	}
 	if p := r.pod.profileAt(req.Arrival).ErrorProbability; p > 0 && f.rng.Float64() < p {
 		q.fail = true

@@ -172,3 +172,22 @@ func TestSubmitToEndsWithBadGatewayWhenThePodGoes(t *testing.T) {
 		t.Errorf("the simulated Gateway counted %d 502s for requests it did not route", n)
 	}
 }
+
+func TestOnTokensReportsEveryStepsTokens(t *testing.T) {
+	f := newFleet(newPod("a"))
+	var seen []int
+	ch, err := f.SubmitTo("ns/a", Request{Arrival: t0, ContextTokens: 10, GeneratedTokens: 30, OnTokens: func(n int) { seen = append(seen, n) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Advance(t0.Add(5 * time.Second))
+	rs := drain(ch)
+	if len(seen) < 3 || seen[0] != 1 || seen[len(seen)-1] != 30 || len(rs) != 2 || rs[1].Tokens != 30 {
+		t.Fatalf("OnTokens saw %v, results %+v: want 1 first, 30 last, several steps", seen, rs)
+	}
+	for i := 1; i < len(seen); i++ {
+		if seen[i] <= seen[i-1] {
+			t.Errorf("OnTokens went %d then %d", seen[i-1], seen[i])
+		}
+	}
+}

@@ -108,6 +108,10 @@ type Request struct {
 	ContextTokens int
 	// GeneratedTokens is the number of tokens the model will generate (at least 1).
 	GeneratedTokens int
+	// OnTokens, when set, is called with the number of tokens generated so far each time the
+	// simulation produces some (a streaming server paces its chunks by it). It runs under the
+	// fleet's lock, in the step that produced them: it must not block nor call the fleet.
+	OnTokens func(generated int)
 }
 
 // msKey names a ModelServer.

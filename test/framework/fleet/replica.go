@@ -230,8 +230,9 @@ type request struct {
 	firstToken  time.Time
 	// notify, for a request submitted to one pod (Fleet.SubmitTo), receives its first token
 	// and its end; such a request is not counted at the simulated Gateway.
-	notify chan Result
-	pod    string
+	notify   chan Result
+	pod      string
+	onTokens func(int)
 }
 
 func (r *request) prefilled() bool { return r.prefillLeft <= 0 }
@@ -366,6 +367,9 @@ func (r *replica) step(t0 time.Time, dt time.Duration) []finished {
 		if q.notify != nil {
 			q.notify <- q.result(false, "", "", time.Time{})
 		}
+		if q.onTokens != nil {
+			q.onTokens(q.emitted)
+		}
 		if q.emitted >= q.generate {
 			done = append(done, finished{req: q, at: at, reason: q.reason})
 		}
@@ -395,6 +399,9 @@ func (r *replica) step(t0 time.Time, dt time.Duration) []finished {
 			r.itl.observe(observed, uint64(n))
 			r.windowITL.observe(observed, uint64(n))
 			r.generatedTokens += uint64(n)
+			if n > 0 && q.onTokens != nil {
+				q.onTokens(q.emitted)
+			}
 			if q.emitted >= q.generate {
 				// The last token came after (generate-1-progressBefore) tokens' worth of time.
 				tokensNeeded := float64(q.generate-1) - (q.progress - left/itl)

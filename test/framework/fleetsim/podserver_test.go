@@ -298,7 +298,7 @@ func TestPodServersStreamEveryTokenInOrder(t *testing.T) {
 	}
 }
 
-func TestPodServersStreamTheFirstTokenBeforeTheEnd(t *testing.T) {
+func TestPodServersStreamTokensAsTheSimulationProducesThem(t *testing.T) {
 	// A slow pod: 64 tokens (the cap) at 2x of 15 ms take about 2 s; the first chunk comes long before.
 	f := newSimFleet(t, simPod("a", "blue", 0, fleet.Profile{LatencyMultiplier: 2}), simPod("b", "green", 0, fleet.Profile{}), simPod("cold", "green", time.Hour, fleet.Profile{}))
 	s, addrs := servePods(t, f)
@@ -311,9 +311,21 @@ func TestPodServersStreamTheFirstTokenBeforeTheEnd(t *testing.T) {
 	}
 	defer func() { _ = resp.Body.Close() }()
 	br := bufio.NewReader(resp.Body)
-	first, err := br.ReadString('\n')
-	if err != nil || !strings.Contains(first, `"text":" tok0"`) {
-		t.Fatalf("first line %q (%v)", first, err)
+	// Tokens come as the simulation produces them: the first three chunks arrive while the
+	// pod still runs the request (it has 61 tokens to go).
+	for i := range 3 {
+		line, err := br.ReadString('\n')
+		if err != nil || !strings.Contains(line, `"text":" tok`+strconv.Itoa(i)+`"`) {
+			t.Fatalf("chunk %d: %q (%v)", i, line, err)
+		}
+		if _, err := br.ReadString('\n'); err != nil { // the blank line after an event
+			t.Fatal(err)
+		}
+	}
+	for _, st := range f.Pods() {
+		if st.Pod.Name == "a" && st.Running != 1 {
+			t.Errorf("pod a runs %d requests after 3 chunks of 64, want the streamed one still running", st.Running)
+		}
 	}
 	// The pod goes while it answers: the connection drops before [DONE].
 	if err := s.Sync(context.Background(), []PodEndpoint{{Namespace: "ns", Name: "b", IP: "127.0.0.3"}}); err != nil {
@@ -321,7 +333,7 @@ func TestPodServersStreamTheFirstTokenBeforeTheEnd(t *testing.T) {
 	}
 	rest, err := io.ReadAll(br)
 	if err == nil || strings.Contains(string(rest), "[DONE]") {
-		t.Errorf("the stream of a pod that went ended cleanly: %q", rest)
+		t.Errorf("the stream of a pod that went ended cleanly (%d bytes, [DONE] %v)", len(rest), strings.Contains(string(rest), "[DONE]"))
 	}
 }
 
