@@ -23,8 +23,9 @@ type Result struct {
 	Pod string
 	// Done is false for the first-token notice, true for the request's end.
 	Done bool
-	// Code of the end: CodeOK, CodeServerError (the model failed it: Reason FinishAbort), or
-	// CodeBadGateway (the pod went away while holding it). Empty on the first-token notice.
+	// Code of the end: CodeOK, CodeServerError (the model failed it: Reason FinishAbort),
+	// CodeBadGateway (the pod went away while holding it) or CodeClientClosed (Request.Cancel;
+	// Reason FinishAbort). Empty on the first-token notice.
 	Code string
 	// Reason is vLLM's finished_reason (FinishStop, FinishLength, FinishAbort); empty on the
 	// first-token notice and when the pod went away.
@@ -113,6 +114,7 @@ func (f *Fleet) newRequest(r *replica, req Request) *request {
 		reason:      reason,
 		prefillLeft: float64(max(0, req.ContextTokens)),
 		onTokens:    req.OnTokens,
+		cancel:      req.Cancel,
 	}
 	if p := r.pod.profileAt(req.Arrival).ErrorProbability; p > 0 && f.rng.Float64() < p {
 		q.fail = true

@@ -233,6 +233,9 @@ type request struct {
 	notify   chan Result
 	pod      string
 	onTokens func(int)
+	cancel   <-chan struct{}
+	// cancelled: the client went away (Request.Cancel); the request ended as an abort.
+	cancelled bool
 }
 
 func (r *request) prefilled() bool { return r.prefillLeft <= 0 }
@@ -318,6 +321,7 @@ func (r *replica) step(t0 time.Time, dt time.Duration) []finished {
 		r.decayUtil(0, dt)
 		return nil
 	}
+	cancelled := r.dropCancelled(t0)
 	r.admit()
 	c := r.pod.Capacity
 	mult := r.pod.profileAt(t0).multiplier()
@@ -413,6 +417,7 @@ func (r *replica) step(t0 time.Time, dt time.Duration) []finished {
 		r.remove(dec)
 		done = append(done, dec...)
 	}
+	done = append(cancelled, done...)
 	for _, f := range done {
 		r.success[f.reason]++
 		if f.reason != FinishAbort {
@@ -421,6 +426,41 @@ func (r *replica) step(t0 time.Time, dt time.Duration) []finished {
 	}
 	r.decayUtil(busy/dts, dt)
 	return done
+}
+
+// dropCancelled ends the requests whose client went away (Request.Cancel closed) as aborts at
+// t, as vLLM aborts a request whose connection closed, freeing its batch slot and KV cache.
+func (r *replica) dropCancelled(t time.Time) []finished {
+	gone := func(q *request) bool {
+		if q.cancel == nil {
+			return false
+		}
+		select {
+		case <-q.cancel:
+			q.cancelled = true
+			return true
+		default:
+			return false
+		}
+	}
+	var out []finished
+	kept := r.waiting[:0]
+	for _, q := range r.waiting {
+		if gone(q) {
+			out = append(out, finished{req: q, at: t, reason: FinishAbort})
+			continue
+		}
+		kept = append(kept, q)
+	}
+	r.waiting = kept
+	var running []finished
+	for _, q := range r.running {
+		if gone(q) {
+			running = append(running, finished{req: q, at: t, reason: FinishAbort})
+		}
+	}
+	r.remove(running)
+	return append(out, running...)
 }
 
 // decayUtil moves the smoothed GPU utilization toward the step's busy fraction.

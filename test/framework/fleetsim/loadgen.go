@@ -61,6 +61,10 @@ type ResponseCount struct {
 	Code string `json:"code"`
 	// Count of responses.
 	Count uint64 `json:"count"`
+	// First and Last are when the first and the latest of them came (a color's first answer
+	// after a weight change shows when the Gateway switched).
+	First time.Time `json:"first"`
+	Last  time.Time `json:"last"`
 }
 
 type loadKey struct{ namespace, modelServer, color, code string }
@@ -74,7 +78,8 @@ type LoadGenerator struct {
 	wg   sync.WaitGroup
 
 	mu     sync.Mutex
-	counts map[loadKey]uint64
+	counts map[loadKey]*ResponseCount
+	now    func() time.Time
 }
 
 // NewLoadGenerator checks the options and makes a load generator.
@@ -92,7 +97,7 @@ func NewLoadGenerator(opts LoadOptions) (*LoadGenerator, error) {
 	if opts.Client == nil {
 		opts.Client = &http.Client{Transport: GuardedTransport(opts.Concurrency)}
 	}
-	return &LoadGenerator{opts: opts, base: u, sem: make(chan struct{}, opts.Concurrency), counts: map[loadKey]uint64{}}, nil
+	return &LoadGenerator{opts: opts, base: u, sem: make(chan struct{}, opts.Concurrency), counts: map[loadKey]*ResponseCount{}, now: time.Now}, nil
 }
 
 // Send sends one request of the trace for target in the background: a completion of
@@ -156,9 +161,17 @@ func (g *LoadGenerator) do(ctx context.Context, t Target, a fleet.Arrival) (colo
 }
 
 func (g *LoadGenerator) count(t Target, color, code string) {
+	now := g.now()
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.counts[loadKey{t.ModelServer.Namespace, t.ModelServer.Name, color, code}]++
+	k := loadKey{t.ModelServer.Namespace, t.ModelServer.Name, color, code}
+	c, ok := g.counts[k]
+	if !ok {
+		c = &ResponseCount{Namespace: k.namespace, ModelServer: k.modelServer, Color: color, Code: code, First: now}
+		g.counts[k] = c
+	}
+	c.Count++
+	c.Last = now
 }
 
 // Counts returns every counter, sorted by namespace, ModelServer, color and code.
@@ -166,8 +179,8 @@ func (g *LoadGenerator) Counts() []ResponseCount {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	out := make([]ResponseCount, 0, len(g.counts))
-	for k, v := range g.counts {
-		out = append(out, ResponseCount{Namespace: k.namespace, ModelServer: k.modelServer, Color: k.color, Code: k.code, Count: v})
+	for _, c := range g.counts {
+		out = append(out, *c)
 	}
 	sort.Slice(out, func(i, j int) bool {
 		a, b := out[i], out[j]

@@ -62,6 +62,9 @@ func TestLoadGeneratorCountsCodesPerModelServerAndColor(t *testing.T) {
 	got := map[string]uint64{}
 	for _, c := range g.Counts() {
 		got[c.ModelServer+"/"+c.Color+"/"+c.Code] = c.Count
+		if c.First.IsZero() || c.Last.Before(c.First) {
+			t.Errorf("%s/%s/%s: first %v last %v", c.ModelServer, c.Color, c.Code, c.First, c.Last)
+		}
 	}
 	want := map[string]uint64{"llm/blue/200": 30, "llm/green/500": 10, "other//404": 5}
 	if len(got) != len(want) {

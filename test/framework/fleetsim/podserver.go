@@ -348,7 +348,8 @@ func (s *PodServers) complete(w http.ResponseWriter, r *http.Request, key string
 		return
 	}
 	var prog *progress
-	freq := fleet.Request{Arrival: s.now(), ContextTokens: req.promptTokens(), GeneratedTokens: req.maxTokens()}
+	freq := fleet.Request{Arrival: s.now(), ContextTokens: req.promptTokens(), GeneratedTokens: req.maxTokens(),
+		Cancel: r.Context().Done()} // a client that goes away aborts its request, as vLLM does
 	if req.Stream {
 		prog = &progress{tick: make(chan struct{}, 1)}
 		freq.OnTokens = prog.set

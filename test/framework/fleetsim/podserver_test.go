@@ -402,3 +402,41 @@ func TestPodServersRefuseAddressesOutsideTheRule(t *testing.T) {
 		t.Errorf("served %v", a)
 	}
 }
+
+func TestPodServersAbortTheRequestsOfClientsThatGoAway(t *testing.T) {
+	f := newSimFleet(t, simPod("a", "blue", 0, fleet.Profile{LatencyMultiplier: 4}), simPod("b", "green", 0, fleet.Profile{}), simPod("cold", "green", time.Hour, fleet.Profile{}))
+	_, addrs := servePods(t, f)
+	for _, body := range []string{`{"prompt":"a","max_tokens":64}`, `{"prompt":"a","max_tokens":64,"stream":true}`} {
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		req, _ := http.NewRequestWithContext(ctx, "POST", "http://"+addrs["ns/a"]+"/v1/completions", strings.NewReader(body))
+		resp, err := (&http.Client{Transport: GuardedTransport(1)}).Do(req)
+		if err == nil {
+			_, err = io.ReadAll(resp.Body)
+			_ = resp.Body.Close()
+		}
+		cancel()
+		if err == nil {
+			t.Fatalf("%s: 64 tokens at 4x of 15 ms came within 100 ms", body)
+		}
+	}
+	// The pod drops both (eventually: at its next step after the server saw the connection close).
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var st fleet.PodStatus
+		for _, s := range f.Pods() {
+			if s.Pod.Name == "a" {
+				st = s
+			}
+		}
+		if st.Running == 0 && st.Waiting == 0 {
+			if st.Success[fleet.FinishAbort] != 2 || st.GeneratedTokens >= 128 {
+				t.Errorf("pod a after its clients went: aborts %d, generated %d tokens", st.Success[fleet.FinishAbort], st.GeneratedTokens)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pod a still holds %d running, %d waiting requests of clients that went away", st.Running, st.Waiting)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
