@@ -1,6 +1,7 @@
 package fleetsim
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -30,6 +31,16 @@ const (
 // MetricLoadResponses counts the load generator's responses per ModelServer, color (the
 // X-Modelship-Color of the pod that answered, "" when no pod did) and code.
 const MetricLoadResponses = "fleetsim_loadgen_responses_total"
+
+// The load generator's latency histograms, per ModelServer and color of the pod that answered:
+// the Gateway's view of the simulated pods (the pods' own are vLLM's).
+const (
+	// MetricLoadTTFT: from sending a streamed request to its first event (the first token).
+	MetricLoadTTFT = "fleetsim_loadgen_time_to_first_token_seconds"
+	// MetricLoadDuration: from sending a request to the end of its answer (answers with an
+	// HTTP code only; per code too).
+	MetricLoadDuration = "fleetsim_loadgen_request_duration_seconds"
+)
 
 var descLoad = prometheus.NewDesc(MetricLoadResponses,
 	"Responses the load generator received through the Gateway per ModelServer, color of the serving pod and HTTP code.",
@@ -77,6 +88,9 @@ type LoadGenerator struct {
 	sem  chan struct{}
 	wg   sync.WaitGroup
 
+	ttft     *prometheus.HistogramVec
+	duration *prometheus.HistogramVec
+
 	mu     sync.Mutex
 	counts map[loadKey]*ResponseCount
 	now    func() time.Time
@@ -97,7 +111,14 @@ func NewLoadGenerator(opts LoadOptions) (*LoadGenerator, error) {
 	if opts.Client == nil {
 		opts.Client = &http.Client{Transport: GuardedTransport(opts.Concurrency)}
 	}
-	return &LoadGenerator{opts: opts, base: u, sem: make(chan struct{}, opts.Concurrency), counts: map[loadKey]*ResponseCount{}, now: time.Now}, nil
+	return &LoadGenerator{opts: opts, base: u, sem: make(chan struct{}, opts.Concurrency), counts: map[loadKey]*ResponseCount{}, now: time.Now,
+		ttft: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: MetricLoadTTFT,
+			Help:    "Time from sending a streamed request to its first event, as the load generator sees it through the Gateway.",
+			Buckets: fleet.TTFTBuckets}, []string{"namespace", "modelserver", "color"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: MetricLoadDuration,
+			Help:    "Time from sending a request to the end of its answer, as the load generator sees it through the Gateway.",
+			Buckets: fleet.E2EBuckets}, []string{"namespace", "modelserver", "color", "code"}),
+	}, nil
 }
 
 // Send sends one request of the trace for target in the background: a completion of
@@ -147,17 +168,32 @@ func (g *LoadGenerator) do(ctx context.Context, t Target, a fleet.Arrival) (colo
 	if t.Host != "" {
 		req.Host = t.Host
 	}
+	sent := time.Now()
 	resp, err := g.opts.Client.Do(req)
 	if err != nil {
 		return "", CodeClientError
 	}
 	defer func() { _ = resp.Body.Close() }()
 	color = resp.Header.Get(HeaderColor)
-	b, err := io.ReadAll(resp.Body)
+	br := bufio.NewReader(resp.Body)
+	var b []byte
+	if g.opts.Stream && resp.StatusCode == http.StatusOK {
+		// The first event is the first token.
+		first, err := br.ReadBytes('\n')
+		if err != nil {
+			return color, CodeClientError
+		}
+		g.ttft.WithLabelValues(t.ModelServer.Namespace, t.ModelServer.Name, color).Observe(time.Since(sent).Seconds())
+		b = first
+	}
+	rest, err := io.ReadAll(br)
+	b = append(b, rest...)
 	if err != nil || (g.opts.Stream && resp.StatusCode == http.StatusOK && !bytes.Contains(b, []byte("data: [DONE]"))) {
 		return color, CodeClientError
 	}
-	return color, strconv.Itoa(resp.StatusCode)
+	code = strconv.Itoa(resp.StatusCode)
+	g.duration.WithLabelValues(t.ModelServer.Namespace, t.ModelServer.Name, color, code).Observe(time.Since(sent).Seconds())
+	return color, code
 }
 
 func (g *LoadGenerator) count(t Target, color, code string) {
@@ -190,11 +226,17 @@ func (g *LoadGenerator) Counts() []ResponseCount {
 	return out
 }
 
-// Describe sends MetricLoadResponses' descriptor (prometheus.Collector).
-func (g *LoadGenerator) Describe(ch chan<- *prometheus.Desc) { ch <- descLoad }
+// Describe sends the load generator's descriptors (prometheus.Collector).
+func (g *LoadGenerator) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descLoad
+	g.ttft.Describe(ch)
+	g.duration.Describe(ch)
+}
 
-// Collect sends the counters (prometheus.Collector).
+// Collect sends the counters and the latency histograms (prometheus.Collector).
 func (g *LoadGenerator) Collect(ch chan<- prometheus.Metric) {
+	g.ttft.Collect(ch)
+	g.duration.Collect(ch)
 	for _, c := range g.Counts() {
 		sendCounter(ch, descLoad, float64(c.Count), c.Namespace, c.ModelServer, c.Color, c.Code)
 	}

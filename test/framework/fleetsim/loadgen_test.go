@@ -89,8 +89,13 @@ func TestLoadGeneratorCountsCodesPerModelServerAndColor(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(g)
 	mfs, err := reg.Gather()
-	if err != nil || len(mfs) != 1 || mfs[0].GetName() != MetricLoadResponses || len(mfs[0].GetMetric()) != 3 {
-		t.Errorf("gathered %v (%v), want 3 series of %s", mfs, err, MetricLoadResponses)
+	series := map[string]int{}
+	for _, mf := range mfs {
+		series[mf.GetName()] = len(mf.GetMetric())
+	}
+	// Not streamed: no first-token times; durations of the answers with a code (3 series).
+	if err != nil || len(series) != 2 || series[MetricLoadResponses] != 3 || series[MetricLoadDuration] != 3 {
+		t.Errorf("gathered %v (%v), want 3 series of %s and of %s", series, err, MetricLoadResponses, MetricLoadDuration)
 	}
 }
 
@@ -189,6 +194,26 @@ func TestLoadGeneratorDrivesAPodServer(t *testing.T) {
 		g.Wait()
 		if got := strings.Join(FormatCounts(g.Counts()), "|"); got != "ns/llm blue: 200=10" {
 			t.Errorf("stream %v: %q", stream, got)
+		}
+		if stream {
+			reg := prometheus.NewRegistry()
+			reg.MustRegister(g)
+			mfs, err := reg.Gather()
+			if err != nil {
+				t.Fatal(err)
+			}
+			found := false
+			for _, mf := range mfs {
+				if mf.GetName() == MetricLoadTTFT {
+					found = true
+					if len(mf.GetMetric()) != 1 || mf.GetMetric()[0].GetHistogram().GetSampleCount() != 10 {
+						t.Errorf("%s: %v, want 10 first tokens of blue", MetricLoadTTFT, mf)
+					}
+				}
+			}
+			if !found {
+				t.Errorf("no %s", MetricLoadTTFT)
+			}
 		}
 	}
 	s := f.Pods()[0]
