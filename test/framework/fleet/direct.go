@@ -133,3 +133,13 @@ func (f *Fleet) Pod(key string, t time.Time) (p Pod, loaded, ok bool) {
 	}
 	return r.pod, r.loaded || r.pod.loadedAt(t), true
 }
+
+// CountGatewayResponse counts one answer of a real Gateway for a ModelServer's color (the
+// answering pod's, "" when no pod answered) with a code, beside what Submit counts as the
+// simulated Gateway: GatewayCount and MetricGatewayResponses then say what the Gateway
+// answered, whichever Gateway it was.
+func (f *Fleet) CountGatewayResponse(namespace, modelServer, color, code string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.gateway[gatewayKey{namespace, modelServer, color, code}]++
+}

@@ -226,3 +226,13 @@ func TestCancelDropsTheRequestAsAnAbort(t *testing.T) {
 		t.Errorf("window %+v: a client going away is no error of the pod", w)
 	}
 }
+
+func TestCountGatewayResponseCountsARealGatewaysAnswers(t *testing.T) {
+	f := newFleet(newPod("a"))
+	f.CountGatewayResponse("ns", "llm", "blue", CodeOK)
+	f.CountGatewayResponse("ns", "llm", "blue", CodeOK)
+	f.CountGatewayResponse("ns", "llm", "", "error")
+	if a, b := f.GatewayCount("ns", "llm", "blue", CodeOK), f.GatewayCount("ns", "llm", "", "error"); a != 2 || b != 1 {
+		t.Errorf("counted %d blue 200 and %d errors, want 2 and 1", a, b)
+	}
+}

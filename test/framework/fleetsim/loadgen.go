@@ -59,6 +59,10 @@ type LoadOptions struct {
 	// Client sends the requests; nil is a client on GuardedTransport (only loopback and
 	// 198.18.0.0/15).
 	Client *http.Client
+	// OnResponse, when set, is told of every counted answer (Run gives
+	// fleet.CountGatewayResponse, so that fleetsim_gateway_responses_total counts the real
+	// Gateway's answers as it counted the simulated one's).
+	OnResponse func(namespace, modelServer, color, code string)
 }
 
 // ResponseCount is one counter of the load generator.
@@ -208,6 +212,9 @@ func (g *LoadGenerator) count(t Target, color, code string) {
 	}
 	c.Count++
 	c.Last = now
+	if g.opts.OnResponse != nil {
+		g.opts.OnResponse(k.namespace, k.modelServer, color, code)
+	}
 }
 
 // Counts returns every counter, sorted by namespace, ModelServer, color and code.

@@ -44,7 +44,12 @@ func TestLoadGeneratorCountsCodesPerModelServerAndColor(t *testing.T) {
 		_, _ = w.Write([]byte(`{"choices":[]}`))
 	}))
 	defer gw.Close()
-	g, err := NewLoadGenerator(LoadOptions{URL: gw.URL, Concurrency: 64, Timeout: 10 * time.Second})
+	var observed sync.Map
+	g, err := NewLoadGenerator(LoadOptions{URL: gw.URL, Concurrency: 64, Timeout: 10 * time.Second,
+		OnResponse: func(ns, ms, color, code string) {
+			n, _ := observed.LoadOrStore(ns+"/"+ms+"/"+color+"/"+code, new(atomic.Int64))
+			n.(*atomic.Int64).Add(1)
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,6 +72,11 @@ func TestLoadGeneratorCountsCodesPerModelServerAndColor(t *testing.T) {
 		}
 	}
 	want := map[string]uint64{"llm/blue/200": 30, "llm/green/500": 10, "other//404": 5}
+	for k, v := range want {
+		if n, ok := observed.Load("ns/" + k); !ok || n.(*atomic.Int64).Load() != int64(v) {
+			t.Errorf("OnResponse saw %v of %s, want %d", n, k, v)
+		}
+	}
 	if len(got) != len(want) {
 		t.Errorf("counts %v, want %v", got, want)
 	}

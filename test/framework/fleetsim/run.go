@@ -51,7 +51,9 @@ type Config struct {
 	// Gateway's listener instead of routing them in the fleet by the HTTPRoutes' weights; the
 	// simulator then neither reads weights nor writes route status (the Gateway does both),
 	// and serves the pods (ServePods is implied). The counts of answers are on /metrics
-	// (MetricLoadResponses), at GET /loadgen/responses and in the status lines.
+	// (MetricLoadResponses, and fleet.MetricGatewayResponses as before, with the codes
+	// CodeClientError and CodeDropped besides HTTP's), at GET /loadgen/responses and in the
+	// status lines.
 	Gateway LoadOptions
 }
 
@@ -106,6 +108,9 @@ func Run(ctx context.Context, restCfg *rest.Config, cfg Config, log logr.Logger)
 	var load *LoadGenerator
 	var extra []prometheus.Collector
 	if cfg.Gateway.URL != "" {
+		if cfg.Gateway.OnResponse == nil {
+			cfg.Gateway.OnResponse = f.CountGatewayResponse
+		}
 		if load, err = NewLoadGenerator(cfg.Gateway); err != nil {
 			return err
 		}
