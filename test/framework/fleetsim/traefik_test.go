@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -140,48 +142,22 @@ func TestRunThroughTraefikToThePodsAddresses(t *testing.T) {
 		}
 		return out
 	}
-	// Counted in steady state, between two reads (the requests in flight at either read, more
-	// of them blue's, cancel out): the first read after 200 answers, the second 1000 later.
-	waitFor := func(n uint64) (map[string]uint64, time.Time) {
-		for ctx.Err() == nil {
-			got := counts()
-			var sum uint64
-			for _, v := range got {
-				sum += v
-			}
-			if sum >= n {
-				return got, time.Now()
-			}
-			time.Sleep(50 * time.Millisecond)
+	// Every request sent is counted: after minCount answers the route goes, the simulator stops
+	// sending (no target) and the requests in flight finish; the counts then hold still.
+	sum := func(m map[string]uint64) (n uint64) {
+		for _, v := range m {
+			n += v
 		}
-		return nil, time.Now()
+		return n
 	}
-	first, t1 := waitFor(200)
-	var n1 uint64
-	for _, v := range first {
-		n1 += v
-	}
-	last, t2 := waitFor(n1 + minCount)
-	got := map[string]uint64{}
-	for k, v := range last {
-		got[k] = v - first[k]
-	}
-	el := t2.Sub(t1)
-	blue, green := got["llm-blue 200"], got["llm-green 200"]
-	total := float64(blue + green)
-	t.Logf("FIGURE: traefik_path first_200_answers_after=%s answers=%v in %s (%.0f req/s) blue=%.2f%% green=%.2f%%",
-		t1.Sub(start).Round(time.Millisecond), got, el.Round(time.Millisecond), total/el.Seconds(), 100*float64(blue)/total, 100*float64(green)/total)
-	for k, v := range got {
-		if k != "llm-blue 200" && k != "llm-green 200" {
-			t.Errorf("answers %q: %d (all: %v)", k, v, got)
+	var got map[string]uint64
+	for ctx.Err() == nil {
+		if got = counts(); sum(got) >= minCount {
+			break
 		}
+		time.Sleep(50 * time.Millisecond)
 	}
-	if total < minCount {
-		t.Fatalf("%v answers, want %d", got, minCount)
-	}
-	if share := 100 * float64(green) / total; share < 7 || share > 13 {
-		t.Errorf("green served %.2f%% of the requests through a 90/10 route, want 10 within 3 points", share)
-	}
+	t1, t2 := start, time.Now()
 	var route gatewayv1.HTTPRoute
 	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "llm"}, &route); err != nil {
 		t.Fatal(err)
@@ -189,6 +165,56 @@ func TestRunThroughTraefikToThePodsAddresses(t *testing.T) {
 	for _, p := range route.Status.Parents {
 		if p.ControllerName == ControllerName {
 			t.Errorf("the simulator wrote the route's status beside Traefik: %+v", p)
+		}
+	}
+	before := counts() // what came while the route was there
+	if err := c.Delete(ctx, &route); err != nil {
+		t.Fatal(err)
+	}
+	for prev := uint64(0); ctx.Err() == nil; {
+		time.Sleep(time.Second)
+		if got = counts(); sum(got) == prev {
+			break
+		}
+		prev = sum(got)
+	}
+	el := t2.Sub(t1)
+	blue, green := got["llm-blue 200"], got["llm-green 200"]
+	total := float64(blue + green)
+	t.Logf("FIGURE: traefik_path answers=%v in %s from the simulator's start (%.0f req/s) blue=%.2f%% green=%.2f%%",
+		got, el.Round(time.Millisecond), total/el.Seconds(), 100*float64(blue)/total, 100*float64(green)/total)
+	for k, v := range before {
+		if k != "llm-blue 200" && k != "llm-green 200" {
+			t.Errorf("answers %q: %d (all: %v)", k, v, before)
+		}
+	}
+	// Once the route is gone, Traefik answers 404 until the simulator's next read sees it gone.
+	t.Logf("FIGURE: traefik_path answers_after_the_route_went=%d (404 until the simulator stops sending)", got[" 404"]-before[" 404"])
+	if total < minCount {
+		t.Fatalf("%v answers, want %d", got, minCount)
+	}
+	if share := 100 * float64(green) / total; share < 7 || share > 13 {
+		t.Errorf("green served %.2f%% of the requests through a 90/10 route, want 10 within 3 points", share)
+	}
+	// Mean time to first token seen through Traefik (from sending to the first event) against
+	// the pods' own (vLLM's histogram): what the data path adds.
+	mreq, _ := http.NewRequestWithContext(ctx, "GET", "http://"+listen+"/metrics", nil)
+	if mresp, err := (&http.Client{Transport: GuardedTransport(1)}).Do(mreq); err == nil {
+		parser := expfmt.NewTextParser(model.LegacyValidation)
+		families, err := parser.TextToMetricFamilies(mresp.Body)
+		_ = mresp.Body.Close()
+		mean := func(name string) float64 {
+			var sum float64
+			var n uint64
+			for _, m := range families[name].GetMetric() {
+				sum += m.GetHistogram().GetSampleSum()
+				n += m.GetHistogram().GetSampleCount()
+			}
+			return sum / float64(max(n, 1))
+		}
+		if err == nil {
+			t.Logf("FIGURE: traefik_path mean_ttft_through_gateway=%.1fms mean_ttft_at_pods=%.1fms",
+				1000*mean(MetricLoadTTFT), 1000*mean(fleet.MetricTTFT))
 		}
 	}
 }
