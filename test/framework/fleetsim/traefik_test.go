@@ -2,219 +2,159 @@ package fleetsim
 
 import (
 	"context"
-	"encoding/json"
-	"net/http"
-	"os"
-	"path/filepath"
+	"reflect"
+	"strings"
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	"github.com/modelship/modelship/internal/testenv"
+	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
 	"github.com/modelship/modelship/test/framework/fleet"
-	"github.com/modelship/modelship/test/framework/gateway"
 )
 
-// The whole data path, as issue #26 wants it: the simulator's load generator -> Traefik (a real
-// Gateway API implementation) -> the Services' EndpointSlices -> each pod's own address, served
-// by the simulator's pod servers, inside a network namespace of the test's own. Runs when
-// TRAEFIK names the binary (`make test-gateway` sets it), as root.
-func TestRunThroughTraefikToThePodsAddresses(t *testing.T) {
-	bin := os.Getenv(gateway.BinaryEnv)
-	if bin == "" {
-		t.Skipf("%s is not set: `make gateway` builds Traefik once; run with %s=<binary> as root", gateway.BinaryEnv, gateway.BinaryEnv)
-	}
-	if ok, why := testenv.Available(); !ok {
-		t.Skip(why)
-	}
-	if !gateway.RunInNetns(t) {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	apiserver, err := gateway.NetnsAPIServer(t.TempDir(), os.Getenv("KUBEBUILDER_ASSETS"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("TEST_ASSET_KUBE_APISERVER", apiserver)
-	env, restCfg, err := testenv.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = env.Stop() }()
-	c, err := client.New(restCfg, client.Options{Scheme: testenv.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	const (
-		ns       = "default"
-		webPort  = 8000
-		podPort  = 8080
-		svcPort  = 80
-		minCount = 1000
-	)
-	create := func(obj client.Object) {
-		t.Helper()
-		if err := c.Create(ctx, obj); err != nil {
-			t.Fatalf("creating %T %s: %v", obj, obj.GetName(), err)
-		}
-	}
-	create(gateway.Class("traefik"))
-	create(gateway.Gateway(ns, "gw", "traefik", webPort))
-	addrs := map[string]string{"blue": gateway.PodAddress(1).String(), "green": gateway.PodAddress(2).String()}
-	for _, color := range []string{"blue", "green"} {
-		group := "llm-" + color
-		pod := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: group + "-1", Labels: map[string]string{LabelPeerServer: "llm", LabelPeerGroup: group}},
-			Spec: corev1.PodSpec{NodeName: "gpu-node-1", Containers: []corev1.Container{{Name: "vllm", Image: "vllm",
-				Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: podPort}}}}},
-		}
-		create(pod)
-		pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: addrs[color], PodIPs: []corev1.PodIP{{IP: addrs[color]}},
-			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(time.Now().Add(-time.Minute))}}}
-		if err := c.Status().Update(ctx, pod); err != nil {
-			t.Fatal(err)
-		}
-		// The Service selects the group (so the simulator knows whose it is); no EndpointSlice
-		// controller runs here, the slice is written as kube-controller-manager would.
-		create(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: group},
-			Spec: corev1.ServiceSpec{Selector: map[string]string{LabelPeerGroup: group}, Ports: []corev1.ServicePort{{
-				Name: gateway.PortName, Port: svcPort, TargetPort: intstr.FromInt32(podPort), Protocol: corev1.ProtocolTCP}}}})
-		create(gateway.EndpointSlice(ns, group, podPort, true, addrs[color]))
-	}
-	create(gateway.HTTPRoute(ns, "llm", "gw", "/", gateway.Backend{Service: "llm-blue", Port: svcPort, Weight: 90},
-		gateway.Backend{Service: "llm-green", Port: svcPort, Weight: 10}))
+func traefikRef(name string, weight *int32) gatewayv1.HTTPBackendRef {
+	return backend(name, weight, func(b *gatewayv1.HTTPBackendRef) {
+		b.Group = ptr.To(gatewayv1.Group(TraefikGroup))
+		b.Kind = ptr.To(gatewayv1.Kind(TraefikKind))
+		b.Port = nil
+	})
+}
 
-	dir := t.TempDir()
-	kubeconfig := filepath.Join(dir, "kubeconfig")
-	if err := gateway.WriteKubeconfig(kubeconfig, restCfg); err != nil {
-		t.Fatal(err)
+func weightsOf(r *gatewayv1.HTTPRoute) map[string]int32 {
+	out := map[string]int32{}
+	for _, rule := range r.Spec.Rules {
+		for _, ref := range rule.BackendRefs {
+			out[string(ref.Name)] += ptr.Deref(ref.Weight, 1)
+		}
 	}
-	tr, err := gateway.Start(ctx, gateway.Options{Binary: bin, Kubeconfig: kubeconfig, Dir: dir, WebPort: webPort, AdminPort: 8082})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = tr.Stop() }()
-	if _, err := gateway.WaitRoute(ctx, c, ns, "llm", time.Minute, map[string]metav1.ConditionStatus{
-		string(gatewayv1.RouteConditionAccepted): metav1.ConditionTrue, string(gatewayv1.RouteConditionResolvedRefs): metav1.ConditionTrue,
-	}); err != nil {
-		t.Fatal(err)
-	}
+	return out
+}
 
-	trace := fleet.Trace{Start: time.Now()}
-	for i := range 100 {
-		trace.Requests = append(trace.Requests, fleet.TraceRequest{Offset: time.Duration(i) * 10 * time.Millisecond, ContextTokens: 30, GeneratedTokens: 12})
+func TestExpandTraefikServices(t *testing.T) {
+	services := map[types.NamespacedName][]WeightedService{
+		{Namespace: "ns", Name: "llm"}:   {{"llm-stable", 80}, {"llm-canary", 20}},
+		{Namespace: "ns", Name: "zero"}:  {{"a", 0}, {"b", 0}},
+		{Namespace: "ns", Name: "three"}: {{"x", 1}, {"y", 2}},
 	}
-	listen := "127.0.0.1:9400"
-	cfg := Config{Trace: trace, Replay: fleet.ReplayOptions{Speed: 1}, Fleet: fleet.Config{Seed: 1, MaxTokens: 512},
-		Listen: listen, SyncInterval: 200 * time.Millisecond, LogInterval: time.Second,
-		Gateway: LoadOptions{URL: tr.WebURL, Stream: true, Timeout: 30 * time.Second}}
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	start := time.Now()
-	go func() { done <- Run(runCtx, restCfg, cfg, logr.Discard()) }()
-	defer func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
-	counts := func() map[string]uint64 {
-		req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+listen+"/loadgen/responses", nil)
-		resp, err := (&http.Client{Transport: GuardedTransport(1)}).Do(req)
-		if err != nil {
-			return nil
-		}
-		defer func() { _ = resp.Body.Close() }()
-		var list []ResponseCount
-		_ = json.NewDecoder(resp.Body).Decode(&list)
-		out := map[string]uint64{}
-		for _, c := range list {
-			out[c.Color+" "+c.Code] += c.Count
-		}
-		return out
-	}
-	// Every request sent is counted: after minCount answers the route goes, the simulator stops
-	// sending (no target) and the requests in flight finish; the counts then hold still.
-	sum := func(m map[string]uint64) (n uint64) {
-		for _, v := range m {
-			n += v
-		}
-		return n
-	}
-	var got map[string]uint64
-	for ctx.Err() == nil {
-		if got = counts(); sum(got) >= minCount {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t1, t2 := start, time.Now()
-	var route gatewayv1.HTTPRoute
-	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "llm"}, &route); err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range route.Status.Parents {
-		if p.ControllerName == ControllerName {
-			t.Errorf("the simulator wrote the route's status beside Traefik: %+v", p)
-		}
-	}
-	before := counts() // what came while the route was there
-	if err := c.Delete(ctx, &route); err != nil {
-		t.Fatal(err)
-	}
-	for prev := uint64(0); ctx.Err() == nil; {
-		time.Sleep(time.Second)
-		if got = counts(); sum(got) == prev {
-			break
-		}
-		prev = sum(got)
-	}
-	el := t2.Sub(t1)
-	blue, green := got["llm-blue 200"], got["llm-green 200"]
-	total := float64(blue + green)
-	t.Logf("FIGURE: traefik_path answers=%v in %s from the simulator's start (%.0f req/s) blue=%.2f%% green=%.2f%%",
-		got, el.Round(time.Millisecond), total/el.Seconds(), 100*float64(blue)/total, 100*float64(green)/total)
-	for k, v := range before {
-		if k != "llm-blue 200" && k != "llm-green 200" {
-			t.Errorf("answers %q: %d (all: %v)", k, v, before)
-		}
-	}
-	// Once the route is gone, Traefik answers 404 until the simulator's next read sees it gone.
-	t.Logf("FIGURE: traefik_path answers_after_the_route_went=%d (404 until the simulator stops sending)", got[" 404"]-before[" 404"])
-	if total < minCount {
-		t.Fatalf("%v answers, want %d", got, minCount)
-	}
-	if share := 100 * float64(green) / total; share < 7 || share > 13 {
-		t.Errorf("green served %.2f%% of the requests through a 90/10 route, want 10 within 3 points", share)
-	}
-	// Mean time to first token seen through Traefik (from sending to the first event) against
-	// the pods' own (vLLM's histogram): what the data path adds.
-	mreq, _ := http.NewRequestWithContext(ctx, "GET", "http://"+listen+"/metrics", nil)
-	if mresp, err := (&http.Client{Transport: GuardedTransport(1)}).Do(mreq); err == nil {
-		parser := expfmt.NewTextParser(model.LegacyValidation)
-		families, err := parser.TextToMetricFamilies(mresp.Body)
-		_ = mresp.Body.Close()
-		mean := func(name string) float64 {
-			var sum float64
-			var n uint64
-			for _, m := range families[name].GetMetric() {
-				sum += m.GetHistogram().GetSampleSum()
-				n += m.GetHistogram().GetSampleCount()
+	for _, tt := range []struct {
+		name string
+		refs []gatewayv1.HTTPBackendRef
+		want map[string]int32
+	}{
+		{"a route's only backend, a TraefikService, gives its services' weights",
+			[]gatewayv1.HTTPBackendRef{traefikRef("llm", nil)}, map[string]int32{"llm-stable": 80, "llm-canary": 20}},
+		{"a TraefikService beside a Service shares the rule by their weights, then by its own",
+			[]gatewayv1.HTTPBackendRef{traefikRef("three", ptr.To[int32](1)), backend("web", ptr.To[int32](1))},
+			map[string]int32{"x": 1, "y": 2, "web": 3}},
+		{"a TraefikService whose weights are all 0 and an unknown one serve nothing",
+			[]gatewayv1.HTTPBackendRef{traefikRef("zero", nil), traefikRef("missing", nil), backend("web", nil)},
+			map[string]int32{"web": 1}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			route := newRoute(tt.refs)
+			before := route.DeepCopy()
+			got := weightsOf(ExpandTraefikServices(route, services))
+			if len(got) != len(tt.want) {
+				t.Fatalf("weights %v, want %v", got, tt.want)
 			}
-			return sum / float64(max(n, 1))
+			for k, w := range tt.want {
+				if got[k] != w {
+					t.Fatalf("weights %v, want %v", got, tt.want)
+				}
+			}
+			if !reflect.DeepEqual(route, before) {
+				t.Error("the route passed in was changed")
+			}
+		})
+	}
+	plain := newRoute([]gatewayv1.HTTPBackendRef{backend("llm-blue", nil)})
+	if ExpandTraefikServices(plain, services) != plain {
+		t.Error("a route without TraefikService backendRefs is copied")
+	}
+}
+
+func TestWeightedServices(t *testing.T) {
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"metadata": map[string]any{"name": "llm", "namespace": "ns"},
+		"spec": map[string]any{"weighted": map[string]any{"services": []any{
+			map[string]any{"name": "llm-stable", "port": int64(8000), "weight": int64(90)},
+			map[string]any{"name": "llm-canary", "port": int64(8000), "weight": float64(10)},
+			map[string]any{"name": "no-weight", "kind": "Service"},
+			map[string]any{"name": "nested", "kind": "TraefikService", "weight": int64(5)},
+			map[string]any{"name": "elsewhere", "namespace": "other", "weight": int64(5)},
+		}}},
+	}}
+	got := WeightedServices(u)
+	want := []WeightedService{{"llm-stable", 90}, {"llm-canary", 10}, {"no-weight", 1}}
+	if len(got) != len(want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("got %v, want %v", got, want)
 		}
-		if err == nil {
-			t.Logf("FIGURE: traefik_path mean_ttft_through_gateway=%.1fms mean_ttft_at_pods=%.1fms",
-				1000*mean(MetricLoadTTFT), 1000*mean(fleet.MetricTTFT))
-		}
+	}
+}
+
+// An Argo Rollout's workload (make bench-peers): the stable and canary ReplicaSets' pods differ
+// by their pod template hash, the stable and canary Services select by app and hash, and the
+// route names the TraefikService whose weights Argo Rollouts moves. The fleet serves the pods
+// as one model server whose groups are <app>-<hash>, split by the TraefikService's weights.
+func TestSyncServesAnArgoRolloutThroughItsTraefikService(t *testing.T) {
+	ctx := context.Background()
+	scheme, err := NewScheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tsGVK := schema.GroupVersionKind{Group: TraefikGroup, Version: "v1alpha1", Kind: TraefikKind}
+	mapper := meta.NewDefaultRESTMapper(nil)
+	for gvk := range scheme.AllKnownTypes() {
+		mapper.Add(gvk, meta.RESTScopeNamespace)
+	}
+	mapper.Add(tsGVK, meta.RESTScopeNamespace)
+	ts := &unstructured.Unstructured{Object: map[string]any{
+		"metadata": map[string]any{"name": "llm", "namespace": "ns"},
+		"spec": map[string]any{"weighted": map[string]any{"services": []any{
+			map[string]any{"name": "llm-stable", "port": int64(8000), "weight": int64(75)},
+			map[string]any{"name": "llm-canary", "port": int64(8000), "weight": int64(25)},
+		}}},
+	}}
+	ts.SetGroupVersionKind(tsGVK)
+	pod := func(name, hash string) *corev1.Pod {
+		return newK8sPod(name, ready(now.Add(-time.Hour)), withLabels(v1alpha1.LabelModelServer, "", v1alpha1.LabelColor, "",
+			v1alpha1.LabelRevision, "", LabelPeerServer, "llm", LabelPeerGroup, "llm", LabelPeerRevision, hash))
+	}
+	service := func(name string, selector map[string]string) *corev1.Service {
+		return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}, Spec: corev1.ServiceSpec{Selector: selector}}
+	}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithRESTMapper(mapper).WithObjects(
+		pod("llm-aaa-1", "aaa"), pod("llm-aaa-2", "aaa"), pod("llm-bbb-1", "bbb"),
+		service("llm-stable", map[string]string{LabelPeerGroup: "llm", LabelPeerRevision: "aaa"}),
+		service("llm-canary", map[string]string{LabelPeerGroup: "llm", LabelPeerRevision: "bbb"}),
+		ts, newRoute([]gatewayv1.HTTPBackendRef{traefikRef("llm", nil)}),
+	).WithStatusSubresource(&gatewayv1.HTTPRoute{}).Build()
+	s := &Syncer{Client: c, Fleet: fleet.New(fleet.Config{Seed: 1}, now), Pods: PodOptions{ColdStart: 30 * time.Second},
+		Now: func() time.Time { return now }}
+	routed, err := s.Sync(ctx)
+	if err != nil {
+		t.Fatalf("Sync: %v", err)
+	}
+	if len(routed) != 1 || routed[0] != (types.NamespacedName{Namespace: "ns", Name: "llm"}) {
+		t.Fatalf("routed %v, want ns/llm", routed)
+	}
+	if keys := s.Fleet.PodKeys(); strings.Join(keys, ",") != "ns/llm-aaa-1,ns/llm-aaa-2,ns/llm-bbb-1" {
+		t.Errorf("fleet pods %v", keys)
+	}
+	if w := s.Fleet.Weights("ns", "llm"); len(w) != 2 || w["llm-aaa"] != 75 || w["llm-bbb"] != 25 {
+		t.Errorf("weights %v, want llm-aaa 75 and llm-bbb 25", w)
 	}
 }
