@@ -143,7 +143,8 @@ func (s *Syncer) Sync(ctx context.Context) ([]types.NamespacedName, error) {
 	routeTargets := map[types.NamespacedName]Target{}
 	for i := range routes.Items {
 		route := &routes.Items[i]
-		ws := RouteWeights(ExpandTraefikServices(route, traefik), known, targets, services)
+		expanded := ExpandTraefikServices(route, traefik)
+		ws := RouteWeights(expanded, known, targets, services)
 		if len(ws) == 0 {
 			continue
 		}
@@ -152,7 +153,7 @@ func (s *Syncer) Sync(ctx context.Context) ([]types.NamespacedName, error) {
 				weights[k] = w
 			}
 		}
-		for k, t := range RouteTargets(route, known, targets, services) {
+		for k, t := range RouteTargets(expanded, known, targets, services) {
 			if _, seen := routeTargets[k]; !seen {
 				routeTargets[k] = t
 			}
