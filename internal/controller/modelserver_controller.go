@@ -573,8 +573,9 @@ func (r *ModelServerReconciler) observe(ctx context.Context, ms *v1alpha1.ModelS
 	}
 	o.route = route
 	// A route a Gateway rejected holds the rollout; Unknown (no Gateway answered) does not.
+	// So does an accepted route whose backends a Gateway did not resolve (ResolvedRefs False).
 	// InferencePools join in: one its Gateway has not accepted holds it too.
-	accepted := routing.AcceptedCondition(route, ms.Generation)
+	accepted := routing.WithResolvedRefs(routing.AcceptedCondition(route, ms.Generation), route, ms)
 	if ms.UsesInferencePools() {
 		accepted = routing.WithPools(accepted, r.readPools(ctx, ms))
 	}

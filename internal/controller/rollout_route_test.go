@@ -75,3 +75,103 @@ func TestRolloutHoldsWhileAGatewayRejectsTheRouteAndResumesWhenAccepted(t *testi
 	waitPromoted(t, ms, v1alpha1.Green, v2)
 	onlyForward(t, tr.history())
 }
+
+// answerResolvedRefs plays a Gateway that accepted the route but did not resolve a backend, as
+// Traefik v3.6.12 reports a backend Service without EndpointSlices: Accepted True, ResolvedRefs
+// False (BackendNotFound) naming the backend, for the route's current generation.
+func answerResolvedRefs(ns, name, backend string, resolved metav1.ConditionStatus) error {
+	r, err := getRoute(ns, name)
+	if err != nil {
+		return err
+	}
+	rr := metav1.Condition{Type: "ResolvedRefs", Status: resolved, Reason: "ResolvedRefs", Message: "All references resolved", ObservedGeneration: r.Generation, LastTransitionTime: metav1.Now()}
+	if resolved == metav1.ConditionFalse {
+		rr.Reason, rr.Message = "BackendNotFound", fmt.Sprintf("Cannot load HTTPBackendRef %s/%s: endpointslices not found", ns, backend)
+	}
+	r.Status.Parents = []gatewayv1.RouteParentStatus{{
+		ParentRef: r.Spec.ParentRefs[0], ControllerName: "traefik.io/gateway-controller",
+		Conditions: []metav1.Condition{
+			{Type: "Accepted", Status: metav1.ConditionTrue, Reason: "Accepted", Message: "accepted", ObservedGeneration: r.Generation, LastTransitionTime: metav1.Now()},
+			rr,
+		},
+	}}
+	return k8s.Status().Update(context.Background(), r)
+}
+
+func TestRolloutHoldsWhileAGatewayCannotResolveABackendAndAnAbortStillActs(t *testing.T) {
+	t.Parallel()
+	ns := newNamespace(t)
+	ms := newModelServer(ns, "unresolved")
+	good := map[v1alpha1.Color]latencies{v1alpha1.Blue: healthy, v1alpha1.Green: alsoHealthy}
+	tr, _ := startServing(t, ms, good)
+	playDeployments(t, ns)
+
+	setImage(t, ms, imageV2)
+	v2 := waitCandidate(t, ms, imageV2)
+	tr.waitCandidateWeight(t, 20)
+
+	// The Gateway accepts the route but finds no EndpointSlice for green's Service: the
+	// rollout holds where it is, RouteAccepted says BackendNotResolved and names the Service.
+	green := ms.ServiceName(v1alpha1.Green)
+	var held *v1alpha1.ModelServer
+	eventually(t, 20*time.Second, "RouteAccepted False with reason BackendNotResolved", func() error {
+		if err := answerResolvedRefs(ns, ms.RouteName(), green, metav1.ConditionFalse); err != nil {
+			return err
+		}
+		held = getMS(t, ms)
+		ra := condition(held, v1alpha1.ConditionRouteAccepted)
+		if ra == nil || ra.Status != metav1.ConditionFalse || ra.Reason != v1alpha1.ReasonBackendNotResolved || !strings.Contains(ra.Message, ns+"/"+green) {
+			return fmt.Errorf("RouteAccepted %+v", ra)
+		}
+		if c := condition(held, v1alpha1.ConditionProgressing); c == nil || c.Reason != v1alpha1.ReasonRouteNotAccepted || !strings.Contains(c.Message, "BackendNotFound") {
+			return fmt.Errorf("Progressing %+v", c)
+		}
+		return nil
+	})
+	weights, step := tr.current(), held.Status.Rollout.Step
+	consistently(t, holdFor, "no weight goes up while a backend is not resolved", func() error {
+		st := getMS(t, ms).Status
+		if w := tr.current(); w != weights || st.Rollout.Step != step || st.Phase != v1alpha1.PhaseProgressing {
+			return fmt.Errorf("weights %s step %d phase %s; held at %s step %d", w, st.Rollout.Step, st.Phase, weights, step)
+		}
+		return nil
+	})
+
+	// An abort does not wait for the Gateway: green's weight goes to 0 at once.
+	abort(t, ms, v2)
+	tr.waitWeights(t, "100/0")
+	eventually(t, 20*time.Second, "aborted", func() error {
+		if got := getMS(t, ms); got.Status.Phase != v1alpha1.PhaseRolledBack || got.Status.Rollout.RolledBackRevision != v2 {
+			return fmt.Errorf("phase %s rolledBack %q", got.Status.Phase, got.Status.Rollout.RolledBackRevision)
+		}
+		return nil
+	})
+}
+
+func TestRolloutResumesOnceTheGatewayResolvesTheBackend(t *testing.T) {
+	t.Parallel()
+	ns := newNamespace(t)
+	ms := newModelServer(ns, "resolves")
+	good := map[v1alpha1.Color]latencies{v1alpha1.Blue: healthy, v1alpha1.Green: alsoHealthy}
+	tr, _ := startServing(t, ms, good)
+	playDeployments(t, ns)
+
+	setImage(t, ms, imageV2)
+	v2 := waitCandidate(t, ms, imageV2)
+	tr.waitCandidateWeight(t, 20)
+	green := ms.ServiceName(v1alpha1.Green)
+	eventually(t, 20*time.Second, "held on BackendNotResolved", func() error {
+		if err := answerResolvedRefs(ns, ms.RouteName(), green, metav1.ConditionFalse); err != nil {
+			return err
+		}
+		if ra := condition(getMS(t, ms), v1alpha1.ConditionRouteAccepted); ra == nil || ra.Reason != v1alpha1.ReasonBackendNotResolved {
+			return fmt.Errorf("RouteAccepted %+v", ra)
+		}
+		return nil
+	})
+	eventually(t, 10*time.Second, "backend resolved", func() error {
+		return answerResolvedRefs(ns, ms.RouteName(), green, metav1.ConditionTrue)
+	})
+	waitPromoted(t, ms, v1alpha1.Green, v2)
+	onlyForward(t, tr.history())
+}
