@@ -10,6 +10,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -204,6 +205,11 @@ func (r *ModelServerReconciler) SetupWithManager(ctx context.Context, mgr ctrl.M
 		Owns(&gatewayv1.HTTPRoute{}).
 		Watches(&gatewayv1.HTTPRoute{}, handler.EnqueueRequestsFromMapFunc(r.modelServersForRoute)).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podOwner),
+			builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
+				return o.GetLabels()[v1alpha1.LabelModelServer] != ""
+			}))).
+		// A color's EndpointSlices (labelled like its Service) cap its weight by ready endpoints.
+		Watches(&discoveryv1.EndpointSlice{}, handler.EnqueueRequestsFromMapFunc(podOwner),
 			builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
 				return o.GetLabels()[v1alpha1.LabelModelServer] != ""
 			}))).
@@ -560,6 +566,9 @@ func (r *ModelServerReconciler) observe(ctx context.Context, ms *v1alpha1.ModelS
 		} else {
 			co.Stale = true
 		}
+		if co.EndpointsObserved, co.ReadyEndpoints, err = r.readyEndpoints(ctx, ms, c); err != nil {
+			return o, err
+		}
 		obs.Colors[c] = co
 	}
 	cold, err := r.observeWarmup(ctx, ms, obs.Colors)
@@ -618,6 +627,22 @@ func (r *ModelServerReconciler) observe(ctx context.Context, ms *v1alpha1.ModelS
 	}
 	o.Observation = obs
 	return o, nil
+}
+
+// readyEndpoints counts the ready endpoints of color c's Service's EndpointSlices (from the
+// cache, which holds the slices of modelship's Services only); observed is false when the
+// Service has none (no EndpointSlice controller, or not written yet).
+func (r *ModelServerReconciler) readyEndpoints(ctx context.Context, ms *v1alpha1.ModelServer, c v1alpha1.Color) (observed bool, ready int32, err error) {
+	var slices discoveryv1.EndpointSliceList
+	if err := r.List(ctx, &slices, client.InNamespace(ms.Namespace), client.MatchingLabels{
+		discoveryv1.LabelServiceName: ms.ServiceName(c), v1alpha1.LabelModelServer: ms.Name,
+	}); err != nil {
+		return false, 0, fmt.Errorf("listing the EndpointSlices of Service %s: %w", ms.ServiceName(c), err)
+	}
+	if len(slices.Items) == 0 {
+		return false, 0, nil
+	}
+	return true, routing.ReadyEndpoints(slices.Items), nil
 }
 
 func derefReplicas(p *int32) int32 {

@@ -178,10 +178,10 @@ func TestWithResolvedRefsHoldsOnAnAcceptedRouteWhoseBackendsAGatewayDidNotResolv
 		{name: "a stale report of a parent the route no longer names does not hold",
 			route: route(gatewayv1.ParentReference{Name: "old-gw"}, 3, accepted, notFound), wantStatus: metav1.ConditionTrue, wantReason: v1alpha1.ReasonAccepted},
 		{name: "an unresolved backend the message does not name holds, quoting the Gateway",
-			route: route(gw, 3, accepted, metav1.Condition{Type: "ResolvedRefs", Status: metav1.ConditionFalse, Reason: "RefNotPermitted", Message: "no grant for other/x"}),
+			route:      route(gw, 3, accepted, metav1.Condition{Type: "ResolvedRefs", Status: metav1.ConditionFalse, Reason: "RefNotPermitted", Message: "no grant for other/x"}),
 			wantStatus: metav1.ConditionFalse, wantReason: v1alpha1.ReasonBackendNotResolved, wantInMsg: "RefNotPermitted: no grant for other/x"},
 		{name: "a rejected route stays rejected",
-			route: route(gw, 3, metav1.Condition{Type: "Accepted", Status: metav1.ConditionFalse, Reason: "NotAllowedByListeners"}, notFound),
+			route:      route(gw, 3, metav1.Condition{Type: "Accepted", Status: metav1.ConditionFalse, Reason: "NotAllowedByListeners"}, notFound),
 			wantStatus: metav1.ConditionFalse, wantReason: v1alpha1.ReasonNotAccepted},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
