@@ -707,8 +707,9 @@ const (
 	// averaged over both colors' pools by their Ready pods; target is a fraction.
 	EndpointPickerPoolSaturation EndpointPickerSignal = "PoolSaturation"
 	// EndpointPickerRunningRequests is an InferenceObjective's running requests
-	// (inference_objective_running_requests for model_name = objective, summed over the
-	// endpoint pickers); target is the requests per replica.
+	// (inference_objective_running_requests, inference_model_running_requests or llm-d's
+	// llm_d_epp_request_running for model_name = objective, summed over the endpoint pickers);
+	// target is the requests per replica.
 	EndpointPickerRunningRequests EndpointPickerSignal = "RunningRequests"
 )
 

@@ -104,7 +104,7 @@ type ModelServerReconciler struct {
 	// InferencePools is true when the cluster served InferencePools at start (set by
 	// SetupWithManager): only then are they watched and applied.
 	InferencePools bool
-	// cacheReader reads unstructured objects (InferencePools, KEDA ScaledObjects) from the
+	// cacheReader reads unstructured objects (KEDA ScaledObjects) from the
 	// informer cache (the client reads unstructured objects from the API server).
 	cacheReader client.Reader
 	// scaledObjects is true when the cluster served KEDA's ScaledObjects at start.

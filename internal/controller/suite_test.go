@@ -48,7 +48,12 @@ func TestMain(m *testing.M) {
 		os.Exit(m.Run())
 	}
 	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.WriteTo(testLog())))
-	env, c, err := testenv.Start(testenv.InferencePoolCRDs())
+	pools, err := testenv.InferencePoolCRDs()
+	if err != nil {
+		fmt.Println(err)
+		os.Exit(1)
+	}
+	env, c, err := testenv.Start(pools)
 	if err != nil {
 		fmt.Println(err)
 		os.Exit(1)

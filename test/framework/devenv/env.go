@@ -69,8 +69,8 @@ type Options struct {
 	// RepoRoot is the modelship checkout, for config/crd/bases and for finding the Gateway API
 	// module. Defaults to the nearest parent folder of the working directory holding modelship's go.mod.
 	RepoRoot string
-	// CRDDirs are applied after the Gateway API CRDs. Defaults to <RepoRoot>/config/crd/bases and
-	// the InferencePool CRD in <RepoRoot>/third_party.
+	// CRDDirs are applied after the Gateway API and InferencePool CRDs. Defaults to
+	// <RepoRoot>/config/crd/bases.
 	CRDDirs []string
 	// GatewayAPICRDDir is the Gateway API standard-channel CRD folder. Defaults to
 	// config/crd/standard of the sigs.k8s.io/gateway-api module required by RepoRoot's go.mod.
@@ -484,8 +484,7 @@ func (e *Env) Timings() []PartTiming {
 func (e *Env) Options() Options { return e.opts }
 
 // DefaultCRDDirs are the CRD folders an environment installs when Options.CRDDirs is nil:
-// modelship's and the InferencePool API's.
+// modelship's. The Gateway API's and the InferencePool's come from their Go modules.
 func DefaultCRDDirs(repoRoot string) []string {
-	return []string{filepath.Join(repoRoot, "config", "crd", "bases"),
-		filepath.Join(repoRoot, "third_party", "gateway-api-inference-extension-v1.6.0")}
+	return []string{filepath.Join(repoRoot, "config", "crd", "bases")}
 }

@@ -48,8 +48,8 @@ var (
 	GatewayGVR = schema.GroupVersionResource{Group: "gateway.networking.k8s.io", Version: "v1", Resource: "gateways"}
 )
 
-// installCRDs applies the Gateway API standard channel and the modelship CRDs server-side and
-// waits until every CRD is Established.
+// installCRDs applies the Gateway API standard channel, the InferencePool (both from their Go
+// modules) and the modelship CRDs server-side and waits until every CRD is Established.
 func (e *Env) installCRDs(ctx context.Context) error {
 	dirs := []string{e.opts.GatewayAPICRDDir}
 	if dirs[0] == "" {
@@ -59,15 +59,24 @@ func (e *Env) installCRDs(ctx context.Context) error {
 		}
 		dirs[0] = d
 	}
-	dirs = append(dirs, e.opts.CRDDirs...)
+	pools, err := inferencePoolCRD(ctx, e.opts.RepoRoot)
+	if err != nil {
+		return fmt.Errorf("crds: %w", err)
+	}
 	var files []string
-	for _, d := range dirs {
+	for i, d := range append(dirs, e.opts.CRDDirs...) {
+		if i == 1 {
+			files = append(files, pools) // after the Gateway API's, before modelship's
+		}
 		found, err := filepath.Glob(filepath.Join(d, "*.yaml"))
 		if err != nil || len(found) == 0 {
 			return fmt.Errorf("crds: no YAML in %s", d)
 		}
 		sort.Strings(found)
 		files = append(files, found...)
+	}
+	if len(e.opts.CRDDirs) == 0 {
+		files = append(files, pools)
 	}
 	cfg := e.RESTConfig()
 	// Peers' CRDs (KEDA's) carry OpenAPI formats the apiserver does not know and warns about on

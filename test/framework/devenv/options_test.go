@@ -83,7 +83,7 @@ func TestOptionsDefaults(t *testing.T) {
 		}
 		if !filepath.IsAbs(o.Dir) || o.GPUsPerNode != DefaultGPUsPerNode || o.GPUProduct != DefaultGPUProduct ||
 			o.GatewayClassName != DefaultGatewayClassName || o.GatewayControllerName != DefaultGatewayControllerName ||
-			!reflect.DeepEqual(o.CRDDirs, []string{"/repo/config/crd/bases", "/repo/third_party/gateway-api-inference-extension-v1.6.0"}) || o.StartTimeout <= 0 {
+			!reflect.DeepEqual(o.CRDDirs, []string{"/repo/config/crd/bases"}) || o.StartTimeout <= 0 {
 			t.Errorf("defaults: %+v", o)
 		}
 	})
