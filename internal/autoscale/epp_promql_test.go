@@ -17,9 +17,9 @@ import (
 func TestRunningRequestsReadLLMDsEndpointPickerName(t *testing.T) {
 	const target = `job="ml/llama-epp",namespace="ml"`
 	running := promVector(t, map[string]float64{
-		`llm_d_epp_request_running{` + target + `,model_name="meta-llama/Llama-3.1-8B-Instruct",target_model_name="llama",fairness_id="a",priority="0"}`: 30,
+		`llm_d_epp_request_running{` + target + `,model_name="meta-llama/Llama-3.1-8B-Instruct",target_model_name="llama",fairness_id="a",priority="0"}`:  30,
 		`llm_d_epp_request_running{` + target + `,model_name="meta-llama/Llama-3.1-8B-Instruct",target_model_name="llama",fairness_id="b",priority="10"}`: 18,
-		`llm_d_epp_request_running{` + target + `,model_name="other",target_model_name="other",fairness_id="a",priority="0"}`:                            7,
+		`llm_d_epp_request_running{` + target + `,model_name="other",target_model_name="other",fairness_id="a",priority="0"}`:                             7,
 	}, QueryObjectiveRunning, []metrics.Series{
 		{Labels: map[string]string{"namespace": "ml", "model_name": "meta-llama/Llama-3.1-8B-Instruct"}, Value: 48},
 		{Labels: map[string]string{"namespace": "ml", "model_name": "other"}, Value: 7},
