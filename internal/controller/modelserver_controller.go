@@ -82,6 +82,11 @@ type ModelServerReconciler struct {
 	// QueryPolicy says which custom PromQL (and external metrics) a ModelServer may have the
 	// controller run (--query-policy); empty is metrics.DefaultQueryPolicy (namespaced).
 	QueryPolicy metrics.QueryPolicy
+	// GatewayMetricsNamespace is the namespace label of the gateway's own series in Prometheus
+	// (--gateway-metrics-namespace: the namespace Traefik runs in, as its scrape target labels
+	// its series). The gateway metrics (spec.rollout.analysis.gateway, autoscaling metric
+	// gateway) read that target's series only; empty refuses them.
+	GatewayMetricsNamespace string
 	// Now is the clock (time.Now in production).
 	Now func() time.Time
 	// fresh remembers the controller's last write of each ModelServer, so that a pass never
@@ -470,6 +475,29 @@ func (r *ModelServerReconciler) defaultSpec(ms *v1alpha1.ModelServer) {
 	}
 }
 
+// validate is validate with the controller's query policy, and refuses the gateway metrics
+// when the controller does not know which series are the gateway's.
+func (r *ModelServerReconciler) validate(ms *v1alpha1.ModelServer) error {
+	if err := validate(ms, r.QueryPolicy); err != nil {
+		return err
+	}
+	if r.GatewayMetricsNamespace != "" {
+		return nil
+	}
+	const why = "the controller runs without --gateway-metrics-namespace (the namespace of the gateway's metrics series), so it cannot tell the gateway's series from others: set the flag or remove this"
+	if ms.Spec.Rollout.Analysis.Gateway != "" {
+		return fmt.Errorf("spec.rollout.analysis.gateway: %s", why)
+	}
+	if a := ms.Spec.Autoscaling; a != nil {
+		for i, m := range a.Metrics {
+			if m.Gateway != nil {
+				return fmt.Errorf("spec.autoscaling.metrics[%d].gateway: %s", i, why)
+			}
+		}
+	}
+	return nil
+}
+
 // validate checks what admission cannot fully check (the analysis templates, and what CEL's cost
 // budget leaves out), what an object stored before a rule existed may hold (see
 // validateFields), and the custom queries against the controller's query policy. Each error
@@ -698,18 +726,20 @@ func (r *ModelServerReconciler) measure(ctx context.Context, ms *v1alpha1.ModelS
 	window := rollout.AnalysisWindow(ms)
 	target := analysis.Target{
 		Namespace: ms.Namespace, Name: ms.Name,
-		Candidate: analysis.ColorTarget{Color: cand.Color, Revision: cand.Revision, Pods: metrics.PodRegex(ms.DeploymentName(cand.Color)), Pool: regexp.QuoteMeta(ms.PoolName(cand.Color))},
-		Stable:    analysis.ColorTarget{Color: stable.Color, Revision: stable.Revision, Pods: metrics.PodRegex(ms.DeploymentName(stable.Color)), Pool: regexp.QuoteMeta(ms.PoolName(stable.Color))},
+		Candidate: analysis.ColorTarget{Color: cand.Color, Revision: cand.Revision, Pods: metrics.PodRegex(ms.DeploymentName(cand.Color)), Pool: regexp.QuoteMeta(ms.PoolName(cand.Color)), Service: regexp.QuoteMeta(ms.ServiceName(cand.Color))},
+		Stable:    analysis.ColorTarget{Color: stable.Color, Revision: stable.Revision, Pods: metrics.PodRegex(ms.DeploymentName(stable.Color)), Pool: regexp.QuoteMeta(ms.PoolName(stable.Color)), Service: regexp.QuoteMeta(ms.ServiceName(stable.Color))},
+		Route:     metrics.TraefikName(routeTarget(ms).Name), GatewayNamespace: r.GatewayMetricsNamespace,
 		// A stable color that lost every pod has nothing to compare with (see rollout's
 		// stableServesNothing): the candidate is held to absolute bounds only.
 		AbsoluteOnly: stable.ReadyReplicas == 0 && meta.IsStatusConditionTrue(ms.Status.Conditions, v1alpha1.ConditionDegraded),
 	}
+	spec := *ms.Spec.Rollout.Analysis.DeepCopy()
 	var q metrics.Querier = unavailable{}
 	if r.Prometheus != nil {
-		// Every query is checked against the policy as it runs, not only its template.
-		q = metrics.Enforce(r.Prometheus, r.QueryPolicy, ms.Namespace)
+		// Every query is checked against the policy as it runs, not only its template; the
+		// gateway's, which the controller renders itself, run as built-in signals do.
+		q = metrics.Enforce(r.Prometheus, r.QueryPolicy, ms.Namespace, analysis.GatewayQueries(spec, target, window)...)
 	}
-	spec := *ms.Spec.Rollout.Analysis.DeepCopy()
 	// The measurement due now: of this candidate, at this step, after the last one, for this
 	// spec. A job of another id (the rollout moved on) is dropped.
 	st := ms.Status

@@ -87,6 +87,8 @@ func TestMain(m *testing.M) {
 			ScrapeInterval: 100 * time.Millisecond, QueryPolicy: metrics.QueryPolicyNamespaced, CapacityInterval: signalInterval,
 			Signals:     autoscale.NewSignalCache(prom, autoscale.DefaultSignals(), signalInterval),
 			MetricsAPIs: kubeMetrics,
+			// The gateway's series are those of Traefik's scrape target in namespace traefik.
+			GatewayMetricsNamespace: "traefik",
 		}
 		if err := r.SetupWithManager(ctx, mgr); err != nil {
 			fmt.Println(err)

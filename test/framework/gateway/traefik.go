@@ -124,6 +124,7 @@ func (o Options) Args() []string {
 		"--metrics.prometheus.entryPoint=traefik",
 		"--metrics.prometheus.addServicesLabels=true",
 		"--metrics.prometheus.addEntryPointsLabels=true",
+		"--metrics.prometheus.addRoutersLabels=true",
 		"--providers.kubernetesgateway=true",
 		"--providers.kubernetesgateway.experimentalChannel=false",
 		"--providers.kubernetesgateway.throttleDuration=0s",
