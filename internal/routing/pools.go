@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 	inferencev1 "sigs.k8s.io/gateway-api-inference-extension/api/v1"
 
@@ -19,7 +20,7 @@ const (
 )
 
 // PoolGVK is the InferencePool's group, version and kind.
-var PoolGVK = inferencev1.SchemeGroupVersion.WithKind(PoolKind)
+var PoolGVK = schema.GroupVersion{Group: inferencev1.GroupVersion.Group, Version: inferencev1.GroupVersion.Version}.WithKind(PoolKind)
 
 // NewPool is an empty InferencePool object to read into.
 func NewPool() *inferencev1.InferencePool {
