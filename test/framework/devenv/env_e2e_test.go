@@ -105,9 +105,9 @@ func TestEnv(t *testing.T) {
 		})
 	})
 
-	t.Run("the Gateway API and modelship CRDs and the demo Gateway are installed", func(t *testing.T) {
+	t.Run("the Gateway API, InferencePool and modelship CRDs and the demo Gateway are installed", func(t *testing.T) {
 		dyn := dynamic.NewForConfigOrDie(env.RESTConfig())
-		for _, name := range []string{"httproutes.gateway.networking.k8s.io", "gateways.gateway.networking.k8s.io", "modelservers.serving.modelship.dev"} {
+		for _, name := range []string{"httproutes.gateway.networking.k8s.io", "gateways.gateway.networking.k8s.io", "inferencepools.inference.networking.k8s.io", "modelservers.serving.modelship.dev"} {
 			if _, err := dyn.Resource(crdGVR).Get(ctx, name, metav1.GetOptions{}); err != nil {
 				t.Errorf("CRD %s: %v", name, err)
 			}
