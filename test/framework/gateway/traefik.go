@@ -82,6 +82,9 @@ type Options struct {
 	AdminPort int
 	// LogLevel is Traefik's log level; INFO when empty.
 	LogLevel string
+	// LogToStdout sends Traefik's own log to its stdout instead of <Dir>/traefik.log (for a
+	// supervisor that already keeps the process's output in a log file).
+	LogToStdout bool
 	// ExtraArgs are added to the flags.
 	ExtraArgs []string
 }
@@ -129,7 +132,9 @@ func (o Options) Args() []string {
 		"--providers.kubernetesgateway.throttleDuration=0s",
 		"--providers.providersThrottleDuration=0s",
 		"--log.level=" + level,
-		"--log.filePath=" + filepath.Join(o.Dir, "traefik.log"),
+	}
+	if !o.LogToStdout {
+		args = append(args, "--log.filePath="+filepath.Join(o.Dir, "traefik.log"))
 	}
 	return append(args, o.ExtraArgs...)
 }
