@@ -2,11 +2,17 @@
 // processes on 127.0.0.1, for the one-command demo (test/cmd/modelship-dev) and the end-to-end tests.
 //
 // A started Env runs etcd, kube-apiserver, kube-controller-manager (Deployments, ReplicaSets,
-// garbage collection, HPA), kube-scheduler and kwok, which plays the kubelet of fake GPU nodes:
-// pods scheduled there become Running and Ready without any container. The Gateway API CRDs
-// (standard channel), the modelship CRDs, a GatewayClass and a Gateway are installed; Prometheus
-// is optional. Every process writes to <Dir>/<name>.log and runs in its own process group, so
+// garbage collection, HPA, EndpointSlices), kube-scheduler and kwok, which plays the kubelet of
+// fake GPU nodes: pods scheduled there become Running and Ready without any container, with an
+// address of PodCIDR. The Gateway API CRDs (standard channel), the modelship CRDs, a GatewayClass
+// and a Gateway are installed, and Traefik (test/framework/gateway) serves that Gateway on its
+// "web" entry point (GatewayURL); Prometheus is optional, and scrapes Traefik (job "traefik")
+// when it runs. Every process writes to <Dir>/<name>.log and runs in its own process group, so
 // that Stop leaves nothing behind.
+//
+// The whole environment runs inside a network namespace of the project's own (gateway.Reexec
+// makes it: lo up, PodCIDR routed locally on lo), where a process can serve a pod's address and
+// nothing outside sees it; Start refuses to run anywhere else (gateway.CheckNetns).
 //
 // GPU nodes carry the taint nvidia.com/gpu=present:NoSchedule, as GPU node pools of managed
 // clusters do, and kube-apiserver runs the ExtendedResourceToleration admission plugin, which
@@ -27,6 +33,8 @@ import (
 
 	"github.com/go-logr/logr"
 	"k8s.io/client-go/rest"
+
+	"github.com/modelship/modelship/test/framework/gateway"
 )
 
 // Defaults of Options.
@@ -36,10 +44,10 @@ const (
 	// DefaultGPUProduct is the nvidia.com/gpu.product label of fake nodes when Options.GPUProduct is empty.
 	DefaultGPUProduct = "NVIDIA-H100-80GB-HBM3"
 	// DefaultGatewayClassName is the GatewayClass created for the demo.
-	DefaultGatewayClassName = "modelship-sim"
-	// DefaultGatewayControllerName is the controllerName of the demo GatewayClass: the fleet
-	// simulator acts as the Gateway controller and sets the routes' status.
-	DefaultGatewayControllerName = "modelship.dev/fleet-simulator"
+	DefaultGatewayClassName = "traefik"
+	// DefaultGatewayControllerName is the controllerName of the demo GatewayClass: Traefik's
+	// kubernetesgateway provider, which serves the Gateway and sets the routes' status.
+	DefaultGatewayControllerName = gateway.ControllerName
 	// DefaultGatewayName is the Gateway created in DefaultGatewayNamespace for the demo.
 	DefaultGatewayName = "modelship"
 	// DefaultGatewayNamespace is the namespace of the demo Gateway.
@@ -54,6 +62,19 @@ const (
 	PartScheduler         = "kube-scheduler"
 	PartKwok              = "kwok"
 	PartPrometheus        = "prometheus"
+	PartTraefik           = "traefik"
+)
+
+// Addresses the fake pods and nodes get. Both are in the benchmarking range 198.18.0.0/15
+// (gateway.BenchmarkRange); only PodCIDR is routed, locally on lo, inside the environment's
+// network namespace, so a process there can serve a pod's address.
+const (
+	// PodCIDR is the pool kwok gives pod addresses from (its --cidr; its default, 10.0.0.0/24,
+	// is a private range that must never be routed).
+	PodCIDR = gateway.PodCIDR
+	// NodeIP is every fake node's InternalIP (kwok's --node-ip): outside PodCIDR, nothing
+	// serves or dials it.
+	NodeIP = "198.18.0.2"
 )
 
 // Options says what Start starts. The zero value, with Dir set, is a cluster without nodes and
@@ -87,8 +108,12 @@ type Options struct {
 	// NoGPUTaint leaves the nvidia.com/gpu=present:NoSchedule taint off the GPU nodes.
 	NoGPUTaint bool
 
-	// NoGateway skips the demo GatewayClass and Gateway (the CRDs are installed anyway).
+	// NoGateway skips the demo GatewayClass and Gateway and Traefik (the CRDs are installed
+	// anyway).
 	NoGateway bool
+	// TraefikBinary is the traefik program. Defaults to gateway.FindBinary's (make gateway
+	// builds it once into the cache).
+	TraefikBinary string
 	// GatewayClassName, GatewayControllerName, GatewayName and GatewayNamespace name the demo
 	// Gateway objects. Default to the Default* constants.
 	GatewayClassName, GatewayControllerName, GatewayName, GatewayNamespace string
@@ -125,6 +150,8 @@ type Env struct {
 	restConfig *rest.Config
 	promURL    string
 	promDir    string
+	gatewayURL string // Traefik's web entry point
+	traefikURL string // Traefik's traefik entry point: /ping, /metrics
 	log        logr.Logger
 
 	mu        sync.Mutex
@@ -149,6 +176,9 @@ func Start(ctx context.Context, opts Options) (*Env, error) {
 	opts, err := opts.withDefaults()
 	if err != nil {
 		return nil, err
+	}
+	if err := gateway.CheckNetns(); err != nil {
+		return nil, fmt.Errorf("devenv: %w", err)
 	}
 	e := &Env{opts: opts, log: opts.Logger, byName: map[string]*Process{}}
 	if err := e.start(ctx); err != nil {
@@ -246,7 +276,7 @@ func (e *Env) start(ctx context.Context) error {
 		steps = append(steps, step{"gpu-nodes", e.createNodes})
 	}
 	if !o.NoGateway {
-		steps = append(steps, step{"gateway", e.createGateway})
+		steps = append(steps, step{PartTraefik, e.startGateway})
 	}
 	if o.WithPrometheus {
 		steps = append(steps, step{PartPrometheus, e.startPrometheus})
@@ -353,7 +383,12 @@ func exitStatus(err error) string {
 
 // launch starts a part's process and registers it for Stop.
 func (e *Env) launch(name string, argv []string) (*Process, error) {
-	p, err := newProcess(name, e.opts.Dir, argv, nil)
+	return e.launchEnv(name, argv, nil)
+}
+
+// launchEnv is launch with env added to the part's environment.
+func (e *Env) launchEnv(name string, argv, env []string) (*Process, error) {
+	p, err := newProcess(name, e.opts.Dir, argv, env)
 	if err != nil {
 		return nil, err
 	}
@@ -436,7 +471,7 @@ func (e *Env) OnStop(f func()) {
 	e.mu.Unlock()
 }
 
-// Stop stops every process started, companions first, then Prometheus, kwok, the scheduler,
+// Stop stops every process started, companions first, then Prometheus, Traefik, kwok, the scheduler,
 // the controller manager, kube-apiserver and etcd, each with SIGTERM to its process group and
 // SIGKILL after 10 s, then runs the functions given to OnStop. Logs and data stay in Dir.
 // Calling it again does nothing.
@@ -472,6 +507,15 @@ func (e *Env) RESTConfig() *rest.Config { return rest.CopyConfig(e.restConfig) }
 
 // PrometheusURL is Prometheus' base URL (http://127.0.0.1:<port>), or "" without Prometheus.
 func (e *Env) PrometheusURL() string { return e.promURL }
+
+// GatewayURL is the demo Gateway's HTTP listener, Traefik's web entry point
+// (http://127.0.0.1:<port>), or "" with NoGateway. Requests for a route's hostname sent there go
+// through Traefik to the pods' addresses.
+func (e *Env) GatewayURL() string { return e.gatewayURL }
+
+// TraefikURL is Traefik's own entry point (http://127.0.0.1:<port>), serving /ping and its
+// Prometheus /metrics, or "" with NoGateway.
+func (e *Env) TraefikURL() string { return e.traefikURL }
 
 // Timings says how long each part took to become ready, in start order.
 func (e *Env) Timings() []PartTiming {
