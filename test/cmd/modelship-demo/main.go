@@ -26,6 +26,8 @@ import (
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
 	"github.com/modelship/modelship/internal/metrics"
+	"github.com/modelship/modelship/test/framework/devenv"
+	"github.com/modelship/modelship/test/framework/gateway"
 	"github.com/modelship/modelship/test/framework/stack"
 )
 
@@ -45,7 +47,17 @@ func main() {
 	nodes := flag.Int("gpu-nodes", 2, "fake GPU nodes (8 GPUs each)")
 	trace := flag.String("trace", "", "request trace to replay, TIMESTAMP,ContextTokens,GeneratedTokens (default: "+stack.DefaultTrace+")")
 	flag.Parse()
-	if err := run(*dir, *trace, *duration, *speed, *rate, *nodes); err != nil && !errors.Is(err, context.Canceled) {
+	// Everything runs in a network namespace of its own, where the pods' addresses exist; the
+	// parent keeps listeners on this machine's loopback for kubectl, Prometheus and the Gateway.
+	ns, code, err := gateway.Reexec(devenv.HostForwards...)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "modelship-demo:", err)
+		os.Exit(1)
+	}
+	if ns == nil {
+		os.Exit(code) // the demo ran in its namespace and ended with code
+	}
+	if err := run(ns, *dir, *trace, *duration, *speed, *rate, *nodes); err != nil && !errors.Is(err, context.Canceled) {
 		fmt.Fprintln(os.Stderr, "modelship-demo:", err)
 		os.Exit(1)
 	}
@@ -55,7 +67,7 @@ func say(format string, args ...any) {
 	fmt.Printf("==> "+format+"\n", args...)
 }
 
-func run(dir, trace string, duration time.Duration, speed, rate float64, nodes int) error {
+func run(ns *gateway.Netns, dir, trace string, duration time.Duration, speed, rate float64, nodes int) error {
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
 	abs, err := filepath.Abs(dir)
@@ -76,7 +88,15 @@ func run(dir, trace string, duration time.Duration, speed, rate float64, nodes i
 		say("Stopping everything")
 		s.Stop()
 	}()
-	say("Ready. kubectl works too: export KUBECONFIG=%s", s.Env.Kubeconfig())
+	host, err := s.Env.ServeHostForwards(ctx, ns)
+	if err != nil {
+		return err
+	}
+	o := s.Env.Options()
+	say("The Gateway is Traefik %s (GatewayClass %s, controller %s): every request goes through it to the pods' own addresses (%s, in this demo's network namespace)",
+		gateway.Version, o.GatewayClassName, o.GatewayControllerName, devenv.PodCIDR)
+	say("Ready. From your shell: export KUBECONFIG=%s", host.Kubeconfig)
+	say("Prometheus: %s   Gateway: curl -H 'Host: llm.local' %s/v1/models", host.PrometheusURL, host.GatewayURL)
 	q, err := metrics.NewPrometheus(metrics.Config{URL: s.Env.PrometheusURL(), Timeout: 2 * time.Second})
 	if err != nil {
 		return err

@@ -26,6 +26,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sync"
@@ -111,6 +112,10 @@ type Options struct {
 	// NoGateway skips the demo GatewayClass and Gateway and Traefik (the CRDs are installed
 	// anyway).
 	NoGateway bool
+	// NoTraefik applies the GatewayClass and Gateway but runs no Traefik, so no data plane
+	// serves them (a benchmark of the control plane alone, where Traefik rebuilding its
+	// configuration for every route would compete for the CPU).
+	NoTraefik bool
 	// TraefikBinary is the traefik program. Defaults to gateway.FindBinary's (make gateway
 	// builds it once into the cache).
 	TraefikBinary string
@@ -532,4 +537,68 @@ func (e *Env) Options() Options { return e.opts }
 func DefaultCRDDirs(repoRoot string) []string {
 	return []string{filepath.Join(repoRoot, "config", "crd", "bases"),
 		filepath.Join(repoRoot, "third_party", "gateway-api-inference-extension-v1.6.0")}
+}
+
+// Names of the listeners a command opens on the host's loopback (gateway.Reexec) before it
+// re-executes itself in the environment's network namespace, for ServeHostForwards.
+const (
+	// ForwardAPIServer reaches kube-apiserver: kubectl from the user's shell.
+	ForwardAPIServer = "kube-apiserver"
+	// ForwardPrometheus reaches Prometheus' UI and API.
+	ForwardPrometheus = "prometheus"
+	// ForwardGateway reaches the Gateway's HTTP listener (Traefik's web entry point).
+	ForwardGateway = "gateway"
+)
+
+// HostForwards are the forwards ServeHostForwards serves, in the order to give gateway.Reexec.
+var HostForwards = []string{ForwardAPIServer, ForwardPrometheus, ForwardGateway}
+
+// HostAccess is how a program in the host's network namespace reaches the environment: through
+// forwarders from the host's loopback into the environment's namespace.
+type HostAccess struct {
+	// Kubeconfig is an admin kubeconfig whose server is the host-side address of kube-apiserver
+	// (<Dir>/host.kubeconfig): export KUBECONFIG=... and kubectl works from any shell.
+	Kubeconfig string
+	// PrometheusURL is Prometheus on the host's loopback, or "" without Prometheus.
+	PrometheusURL string
+	// GatewayURL is the Gateway's HTTP listener on the host's loopback, or "" without a Gateway.
+	GatewayURL string
+}
+
+// ServeHostForwards serves, until ctx ends, the host-side listeners ns holds (see HostForwards)
+// into the environment: kube-apiserver, Prometheus and the Gateway; it writes the host-side
+// kubeconfig. Listeners ns does not hold, and parts that do not run, are left out.
+func (e *Env) ServeHostForwards(ctx context.Context, ns *gateway.Netns) (HostAccess, error) {
+	var a HostAccess
+	if ns == nil {
+		return a, errors.New("devenv: no network namespace to forward into")
+	}
+	targets := []struct {
+		name, url string
+		set       func(hostAddr string) error
+	}{
+		{ForwardAPIServer, e.restConfig.Host, func(h string) error {
+			a.Kubeconfig = filepath.Join(e.opts.Dir, "host.kubeconfig")
+			return e.pki.writeKubeconfig(a.Kubeconfig, "https://"+h, "admin")
+		}},
+		{ForwardPrometheus, e.promURL, func(h string) error { a.PrometheusURL = "http://" + h; return nil }},
+		{ForwardGateway, e.gatewayURL, func(h string) error { a.GatewayURL = "http://" + h; return nil }},
+	}
+	for _, t := range targets {
+		if t.url == "" || ns.HostAddress(t.name) == "" {
+			continue
+		}
+		u, err := url.Parse(t.url)
+		if err != nil {
+			return a, fmt.Errorf("devenv: forward %s: %w", t.name, err)
+		}
+		host, err := ns.Forward(ctx, t.name, u.Host)
+		if err != nil {
+			return a, fmt.Errorf("devenv: %w", err)
+		}
+		if err := t.set(host); err != nil {
+			return a, fmt.Errorf("devenv: forward %s: %w", t.name, err)
+		}
+	}
+	return a, nil
 }

@@ -298,6 +298,9 @@ func (e *Env) startGateway(ctx context.Context) error {
 	if err := e.createGateway(ctx, web); err != nil {
 		return err
 	}
+	if e.opts.NoTraefik {
+		return nil
+	}
 	bin := e.opts.TraefikBinary
 	if bin == "" {
 		if bin, err = gateway.FindBinary(); err != nil {
