@@ -535,7 +535,7 @@ func promHas(ctx context.Context, base, query, want string) error {
 	if err != nil {
 		return err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	var body struct {
 		Status string
 		Data   struct {

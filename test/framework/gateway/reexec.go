@@ -70,7 +70,7 @@ func Reexec(forwards ...string) (*Netns, int, error) {
 		}
 	}()
 	for _, name := range forwards {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
 		if err != nil {
 			return nil, 0, fmt.Errorf("gateway: listening on the host's loopback for %s: %w", name, err)
 		}
@@ -236,7 +236,7 @@ func CheckNetns() error {
 	if self == parent {
 		return fmt.Errorf("gateway: still in the network namespace the program started in (%s): the local environment runs only in one of its own", self)
 	}
-	c, err := net.ListenPacket("udp4", net.JoinHostPort(PodAddress(0).String(), "0"))
+	c, err := (&net.ListenConfig{}).ListenPacket(context.Background(), "udp4", net.JoinHostPort(PodAddress(0).String(), "0"))
 	if err != nil {
 		return fmt.Errorf("gateway: %s is not routed locally in this network namespace (SetupNetns did not run here?): %w", PodCIDR, err)
 	}
