@@ -203,7 +203,17 @@ func (f *Fleet) DeletePod(namespace, name string) {
 	if !ok {
 		return
 	}
-	lost := len(r.waiting) + len(r.running)
+	lost := 0
+	for _, q := range append(append([]*request(nil), r.waiting...), r.running...) {
+		if q.notify != nil {
+			q.finish(CodeBadGateway, "", f.now)
+			continue
+		}
+		lost++
+	}
+	if direct := len(r.waiting) + len(r.running) - lost; direct > 0 {
+		f.windowFor(msKey{namespace, r.pod.ModelServer}).errors += direct
+	}
 	if lost > 0 {
 		f.gateway[gatewayKey{namespace, r.pod.ModelServer, r.pod.Color, CodeBadGateway}] += uint64(lost)
 		f.windowFor(msKey{namespace, r.pod.ModelServer}).errors += lost
@@ -316,23 +326,7 @@ func (f *Fleet) Submit(namespace, modelServer string, req Request) Outcome {
 		f.gateway[gatewayKey{namespace, modelServer, color, CodeUnavailable}]++
 		return Outcome{Color: color, Code: CodeUnavailable}
 	}
-	gen := max(1, req.GeneratedTokens)
-	reason := FinishStop
-	if f.cfg.MaxTokens > 0 && gen >= f.cfg.MaxTokens {
-		gen, reason = f.cfg.MaxTokens, FinishLength
-	}
-	f.nextID++
-	q := &request{
-		id:          f.nextID,
-		arrival:     req.Arrival,
-		context:     max(0, req.ContextTokens),
-		generate:    gen,
-		reason:      reason,
-		prefillLeft: float64(max(0, req.ContextTokens)),
-	}
-	if p := r.pod.profileAt(req.Arrival).ErrorProbability; p > 0 && f.rng.Float64() < p {
-		q.fail = true
-	}
+	q := f.newRequest(r, req)
 	r.waiting = append(r.waiting, q)
 	return Outcome{Color: color, Pod: r.pod.Key(), Code: CodeOK}
 }
@@ -444,6 +438,10 @@ func (f *Fleet) record(r *replica, d finished) {
 		w.errors++
 	} else {
 		w.ttft = append(w.ttft, d.req.firstToken.Sub(d.req.arrival).Seconds())
+	}
+	if d.req.notify != nil {
+		d.req.finish(code, d.reason, d.at)
+		return
 	}
 	f.gateway[gatewayKey{k.namespace, k.name, r.pod.Color, code}]++
 }

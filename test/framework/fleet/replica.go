@@ -228,6 +228,10 @@ type request struct {
 	emitted     int     // tokens produced so far
 	progress    float64 // fractional tokens produced in decode
 	firstToken  time.Time
+	// notify, for a request submitted to one pod (Fleet.SubmitTo), receives its first token
+	// and its end; such a request is not counted at the simulated Gateway.
+	notify chan Result
+	pod    string
 }
 
 func (r *request) prefilled() bool { return r.prefillLeft <= 0 }
@@ -359,6 +363,9 @@ func (r *replica) step(t0 time.Time, dt time.Duration) []finished {
 		r.ttft.observe(at.Sub(q.arrival).Seconds(), 1)
 		q.emitted = 1
 		r.generatedTokens++
+		if q.notify != nil {
+			q.notify <- q.result(false, "", "", time.Time{})
+		}
 		if q.emitted >= q.generate {
 			done = append(done, finished{req: q, at: at, reason: q.reason})
 		}
