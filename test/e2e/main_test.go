@@ -54,6 +54,10 @@ const (
 	gpuNodes = 6
 )
 
+// simulatedGatewayEnv, set, runs the stories on the simulator's old mode (it splits the
+// requests itself; Traefik serves nothing), where the InferencePool story runs.
+const simulatedGatewayEnv = "MODELSHIP_E2E_SIMULATED_GATEWAY"
+
 var (
 	// st is the stack every story runs on.
 	st *stack.Stack
@@ -106,6 +110,7 @@ func run(m *testing.M) int {
 	s, err := stack.Start(ctx, stack.Options{
 		Dir: dir, Speed: 10, RateScale: rateScale, GPUNodes: gpuNodes, Seed: 7,
 		Profiles: []string{slowProfile, degradeProfile}, Logger: log,
+		SimulatedGateway: os.Getenv(simulatedGatewayEnv) != "",
 	})
 	cancel()
 	if err != nil {
@@ -114,8 +119,8 @@ func run(m *testing.M) int {
 	}
 	release := s.Env.StopOnSignals()
 	st = s
-	fmt.Fprintf(os.Stderr, "e2e: stack up in %s; logs in %s; KUBECONFIG=%s\n",
-		time.Since(began).Round(time.Second), dir, s.Env.Kubeconfig())
+	fmt.Fprintf(os.Stderr, "e2e: stack up in %s; requests served through %s; logs in %s; KUBECONFIG=%s\n",
+		time.Since(began).Round(time.Second), s.GatewayName, dir, s.Env.Kubeconfig())
 	fmt.Fprintf(os.Stderr, "FIGURE: stack start: %s\n", time.Since(began).Round(time.Second))
 	q, err := metrics.NewPrometheus(metrics.Config{URL: s.Env.PrometheusURL(), Timeout: 3 * time.Second})
 	if err != nil {

@@ -83,6 +83,9 @@ func runPeers(args []string) error {
 	log := funcr.New(func(_, args string) { logf("%s", args) }, funcr.Options{})
 	st, err := stack.Start(ctx, stack.Options{
 		Dir: abs, GPUNodes: 4, RateScale: *rate, Logger: log, CRDDirs: peers.CRDDirs(),
+		// The peers' figures count the simulated Gateway's responses; through Traefik is left
+		// (docs/gateway.md).
+		SimulatedGateway: true,
 		Profiles: []string{"revision=" + slowMarker + ":latency=1.5"},
 	})
 	if err != nil {
