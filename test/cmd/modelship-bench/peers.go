@@ -86,7 +86,7 @@ func runPeers(args []string) error {
 		// The peers' figures count the simulated Gateway's responses; through Traefik is left
 		// (docs/gateway.md).
 		SimulatedGateway: true,
-		Profiles: []string{"revision=" + slowMarker + ":latency=1.5"},
+		Profiles:         []string{"revision=" + slowMarker + ":latency=1.5"},
 	})
 	if err != nil {
 		return err
