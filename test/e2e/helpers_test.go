@@ -67,10 +67,13 @@ func steps(d time.Duration, weights ...int32) msOption {
 }
 
 // newModelServer is stack.ModelServer (vLLM on one H100, steps 10/25/50/100 of 20s judged every
-// 5s on the vLLM preset with the API's default of at least 20 samples, autoscaled 2..12)
-// changed by opts.
+// 5s on the vLLM preset with the API's default of at least 20 samples, autoscaled 2..12), with
+// the hostname <name>.<namespace>.local, changed by opts.
 func newModelServer(ns, name, image string, opts ...msOption) *v1alpha1.ModelServer {
 	ms := stack.ModelServer(ns, name, image)
+	// A hostname of its own: routes of the same hostname and path on one Gateway conflict (the
+	// oldest wins), and Traefik would send one story's requests to another's pods.
+	ms.Spec.Gateway.Hostnames = []gatewayv1.Hostname{gatewayv1.Hostname(name + "." + ns + ".local")}
 	for _, o := range opts {
 		o(ms)
 	}
