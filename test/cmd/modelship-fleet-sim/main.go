@@ -60,6 +60,7 @@ func main() {
 	flag.IntVar(&cfg.Fleet.MaxTokens, "max-tokens", 512, "cap of generated tokens per request (finished_reason=length); 0 for none")
 	flag.StringVar(&strategy, "strategy", string(fleet.LeastLoaded), "pod choice within a color: least-loaded or round-robin")
 	flag.DurationVar(&cfg.Fleet.Step, "step", 10*time.Millisecond, "simulation time step")
+	flag.DurationVar(&cfg.SyncInterval, "sync-interval", time.Second, "real time between reads of the cluster (pods, routes); a pod's server binds at the first read that sees its podIP")
 	flag.DurationVar(&cfg.TickInterval, "tick-interval", 0, "real time between advances of the simulation (0: 50ms, 10ms when pods are served)")
 	flag.BoolVar(&cfg.ServePods, "serve-pods", false, "serve every simulated pod on its own podIP:port (OpenAI endpoints, /health, /metrics); the addresses must be in 127.0.0.0/8 or 198.18.0.0/15")
 	flag.StringVar(&cfg.Gateway.URL, "gateway-url", "", "send the trace's requests to this Gateway listener (http://host:port) instead of routing them by the HTTPRoutes' weights; implies --serve-pods, and the simulator neither reads weights nor writes route status")

@@ -23,8 +23,9 @@ type Result struct {
 	Pod string
 	// Done is false for the first-token notice, true for the request's end.
 	Done bool
-	// Code of the end: CodeOK, CodeServerError (the model failed it: Reason FinishAbort), or
-	// CodeBadGateway (the pod went away while holding it). Empty on the first-token notice.
+	// Code of the end: CodeOK, CodeServerError (the model failed it: Reason FinishAbort),
+	// CodeBadGateway (the pod went away while holding it) or CodeClientClosed (Request.Cancel;
+	// Reason FinishAbort). Empty on the first-token notice.
 	Code string
 	// Reason is vLLM's finished_reason (FinishStop, FinishLength, FinishAbort); empty on the
 	// first-token notice and when the pod went away.
@@ -112,6 +113,8 @@ func (f *Fleet) newRequest(r *replica, req Request) *request {
 		generate:    gen,
 		reason:      reason,
 		prefillLeft: float64(max(0, req.ContextTokens)),
+		onTokens:    req.OnTokens,
+		cancel:      req.Cancel,
 	}
 	if p := r.pod.profileAt(req.Arrival).ErrorProbability; p > 0 && f.rng.Float64() < p {
 		q.fail = true
@@ -129,4 +132,14 @@ func (f *Fleet) Pod(key string, t time.Time) (p Pod, loaded, ok bool) {
 		return Pod{}, false, false
 	}
 	return r.pod, r.loaded || r.pod.loadedAt(t), true
+}
+
+// CountGatewayResponse counts one answer of a real Gateway for a ModelServer's color (the
+// answering pod's, "" when no pod answered) with a code, beside what Submit counts as the
+// simulated Gateway: GatewayCount and MetricGatewayResponses then say what the Gateway
+// answered, whichever Gateway it was.
+func (f *Fleet) CountGatewayResponse(namespace, modelServer, color, code string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.gateway[gatewayKey{namespace, modelServer, color, code}]++
 }

@@ -172,3 +172,67 @@ func TestSubmitToEndsWithBadGatewayWhenThePodGoes(t *testing.T) {
 		t.Errorf("the simulated Gateway counted %d 502s for requests it did not route", n)
 	}
 }
+
+func TestOnTokensReportsEveryStepsTokens(t *testing.T) {
+	f := newFleet(newPod("a"))
+	var seen []int
+	ch, err := f.SubmitTo("ns/a", Request{Arrival: t0, ContextTokens: 10, GeneratedTokens: 30, OnTokens: func(n int) { seen = append(seen, n) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Advance(t0.Add(5 * time.Second))
+	rs := drain(ch)
+	if len(seen) < 3 || seen[0] != 1 || seen[len(seen)-1] != 30 || len(rs) != 2 || rs[1].Tokens != 30 {
+		t.Fatalf("OnTokens saw %v, results %+v: want 1 first, 30 last, several steps", seen, rs)
+	}
+	for i := 1; i < len(seen); i++ {
+		if seen[i] <= seen[i-1] {
+			t.Errorf("OnTokens went %d then %d", seen[i-1], seen[i])
+		}
+	}
+}
+
+func TestCancelDropsTheRequestAsAnAbort(t *testing.T) {
+	f := newFleet(newPod("a", withCapacity(Capacity{MaxBatch: 1})))
+	gone1, gone2 := make(chan struct{}), make(chan struct{})
+	running, err := f.SubmitTo("ns/a", Request{Arrival: t0, ContextTokens: 10, GeneratedTokens: 500, Cancel: gone1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiting, err := f.SubmitTo("ns/a", Request{Arrival: t0, ContextTokens: 10, GeneratedTokens: 5, Cancel: gone2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Advance(t0.Add(time.Second))
+	if s := podStatus(t, f, "a"); s.Running != 1 || s.Waiting != 1 {
+		t.Fatalf("running %d waiting %d, want 1 and 1 (a batch of 1)", s.Running, s.Waiting)
+	}
+	close(gone1)
+	close(gone2)
+	f.Advance(t0.Add(time.Second + 10*time.Millisecond))
+	for name, ch := range map[string]<-chan Result{"running": running, "waiting": waiting} {
+		rs := drain(ch)
+		end := rs[len(rs)-1]
+		if !end.Done || end.Code != CodeClientClosed || end.Reason != FinishAbort {
+			t.Errorf("%s request: %+v, want a 499 abort", name, rs)
+		}
+	}
+	s := podStatus(t, f, "a")
+	if s.Running != 0 || s.Waiting != 0 || s.Success[FinishAbort] != 2 || s.KVCacheUsage != 0 {
+		t.Errorf("after the clients went: %+v", s)
+	}
+	w := f.TakeWindow()
+	if len(w) != 1 || w[0].Errors != 0 {
+		t.Errorf("window %+v: a client going away is no error of the pod", w)
+	}
+}
+
+func TestCountGatewayResponseCountsARealGatewaysAnswers(t *testing.T) {
+	f := newFleet(newPod("a"))
+	f.CountGatewayResponse("ns", "llm", "blue", CodeOK)
+	f.CountGatewayResponse("ns", "llm", "blue", CodeOK)
+	f.CountGatewayResponse("ns", "llm", "", "error")
+	if a, b := f.GatewayCount("ns", "llm", "blue", CodeOK), f.GatewayCount("ns", "llm", "", "error"); a != 2 || b != 1 {
+		t.Errorf("counted %d blue 200 and %d errors, want 2 and 1", a, b)
+	}
+}

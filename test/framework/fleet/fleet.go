@@ -39,6 +39,9 @@ const (
 	CodeBadGateway = "502"
 	// CodeUnavailable: no pod of the chosen color serves (none Ready and loaded), or no route.
 	CodeUnavailable = "503"
+	// CodeClientClosed: the client went away before the answer (Request.Cancel), as nginx
+	// logs it.
+	CodeClientClosed = "499"
 )
 
 // Config is the fleet's behaviour.
@@ -108,6 +111,14 @@ type Request struct {
 	ContextTokens int
 	// GeneratedTokens is the number of tokens the model will generate (at least 1).
 	GeneratedTokens int
+	// OnTokens, when set, is called with the number of tokens generated so far each time the
+	// simulation produces some (a streaming server paces its chunks by it). It runs under the
+	// fleet's lock, in the step that produced them: it must not block nor call the fleet.
+	OnTokens func(generated int)
+	// Cancel, when set, is closed when the client goes away: the pod drops the request at its
+	// next step (vLLM counts it finished_reason="abort"; SubmitTo's Result says
+	// CodeClientClosed).
+	Cancel <-chan struct{}
 }
 
 // msKey names a ModelServer.
@@ -431,6 +442,14 @@ func (f *Fleet) advance(t time.Time) {
 // record accounts a finished request at the gateway.
 func (f *Fleet) record(r *replica, d finished) {
 	k := msKey{r.pod.Namespace, r.pod.ModelServer}
+	if d.req.cancelled {
+		if d.req.notify != nil {
+			d.req.finish(CodeClientClosed, d.reason, d.at)
+			return
+		}
+		f.gateway[gatewayKey{k.namespace, k.name, r.pod.Color, CodeClientClosed}]++
+		return
+	}
 	code := CodeOK
 	w := f.windowFor(k)
 	if d.reason == FinishAbort {

@@ -27,8 +27,9 @@ const (
 	MetricPoolKVCache      = "inference_pool_average_kv_cache_utilization"
 	MetricPoolReadyPods    = "inference_pool_ready_pods"
 	MetricObjectiveRunning = "inference_objective_running_requests"
-	// MetricGatewayResponses counts the simulated Gateway's responses per ModelServer, color and
-	// code; it is the simulator's own, not vLLM's.
+	// MetricGatewayResponses counts the Gateway's responses per ModelServer, color and code: the
+	// simulated Gateway's (Submit), or a real one's as its client saw them
+	// (CountGatewayResponse); it is the simulator's own, not vLLM's.
 	MetricGatewayResponses = "fleetsim_gateway_responses_total"
 )
 

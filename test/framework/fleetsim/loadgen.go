@@ -1,6 +1,7 @@
 package fleetsim
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -31,6 +32,16 @@ const (
 // X-Modelship-Color of the pod that answered, "" when no pod did) and code.
 const MetricLoadResponses = "fleetsim_loadgen_responses_total"
 
+// The load generator's latency histograms, per ModelServer and color of the pod that answered:
+// the Gateway's view of the simulated pods (the pods' own are vLLM's).
+const (
+	// MetricLoadTTFT: from sending a streamed request to its first event (the first token).
+	MetricLoadTTFT = "fleetsim_loadgen_time_to_first_token_seconds"
+	// MetricLoadDuration: from sending a request to the end of its answer (answers with an
+	// HTTP code only; per code too).
+	MetricLoadDuration = "fleetsim_loadgen_request_duration_seconds"
+)
+
 var descLoad = prometheus.NewDesc(MetricLoadResponses,
 	"Responses the load generator received through the Gateway per ModelServer, color of the serving pod and HTTP code.",
 	[]string{"namespace", "modelserver", "color", "code"}, nil)
@@ -48,6 +59,10 @@ type LoadOptions struct {
 	// Client sends the requests; nil is a client on GuardedTransport (only loopback and
 	// 198.18.0.0/15).
 	Client *http.Client
+	// OnResponse, when set, is told of every counted answer (Run gives
+	// fleet.CountGatewayResponse, so that fleetsim_gateway_responses_total counts the real
+	// Gateway's answers as it counted the simulated one's).
+	OnResponse func(namespace, modelServer, color, code string)
 }
 
 // ResponseCount is one counter of the load generator.
@@ -61,6 +76,10 @@ type ResponseCount struct {
 	Code string `json:"code"`
 	// Count of responses.
 	Count uint64 `json:"count"`
+	// First and Last are when the first and the latest of them came (a color's first answer
+	// after a weight change shows when the Gateway switched).
+	First time.Time `json:"first"`
+	Last  time.Time `json:"last"`
 }
 
 type loadKey struct{ namespace, modelServer, color, code string }
@@ -73,8 +92,12 @@ type LoadGenerator struct {
 	sem  chan struct{}
 	wg   sync.WaitGroup
 
+	ttft     *prometheus.HistogramVec
+	duration *prometheus.HistogramVec
+
 	mu     sync.Mutex
-	counts map[loadKey]uint64
+	counts map[loadKey]*ResponseCount
+	now    func() time.Time
 }
 
 // NewLoadGenerator checks the options and makes a load generator.
@@ -92,7 +115,14 @@ func NewLoadGenerator(opts LoadOptions) (*LoadGenerator, error) {
 	if opts.Client == nil {
 		opts.Client = &http.Client{Transport: GuardedTransport(opts.Concurrency)}
 	}
-	return &LoadGenerator{opts: opts, base: u, sem: make(chan struct{}, opts.Concurrency), counts: map[loadKey]uint64{}}, nil
+	return &LoadGenerator{opts: opts, base: u, sem: make(chan struct{}, opts.Concurrency), counts: map[loadKey]*ResponseCount{}, now: time.Now,
+		ttft: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: MetricLoadTTFT,
+			Help:    "Time from sending a streamed request to its first event, as the load generator sees it through the Gateway.",
+			Buckets: fleet.TTFTBuckets}, []string{"namespace", "modelserver", "color"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: MetricLoadDuration,
+			Help:    "Time from sending a request to the end of its answer, as the load generator sees it through the Gateway.",
+			Buckets: fleet.E2EBuckets}, []string{"namespace", "modelserver", "color", "code"}),
+	}, nil
 }
 
 // Send sends one request of the trace for target in the background: a completion of
@@ -142,23 +172,49 @@ func (g *LoadGenerator) do(ctx context.Context, t Target, a fleet.Arrival) (colo
 	if t.Host != "" {
 		req.Host = t.Host
 	}
+	sent := time.Now()
 	resp, err := g.opts.Client.Do(req)
 	if err != nil {
 		return "", CodeClientError
 	}
 	defer func() { _ = resp.Body.Close() }()
 	color = resp.Header.Get(HeaderColor)
-	b, err := io.ReadAll(resp.Body)
+	br := bufio.NewReader(resp.Body)
+	var b []byte
+	if g.opts.Stream && resp.StatusCode == http.StatusOK {
+		// The first event is the first token.
+		first, err := br.ReadBytes('\n')
+		if err != nil {
+			return color, CodeClientError
+		}
+		g.ttft.WithLabelValues(t.ModelServer.Namespace, t.ModelServer.Name, color).Observe(time.Since(sent).Seconds())
+		b = first
+	}
+	rest, err := io.ReadAll(br)
+	b = append(b, rest...)
 	if err != nil || (g.opts.Stream && resp.StatusCode == http.StatusOK && !bytes.Contains(b, []byte("data: [DONE]"))) {
 		return color, CodeClientError
 	}
-	return color, strconv.Itoa(resp.StatusCode)
+	code = strconv.Itoa(resp.StatusCode)
+	g.duration.WithLabelValues(t.ModelServer.Namespace, t.ModelServer.Name, color, code).Observe(time.Since(sent).Seconds())
+	return color, code
 }
 
 func (g *LoadGenerator) count(t Target, color, code string) {
+	now := g.now()
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.counts[loadKey{t.ModelServer.Namespace, t.ModelServer.Name, color, code}]++
+	k := loadKey{t.ModelServer.Namespace, t.ModelServer.Name, color, code}
+	c, ok := g.counts[k]
+	if !ok {
+		c = &ResponseCount{Namespace: k.namespace, ModelServer: k.modelServer, Color: color, Code: code, First: now}
+		g.counts[k] = c
+	}
+	c.Count++
+	c.Last = now
+	if g.opts.OnResponse != nil {
+		g.opts.OnResponse(k.namespace, k.modelServer, color, code)
+	}
 }
 
 // Counts returns every counter, sorted by namespace, ModelServer, color and code.
@@ -166,8 +222,8 @@ func (g *LoadGenerator) Counts() []ResponseCount {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	out := make([]ResponseCount, 0, len(g.counts))
-	for k, v := range g.counts {
-		out = append(out, ResponseCount{Namespace: k.namespace, ModelServer: k.modelServer, Color: k.color, Code: k.code, Count: v})
+	for _, c := range g.counts {
+		out = append(out, *c)
 	}
 	sort.Slice(out, func(i, j int) bool {
 		a, b := out[i], out[j]
@@ -177,11 +233,17 @@ func (g *LoadGenerator) Counts() []ResponseCount {
 	return out
 }
 
-// Describe sends MetricLoadResponses' descriptor (prometheus.Collector).
-func (g *LoadGenerator) Describe(ch chan<- *prometheus.Desc) { ch <- descLoad }
+// Describe sends the load generator's descriptors (prometheus.Collector).
+func (g *LoadGenerator) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descLoad
+	g.ttft.Describe(ch)
+	g.duration.Describe(ch)
+}
 
-// Collect sends the counters (prometheus.Collector).
+// Collect sends the counters and the latency histograms (prometheus.Collector).
 func (g *LoadGenerator) Collect(ch chan<- prometheus.Metric) {
+	g.ttft.Collect(ch)
+	g.duration.Collect(ch)
 	for _, c := range g.Counts() {
 		sendCounter(ch, descLoad, float64(c.Count), c.Namespace, c.ModelServer, c.Color, c.Code)
 	}

@@ -44,7 +44,12 @@ func TestLoadGeneratorCountsCodesPerModelServerAndColor(t *testing.T) {
 		_, _ = w.Write([]byte(`{"choices":[]}`))
 	}))
 	defer gw.Close()
-	g, err := NewLoadGenerator(LoadOptions{URL: gw.URL, Concurrency: 64, Timeout: 10 * time.Second})
+	var observed sync.Map
+	g, err := NewLoadGenerator(LoadOptions{URL: gw.URL, Concurrency: 64, Timeout: 10 * time.Second,
+		OnResponse: func(ns, ms, color, code string) {
+			n, _ := observed.LoadOrStore(ns+"/"+ms+"/"+color+"/"+code, new(atomic.Int64))
+			n.(*atomic.Int64).Add(1)
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,8 +67,16 @@ func TestLoadGeneratorCountsCodesPerModelServerAndColor(t *testing.T) {
 	got := map[string]uint64{}
 	for _, c := range g.Counts() {
 		got[c.ModelServer+"/"+c.Color+"/"+c.Code] = c.Count
+		if c.First.IsZero() || c.Last.Before(c.First) {
+			t.Errorf("%s/%s/%s: first %v last %v", c.ModelServer, c.Color, c.Code, c.First, c.Last)
+		}
 	}
 	want := map[string]uint64{"llm/blue/200": 30, "llm/green/500": 10, "other//404": 5}
+	for k, v := range want {
+		if n, ok := observed.Load("ns/" + k); !ok || n.(*atomic.Int64).Load() != int64(v) {
+			t.Errorf("OnResponse saw %v of %s, want %d", n, k, v)
+		}
+	}
 	if len(got) != len(want) {
 		t.Errorf("counts %v, want %v", got, want)
 	}
@@ -86,8 +99,13 @@ func TestLoadGeneratorCountsCodesPerModelServerAndColor(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(g)
 	mfs, err := reg.Gather()
-	if err != nil || len(mfs) != 1 || mfs[0].GetName() != MetricLoadResponses || len(mfs[0].GetMetric()) != 3 {
-		t.Errorf("gathered %v (%v), want 3 series of %s", mfs, err, MetricLoadResponses)
+	series := map[string]int{}
+	for _, mf := range mfs {
+		series[mf.GetName()] = len(mf.GetMetric())
+	}
+	// Not streamed: no first-token times; durations of the answers with a code (3 series).
+	if err != nil || len(series) != 2 || series[MetricLoadResponses] != 3 || series[MetricLoadDuration] != 3 {
+		t.Errorf("gathered %v (%v), want 3 series of %s and of %s", series, err, MetricLoadResponses, MetricLoadDuration)
 	}
 }
 
@@ -186,6 +204,26 @@ func TestLoadGeneratorDrivesAPodServer(t *testing.T) {
 		g.Wait()
 		if got := strings.Join(FormatCounts(g.Counts()), "|"); got != "ns/llm blue: 200=10" {
 			t.Errorf("stream %v: %q", stream, got)
+		}
+		if stream {
+			reg := prometheus.NewRegistry()
+			reg.MustRegister(g)
+			mfs, err := reg.Gather()
+			if err != nil {
+				t.Fatal(err)
+			}
+			found := false
+			for _, mf := range mfs {
+				if mf.GetName() == MetricLoadTTFT {
+					found = true
+					if len(mf.GetMetric()) != 1 || mf.GetMetric()[0].GetHistogram().GetSampleCount() != 10 {
+						t.Errorf("%s: %v, want 10 first tokens of blue", MetricLoadTTFT, mf)
+					}
+				}
+			}
+			if !found {
+				t.Errorf("no %s", MetricLoadTTFT)
+			}
 		}
 	}
 	s := f.Pods()[0]

@@ -85,9 +85,9 @@ func PodEndpointOf(pod *corev1.Pod, port int32) (PodEndpoint, bool) {
 // words of its prompt or messages; its output length is max_tokens (or
 // max_completion_tokens; DefaultMaxTokens without either).
 //
-// Streaming answers send their first chunk when the simulated first token is out and the
-// other tokens when the simulated request ends (the fleet reports no progress in between).
-// The fleet advances in steps its owner drives (fleet.Advance); answers come as it does.
+// Streaming answers send their first chunk when the simulated first token is out and each
+// later token in the simulation step that produced it (fleet.Request.OnTokens). The fleet
+// advances in steps its owner drives (fleet.Advance); answers come as it does.
 type PodServers struct {
 	// Fleet holds the pods.
 	Fleet *fleet.Fleet
@@ -347,9 +347,14 @@ func (s *PodServers) complete(w http.ResponseWriter, r *http.Request, key string
 		openAIError(w, http.StatusBadRequest, "BadRequestError", fmt.Sprintf("max_tokens %d: must be at least 1", n))
 		return
 	}
-	results, err := s.Fleet.SubmitTo(key, fleet.Request{
-		Arrival: s.now(), ContextTokens: req.promptTokens(), GeneratedTokens: req.maxTokens(),
-	})
+	var prog *progress
+	freq := fleet.Request{Arrival: s.now(), ContextTokens: req.promptTokens(), GeneratedTokens: req.maxTokens(),
+		Cancel: r.Context().Done()} // a client that goes away aborts its request, as vLLM does
+	if req.Stream {
+		prog = &progress{tick: make(chan struct{}, 1)}
+		freq.OnTokens = prog.set
+	}
+	results, err := s.Fleet.SubmitTo(key, freq)
 	switch {
 	case errors.Is(err, fleet.ErrLoading):
 		openAIError(w, http.StatusServiceUnavailable, "ServiceUnavailableError", "model is loading")
@@ -365,7 +370,7 @@ func (s *PodServers) complete(w http.ResponseWriter, r *http.Request, key string
 	a := answer{id: fmt.Sprintf("cmpl-%s-%d", strings.ReplaceAll(key, "/", "-"), s.nextID.Add(1)),
 		created: s.now().Unix(), model: model, chat: chat}
 	if req.Stream {
-		a.stream(w, r, results)
+		a.stream(w, r, results, prog)
 		return
 	}
 	end, ok := wait(r.Context(), results, true)
@@ -455,10 +460,26 @@ func (a answer) chunk(i int, reason string) map[string]any {
 	return map[string]any{"id": a.id, "object": object, "created": a.created, "model": a.model, "choices": []any{choice}}
 }
 
+// progress is how many tokens a streamed request has generated, as the fleet reports them.
+type progress struct {
+	generated atomic.Int64
+	tick      chan struct{} // signalled (never blocking) when generated grows
+}
+
+// set is the request's fleet.Request.OnTokens: it runs under the fleet's lock.
+func (p *progress) set(n int) {
+	p.generated.Store(int64(n))
+	select {
+	case p.tick <- struct{}{}:
+	default:
+	}
+}
+
 // stream answers with server-sent events: the status waits for the first token (a request the
-// model fails before it gets a 500), the first chunk goes out then, the other tokens at the
-// end, then "data: [DONE]".
-func (a answer) stream(w http.ResponseWriter, r *http.Request, results <-chan fleet.Result) {
+// model fails before it gets a 500), the first chunk goes out then, each later token in the
+// simulation step that produced it, the last one holding the finish_reason, then
+// "data: [DONE]".
+func (a answer) stream(w http.ResponseWriter, r *http.Request, results <-chan fleet.Result, prog *progress) {
 	first, ok := wait(r.Context(), results, false)
 	if !ok {
 		return
@@ -471,6 +492,11 @@ func (a answer) stream(w http.ResponseWriter, r *http.Request, results <-chan fl
 		panic(http.ErrAbortHandler)
 	}
 	flusher, _ := w.(http.Flusher)
+	flush := func() {
+		if flusher != nil {
+			flusher.Flush()
+		}
+	}
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
@@ -481,30 +507,46 @@ func (a answer) stream(w http.ResponseWriter, r *http.Request, results <-chan fl
 		sent++
 	}
 	end := first
-	if !end.Done {
-		// The end may already be there (a one-token answer ends in the step of its first token).
+	for !end.Done {
+		// The end may already be there (a one-token answer ends in the step of its first
+		// token): then every token goes out with it.
 		select {
-		case e, ok := <-results:
-			if ok && e.Done {
-				end = e
+		case res, ok := <-results:
+			if !ok {
+				return
+			}
+			if res.Done {
+				end = res
+				continue
 			}
 		default:
 		}
-	}
-	if !end.Done {
-		send("")
-		if flusher != nil {
-			flusher.Flush()
+		// Tokens out so far, but the last: it may be the final one, which carries the
+		// finish_reason, and only the end says so.
+		if n := max(1, int(prog.generated.Load())); sent < n-1 || sent == 0 {
+			for sent < max(1, n-1) {
+				send("")
+			}
+			flush()
 		}
-		if end, ok = wait(r.Context(), results, true); !ok {
+		select {
+		case <-r.Context().Done():
 			return
+		case <-prog.tick:
+		case res, ok := <-results:
+			if !ok {
+				return
+			}
+			if res.Done {
+				end = res
+			}
 		}
 	}
 	if end.Code != fleet.CodeOK {
 		panic(http.ErrAbortHandler) // the pod went away mid-answer
 	}
 	if sent >= end.Tokens {
-		// The first token was the last: its finish_reason comes in an empty final chunk.
+		// Every token went out already: the finish_reason comes in an empty final chunk.
 		c := a.chunk(sent, end.Reason)
 		setText(c, a.chat, "")
 		b, _ := json.Marshal(c)
@@ -518,9 +560,7 @@ func (a answer) stream(w http.ResponseWriter, r *http.Request, results <-chan fl
 		send(reason)
 	}
 	_, _ = fmt.Fprint(w, "data: [DONE]\n\n")
-	if flusher != nil {
-		flusher.Flush()
-	}
+	flush()
 }
 
 // setText replaces a chunk's token text.

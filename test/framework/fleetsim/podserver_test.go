@@ -298,7 +298,7 @@ func TestPodServersStreamEveryTokenInOrder(t *testing.T) {
 	}
 }
 
-func TestPodServersStreamTheFirstTokenBeforeTheEnd(t *testing.T) {
+func TestPodServersStreamTokensAsTheSimulationProducesThem(t *testing.T) {
 	// A slow pod: 64 tokens (the cap) at 2x of 15 ms take about 2 s; the first chunk comes long before.
 	f := newSimFleet(t, simPod("a", "blue", 0, fleet.Profile{LatencyMultiplier: 2}), simPod("b", "green", 0, fleet.Profile{}), simPod("cold", "green", time.Hour, fleet.Profile{}))
 	s, addrs := servePods(t, f)
@@ -311,9 +311,21 @@ func TestPodServersStreamTheFirstTokenBeforeTheEnd(t *testing.T) {
 	}
 	defer func() { _ = resp.Body.Close() }()
 	br := bufio.NewReader(resp.Body)
-	first, err := br.ReadString('\n')
-	if err != nil || !strings.Contains(first, `"text":" tok0"`) {
-		t.Fatalf("first line %q (%v)", first, err)
+	// Tokens come as the simulation produces them: the first three chunks arrive while the
+	// pod still runs the request (it has 61 tokens to go).
+	for i := range 3 {
+		line, err := br.ReadString('\n')
+		if err != nil || !strings.Contains(line, `"text":" tok`+strconv.Itoa(i)+`"`) {
+			t.Fatalf("chunk %d: %q (%v)", i, line, err)
+		}
+		if _, err := br.ReadString('\n'); err != nil { // the blank line after an event
+			t.Fatal(err)
+		}
+	}
+	for _, st := range f.Pods() {
+		if st.Pod.Name == "a" && st.Running != 1 {
+			t.Errorf("pod a runs %d requests after 3 chunks of 64, want the streamed one still running", st.Running)
+		}
 	}
 	// The pod goes while it answers: the connection drops before [DONE].
 	if err := s.Sync(context.Background(), []PodEndpoint{{Namespace: "ns", Name: "b", IP: "127.0.0.3"}}); err != nil {
@@ -321,7 +333,7 @@ func TestPodServersStreamTheFirstTokenBeforeTheEnd(t *testing.T) {
 	}
 	rest, err := io.ReadAll(br)
 	if err == nil || strings.Contains(string(rest), "[DONE]") {
-		t.Errorf("the stream of a pod that went ended cleanly: %q", rest)
+		t.Errorf("the stream of a pod that went ended cleanly (%d bytes, [DONE] %v)", len(rest), strings.Contains(string(rest), "[DONE]"))
 	}
 }
 
@@ -388,5 +400,43 @@ func TestPodServersRefuseAddressesOutsideTheRule(t *testing.T) {
 	}
 	if a := s.Addresses(); len(a) != 1 || !strings.HasPrefix(a["ns/ok"], "127.0.0.6:") {
 		t.Errorf("served %v", a)
+	}
+}
+
+func TestPodServersAbortTheRequestsOfClientsThatGoAway(t *testing.T) {
+	f := newSimFleet(t, simPod("a", "blue", 0, fleet.Profile{LatencyMultiplier: 4}), simPod("b", "green", 0, fleet.Profile{}), simPod("cold", "green", time.Hour, fleet.Profile{}))
+	_, addrs := servePods(t, f)
+	for _, body := range []string{`{"prompt":"a","max_tokens":64}`, `{"prompt":"a","max_tokens":64,"stream":true}`} {
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		req, _ := http.NewRequestWithContext(ctx, "POST", "http://"+addrs["ns/a"]+"/v1/completions", strings.NewReader(body))
+		resp, err := (&http.Client{Transport: GuardedTransport(1)}).Do(req)
+		if err == nil {
+			_, err = io.ReadAll(resp.Body)
+			_ = resp.Body.Close()
+		}
+		cancel()
+		if err == nil {
+			t.Fatalf("%s: 64 tokens at 4x of 15 ms came within 100 ms", body)
+		}
+	}
+	// The pod drops both (eventually: at its next step after the server saw the connection close).
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var st fleet.PodStatus
+		for _, s := range f.Pods() {
+			if s.Pod.Name == "a" {
+				st = s
+			}
+		}
+		if st.Running == 0 && st.Waiting == 0 {
+			if st.Success[fleet.FinishAbort] != 2 || st.GeneratedTokens >= 128 {
+				t.Errorf("pod a after its clients went: aborts %d, generated %d tokens", st.Success[fleet.FinishAbort], st.GeneratedTokens)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pod a still holds %d running, %d waiting requests of clients that went away", st.Running, st.Waiting)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -51,7 +51,9 @@ type Config struct {
 	// Gateway's listener instead of routing them in the fleet by the HTTPRoutes' weights; the
 	// simulator then neither reads weights nor writes route status (the Gateway does both),
 	// and serves the pods (ServePods is implied). The counts of answers are on /metrics
-	// (MetricLoadResponses), at GET /loadgen/responses and in the status lines.
+	// (MetricLoadResponses, and fleet.MetricGatewayResponses as before, with the codes
+	// CodeClientError and CodeDropped besides HTTP's), at GET /loadgen/responses and in the
+	// status lines.
 	Gateway LoadOptions
 }
 
@@ -106,6 +108,9 @@ func Run(ctx context.Context, restCfg *rest.Config, cfg Config, log logr.Logger)
 	var load *LoadGenerator
 	var extra []prometheus.Collector
 	if cfg.Gateway.URL != "" {
+		if cfg.Gateway.OnResponse == nil {
+			cfg.Gateway.OnResponse = f.CountGatewayResponse
+		}
 		if load, err = NewLoadGenerator(cfg.Gateway); err != nil {
 			return err
 		}
@@ -170,6 +175,11 @@ type loop struct {
 func (l *loop) run(ctx context.Context) error {
 	if !l.cache.WaitForCacheSync(ctx) {
 		return errors.New("the cache did not sync")
+	}
+	if l.load != nil {
+		// Real requests: the replay starts now, not with a burst of the arrivals due while the
+		// cache synced (the fleet's clock is only a clock here; arrivals carry no time).
+		l.start = time.Now()
 	}
 	tick := time.NewTicker(l.cfg.TickInterval)
 	defer tick.Stop()

@@ -10,6 +10,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -153,6 +154,20 @@ func TestRunSendsTheTraceThroughAGatewayToThePodsAddresses(t *testing.T) {
 	}
 	if got["default/llm llm-primary 200"] < 20 || got["default/llm llm-canary 200"] < 20 {
 		t.Fatalf("answers through the Gateway %v, want 20 or more 200s of each group", got)
+	}
+	// The Gateway's answers are also where the stories and the peer bench read them.
+	mreq, _ := http.NewRequestWithContext(ctx, "GET", "http://127.0.0.1:"+strconv.Itoa(int(listen))+"/metrics", nil)
+	mresp, err := (&http.Client{Transport: GuardedTransport(1)}).Do(mreq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(mresp.Body)
+	_ = mresp.Body.Close()
+	for _, group := range []string{"llm-primary", "llm-canary"} {
+		want := fleet.MetricGatewayResponses + `{code="200",color="` + group + `",modelserver="llm",namespace="default"}`
+		if !strings.Contains(string(metrics), want) {
+			t.Errorf("/metrics has no %s", want)
+		}
 	}
 	var r gatewayv1.HTTPRoute
 	if err := c.Get(ctx, client.ObjectKeyFromObject(route), &r); err != nil {

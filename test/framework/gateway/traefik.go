@@ -85,6 +85,13 @@ type Options struct {
 	// LogToStdout sends Traefik's own log to its stdout instead of <Dir>/traefik.log (for a
 	// supervisor that already keeps the process's output in a log file).
 	LogToStdout bool
+	// KubernetesCRD enables Traefik's kubernetescrd provider beside the Gateway API one, also
+	// without throttling: it serves IngressRoutes and TraefikServices (traefik.io/v1alpha1),
+	// and lets an HTTPRoute backendRef name a TraefikService (group traefik.io, kind
+	// TraefikService). Argo Rollouts' Traefik router moves a canary's weights in a
+	// TraefikService. The provider waits for every traefik.io CRD to be listable: install
+	// them all (Traefik's kubernetes-crd-definition-v1.yml) before starting Traefik.
+	KubernetesCRD bool
 	// ExtraArgs are added to the flags.
 	ExtraArgs []string
 }
@@ -105,7 +112,7 @@ type Traefik struct {
 }
 
 // Args are the flags Traefik runs with: the kubernetesgateway provider (standard channel only:
-// experimental channel off), no provider throttling (its 2 s default delays every weight
+// experimental channel off) and, with KubernetesCRD, the kubernetescrd provider; no provider throttling (its 2 s default delays every weight
 // change), Prometheus metrics with per-service labels, /ping, a log file, and no calls home.
 func (o Options) Args() []string {
 	host := o.Host
@@ -135,6 +142,9 @@ func (o Options) Args() []string {
 	}
 	if !o.LogToStdout {
 		args = append(args, "--log.filePath="+filepath.Join(o.Dir, "traefik.log"))
+	}
+	if o.KubernetesCRD {
+		args = append(args, "--providers.kubernetescrd=true", "--providers.kubernetescrd.throttleDuration=0s")
 	}
 	return append(args, o.ExtraArgs...)
 }
