@@ -19,6 +19,8 @@ import (
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
 	"github.com/modelship/modelship/internal/autoscale"
 	"github.com/modelship/modelship/internal/routing"
+	"github.com/modelship/modelship/test/framework/fleet"
+	"github.com/modelship/modelship/test/framework/gateway"
 )
 
 // onPools serves the ModelServer through one InferencePool per color. The fleet simulator plays
@@ -37,6 +39,9 @@ func getPool(ns, name string) (*inferencev1.InferencePool, error) {
 
 // storyInferencePools: the same rollouts as the Service stories, over InferencePools.
 func storyInferencePools(t *testing.T) {
+	if st.ResponsesMetric != fleet.MetricGatewayResponses {
+		t.Skipf("Traefik %s serves no InferencePool backend (docs/gateway.md): this story runs on the simulated Gateway, %s=1 make e2e", gateway.Version, simulatedGatewayEnv)
+	}
 	t.Parallel()
 	ns := namespace(t, "story-pools")
 	ms := newModelServer(ns, "llama", imageV1, fixedReplicas(replicas), onPools, func(ms *v1alpha1.ModelServer) {

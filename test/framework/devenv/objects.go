@@ -24,6 +24,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
+
+	"github.com/modelship/modelship/test/framework/gateway"
 )
 
 // FieldOwner is the server-side apply field manager of the objects devenv creates.
@@ -289,9 +291,71 @@ func nodeReady(n *corev1.Node) bool {
 	return false
 }
 
-// createGateway applies the demo GatewayClass and Gateway. No data plane serves them: the fleet
-// simulator plays the Gateway controller (DefaultGatewayControllerName).
-func (e *Env) createGateway(ctx context.Context) error {
+// startGateway applies the demo GatewayClass (Traefik's controllerName) and Gateway (one HTTP
+// listener on the port of Traefik's web entry point, routes from every namespace), starts
+// Traefik with test/framework/gateway's options (its log in <Dir>/traefik.log) and waits until
+// it answers /ping and the Gateway is Programmed.
+func (e *Env) startGateway(ctx context.Context) error {
+	web, err := freePort()
+	if err != nil {
+		return err
+	}
+	admin, err := freePort()
+	if err != nil {
+		return err
+	}
+	if err := e.createGateway(ctx, web); err != nil {
+		return err
+	}
+	if e.opts.NoTraefik {
+		return nil
+	}
+	bin := e.opts.TraefikBinary
+	if bin == "" {
+		if bin, err = gateway.FindBinary(); err != nil {
+			return fmt.Errorf("traefik: %w", err)
+		}
+	}
+	opts := gateway.Options{Binary: bin, Kubeconfig: e.kubeconfig, Dir: e.opts.Dir, WebPort: web, AdminPort: admin, LogToStdout: true}
+	p, err := e.launchEnv(PartTraefik, append([]string{bin}, opts.Args()...), []string{"KUBECONFIG=" + e.kubeconfig})
+	if err != nil {
+		return fmt.Errorf("traefik: %w", err)
+	}
+	e.gatewayURL = "http://127.0.0.1:" + strconv.Itoa(web)
+	e.traefikURL = "http://127.0.0.1:" + strconv.Itoa(admin)
+	if err := waitFor(ctx, p, "traefik /ping", e.opts.StartTimeout, httpGetOK(e.traefikURL+"/ping", "", nil)); err != nil {
+		return partError(p, err)
+	}
+	dyn, err := dynamic.NewForConfig(e.RESTConfig())
+	if err != nil {
+		return fmt.Errorf("traefik: %w", err)
+	}
+	what := fmt.Sprintf("Gateway %s/%s Programmed", e.opts.GatewayNamespace, e.opts.GatewayName)
+	err = waitFor(ctx, p, what, e.opts.StartTimeout, func(ctx context.Context) error {
+		u, err := dyn.Resource(GatewayGVR).Namespace(e.opts.GatewayNamespace).Get(ctx, e.opts.GatewayName, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+		for _, c := range conds {
+			m, _ := c.(map[string]any)
+			if m["type"] == "Programmed" {
+				if m["status"] == "True" {
+					return nil
+				}
+				return fmt.Errorf("programmed %v: %v: %v", m["status"], m["reason"], m["message"])
+			}
+		}
+		return errors.New("no Programmed condition yet")
+	})
+	if err != nil {
+		return partError(p, err)
+	}
+	return nil
+}
+
+// createGateway applies the demo GatewayClass and Gateway, its HTTP listener on port.
+func (e *Env) createGateway(ctx context.Context, port int) error {
 	dyn, err := dynamic.NewForConfig(e.RESTConfig())
 	if err != nil {
 		return fmt.Errorf("gateway: %w", err)
@@ -302,7 +366,7 @@ func (e *Env) createGateway(ctx context.Context) error {
 		"metadata":   map[string]any{"name": e.opts.GatewayClassName},
 		"spec": map[string]any{
 			"controllerName": e.opts.GatewayControllerName,
-			"description":    "Played by modelship's fleet simulator; no data plane.",
+			"description":    "Traefik " + gateway.Version + ", run by modelship's devenv",
 		},
 	}}
 	gw := &unstructured.Unstructured{Object: map[string]any{
@@ -312,9 +376,10 @@ func (e *Env) createGateway(ctx context.Context) error {
 		"spec": map[string]any{
 			"gatewayClassName": e.opts.GatewayClassName,
 			"listeners": []any{map[string]any{
-				"name":          "http",
-				"protocol":      "HTTP",
-				"port":          int64(80),
+				"name":     "http",
+				"protocol": "HTTP",
+				// Traefik attaches a listener to the entry point of the same port.
+				"port":          int64(port),
 				"allowedRoutes": map[string]any{"namespaces": map[string]any{"from": "All"}},
 			}},
 		},
