@@ -74,7 +74,7 @@ gateway: ## A real Gateway API implementation (Traefik v3.6.12), built once into
 .PHONY: test-gateway
 test-gateway: ## The data path through a real Gateway: Traefik routes a weighted HTTPRoute to pod addresses in a network namespace of the test's own (needs root for unshare --net).
 	@assets=$$(hack/controlplane.sh assets | tail -n1) && traefik=$$(hack/traefik.sh | tail -n1) && \
-	cd test && TRAEFIK=$$traefik KUBEBUILDER_ASSETS=$$assets go test -count=1 -v $(GO_TEST_FLAGS) ./framework/gateway/
+	cd test && TRAEFIK=$$traefik KUBEBUILDER_ASSETS=$$assets go test -count=1 -v $(GO_TEST_FLAGS) ./framework/gateway/ ./framework/fleetsim/
 
 # hack/controlplane.sh, hack/prometheus.sh and hack/traefik.sh print their progress (a first run
 # builds the control plane for about 25 minutes, Traefik for 6 to 11, or installs Prometheus) on
