@@ -26,7 +26,7 @@ import (
 // (signals.Deps.Sources), fetched off the worker (signals.Cache). Nil when no measurement is at
 // hand yet (a fetch runs, none ended): the pass then keeps the last decision.
 func (r *ModelServerReconciler) observeSignals(ctx context.Context, ms *v1alpha1.ModelServer, pods []corev1.Pod, now time.Time) (*plan.Signals, error) {
-	t := signals.Target{ModelServer: ms.DeepCopy()} // the fetch may outlive the pass
+	t := signals.Target{ModelServer: ms.DeepCopy(), Route: routeTarget(ms).Name} // the fetch may outlive the pass
 	var starting int32
 	readyOf := map[string]int32{}
 	for i := range pods {
@@ -52,7 +52,7 @@ func (r *ModelServerReconciler) observeSignals(ctx context.Context, ms *v1alpha1
 	if err != nil {
 		return nil, err
 	}
-	deps := signals.Deps{Snapshots: r.Signals, Prometheus: r.Prometheus, Policy: r.QueryPolicy, MetricsAPIs: r.MetricsAPIs}
+	deps := signals.Deps{Snapshots: r.Signals, Prometheus: r.Prometheus, Policy: r.QueryPolicy, MetricsAPIs: r.MetricsAPIs, GatewayNamespace: r.GatewayMetricsNamespace}
 	res, ok := r.fetches.Get(ctx, client.ObjectKeyFromObject(ms), deps.Sources(ms), t, now, 2*autoscalingInterval(ms))
 	if !ok {
 		ctrl.LoggerFrom(ctx).V(1).Info("Autoscaling signals under way in the background")

@@ -40,6 +40,9 @@ type Target struct {
 	ReadyPods []corev1.Pod
 	// Pools are the ModelServer's InferencePools and their Ready pods (endpoint picker signals).
 	Pools []autoscale.Pool
+	// Route is the name of the HTTPRoute that carries the ModelServer's traffic (the gateway
+	// metric counts requests at it).
+	Route string
 }
 
 // Signals is what sources measured for one ModelServer (see autoscale.Input). A zero
@@ -60,6 +63,9 @@ type Deps struct {
 	Policy metrics.QueryPolicy
 	// MetricsAPIs reads metrics.k8s.io and external.metrics.k8s.io; nil when not configured.
 	MetricsAPIs MetricsAPIs
+	// GatewayNamespace is the namespace label of the gateway's own series
+	// (--gateway-metrics-namespace); empty refuses the gateway metric.
+	GatewayNamespace string
 }
 
 // noPrometheus is the message of a metric that needs the Prometheus the controller has not.
@@ -87,6 +93,8 @@ func (d Deps) Sources(ms *v1alpha1.ModelServer) []Source {
 			out = append(out, resourceMetric{name: names[i], resource: m.Resource.Name, apis: d.MetricsAPIs})
 		case m.External != nil:
 			out = append(out, externalMetric{name: names[i], metric: m.External, apis: d.MetricsAPIs, policy: d.Policy})
+		case m.Gateway != nil:
+			out = append(out, gatewayMetric{name: names[i], metric: m.Gateway, prom: d.Prometheus, policy: d.Policy, namespace: d.GatewayNamespace})
 		default:
 			missing = append(missing, names[i])
 		}
@@ -244,6 +252,36 @@ func (e externalMetric) Fetch(ctx context.Context, t Target, _ time.Time) (Signa
 	}
 	list, err := e.apis.External(ctx, t.ModelServer.Namespace, e.metric.MetricName, sel)
 	return one(ExternalObservation(e.name, list, err)), nil
+}
+
+// gatewayMetric is the request rate at the ModelServer's route over the last minute, counted by
+// the gateway (metrics.GatewayRequestRate): a query the controller renders itself, reading the
+// gateway's own scrape target (Deps.GatewayNamespace) and the route by name.
+type gatewayMetric struct {
+	name      string
+	metric    *v1alpha1.GatewayRequestsMetric
+	prom      metrics.Querier
+	policy    metrics.QueryPolicy
+	namespace string
+}
+
+func (g gatewayMetric) Name() string { return g.name }
+
+func (g gatewayMetric) Fetch(ctx context.Context, t Target, now time.Time) (Signals, error) {
+	if g.prom == nil {
+		return one(autoscale.Observation{Metric: g.name, Status: metrics.Error, Message: noPrometheus}), nil
+	}
+	if g.namespace == "" {
+		return one(autoscale.Observation{Metric: g.name, Status: metrics.Error, Message: "the controller runs without --gateway-metrics-namespace"}), nil
+	}
+	ms := t.ModelServer
+	vars := BothColors(ms)
+	vars.Route, vars.GatewayNamespace = metrics.TraefikName(t.Route), g.namespace
+	q, err := metrics.Render(metrics.GatewayRequestRate(g.metric.Source), vars)
+	if err != nil {
+		return one(autoscale.Observation{Metric: g.name, Status: metrics.Error, Message: err.Error()}), nil
+	}
+	return one(FromSample(g.name, metrics.Enforce(g.prom, g.policy, ms.Namespace, q).Scalar(ctx, q, now))), nil
 }
 
 // latency is the p95 time to first token and inter-token latency of the ModelServer's pods over
