@@ -10,7 +10,18 @@ import (
 	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 
 	"github.com/modelship/modelship/internal/metrics"
+	"github.com/modelship/modelship/internal/window"
 )
+
+// ServingWindow is the window of the ModelServer-wide serving queries the autoscaler runs
+// (the p95 latencies capacity learning and an SLO read, a prometheus metric's {{.Window}}):
+// the last minute, but at least window.ScrapesPerWindow scrape intervals, as the analysis
+// window is derived (window.Of). At Prometheus's default 60s scrape interval a 1m window holds
+// one sample per series, every rate over it is empty, and learning from latency would
+// silently never happen; the window is then 4m.
+func ServingWindow(scrapeInterval time.Duration) time.Duration {
+	return window.Of(time.Minute, scrapeInterval)
+}
 
 // Observations of the custom metrics, built by the controller from what it fetched (the hook
 // for spec metrics the snapshot does not cover). Name them with MetricNames.

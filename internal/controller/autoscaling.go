@@ -154,17 +154,23 @@ func hasObservation(obs []autoscale.Observation, name string) bool {
 }
 
 // bothColors are the template keys of a query about the whole ModelServer (both colors' pods
-// and pools, over the last minute).
+// and pools, over the autoscaler's serving window: the last minute, at least four scrape
+// intervals of spec.rollout.analysis.scrapeInterval, which defaultSpec fills from the
+// controller's --prometheus-scrape-interval).
 func bothColors(ms *v1alpha1.ModelServer) metrics.Vars {
+	var scrape time.Duration
+	if si := ms.Spec.Rollout.Analysis.ScrapeInterval; si != nil {
+		scrape = si.Duration
+	}
 	return metrics.Vars{
 		Namespace: ms.Namespace, Name: ms.Name, Pods: "(?:" + metrics.PodRegex(ms.DeploymentName(v1alpha1.Blue)) + "|" + metrics.PodRegex(ms.DeploymentName(v1alpha1.Green)) + ")",
 		Pool:   "(?:" + regexp.QuoteMeta(ms.PoolName(v1alpha1.Blue)) + "|" + regexp.QuoteMeta(ms.PoolName(v1alpha1.Green)) + ")",
-		Window: metrics.PromDuration(time.Minute),
+		Window: metrics.PromDuration(autoscale.ServingWindow(scrape)),
 	}
 }
 
 // latencySLOs returns the p95 time to first token and inter-token latency of the ModelServer's
-// pods over the last minute, each queried only when a learnCapacity metric sets its SLO (from
+// pods over the serving window (see bothColors), each queried only when a learnCapacity metric sets its SLO (from
 // SGLang's histograms with the sglang analysis preset, else vLLM's).
 func (r *ModelServerReconciler) latencySLOs(ctx context.Context, ms *v1alpha1.ModelServer, now time.Time) (ttft, itl autoscale.Observation) {
 	ttft = autoscale.Observation{Status: metrics.NoData, Message: "no latency SLO"}
