@@ -578,8 +578,20 @@ type AutoscalingSpec struct {
 	// +optional
 	ProjectionHorizon Duration `json:"projectionHorizon,omitempty,omitzero"`
 
+	// SLO is the latency the replicas must hold: with it, modelship finds the capacity of one
+	// replica itself, per revision, from the serving metrics (the token rates, the p95 latencies
+	// and the queue of vLLM, or SGLang with the sglang analysis preset) and scales to hold
+	// the SLO: no per-model target to tune. The capacity is lowered when a minute misses the SLO
+	// (or its requests queue) and raised by cautious probing while the SLO holds with margin, is
+	// kept in status.autoscaling.learnedCapacities, and a queue that builds up scales out at
+	// once. Its proposal (named "slo") stands beside the metrics' proposals; with an SLO and no
+	// metrics it is the only one (no GPU utilization default). Set projectionHorizon to the
+	// cold start so that a rising load is met in time.
+	// +optional
+	SLO *LatencySLO `json:"slo,omitempty"`
+
 	// Metrics each propose a replica count; the largest proposal wins. Defaults (when left out
-	// or empty) to GPU utilization with a target of 70%.
+	// or empty, and no slo is set) to GPU utilization with a target of 70%.
 	// +kubebuilder:validation:MaxItems=10
 	// +listType=atomic
 	// +optional
@@ -792,6 +804,24 @@ type PrometheusMetric struct {
 	// starts again from the spec, as does removing learnCapacity.
 	// +optional
 	LearnCapacity *CapacityLearning `json:"learnCapacity,omitempty"`
+}
+
+// LatencySLO is a ModelServer's latency objective, each a p95 over the last minute (at least
+// four scrape intervals) of the pods' own histograms. At least one is set.
+// +kubebuilder:validation:XValidation:rule="has(self.ttftP95) || has(self.itlP95)",message="spec.autoscaling.slo must set ttftP95, itlP95 or both"
+type LatencySLO struct {
+	// TTFTP95 is the p95 time to first token to hold (vllm:time_to_first_token_seconds;
+	// SGLang's with the sglang analysis preset), from 10ms to 10m, such as 2s.
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('10ms') && duration(self) <= duration('10m')",message="spec.autoscaling.slo.ttftP95 must be a duration from 10ms to 10m, such as 2s or 500ms"
+	// +optional
+	TTFTP95 *Duration `json:"ttftP95,omitempty"`
+
+	// ITLP95 is the p95 inter-token latency to hold (vllm:inter_token_latency_seconds, formerly
+	// vllm:time_per_output_token_seconds; SGLang's with the sglang analysis preset), from 1ms to
+	// 10m, such as 100ms.
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1ms') && duration(self) <= duration('10m')",message="spec.autoscaling.slo.itlP95 must be a duration from 1ms to 10m, such as 100ms"
+	// +optional
+	ITLP95 *Duration `json:"itlP95,omitempty"`
 }
 
 // CapacityLearning says when the replicas are beyond their capacity and which share of it each

@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"fmt"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -235,3 +236,37 @@ func EffectiveMetrics(spec v1alpha1.AnalysisSpec) ([]v1alpha1.AnalysisMetric, st
 	}
 	return metrics, sampleQuery
 }
+
+// Token work: the load an autoscaling SLO (spec.autoscaling.slo) learns a replica's capacity
+// in, the prompt tokens over WorkPromptTokensPerSecond plus the generated tokens over
+// WorkGeneratedTokensPerSecond per second, summed over the pods: replicas' worth of time of a
+// nominal replica (an 8B model on one H100). The rates only weigh prompt against generated
+// tokens; the capacity in these units is learnt, so a slower or faster GPU, a larger model or
+// another engine needs no other constant.
+const (
+	// WorkPromptTokensPerSecond is the prompt tokens per second of a nominal replica.
+	WorkPromptTokensPerSecond = 16000
+	// WorkGeneratedTokensPerSecond is the generated tokens per second of a nominal replica.
+	WorkGeneratedTokensPerSecond = 3000
+)
+
+// TokenWork is the token work of promptTPS prompt and generatedTPS generated tokens per second.
+func TokenWork(promptTPS, generatedTPS float64) float64 {
+	return promptTPS/WorkPromptTokensPerSecond + generatedTPS/WorkGeneratedTokensPerSecond
+}
+
+// tokenWork is TokenWork in PromQL over counters of prompt and generated tokens. A pod that
+// served nothing in the window counts 0; no pod with the counters gives no data.
+func tokenWork(prompt, generated string) string {
+	return fmt.Sprintf(`sum(rate(%s{`+podSelector+`}[{{.Window}}]))/%d + sum(rate(%s{`+podSelector+`}[{{.Window}}]))/%d`,
+		prompt, WorkPromptTokensPerSecond, generated, WorkGeneratedTokensPerSecond)
+}
+
+var (
+	// VLLMTokenWork is the token work of vLLM's pods (vllm:prompt_tokens_total,
+	// vllm:generation_tokens_total).
+	VLLMTokenWork = tokenWork("vllm:prompt_tokens_total", "vllm:generation_tokens_total")
+	// SGLangTokenWork is the token work of SGLang's pods (sglang:prompt_tokens_total,
+	// sglang:generation_tokens_total).
+	SGLangTokenWork = tokenWork("sglang:prompt_tokens_total", "sglang:generation_tokens_total")
+)

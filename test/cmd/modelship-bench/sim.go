@@ -98,6 +98,7 @@ func runSim(args []string) error {
 	policies := []policysim.Policy{
 		&policysim.Modelship{Label: "modelship", Start: start, Work: work, Spec: policysim.RecipeSpec(lo, hi, *coldStart, *msTarget, *msWaiting, *msDown, *msUp, *msTol)},
 		&policysim.Modelship{Label: "modelship-learnt", Start: start, Work: work, Spec: learnt},
+		&policysim.Modelship{Label: "modelship-slo", Start: start, Spec: policysim.SLOSpec(lo, hi, *sloTTFT, *sloITL, *coldStart, *msDown)},
 		&policysim.Modelship{Label: "modelship-gpu70", Start: start, Spec: v1alpha1.AutoscalingSpec{MinReplicas: lo, MaxReplicas: hi}},
 		&policysim.Modelship{Label: "modelship-saturation", Start: start, Spec: saturationSpec(lo, hi, *msDown)},
 		policysim.NewHPA("hpa-gpu70", lo, hi, 70, false, func(s policysim.Signals) (float64, bool) { return s.GPUUtilization, s.HasGPU }),
