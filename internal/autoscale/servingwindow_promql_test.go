@@ -21,8 +21,8 @@ func TestLatencyQueriesAnswerAtTheDefaultScrapeInterval(t *testing.T) {
 		}
 		return q
 	}
-	if w := ServingWindow(15 * time.Second); w != time.Minute {
-		t.Fatalf("ServingWindow(15s) = %s, want the last minute", w)
+	if w := ServingWindow(DefaultInterval, 15*time.Second); w != time.Minute {
+		t.Fatalf("ServingWindow(15s, 15s) = %s, want the last minute", w)
 	}
 	// 120 requests a minute, every TTFT under 0.5s and every token under 0.05s. The samples are
 	// taken at whole minutes and the queries evaluated half a minute later, as a real scrape is
@@ -39,8 +39,8 @@ func TestLatencyQueriesAnswerAtTheDefaultScrapeInterval(t *testing.T) {
 	// histogram_quantile interpolates within the bucket: the p95 of (0.1, 0.5] is
 	// 0.1 + 0.4 * 0.95 = 0.48; of (0, 0.05], 0.0475.
 	runPromtool(t, []promCase{
-		{name: "the p95 TTFT over the serving window at a 60s scrape", interval: "60s", series: series, expr: render(metrics.VLLMTTFTP95, ServingWindow(scrape)), at: "10m30s", want: num(0.48)},
-		{name: "the p95 ITL over the serving window at a 60s scrape", interval: "60s", series: series, expr: render(metrics.VLLMITLP95, ServingWindow(scrape)), at: "10m30s", want: num(0.0475)},
+		{name: "the p95 TTFT over the serving window at a 60s scrape", interval: "60s", series: series, expr: render(metrics.VLLMTTFTP95, ServingWindow(DefaultInterval, scrape)), at: "10m30s", want: num(0.48)},
+		{name: "the p95 ITL over the serving window at a 60s scrape", interval: "60s", series: series, expr: render(metrics.VLLMITLP95, ServingWindow(DefaultInterval, scrape)), at: "10m30s", want: num(0.0475)},
 		{name: "no p95 TTFT over a fixed 1m window at a 60s scrape", interval: "60s", series: series, expr: render(metrics.VLLMTTFTP95, time.Minute), at: "10m30s"},
 		{name: "no p95 ITL over a fixed 1m window at a 60s scrape", interval: "60s", series: series, expr: render(metrics.VLLMITLP95, time.Minute), at: "10m30s"},
 	})

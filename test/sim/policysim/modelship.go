@@ -123,7 +123,7 @@ func (m *Modelship) Decide(s Signals) int32 {
 	in := autoscale.Input{
 		Spec: m.Spec, Current: s.Pods, Ready: s.Ready, Starting: s.Pods - s.Ready,
 		Observations: obs, RequestsWaiting: waiting, TTFTP95: ttft, ITLP95: itl, Previous: m.prev,
-		ServingWindow: autoscale.ServingWindow(scrapeInterval),
+		ServingWindow: autoscale.ServingWindow(m.Interval(), scrapeInterval),
 	}
 	if m.Spec.SLO != nil {
 		in.Load = m.load(s)
