@@ -24,8 +24,12 @@ import (
 //     never below u/2 (as learnCapacity does); a bound below C moves C halfway to it, but
 //     never below the floor;
 //   - a window holding the SLO with margin (each p95 at most sloMargin of its SLO, no queue)
-//     at a load near C (u at least sloNear of C), after a window without a scale event, raises
-//     C by sloProbe: the next pass asks for fewer replicas, and the SLO says whether they hold;
+//     at a load near C (u at least sloNear of C, or the load asks for more than Ready-1
+//     replicas at C: a small fleet cannot come nearer; a fleet held up by minReplicas or the
+//     scale-down window says nothing of C), after a
+//     window without a scale-down, raises C by sloProbe (twice that with each p95 at most half
+//     of sloMargin), up to sloProbeCeiling times the floor: the next passes ask for fewer
+//     replicas, and the SLO says whether they hold;
 //   - the floor is the highest u seen holding the SLO, halved every sloFloorHalfLife: a replica
 //     has carried it, so one odd minute (a burst inside the window, a slow pod) cannot lower C
 //     below it, and an old proof fades.
@@ -53,6 +57,7 @@ const (
 	sloMargin        = 0.8
 	sloNear          = 0.7
 	sloProbe         = 0.05
+	sloProbeCeiling  = 1.6
 	sloFloorHalfLife = 30 * time.Minute
 	sloQueueRef      = 8.0
 	sloMaxFast       = 2.0
@@ -157,9 +162,13 @@ func learnSLO(s sloSpec, in Input, prev *v1alpha1.AutoscalingStatus, now time.Ti
 	if st.known && !st.last.IsZero() && now.Sub(st.last) < win {
 		return st, true // one sample per window
 	}
-	if in.Ready <= 0 || in.Starting > 0 || in.Ready < in.Current || in.BothColorsReady || !usable(in.Load) || in.Load.Value <= 0 {
+	if in.Ready <= 0 || in.BothColorsReady || !usable(in.Load) || in.Load.Value <= 0 {
 		return st, st.known
 	}
+	// Pods starting serve nothing: the Ready ones carry the load, and a miss then is as much a
+	// proof as any (the minutes the fleet is short are those it scales up in). Only a margin
+	// needs the fleet steady.
+	steady := in.Starting <= 0 && in.Ready >= in.Current
 	r, ok := s.latencyRatio(in)
 	if !ok {
 		return st, st.known
@@ -184,13 +193,22 @@ func learnSLO(s sloSpec, in Input, prev *v1alpha1.AutoscalingStatus, now time.Ti
 		case bound < st.capacity:
 			st.capacity = max(st.capacity+learnWeight*(bound-st.capacity), floor)
 		}
+	case !steady:
+		return st, st.known
 	default:
 		floor = max(floor, u)
 		switch {
 		case !st.known:
 			st.capacity = u / sloShare
-		case r <= sloMargin && u >= sloNear*st.capacity && steadyFor(prev, now, win):
-			st.capacity *= 1 + sloProbe
+		case r <= sloMargin && (u >= sloNear*st.capacity || in.Load.Value/(sloShare*st.capacity) > float64(in.Ready-1)) && steadyFor(prev, now, win):
+			step := sloProbe
+			if r <= sloMargin/2 {
+				step *= 2 // far from the SLO: a bolder step
+			}
+			st.capacity *= 1 + step
+			if floor > 0 {
+				st.capacity = min(st.capacity, sloProbeCeiling*floor)
+			}
 		}
 		st.capacity = max(st.capacity, floor)
 	}
@@ -200,10 +218,19 @@ func learnSLO(s sloSpec, in Input, prev *v1alpha1.AutoscalingStatus, now time.Ti
 	return st, true
 }
 
-// steadyFor: no scale event within the last window, so the window's latencies are the
-// current count's.
+// steadyFor: no scale-down within the last window, so the window's latencies were not
+// measured on more replicas than serve now (after a scale-up they were measured on fewer, which
+// only makes them worse, and Ready pods equal to Current says the new ones serve).
 func steadyFor(prev *v1alpha1.AutoscalingStatus, now time.Time, win time.Duration) bool {
-	return prev == nil || prev.LastScaleTime == nil || now.Sub(prev.LastScaleTime.Time) >= win
+	if prev == nil {
+		return true
+	}
+	for _, e := range prev.Events {
+		if e.To < e.From && now.Sub(e.At.Time) < win {
+			return false
+		}
+	}
+	return true
 }
 
 // proposeSLO is the slo's proposal on the learnt state: the replicas for the load at sloShare
