@@ -19,8 +19,6 @@ func sloSpecOf(minR, maxR int32) v1alpha1.AutoscalingSpec {
 		Behavior: v1alpha1.ScalingBehavior{ScaleDown: &v1alpha1.ScalingRules{StabilizationWindow: &v1alpha1.Duration{}}}}
 }
 
-
-
 // sloInput is one pass: load (token work), the p95 TTFT in seconds, queued requests.
 func sloInput(spec v1alpha1.AutoscalingSpec, cur, ready int32, load, ttft, waiting float64, prev *v1alpha1.AutoscalingStatus) Input {
 	return Input{Spec: spec, Current: cur, Ready: ready, Starting: cur - ready, Load: ok(load), TTFTP95: ok(ttft), ITLP95: ok(0.04),

@@ -21,8 +21,8 @@ type Modelship struct {
 	// work per second) when the spec has a prometheus metric.
 	Work func(Signals) float64
 
-	prev *v1alpha1.AutoscalingStatus
-	work []sample // the work series, for its trend (autoscale.TrendQuery)
+	prev  *v1alpha1.AutoscalingStatus
+	work  []sample // the work series, for its trend (autoscale.TrendQuery)
 	loads []sample // the token work series of the slo, for its trend
 }
 
