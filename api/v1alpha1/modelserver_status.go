@@ -359,6 +359,11 @@ type LearnedCapacity struct {
 	// such minute, and for learnCapacity metrics.
 	// +optional
 	Floor string `json:"floor,omitempty"`
+	// Ceiling is, for the slo, the lowest load per Ready replica seen missing the SLO, rising
+	// with time (doubling every hour): probing does not raise the capacity above it. Empty
+	// before the first miss, and for learnCapacity metrics.
+	// +optional
+	Ceiling string `json:"ceiling,omitempty"`
 }
 
 // Proposal is one metric's proposed replica count.

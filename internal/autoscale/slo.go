@@ -30,6 +30,13 @@ import (
 //     window without a scale-down, raises C by sloProbe (twice that with each p95 at most half
 //     of sloMargin), up to sloProbeCeiling times the floor: the next passes ask for fewer
 //     replicas, and the SLO says whether they hold;
+//   - a window that holds the SLO tightly (a p95 above sloMargin of its SLO) on a steady fleet
+//     shows the replicas at the edge: C comes back to the floor (about u), so that the next
+//     probe does not step off the cliff (a p95 grows slowly, then at once when requests queue,
+//     and the replicas a probe removed take a cold start to come back);
+//   - the ceiling is the lowest u seen missing the SLO, doubling every sloCeilingDoubling:
+//     probing does not take C above it (the replicas were seen beyond capacity there), and
+//     after a while probes again (the workload may have changed);
 //   - the floor is the highest u seen holding the SLO, halved every sloFloorHalfLife: a replica
 //     has carried it, so one odd minute (a burst inside the window, a slow pod) cannot lower C
 //     below it, and an old proof fades.
@@ -53,14 +60,15 @@ const (
 	// beyond capacity (a miss for learning, the fast path for the proposal).
 	SLOQueuedPerReplica = 1.0
 
-	sloShare         = 0.85
-	sloMargin        = 0.8
-	sloNear          = 0.7
-	sloProbe         = 0.05
-	sloProbeCeiling  = 1.6
-	sloFloorHalfLife = 30 * time.Minute
-	sloQueueRef      = 8.0
-	sloMaxFast       = 2.0
+	sloShare           = 0.85
+	sloMargin          = 0.6
+	sloNear            = 0.7
+	sloProbe           = 0.05
+	sloProbeCeiling    = 1.6
+	sloFloorHalfLife   = 30 * time.Minute
+	sloCeilingDoubling = time.Hour
+	sloQueueRef        = 8.0
+	sloMaxFast         = 2.0
 )
 
 // sloSpec is the resolved SLO, in seconds (0: not set).
@@ -102,6 +110,7 @@ func (s sloSpec) latencyRatio(in Input) (float64, bool) {
 // sloState is the slo's learnt capacity (C) and floor.
 type sloState struct {
 	capacity, floor float64
+	ceiling         float64 // 0: none
 	samples         int32
 	last            time.Time
 	revision        string
@@ -121,9 +130,12 @@ func sloStateOf(prev []v1alpha1.LearnedCapacity, revision string) sloState {
 		if f, err := strconv.ParseFloat(c.Floor, 64); err == nil && f > 0 && !math.IsInf(f, 0) {
 			st.floor = min(f, v)
 		}
+		if f, err := strconv.ParseFloat(c.Ceiling, 64); err == nil && f > 0 && !math.IsInf(f, 0) {
+			st.ceiling = f
+		}
 		if revision != "" && c.Revision != "" && c.Revision != revision {
 			// Another revision's capacity: the starting point, not a proof.
-			st.floor, st.samples, st.last, st.revision = 0, 0, time.Time{}, revision
+			st.floor, st.ceiling, st.samples, st.last, st.revision = 0, 0, 0, time.Time{}, revision
 		}
 		return st
 	}
@@ -136,6 +148,9 @@ func (st sloState) status() v1alpha1.LearnedCapacity {
 	if st.floor > 0 {
 		c.Floor = strconv.FormatFloat(st.floor, 'g', 6, 64)
 	}
+	if st.ceiling > 0 {
+		c.Ceiling = strconv.FormatFloat(st.ceiling, 'g', 6, 64)
+	}
 	return c
 }
 
@@ -145,6 +160,14 @@ func (st sloState) floorAt(now time.Time) float64 {
 		return st.floor
 	}
 	return st.floor * math.Exp2(-now.Sub(st.last).Seconds()/sloFloorHalfLife.Seconds())
+}
+
+// ceilingAt is the ceiling risen to now (doubling every sloCeilingDoubling); 0 when none.
+func (st sloState) ceilingAt(now time.Time) float64 {
+	if st.ceiling <= 0 || st.last.IsZero() || !now.After(st.last) {
+		return st.ceiling
+	}
+	return st.ceiling * math.Exp2(now.Sub(st.last).Seconds()/sloCeilingDoubling.Seconds())
 }
 
 // learnSLO returns the slo's state after this pass (unchanged when nothing is learnt) and
@@ -175,7 +198,7 @@ func learnSLO(s sloSpec, in Input, prev *v1alpha1.AutoscalingStatus, now time.Ti
 	}
 	u := in.Load.Value / float64(in.Ready)
 	queued := usable(in.RequestsWaiting) && in.RequestsWaiting.Value/float64(in.Ready) >= SLOQueuedPerReplica
-	floor := st.floorAt(now)
+	floor, ceiling := st.floorAt(now), st.ceilingAt(now)
 	miss := r > 1 || queued
 	switch {
 	case miss:
@@ -187,11 +210,14 @@ func learnSLO(s sloSpec, in Input, prev *v1alpha1.AutoscalingStatus, now time.Ti
 			factor = min(factor, queueFactor)
 		}
 		bound := u * max(factor, 0.5)
+		if ceiling <= 0 || u < ceiling {
+			ceiling = u
+		}
 		switch {
 		case !st.known:
 			st.capacity = bound
 		case bound < st.capacity:
-			st.capacity = max(st.capacity+learnWeight*(bound-st.capacity), floor)
+			st.capacity = max(min(st.capacity+learnWeight*(bound-st.capacity), ceiling), floor)
 		}
 	case !steady:
 		return st, st.known
@@ -209,10 +235,17 @@ func learnSLO(s sloSpec, in Input, prev *v1alpha1.AutoscalingStatus, now time.Ti
 			if floor > 0 {
 				st.capacity = min(st.capacity, sloProbeCeiling*floor)
 			}
+			if ceiling > 0 {
+				st.capacity = max(min(st.capacity, ceiling), floor)
+			}
+		case r > sloMargin && steadyFor(prev, now, win):
+			// Held, but tightly: the replicas are at the edge, so C is about u. Probing
+			// stops here and C comes back to what was seen to hold.
+			st.capacity = min(st.capacity, floor)
 		}
 		st.capacity = max(st.capacity, floor)
 	}
-	st.floor = min(floor, st.capacity)
+	st.floor, st.ceiling = min(floor, st.capacity), ceiling
 	st.samples++
 	st.last, st.revision, st.known = now, in.Revision, true
 	return st, true
