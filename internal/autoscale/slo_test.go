@@ -230,3 +230,45 @@ func TestSLOSequences(t *testing.T) {
 		}
 	}
 }
+
+// A probe that stepped off the cliff (the queue builds at 6 replicas while 7 held easily): the
+// miss sets the ceiling at the load per replica it missed at, and probing does not take the
+// capacity above it (risen by 12% in ten minutes: it doubles every hour, then probing may
+// take the fleet there again).
+func TestProbingStopsAtTheCeilingOfTheLastMiss(t *testing.T) {
+	r := &sloRun{spec: sloSpecOf(1, 20), cur: 6, at: t0}
+	r.step(6, 0.4, 0)
+	r.step(6, 0.4, 12) // 2 queued per replica at 1 per replica: a miss
+	var ceiling float64
+	for _, c := range r.prev.LearnedCapacities {
+		ceiling, _ = strconv.ParseFloat(c.Ceiling, 64)
+	}
+	if ceiling != 1 {
+		t.Fatalf("ceiling %g, want 1 (6 of token work on 6 replicas missed)", ceiling)
+	}
+	for range 10 {
+		r.step(6, 0.3, 0)
+		c, _ := sloOf(t, *r.prev)
+		if c > 1*math.Exp2(10.0/60)+1e-9 {
+			t.Fatalf("capacity %g probed above the ceiling", c)
+		}
+	}
+	if r.cur < 7 {
+		t.Fatalf("%d replicas: probing took the fleet back to where it missed", r.cur)
+	}
+}
+
+// Held, but tightly (a p95 above 0.6 of its SLO): the replicas are at the edge and the
+// capacity comes back to the floor instead of being probed further.
+func TestATightMarginStopsProbing(t *testing.T) {
+	r := &sloRun{spec: sloSpecOf(1, 20), cur: 10, at: t0}
+	for range 10 {
+		r.step(5, 0.4, 0)
+	}
+	before, _ := sloOf(t, *r.prev)
+	r.step(5, 1.5, 0)
+	after, floor := sloOf(t, *r.prev)
+	if after >= before || math.Abs(after-floor) > 1e-9 {
+		t.Fatalf("capacity %g -> %g (floor %g), want it back to the floor", before, after, floor)
+	}
+}
