@@ -143,6 +143,7 @@ func runMatrix(names, base string, tr fleet.Trace, tracePath string, speed, rate
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err
 	}
+	var summary []workloadResults
 	for _, w := range ws {
 		g, err := w.Trace(set.seed)
 		if err != nil {
@@ -168,11 +169,17 @@ func runMatrix(names, base string, tr fleet.Trace, tracePath string, speed, rate
 		if err := writeTimeline(filepath.Join(out, "sim-timeline-"+file+".csv"), results); err != nil {
 			return err
 		}
+		byPolicy := map[string]policysim.Result{}
+		for _, r := range results {
+			byPolicy[r.Policy] = r
+		}
+		summary = append(summary, workloadResults{w.Name, byPolicy})
 		for _, r := range results {
 			fmt.Printf("workload.%s.%s slo_minutes=%.3f gpu_hours=%.3f scale_events=%d oscillations_per_hour=%.1f errors=%d\n",
 				w.Name, r.Policy, r.SLOMinutes, r.GPUHours, r.ScaleEvents, r.Oscillations, r.Errors)
 		}
 	}
+	printSLOFirstSummary(os.Stdout, summary)
 	fmt.Printf("workloads=%d\nwall_seconds=%.1f\n", len(ws), time.Since(began).Seconds())
 	return nil
 }
