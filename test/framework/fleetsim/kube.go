@@ -116,8 +116,9 @@ type PodOptions struct {
 // LabelPeerServer marks the pods of a model server that modelship does not run (a peer's
 // workload in make bench-peers: a Deployment scaled by KEDA's HPA, or a Flagger canary): the
 // simulator serves them as the replicas of the model server named by the label's value, grouped
-// by their LabelPeerGroup label (Flagger's primary and canary Deployments differ by it) in
-// place of a color. Routes reach them through Services that select that group.
+// by their LabelPeerGroup label (Flagger's primary and canary Deployments differ by it), with
+// LabelPeerRevision's value appended when present (an Argo Rollout's ReplicaSets), in place of a
+// color. Routes reach them through Services that select that group.
 const (
 	LabelPeerServer = "bench.modelship.dev/server"
 	LabelPeerGroup  = "app"
@@ -129,7 +130,7 @@ func serverAndColor(pod *corev1.Pod) (string, string) {
 	if ms, color := pod.Labels[v1alpha1.LabelModelServer], pod.Labels[v1alpha1.LabelColor]; ms != "" && color != "" {
 		return ms, color
 	}
-	if ms, group := pod.Labels[LabelPeerServer], pod.Labels[LabelPeerGroup]; ms != "" && group != "" {
+	if ms, group := pod.Labels[LabelPeerServer], peerGroup(pod.Labels); ms != "" && group != "" {
 		return ms, group
 	}
 	return "", ""

@@ -53,7 +53,7 @@ func (s *Syncer) Sync(ctx context.Context) ([]types.NamespacedName, error) {
 	peerGroups := map[types.NamespacedName]string{} // namespace/group -> peer server
 	for i := range pods.Items {
 		pod := &pods.Items[i]
-		if server, group := pod.Labels[LabelPeerServer], pod.Labels[LabelPeerGroup]; server != "" && group != "" && pod.Labels[v1alpha1.LabelModelServer] == "" {
+		if server, group := pod.Labels[LabelPeerServer], peerGroup(pod.Labels); server != "" && group != "" && pod.Labels[v1alpha1.LabelModelServer] == "" {
 			peerGroups[types.NamespacedName{Namespace: pod.Namespace, Name: group}] = server
 			known[types.NamespacedName{Namespace: pod.Namespace, Name: server}] = true
 		}
@@ -85,11 +85,15 @@ func (s *Syncer) Sync(ctx context.Context) ([]types.NamespacedName, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listing InferencePools: %w", err)
 	}
+	traefik, err := listTraefikServices(ctx, s.Client)
+	if err != nil {
+		return nil, err
+	}
 	weights := map[types.NamespacedName]map[string]int32{}
 	var errs []error
 	for i := range routes.Items {
 		route := &routes.Items[i]
-		ws := RouteWeights(route, known, targets, services)
+		ws := RouteWeights(ExpandTraefikServices(route, traefik), known, targets, services)
 		if len(ws) == 0 {
 			continue
 		}
@@ -138,8 +142,8 @@ func (s *Syncer) Sync(ctx context.Context) ([]types.NamespacedName, error) {
 	return out, nil
 }
 
-// peerServices maps the Services that select one group of a peer's pods (by LabelPeerGroup) to
-// that peer server and group. groups holds the groups that have pods; a Service of a group
+// peerServices maps the Services that select one group of a peer's pods (by LabelPeerGroup and
+// LabelPeerRevision) to that peer server and group. groups holds the groups that have pods; a Service of a group
 // without pods (a canary scaled to zero) resolves to nothing, and the route's weight on it is
 // not served.
 func peerServices(ctx context.Context, c client.Client, groups map[types.NamespacedName]string) (map[types.NamespacedName]PoolTarget, error) {
@@ -152,7 +156,7 @@ func peerServices(ctx context.Context, c client.Client, groups map[types.Namespa
 	}
 	out := map[types.NamespacedName]PoolTarget{}
 	for _, svc := range list.Items {
-		group := svc.Spec.Selector[LabelPeerGroup]
+		group := peerGroup(svc.Spec.Selector)
 		server, ok := groups[types.NamespacedName{Namespace: svc.Namespace, Name: group}]
 		if group == "" || !ok {
 			continue
