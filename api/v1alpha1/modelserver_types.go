@@ -806,8 +806,9 @@ type PrometheusMetric struct {
 	LearnCapacity *CapacityLearning `json:"learnCapacity,omitempty"`
 }
 
-// LatencySLO is a ModelServer's latency objective, each a p95 over the last minute (at least
-// four scrape intervals) of the pods' own histograms. At least one is set.
+// LatencySLO is a ModelServer's latency objective, each a p95 of the pods' own histograms over
+// the serving window: the autoscaling interval, at least four scrape intervals (1m at the
+// default 15s interval and a 15s scrape). At least one is set.
 // +kubebuilder:validation:XValidation:rule="has(self.ttftP95) || has(self.itlP95)",message="spec.autoscaling.slo must set ttftP95, itlP95 or both"
 type LatencySLO struct {
 	// TTFTP95 is the p95 time to first token to hold (vllm:time_to_first_token_seconds;
@@ -836,8 +837,8 @@ type CapacityLearning struct {
 	// +optional
 	TargetPercentOfCapacity *int32 `json:"targetPercentOfCapacity,omitempty"`
 
-	// TimeToFirstTokenP95 is the latency SLO on time to first token: a p95 over the last
-	// minute above it (vLLM's vllm:time_to_first_token_seconds, SGLang's with the sglang
+	// TimeToFirstTokenP95 is the latency SLO on time to first token: a p95 over the serving
+	// window (the autoscaling interval, at least four scrape intervals) above it (vLLM's vllm:time_to_first_token_seconds, SGLang's with the sglang
 	// analysis preset) shows the replicas beyond their capacity.
 	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s') && duration(self) <= duration('10m')",message="spec.autoscaling.metrics[*].prometheus.learnCapacity.timeToFirstTokenP95 must be a duration above 0s and at most 10m, such as 2s or 100ms"
 	// +optional
