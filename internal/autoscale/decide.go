@@ -218,8 +218,7 @@ func (s settings) cause(props []v1alpha1.Proposal, best int, cur, desired int32,
 	case best >= len(s.metrics):
 		p := props[best]
 		why = fmt.Sprintf("%s: token work %s", p.Metric, p.Value)
-		switch {
-		case p.Target != "":
+		if p.Target != "" {
 			why += fmt.Sprintf(" (target %s per replica)", p.Target)
 		}
 		if p.Message != "" && p.Message != "within tolerance" {
