@@ -27,8 +27,8 @@ import (
 //     at a load near C (u at least sloNear of C, or the load asks for more than Ready-1
 //     replicas at C: a small fleet cannot come nearer; a fleet held up by minReplicas or the
 //     scale-down window says nothing of C), after a
-//     window without a scale-down, raises C by sloProbe (twice that with each p95 at most half
-//     of sloMargin), up to sloProbeCeiling times the floor: the next passes ask for fewer
+//     window without a scale-down, raises C by sloProbe (twice that with each p95 at most a
+//     quarter of sloMargin), up to sloProbeCeiling times the floor: the next passes ask for fewer
 //     replicas, and the SLO says whether they hold;
 //   - a window that holds the SLO tightly (a p95 above sloMargin of its SLO) on a steady fleet
 //     shows the replicas at the edge: C comes back to the floor (about u), so that the next
@@ -228,7 +228,7 @@ func learnSLO(s sloSpec, in Input, prev *v1alpha1.AutoscalingStatus, now time.Ti
 			st.capacity = u / sloShare
 		case r <= sloMargin && (u >= sloNear*st.capacity || in.Load.Value/(sloShare*st.capacity) > float64(in.Ready-1)) && steadyFor(prev, now, win):
 			step := sloProbe
-			if r <= sloMargin/2 {
+			if r <= sloMargin/4 {
 				step *= 2 // far from the SLO: a bolder step
 			}
 			st.capacity *= 1 + step
