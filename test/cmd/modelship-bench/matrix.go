@@ -204,7 +204,7 @@ func runMatrix(names, base string, tr fleet.Trace, tracePath string, speed, rate
 			}
 			w0 := worst[r.Policy]
 			if len(w0) == 0 {
-				w0 = []worstOf{{value: math.Inf(-1)}, {value: math.Inf(-1)}}
+				w0 = []worstOf{{value: math.Inf(-1)}, {value: math.Inf(-1)}, {value: math.Inf(-1)}}
 			}
 			if v.SLOGap > w0[0].value {
 				w0[0] = worstOf{v.SLOGap, w.Name}
@@ -212,17 +212,30 @@ func runMatrix(names, base string, tr fleet.Trace, tracePath string, speed, rate
 			if v.GPUHoursRatio > w0[1].value {
 				w0[1] = worstOf{v.GPUHoursRatio, w.Name}
 			}
+			// Direction changes per hour over HPA-70's (a policy that never turns against an HPA
+			// that never turns: 1).
+			osc := 1.0
+			if h := resultNamed(results, "hpa-gpu70").Oscillations; h > 0 {
+				osc = r.Oscillations / h
+			} else if r.Oscillations > 0 {
+				osc = math.Inf(1)
+			}
+			if osc > w0[2].value {
+				w0[2] = worstOf{osc, w.Name}
+			}
 			if _, seen := worst[r.Policy]; !seen {
 				order = append(order, r.Policy)
 			}
 			worst[r.Policy] = w0
 		}
 	}
-	// Per policy, over the workloads: the largest SLO-minute shortfall below the optimum's and
-	// the largest GPU-hours ratio to it, each with the workload that sets it.
+	// Per policy, over the workloads: the largest SLO-minute shortfall below the optimum's, the
+	// largest GPU-hours ratio to it and the largest ratio of direction changes to HPA-70's, each
+	// with the workload that sets it.
 	for _, p := range order {
 		w0 := worst[p]
-		fmt.Printf("%s.slo_gap_max=%.3f workload=%s\n%s.gpu_hours_vs_optimum_max=%.3f workload=%s\n", p, w0[0].value, w0[0].workload, p, w0[1].value, w0[1].workload)
+		fmt.Printf("%s.slo_gap_max=%.3f workload=%s\n%s.gpu_hours_vs_optimum_max=%.3f workload=%s\n%s.oscillations_vs_hpa_max=%.3f workload=%s\n",
+			p, w0[0].value, w0[0].workload, p, w0[1].value, w0[1].workload, p, w0[2].value, w0[2].workload)
 	}
 	fmt.Printf("workloads=%d\nwall_seconds=%.1f\n", len(ws), time.Since(began).Seconds())
 	return nil
