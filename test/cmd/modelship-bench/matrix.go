@@ -197,8 +197,8 @@ func runMatrix(names, base string, tr fleet.Trace, tracePath string, speed, rate
 		}
 		for _, r := range results {
 			v := policysim.Against(r, opt)
-			fmt.Printf("workload.%s.%s slo_minutes=%.3f gpu_hours=%.3f scale_events=%d oscillations_per_hour=%.1f errors=%d slo_minutes_vs_optimum=%.3f optimum_slo_minutes=%.3f slo_gap=%.3f gpu_hours_vs_optimum=%.3f\n",
-				w.Name, r.Policy, r.SLOMinutes, r.GPUHours, r.ScaleEvents, r.Oscillations, r.Errors, v.SLOMinutes, v.OptimumSLOMinutes, v.SLOGap, v.GPUHoursRatio)
+			fmt.Printf("workload.%s.%s slo_minutes=%.3f gpu_hours=%.3f scale_events=%d oscillations_per_hour=%.1f errors=%d slo_minutes_vs_optimum=%.3f optimum_slo_minutes=%.3f slo_gap=%.3f gpu_hours_vs_optimum=%.3f met_where_optimum_missed=%d\n",
+				w.Name, r.Policy, r.SLOMinutes, r.GPUHours, r.ScaleEvents, r.Oscillations, r.Errors, v.SLOMinutes, v.OptimumSLOMinutes, v.SLOGap, v.GPUHoursRatio, v.MetInfeasible)
 			if r.Policy == opt.Policy {
 				continue
 			}

@@ -272,6 +272,10 @@ type Versus struct {
 	SLOGap float64
 	// GPUHoursRatio is the policy's GPU-hours over the optimum's.
 	GPUHoursRatio float64
+	// MetInfeasible counts the minutes the policy met that the optimum found no count for (its
+	// own state, carried from a different past, allowed it): not credited, shown so that a bound
+	// that is too strict shows.
+	MetInfeasible int
 }
 
 // Against measures r against the optimum o of the same run.
@@ -284,6 +288,9 @@ func Against(r Result, o OptimumResult) Versus {
 	met, feasible := 0, 0
 	for i := range n {
 		if o.Infeasible[i] {
+			if r.Timeline[i].Met {
+				v.MetInfeasible++
+			}
 			continue
 		}
 		feasible++

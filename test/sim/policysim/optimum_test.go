@@ -107,7 +107,7 @@ func TestAMinuteNoCountMeetsIsMissedForEveryone(t *testing.T) {
 		all.Timeline[i].Met = true
 	}
 	v := Against(all, o)
-	if want := feasible / 4; v.SLOMinutes != want || v.OptimumSLOMinutes != want || v.SLOGap != 0 || v.GPUHoursRatio != 2 {
+	if want := feasible / 4; v.SLOMinutes != want || v.OptimumSLOMinutes != want || v.SLOGap != 0 || v.GPUHoursRatio != 2 || v.MetInfeasible != 4-int(feasible) {
 		t.Errorf("against the optimum: %+v; want %.2f SLO minutes for both (infeasible %v), no gap, 2x the GPU-hours", v, want, o.Infeasible)
 	}
 }
@@ -125,5 +125,30 @@ func TestOptimumLooksOneMinuteBack(t *testing.T) {
 	t.Logf("counts %v infeasible %v", o.Counts, o.Infeasible)
 	if slices.Contains(o.Infeasible, true) || o.Counts[0] <= 2 {
 		t.Fatalf("counts %v infeasible %v: want minute 0 raised above the minimum so that minute 1 is met", o.Counts, o.Infeasible)
+	}
+}
+
+// TestOptimumIsNoWorseThanTheBestFixedFleet: on ten minutes of the shipped trace at 6x, the
+// fewest fixed replicas that meet every minute cost at least the optimum's GPU-hours when both
+// start from that many warm replicas, and the optimum meets every minute too.
+func TestOptimumIsNoWorseThanTheBestFixedFleet(t *testing.T) {
+	d := 10 * time.Minute
+	cfg := optConfig(shippedArrivals(t, 6, d), d)
+	var best Result
+	for n := int32(4); n <= 30; n++ {
+		cfg.Initial = n
+		if r := Run(cfg, fixed{n: n}); r.SLOMinutes == 1 {
+			best = r
+			t.Logf("fewest fixed replicas meeting every minute: %d, %.2f GPU-hours", n, r.GPUHours)
+			break
+		}
+	}
+	if best.Timeline == nil {
+		t.Fatal("no fixed count up to 30 meets every minute")
+	}
+	o := Optimum(cfg, 2, 30)
+	t.Logf("optimum: counts %v, %.2f GPU-hours, SLO minutes %.3f", o.Counts, o.GPUHours, o.SLOMinutes)
+	if o.SLOMinutes != 1 || o.GPUHours > best.GPUHours {
+		t.Errorf("optimum %.3f SLO minutes on %.2f GPU-hours; the best fixed fleet 1.000 on %.2f", o.SLOMinutes, o.GPUHours, best.GPUHours)
 	}
 }
