@@ -63,3 +63,27 @@ func TestACloneContinuesAsTheFleetWouldAndAlone(t *testing.T) {
 		t.Fatalf("work given to a clone changed the fleet")
 	}
 }
+
+// TestACloneDoesNotTalkToTheOriginalsClients: a request given to one pod (SubmitTo) with a
+// token callback, cloned mid-flight and run to its end in the clone, sends nothing to its
+// client; the original then serves it to the client as if no clone existed.
+func TestACloneDoesNotTalkToTheOriginalsClients(t *testing.T) {
+	f := newFleet(newPod("a"))
+	calls := 0
+	ch, err := f.SubmitTo("ns/a", Request{Arrival: t0, ContextTokens: 10, GeneratedTokens: 30, OnTokens: func(int) { calls++ }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := f.Clone()
+	c.Advance(t0.Add(5 * time.Second))
+	if calls != 0 || len(ch) != 0 {
+		t.Fatalf("the clone called the token callback %d times and sent %d results to the client", calls, len(ch))
+	}
+	if s := c.Pods(); len(s) != 1 || s[0].Running+s[0].Waiting != 0 || s[0].GeneratedTokens != 30 {
+		t.Fatalf("the clone did not serve the request: %+v", s)
+	}
+	f.Advance(t0.Add(5 * time.Second))
+	if rs := drain(ch); calls == 0 || len(rs) != 2 || rs[1].Tokens != 30 {
+		t.Fatalf("the original: %d callbacks, results %+v; want the request served to its client", calls, rs)
+	}
+}

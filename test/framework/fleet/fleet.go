@@ -194,7 +194,9 @@ func New(cfg Config, start time.Time) *Fleet {
 // Clone returns an independent copy of the fleet: its clock, pods with their queues, batches,
 // KV reservations, counters and histograms, routes, gateway counters, the open window and the
 // random source's state. The same calls on the fleet and on its clone give the same results, and
-// neither sees the other's (a simulator tries alternatives from one state this way).
+// neither sees the other's (a simulator tries alternatives from one state this way). Requests
+// submitted to one pod (SubmitTo) are the exception: their clients stay with the original (the
+// clone sends them no notification and no token callback, and counts them at its Gateway).
 func (f *Fleet) Clone() *Fleet {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -297,6 +297,10 @@ func cloneRequests(qs []*request) []*request {
 	out := make([]*request, len(qs))
 	for i, q := range qs {
 		c := *q
+		// A what-if must not talk to the original's clients: a request submitted to one pod
+		// (SubmitTo) keeps its cancellation but neither its notifications nor its token
+		// callback, and the clone counts it at its Gateway.
+		c.notify, c.onTokens = nil, nil
 		out[i] = &c
 	}
 	return out
