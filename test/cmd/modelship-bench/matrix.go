@@ -198,6 +198,13 @@ func runMatrix(names, base string, tr fleet.Trace, tracePath string, speed, rate
 		if err := policysim.Plot(filepath.Join(out, "sim-"+file+".png"), results, set.sloTTFT); err != nil {
 			return err
 		}
+		infeasible := 0
+		for _, x := range opt.Infeasible {
+			if x {
+				infeasible++
+			}
+		}
+		fmt.Printf("workload.%s.optimum.search minutes_tried=%d infeasible_minutes=%d\n", w.Name, opt.Tries, infeasible)
 		for _, r := range results {
 			v := policysim.Against(r, opt)
 			fmt.Printf("workload.%s.%s slo_minutes=%.3f gpu_hours=%.3f scale_events=%d oscillations_per_hour=%.1f errors=%d slo_minutes_vs_optimum=%.3f optimum_slo_minutes=%.3f slo_gap=%.3f gpu_hours_vs_optimum=%.3f met_where_optimum_missed=%d\n",
