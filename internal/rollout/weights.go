@@ -66,7 +66,11 @@ func (m *machine) warmCarryOf(c *v1alpha1.ColorStatus) int32 {
 	if o.Warm {
 		warm = o.ReadyReplicas // every Ready pod passed
 	}
-	return carries(m.total, min(warm, o.ReadyReplicas))
+	n := min(warm, o.ReadyReplicas)
+	if o.EndpointsObserved {
+		n = min(n, o.ReadyEndpoints)
+	}
+	return carries(m.total, n)
 }
 
 // loadMatched is step weight w under spec.rollout.loadMatching StablePods: raised to the
