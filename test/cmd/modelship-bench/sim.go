@@ -60,6 +60,9 @@ func runSim(args []string) error {
 		msTarget: *msTarget, msWaiting: *msWaiting, msDown: *msDown, msUp: *msUp, msTol: *msTol,
 		gpuSpeed: *gpuSpeed, only: *only,
 	}
+	if *workload != "" && (*outage != "" || *nanSpan != "") {
+		return fmt.Errorf("--outage and --nan apply to the single-trace run, not with --workload %q", *workload)
+	}
 	if *workload != "" {
 		// The matrix: every named workload (or all), plus --trace when it is not the shipped one.
 		return runMatrix(*workload, *matrixBase, tr, *tracePath, *speed, *rateScale, set, *out)
