@@ -35,7 +35,6 @@ func runSim(args []string) error {
 	maxR := fs.Int("max-replicas", 30, "upper bound of every policy")
 	out := fs.String("out", ".work/bench", "directory for the timeline CSV and the PNG plot")
 	seed := fs.Uint64("seed", 1, "seed of the replay and the fleet")
-	oracleTarget := fs.Float64("oracle-work-per-replica", oraclePerReplica, "replicas' worth of work (fleet.Capacity.Work) the oracle gives each replica")
 	msTarget := fs.Float64("modelship-work-per-replica", 0.57, "modelship's prometheus work metric target per replica")
 	msWaiting := fs.Int64("modelship-waiting-per-replica", 2, "modelship's requestsWaiting target per replica (0: no queue metric)")
 	msDown := fs.Duration("modelship-scale-down-window", 180*time.Second, "modelship's scale-down stabilization window")
@@ -58,8 +57,11 @@ func runSim(args []string) error {
 	}
 	set := simSettings{
 		sloTTFT: *sloTTFT, sloITL: *sloITL, coldStart: *coldStart, minR: int32(*minR), maxR: int32(*maxR), seed: *seed,
-		oracleTarget: *oracleTarget, msTarget: *msTarget, msWaiting: *msWaiting, msDown: *msDown, msUp: *msUp, msTol: *msTol,
+		msTarget: *msTarget, msWaiting: *msWaiting, msDown: *msDown, msUp: *msUp, msTol: *msTol,
 		gpuSpeed: *gpuSpeed, only: *only,
+	}
+	if *workload != "" && (*outage != "" || *nanSpan != "") {
+		return fmt.Errorf("--outage and --nan apply to the single-trace run, not with --workload %q", *workload)
 	}
 	if *workload != "" {
 		// The matrix: every named workload (or all), plus --trace when it is not the shipped one.
@@ -91,7 +93,8 @@ func runSim(args []string) error {
 		}
 		cfg.Outages = append(cfg.Outages, policysim.Outage{From: f, To: t, NaN: o.nan})
 	}
-	results := runPolicies(cfg, policies)
+	results, opt := runPolicies(cfg, policies, set.minR, set.maxR)
+	results = append(results, opt.Result)
 	autoscaleWall := time.Since(began)
 	byName := map[string]policysim.Result{}
 	for _, r := range results {
@@ -113,21 +116,19 @@ func runSim(args []string) error {
 		return err
 	}
 	fmt.Printf("trace=%s requests=%d duration=%s rate_scale=%g cold_start=%s slo_ttft=%s slo_itl=%s gpu_speed=%g outage=%q nan=%q\n", *tracePath, len(arr), dur, *rateScale, *coldStart, *sloTTFT, *sloITL, *gpuSpeed, *outage, *nanSpan)
-	fmt.Printf("%-20s %10s %10s %8s %8s %10s %8s\n", "policy", "slo_min", "gpu_hours", "events", "osc/h", "requests", "errors")
-	for _, r := range results {
-		fmt.Printf("%-20s %10.3f %10.2f %8d %8.1f %10d %8d\n", r.Policy, r.SLOMinutes, r.GPUHours, r.ScaleEvents, r.Oscillations, r.Requests, r.Errors)
-	}
+	printTable("", results, opt)
 	fmt.Printf("timeline=%s\nplot=%s\nautoscale_wall_seconds=%.1f\nwall_seconds=%.1f\n", csvPath, pngPath, autoscaleWall.Seconds(), time.Since(began).Seconds())
-	ms, hpa, orc := byName["modelship"], byName["hpa-gpu70"], byName["oracle"]
+	ms, hpa := byName["modelship"], byName["hpa-gpu70"]
 	fmt.Printf("slo_minutes=%.3f\n", ms.SLOMinutes)
 	fmt.Printf("gpu_hours_vs_hpa70=%.3f\n", ratio(ms.GPUHours, hpa.GPUHours))
-	fmt.Printf("gpu_hours_vs_oracle=%.3f\n", ratio(ms.GPUHours, orc.GPUHours))
+	printVersus("", results, opt)
 	fmt.Printf("oscillations_vs_hpa70=%.3f\n", ratio(ms.Oscillations, hpa.Oscillations))
 	fmt.Printf("bad_canary_requests_vs_flagger=%.3f\n", ratio(float64(rollouts["bad/modelship"].CandidateRequests), float64(rollouts["bad/flagger"].CandidateRequests)))
 	fmt.Printf("false_rollbacks=%d\n", aa.rolledBack)
 	for _, r := range results {
-		fmt.Printf("%s.slo_minutes=%.3f\n%s.gpu_hours=%.3f\n%s.scale_events=%d\n%s.oscillations_per_hour=%.1f\n%s.errors=%d\n",
-			r.Policy, r.SLOMinutes, r.Policy, r.GPUHours, r.Policy, r.ScaleEvents, r.Policy, r.Oscillations, r.Policy, r.Errors)
+		v := policysim.Against(r, opt)
+		fmt.Printf("%s.slo_minutes=%.3f\n%s.gpu_hours=%.3f\n%s.scale_events=%d\n%s.oscillations_per_hour=%.1f\n%s.errors=%d\n%s.slo_minutes_vs_optimum=%.3f\n%s.gpu_hours_vs_optimum=%.3f\n",
+			r.Policy, r.SLOMinutes, r.Policy, r.GPUHours, r.Policy, r.ScaleEvents, r.Policy, r.Oscillations, r.Policy, r.Errors, r.Policy, v.SLOMinutes, r.Policy, v.GPUHoursRatio)
 	}
 	fmt.Printf("aa_promoted=%d\naa_slowest_promotion_s=%.0f\n", aa.promoted, aa.slowest.Seconds())
 	for _, k := range sortedKeys(rollouts) {
@@ -139,15 +140,15 @@ func runSim(args []string) error {
 	return nil
 }
 
-// learnPercent is the share of the capacity at the SLO's edge that modelship's target is: the
-// oracle's share (oraclePerReplica) is the edge on the nominal GPU.
+// learnPercent is the share of the capacity at the SLO's edge that modelship's target is:
+// oraclePerReplica is the edge on the nominal GPU.
 func learnPercent(target float64) *int32 {
 	p := int32(math.Round(100 * target / oraclePerReplica))
 	return &p
 }
 
-// oraclePerReplica is the share of a replica's time the oracle fills: the work at which the
-// replica model still meets the default SLO.
+// oraclePerReplica is the share of a replica's time at which the replica model still meets the
+// default SLO (the old per-minute oracle's share; it sizes the initial fleet and learnPercent).
 const oraclePerReplica = 0.6
 
 // saturationSpec is the saturation metric with llm-d's thresholds (and the recipe's scale-down

@@ -1,8 +1,13 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/modelship/modelship/test/framework/fleet"
 )
 
 // TestEveryAARunStartsAtItsOwnPointOfTheTrace: 200 A/A runs are 200 scenarios, not 50 run four
@@ -20,5 +25,39 @@ func TestEveryAARunStartsAtItsOwnPointOfTheTrace(t *testing.T) {
 			t.Fatalf("run %d starts at %s, outside one pass of %s", i, off, cycle)
 		}
 		seen[off] = i
+	}
+}
+
+// TestWorkloadFlagResolvesTheMatrix: --workload takes names or "matrix"; an unknown name is an
+// error that lists the matrix; a --trace other than the shipped one joins at --rate-scale.
+func TestWorkloadFlagResolvesTheMatrix(t *testing.T) {
+	const shipped = "../../traces/azure-llm-2023-conv.csv"
+	tr, err := fleet.LoadTrace(shipped)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := matrixWorkloads("matrix", shipped, tr, shipped, 1, 12)
+	if err != nil || len(all) < 6 {
+		t.Fatalf("matrix: %d workloads, %v; want at least 6", len(all), err)
+	}
+	two, err := matrixWorkloads("code-bursty, flash-crowd", shipped, tr, shipped, 1, 12)
+	if err != nil || len(two) != 2 || two[0].Name != "code-bursty" || two[1].Name != "flash-crowd" {
+		t.Fatalf("two names: %v, %v", two, err)
+	}
+	if _, err := matrixWorkloads("nope", shipped, tr, shipped, 1, 12); err == nil || !strings.Contains(err.Error(), "code-bursty") {
+		t.Fatalf("unknown name: %v, want an error listing the matrix", err)
+	}
+	path := filepath.Join(t.TempDir(), "mine.csv")
+	csv := "TIMESTAMP,ContextTokens,GeneratedTokens\n2024-05-01 00:00:00.0000000,100,10\n2024-05-01 00:01:30.0000000,100,10\n2024-05-01 00:02:10.0000000,100,10\n"
+	if err := os.WriteFile(path, []byte(csv), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	mine, err := fleet.LoadTrace(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := matrixWorkloads("code-bursty", shipped, mine, path, 1, 3)
+	if err != nil || len(got) != 2 || got[1].Name != "trace:mine.csv" || got[1].RateScale != 3 {
+		t.Fatalf("with --trace: %+v, %v; want code-bursty then trace:mine.csv at 3x", got, err)
 	}
 }
