@@ -47,6 +47,9 @@ func runSim(args []string) error {
 	msUp := fs.Duration("modelship-scale-up-window", 0, "modelship's scale-up stabilization window")
 	only := fs.String("policies", "", "comma-separated policy names to run (default all)")
 	gpuSpeed := fs.Float64("gpu-speed", 1, "the simulated GPUs' speed relative to the token rates modelship's work query assumes (0.7: 30% slower)")
+	judgeSpec := fs.String("judge-workloads", "trace@1,trace@4,trace@6,trace@7,bursty@4", "workloads of the judge matrix: comma-separated trace@SCALE and bursty@SCALE (\"\": none)")
+	judgeRuns := fs.Int("judge-runs", 200, "runs per workload and candidate (identical, 1.5x and 3x slower) of the judge matrix")
+	judgeOnly := fs.Bool("judge-only", false, "run only the judge matrix")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -54,6 +57,13 @@ func runSim(args []string) error {
 	tr, err := fleet.LoadTrace(*tracePath)
 	if err != nil {
 		return err
+	}
+	judgeWorkloads, err := parseJudgeWorkloads(*judgeSpec, tr)
+	if err != nil {
+		return err
+	}
+	if *judgeOnly {
+		return runJudge(judgeWorkloads, *judgeRuns, fleet.DefaultCapacity().AtSpeed(*gpuSpeed), *seed, *sloTTFT, *coldStart)
 	}
 	rp, err := fleet.NewReplay(tr, fleet.ReplayOptions{Speed: *speed, RateScale: *rateScale, Seed: *seed})
 	if err != nil {
@@ -163,6 +173,23 @@ func runSim(args []string) error {
 			k, r.Outcome, k, r.DecidedAfter.Seconds(), k, r.CandidateRequests, k, r.Unavailable)
 	}
 	fmt.Printf("aa_runs=%d\n", *aaRuns)
+	return runJudge(judgeWorkloads, *judgeRuns, capa, *seed, *sloTTFT, *coldStart)
+}
+
+// runJudge runs and prints the judge matrix (see judge.go).
+func runJudge(workloads []judgeWorkload, runs int, capa fleet.Capacity, seed uint64, slo, coldStart time.Duration) error {
+	if len(workloads) == 0 || runs <= 0 {
+		return nil
+	}
+	began := time.Now()
+	base := policysim.RolloutConfig{Replicas: rolloutReplicas, Capacity: capa, StartAt: 2 * time.Minute,
+		Horizon: 42 * time.Minute, Tick: 5 * time.Second, Step: 50 * time.Millisecond, SLOTTFT: slo, ColdStart: coldStart}
+	cells, err := runJudgeMatrix(workloads, runs, base, seed)
+	if err != nil {
+		return err
+	}
+	printJudgeMatrix(workloads, cells)
+	fmt.Printf("judge_runs=%d judge_wall_seconds=%.1f\n", runs, time.Since(began).Seconds())
 	return nil
 }
 
