@@ -30,7 +30,7 @@ func TestSwapModeWhenBothColorsDoNotFit(t *testing.T) {
 		{
 			name: "with room for both colors the stable color keeps the whole total",
 			// The candidate is sized to carry the next 50% at a stable pod's load: 12 pods.
-			ms:   ms(1, 25), obs: newObs(revB, 12, deploy(blue, revA, 12, 12), deploy(green, revB, 6, 4), withCapacity(40)),
+			ms: ms(1, 25), obs: newObs(revB, 12, deploy(blue, revA, 12, 12), deploy(green, revB, 6, 4), withCapacity(40)),
 			wantStable: 12, wantCand: 12, wantWeight: 25,
 		},
 		{
