@@ -358,7 +358,7 @@ func TestNext(t *testing.T) {
 			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 1, t0.Add(-time.Minute), 10), measured(t0.Add(-30*time.Second), pass))),
 			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 4, 4), measurement(t0, pass)),
 			now:  t0,
-			want: want{phase: v1alpha1.PhaseProgressing, weights: w(90, 10), step: i32(1), requeue: dur(30 * time.Second)},
+			want: want{phase: v1alpha1.PhaseProgressing, weights: w(90, 10), step: i32(1), requeue: dur(time.Minute)}, // the step's window (opened 1m after its start) spans 4m then
 		},
 		{
 			name: "a step advances after its duration with a passing measurement taken in the step",
@@ -368,7 +368,7 @@ func TestNext(t *testing.T) {
 			want: want{
 				phase: v1alpha1.PhaseProgressing, weights: w(50, 50), step: i32(2), events: []string{EventStepAdvanced},
 				plans:   map[v1alpha1.Color]ColorPlan{blue: {Revision: revA, Replicas: 4}, green: {Revision: revB, Replicas: 4}},
-				requeue: dur(time.Second), // sized for 50% at parity (4 pods), it is sized for 100% too: measured next
+				requeue: dur(2 * time.Minute), // the step's end; its window opens 1m after the switch and is first read 4m later
 			},
 		},
 		{
@@ -376,7 +376,7 @@ func TestNext(t *testing.T) {
 			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 1, t0.Add(-2*time.Minute), 10), measured(t0.Add(-3*time.Minute), pass))),
 			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 4, 4)),
 			now:  t0,
-			want: want{step: i32(1), weights: w(90, 10), requeue: dur(time.Second)},
+			want: want{step: i32(1), weights: w(90, 10), requeue: dur(3 * time.Minute)},
 		},
 		{
 			name: "a measurement without results (no metric configured) passes",
@@ -405,7 +405,7 @@ func TestNext(t *testing.T) {
 			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 4, 4), measurement(t0, pass, fail)),
 			now:  t0,
 			want: want{
-				phase: v1alpha1.PhaseProgressing, step: i32(1), weights: w(90, 10), events: []string{EventAnalysisFailed}, requeue: dur(30 * time.Second),
+				phase: v1alpha1.PhaseProgressing, step: i32(1), weights: w(90, 10), events: []string{EventAnalysisFailed}, requeue: dur(3 * time.Minute),
 				check: func(t *testing.T, d Decision) {
 					if d.Status.Rollout.Failures != 1 || !d.Status.Rollout.LastMeasuredAt.Time.Equal(t0) || len(d.Status.Rollout.Analysis) != 2 {
 						t.Errorf("failures %d lastMeasured %v analysis %d, want 1, now, 2", d.Status.Rollout.Failures, d.Status.Rollout.LastMeasuredAt, len(d.Status.Rollout.Analysis))
@@ -561,7 +561,7 @@ func TestNext(t *testing.T) {
 			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 4, 4), measurement(t0, pass)),
 			now:  t0,
 			want: want{
-				phase: v1alpha1.PhaseAwaitingPromotion, weights: w(50, 50), step: i32(2), events: []string{EventAwaitingPromotion}, requeue: dur(DefaultAnalysisInterval),
+				phase: v1alpha1.PhaseAwaitingPromotion, weights: w(50, 50), step: i32(2), events: []string{EventAwaitingPromotion}, requeue: dur(3 * time.Minute),
 				conds: map[string]string{"Reconciling": "False/AwaitingPromotion", "Progressing": "False/AwaitingPromotion", "Ready": "False/AwaitingPromotion", "Stalled": "False/Reconciled"},
 			},
 		},
@@ -869,7 +869,7 @@ func TestNext(t *testing.T) {
 			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 4, 4)),
 			now:  t0,
 			want: want{
-				phase: v1alpha1.PhaseProgressing, step: i32(1), weights: w(90, 10), events: []string{EventResumed}, requeue: dur(time.Second),
+				phase: v1alpha1.PhaseProgressing, step: i32(1), weights: w(90, 10), events: []string{EventResumed}, requeue: dur(2 * time.Minute),
 				check: func(t *testing.T, d Decision) {
 					if !d.Status.Rollout.StepStartedAt.Time.Equal(t0) {
 						t.Errorf("StepStartedAt = %v, want now", d.Status.Rollout.StepStartedAt)

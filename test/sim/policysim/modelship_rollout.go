@@ -104,7 +104,7 @@ func (m *ModelshipRollout) Tick(v *View) (int32, int32, Outcome) {
 	}
 	var meas *rollout.Measurement
 	if rollout.MeasureDue(m.ms, now) {
-		meas = &rollout.Measurement{At: now, Results: m.measure(v, rollout.AnalysisWindow(m.ms), now)}
+		meas = &rollout.Measurement{At: now, Results: m.measure(v, rollout.MeasureWindow(m.ms, now), now)}
 	}
 	d := m.pass("r2", now, meas, v)
 	cand := m.otherColor()
