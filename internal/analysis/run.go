@@ -39,6 +39,9 @@ type Target struct {
 	// shipped to it must not wait forever on inconclusive relative bounds. A metric with only
 	// a relative bound then passes.
 	AbsoluteOnly bool
+	// Look is which measurement of the rollout this is (rollout.MeasureLook): the rank test's
+	// failure threshold rises with the looks (FailZ).
+	Look Look
 }
 
 func (t Target) vars(c ColorTarget, window string) metrics.Vars {
@@ -139,7 +142,7 @@ func Run(ctx context.Context, q metrics.Querier, spec v1alpha1.AnalysisSpec, t T
 		return got[i]
 	}
 	samples := sample(sampleIdx, "no sample query")
-	hists.judge(<-vectors, samples, sample(stableSampleIdx, "no sample query"), minSamples, at)
+	hists.judge(<-vectors, samples, sample(stableSampleIdx, "no sample query"), minSamples, t.Look, at)
 	results := make([]v1alpha1.MetricResult, len(ms))
 	for i, m := range ms {
 		if r, ok := hists.results[m.Name]; ok {

@@ -170,7 +170,7 @@ func TestRunRendersCandidateAndStableQueries(t *testing.T) {
 		t.Errorf("samples counted on stable %d times, want 1", n)
 	}
 	for _, latency := range []string{"time_to_first_token", "inter_token_latency", "e2e_request_latency"} {
-		if n := count(latency, "sum by (le) (increase("); n != 2 {
+		if n := count(latency, "sum by (pod, le) (increase("); n != 2 {
 			t.Errorf("%s: %d bucket queries, want 2 (the latencies are judged from their histograms)", latency, n)
 		}
 	}
@@ -215,7 +215,7 @@ func TestRunJudgesEachMetric(t *testing.T) {
 			},
 			check: func(t *testing.T, rs []v1alpha1.MetricResult) {
 				r := rs[slices.IndexFunc(rs, func(r v1alpha1.MetricResult) bool { return r.Name == "ttft-p95" })]
-				if r.Message != "ttft-p95 0.82 > 0.42 (1.2x stable 0.35): slower than 1.2x stable with 99% confidence (z 13.35; samples: candidate 500, stable 500)" {
+				if r.Message != "ttft-p95 0.82 > 0.42 (1.2x stable 0.35): slower than 1.2x stable (z 13.35 >= 2.81, the threshold of look 1 of step 1; samples: candidate 500, stable 500)" {
 					t.Errorf("message = %q", r.Message)
 				}
 			},

@@ -41,15 +41,16 @@ func sampleCount(engineTotal string) string {
 	return `max(label_replace(` + httpTotal + `, "source", "http", "", "") or label_replace(` + engineTotal + `, "source", "engine", "", ""))`
 }
 
-// buckets is the bucket counts over the window of the first histogram of the list a pod
-// serves (later names are older names of the same histogram: `or` keeps the left side where
+// buckets is the bucket counts over the window, per pod (the analysis sums them, and estimates
+// from the pods' differences how clustered the observations are), of the first histogram of
+// the list a pod serves (later names are older names of the same histogram: `or` keeps the left side where
 // both exist, since increase drops the metric name and their label sets are then equal).
 func buckets(histograms ...string) string {
 	incs := make([]string, len(histograms))
 	for i, h := range histograms {
 		incs[i] = `increase(` + h + `_bucket{` + podSelector + `}[{{.Window}}])`
 	}
-	return `sum by (le) (` + strings.Join(incs, " or ") + `)`
+	return `sum by (pod, le) (` + strings.Join(incs, " or ") + `)`
 }
 
 // p95 is the p95 over the window of the histograms named (their _bucket series), the first

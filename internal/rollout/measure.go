@@ -48,6 +48,20 @@ func MeasureWindow(ms *v1alpha1.ModelServer, now time.Time) time.Duration {
 	return max(pol.window, now.Sub(opens)).Round(time.Second)
 }
 
+// MeasureLook is which look at the current step the measurement taken at now is: the step
+// (1 the first) and the index of the measurement in it (1 for the first, once the window spans
+// a whole AnalysisWindow, then one more per analysis interval). The analysis raises its failure
+// threshold with both, so that the error budget holds over the whole rollout.
+func MeasureLook(ms *v1alpha1.ModelServer, now time.Time) (step, index int) {
+	pol := policyOf(ms)
+	opens, ok := windowOpens(&ms.Status, pol)
+	if !ok {
+		return 1, 1
+	}
+	extra := max(now.Sub(opens)-pol.window, 0)
+	return int(max(ms.Status.Rollout.Step, 1)), 1 + int(extra/pol.interval)
+}
+
 // windowOpens is when the current step's analysis window opens: the later of the step's start
 // and the instant the candidate was sized (its pods carry its weight at a stable pod's load),
 // plus the settle time (one scrape interval). ok is false when no rollout is being analysed.

@@ -331,6 +331,6 @@ func BenchmarkJudgeHistogram(b *testing.B) {
 	}
 	b.ResetTimer()
 	for b.Loop() {
-		analysis.JudgeHistogram(m, sampleOf(c), sampleOf(s), 20, now)
+		analysis.JudgeHistogram(m, sampleOf(c), sampleOf(s), 20, analysis.Look{}, now)
 	}
 }

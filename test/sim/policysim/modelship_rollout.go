@@ -104,7 +104,8 @@ func (m *ModelshipRollout) Tick(v *View) (int32, int32, Outcome) {
 	}
 	var meas *rollout.Measurement
 	if rollout.MeasureDue(m.ms, now) {
-		meas = &rollout.Measurement{At: now, Results: m.measure(v, rollout.MeasureWindow(m.ms, now), now)}
+		step, look := rollout.MeasureLook(m.ms, now)
+		meas = &rollout.Measurement{At: now, Results: m.measure(v, rollout.MeasureWindow(m.ms, now), analysis.Look{Step: step, Index: look}, now)}
 	}
 	d := m.pass("r2", now, meas, v)
 	cand := m.otherColor()
@@ -129,7 +130,7 @@ func (m *ModelshipRollout) otherColor() v1alpha1.Color {
 }
 
 // measure judges each effective metric of the spec on the colors' windows.
-func (m *ModelshipRollout) measure(v *View, window time.Duration, at time.Time) []v1alpha1.MetricResult {
+func (m *ModelshipRollout) measure(v *View, window time.Duration, look analysis.Look, at time.Time) []v1alpha1.MetricResult {
 	cand, stable := v.Window(candidateColor, window), v.Window(stableColor, window)
 	ms, _ := metrics.EffectiveMetrics(m.ms.Spec.Rollout.Analysis)
 	minSamples := m.ms.Spec.Rollout.Analysis.MinSamples
@@ -145,18 +146,16 @@ func (m *ModelshipRollout) measure(v *View, window time.Duration, at time.Time) 
 	var out []v1alpha1.MetricResult
 	for _, mt := range ms {
 		if mt.Histogram != nil {
-			pick := func(w ColorWindow) metrics.Histogram {
+			pick := func(w ColorWindow) analysis.HistogramSample {
 				switch mt.Name {
 				case metrics.MetricITLP95:
-					return w.ITL
+					return analysis.HistogramSample{Histogram: w.ITL, Groups: w.ITLPods, Requests: count(w)}
 				case metrics.MetricE2EP95:
-					return w.E2E
+					return analysis.HistogramSample{Histogram: w.E2E, Groups: w.E2EPods, Requests: count(w)}
 				}
-				return w.TTFT
+				return analysis.HistogramSample{Histogram: w.TTFT, Groups: w.TTFTPods, Requests: count(w)}
 			}
-			out = append(out, analysis.JudgeHistogram(mt,
-				analysis.HistogramSample{Histogram: pick(cand), Requests: count(cand)},
-				analysis.HistogramSample{Histogram: pick(stable), Requests: count(stable)}, minSamples, at))
+			out = append(out, analysis.JudgeHistogram(mt, pick(cand), pick(stable), minSamples, look, at))
 			continue
 		}
 		out = append(out, analysis.Judge(mt, errRatio(cand), errRatio(stable), count(cand), minSamples, at))
