@@ -13,6 +13,7 @@ import (
 
 	"github.com/modelship/modelship/test/framework/fleet"
 	"github.com/modelship/modelship/test/sim/policysim"
+	"github.com/modelship/modelship/test/sim/workloads"
 )
 
 // The judge matrix: for every workload, runs A/A rollouts (an identical candidate) and
@@ -37,13 +38,25 @@ type judgeCandidate struct {
 var judgeCandidates = []judgeCandidate{{"aa", 1}, {"1.5x", 1.5}, {"3x", 3}}
 
 // parseJudgeWorkloads reads --judge-workloads: comma-separated trace@SCALE (the trace at that
-// rollout rate scale) and bursty@SCALE (the trace at that scale with every request moved to the
-// start of its 20-second bin, so that the bin's requests arrive at once).
+// rollout rate scale), bursty@SCALE (the trace at that scale with every request moved to the
+// start of its 20-second bin, so that the bin's requests arrive at once) and matrix:NAME (a
+// workload of test/sim/workloads, shipped trace taken from --trace).
 func parseJudgeWorkloads(spec string, tr fleet.Trace) ([]judgeWorkload, error) {
 	var out []judgeWorkload
 	for _, w := range strings.Split(spec, ",") {
 		w = strings.TrimSpace(w)
 		if w == "" {
+			continue
+		}
+		if name, ok := strings.CutPrefix(w, "matrix:"); ok {
+			// A workload of the matrix (test/sim/workloads), each run its own seed's sequence.
+			wl, err := workloads.Find(workloads.Matrix(tr), name)
+			if err != nil {
+				return nil, fmt.Errorf("--judge-workloads %q: %w", w, err)
+			}
+			out = append(out, judgeWorkload{name: w, arrivals: func(seed uint64, _, _ int) ([]fleet.Arrival, error) {
+				return wl.Sequence(seed)
+			}})
 			continue
 		}
 		kind, scaleS, ok := strings.Cut(w, "@")

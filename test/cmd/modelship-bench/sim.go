@@ -8,7 +8,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -26,7 +25,7 @@ func init() {
 
 func runSim(args []string) error {
 	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
-	tracePath := fs.String("trace", "test/traces/azure-llm-2023-conv.csv", "request trace CSV (TIMESTAMP,ContextTokens,GeneratedTokens)")
+	tracePath := fs.String("trace", shippedTrace, "request trace CSV (TIMESTAMP,ContextTokens,GeneratedTokens)")
 	speed := fs.Float64("speed", 1, "trace seconds per simulated second")
 	rateScale := fs.Float64("rate-scale", 12, "multiplies the number of requests")
 	sloTTFT := fs.Duration("slo-ttft", 2*time.Second, "p95 time-to-first-token SLO")
@@ -46,10 +45,12 @@ func runSim(args []string) error {
 	msTol := fs.Float64("modelship-tolerance", 0.1, "modelship's tolerance")
 	msUp := fs.Duration("modelship-scale-up-window", 0, "modelship's scale-up stabilization window")
 	only := fs.String("policies", "", "comma-separated policy names to run (default all)")
-	gpuSpeed := fs.Float64("gpu-speed", 1, "the simulated GPUs' speed relative to the token rates modelship's work query assumes (0.7: 30% slower)")
-	judgeSpec := fs.String("judge-workloads", "trace@1,trace@4,trace@6,trace@7,bursty@4", "workloads of the judge matrix: comma-separated trace@SCALE and bursty@SCALE (\"\": none)")
+	judgeSpec := fs.String("judge-workloads", "trace@1,trace@6,trace@7,bursty@4", "workloads of the judge matrix: comma-separated trace@SCALE, bursty@SCALE and matrix:NAME (\"\": none)")
 	judgeRuns := fs.Int("judge-runs", 200, "runs per workload and candidate (identical, 1.5x and 3x slower) of the judge matrix")
 	judgeOnly := fs.Bool("judge-only", false, "run only the judge matrix")
+	gpuSpeed := fs.Float64("gpu-speed", 1, "the simulated GPUs' speed relative to the token rates modelship's work query assumes (0.7: 30% slower); with --workload it multiplies each workload's own")
+	workload := fs.String("workload", "", "run the autoscaling policies on workloads of the matrix (test/sim/workloads): a name, comma-separated names, or 'matrix' for all; --trace, when not the shipped trace, is added at --rate-scale")
+	matrixBase := fs.String("matrix-base", shippedTrace, "the shipped trace the matrix's replays are built from")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -65,23 +66,26 @@ func runSim(args []string) error {
 	if *judgeOnly {
 		return runJudge(judgeWorkloads, *judgeRuns, fleet.DefaultCapacity().AtSpeed(*gpuSpeed), *seed, *sloTTFT, *coldStart)
 	}
+	set := simSettings{
+		sloTTFT: *sloTTFT, sloITL: *sloITL, coldStart: *coldStart, minR: int32(*minR), maxR: int32(*maxR), seed: *seed,
+		oracleTarget: *oracleTarget, msTarget: *msTarget, msWaiting: *msWaiting, msDown: *msDown, msUp: *msUp, msTol: *msTol,
+		gpuSpeed: *gpuSpeed, only: *only,
+	}
+	if *workload != "" {
+		// The matrix: every named workload (or all), plus --trace when it is not the shipped one.
+		return runMatrix(*workload, *matrixBase, tr, *tracePath, *speed, *rateScale, set, *out)
+	}
 	rp, err := fleet.NewReplay(tr, fleet.ReplayOptions{Speed: *speed, RateScale: *rateScale, Seed: *seed})
 	if err != nil {
 		return err
 	}
 	dur := rp.CycleDuration().Truncate(time.Minute)
 	arr := rp.Until(dur)
-	// The replicas run at --gpu-speed; modelship's work query assumes the nominal rates, as a
-	// PromQL written for another GPU would.
-	nominal := fleet.DefaultCapacity()
-	capa := nominal.AtSpeed(*gpuSpeed)
-	// Every policy starts from steady state: the replicas the first minute's load needs.
-	initial := max(int32(*minR), int32(math.Ceil(peakWork(arr, capa, 5)/oraclePerReplica)))
-	cfg := policysim.Config{
-		Arrivals: arr, Duration: dur, Capacity: capa, ColdStart: *coldStart, Initial: initial,
-		ScrapeInterval: 15 * time.Second, Step: 50 * time.Millisecond,
-		SLOTTFT: *sloTTFT, SLOITL: *sloITL, Seed: *seed,
+	cfg, policies, err := set.policies(arr, dur, 1)
+	if err != nil {
+		return err
 	}
+	capa := cfg.Capacity
 	for _, o := range []struct {
 		flag, span string
 		nan        bool
@@ -97,38 +101,7 @@ func runSim(args []string) error {
 		}
 		cfg.Outages = append(cfg.Outages, policysim.Outage{From: f, To: t, NaN: o.nan})
 	}
-	lo, hi := int32(*minR), int32(*maxR)
-	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	work := func(s policysim.Signals) float64 {
-		return nominal.Work(s.PromptTPS, s.GeneratedTPS)
-	}
-	learnt := policysim.RecipeSpec(lo, hi, *coldStart, *msTarget, *msWaiting, *msDown, *msUp, *msTol)
-	learnt.Metrics[0].Prometheus.LearnCapacity = &v1alpha1.CapacityLearning{TargetPercentOfCapacity: learnPercent(*msTarget),
-		TimeToFirstTokenP95: &v1alpha1.Duration{Duration: *sloTTFT}, InterTokenLatencyP95: &v1alpha1.Duration{Duration: *sloITL}}
-	policies := []policysim.Policy{
-		&policysim.Modelship{Label: "modelship", Start: start, Work: work, Spec: policysim.RecipeSpec(lo, hi, *coldStart, *msTarget, *msWaiting, *msDown, *msUp, *msTol)},
-		&policysim.Modelship{Label: "modelship-learnt", Start: start, Work: work, Spec: learnt},
-		&policysim.Modelship{Label: "modelship-gpu70", Start: start, Spec: v1alpha1.AutoscalingSpec{MinReplicas: lo, MaxReplicas: hi}},
-		&policysim.Modelship{Label: "modelship-saturation", Start: start, Spec: saturationSpec(lo, hi, *msDown)},
-		policysim.NewHPA("hpa-gpu70", lo, hi, 70, false, func(s policysim.Signals) (float64, bool) { return s.GPUUtilization, s.HasGPU }),
-		policysim.NewKEDA(lo, hi, 5),
-		&policysim.Oracle{Arrivals: arr, Capacity: capa, PerReplica: *oracleTarget, Min: lo, Max: hi, Lookahead: time.Minute, Step: 15 * time.Second},
-	}
-	if *only != "" {
-		keep := policies[:0]
-		for _, p := range policies {
-			if slices.Contains(strings.Split(*only, ","), p.Name()) {
-				keep = append(keep, p)
-			}
-		}
-		policies = keep
-	}
-	results := make([]policysim.Result, len(policies))
-	var wg sync.WaitGroup
-	for i, p := range policies {
-		wg.Go(func() { results[i] = policysim.Run(cfg, p) })
-	}
-	wg.Wait()
+	results := runPolicies(cfg, policies)
 	autoscaleWall := time.Since(began)
 	byName := map[string]policysim.Result{}
 	for _, r := range results {
