@@ -67,9 +67,9 @@ type HistogramSample struct {
 // exceeds one of the other. z = (U - n_c n_s / 2 - 1/2) / sqrt(n_c n_s (n_c + n_s + 1) / 12):
 // the variance without ties, larger than with them, so the test errs on the side of passing.
 // Observations are not independent: each color's count is divided by the design effect of
-// its pods (DesignEffect over HistogramSample.Groups; the larger of the two colors', since a
-// single candidate pod cannot show its own), and a histogram with several observations per
-// request (per-token inter-token latency) is first capped at the color's request count.
+// the pods (DesignEffect over HistogramSample.Groups; the stable color's, see designEffect),
+// and a histogram with several observations per request (per-token inter-token latency) is
+// then capped at the color's request count.
 //
 // The test compares whole distributions: a candidate slower only in its tail, with its bulk
 // unchanged, stays Inconclusive (never promoted, never rolled back on this metric) until the
@@ -130,7 +130,7 @@ func JudgeHistogram(m v1alpha1.AnalysisMetric, cand, stable HistogramSample, min
 	ratio := m.MaxRatioToStable.AsApproximateFloat64()
 	bound := ratio * sq
 	deff := designEffect(cand, stable)
-	z, nc, ns := RankTest(cand.Histogram, stable.Histogram, ratio, effective(cand)/deff, effective(stable)/deff)
+	z, nc, ns := RankTest(cand.Histogram, stable.Histogram, ratio, effectiveAt(cand, deff), effectiveAt(stable, deff))
 	n := counts(cand, &stable)
 	if deff > 1 {
 		n += fmt.Sprintf("; %s and %s effective at a design effect of %s", format(nc), format(ns), format(deff))
@@ -147,16 +147,31 @@ func JudgeHistogram(m v1alpha1.AnalysisMetric, cand, stable HistogramSample, min
 	return verdict(v1alpha1.VerdictInconclusive, fmt.Sprintf("%s %s > %s (%sx stable %s) but not significant (z %.2f < %.2f; %s)", m.Name, format(cq), format(bound), format(ratio), format(sq), z, FailZ(look), n))
 }
 
-// designEffect is the variance inflation the rank test applies to both colors: the larger of
-// the colors' design effects where their groups show one, at least 1.
+// designEffect is the variance inflation the rank test applies to both colors, at least 1: the
+// stable color's, whose pods (all of its Ready pods, each carrying what a candidate pod
+// carries, see the rollout's parityCap) show how clustered one pod's observations are more
+// reliably than the candidate's one to three pods at the first steps; the candidate's when the
+// stable color shows none.
 func designEffect(cand, stable HistogramSample) float64 {
-	d := 1.0
-	for _, s := range []HistogramSample{cand, stable} {
-		if e, ok := DesignEffect(s.Groups); ok {
-			d = max(d, e)
-		}
+	if e, ok := DesignEffect(stable.Groups); ok {
+		return max(e, 1)
 	}
-	return d
+	if e, ok := DesignEffect(cand.Groups); ok {
+		return max(e, 1)
+	}
+	return 1
+}
+
+// effectiveAt is the observations the rank test counts for a color at a design effect: its
+// histogram's total divided by the design effect, at most its request count when known (an
+// inter-token latency histogram's design effect, read from token observations, already holds
+// the correlation of one request's tokens).
+func effectiveAt(s HistogramSample, deff float64) float64 {
+	n := s.Histogram.Total() / deff
+	if s.Requests.Status == metrics.OK && s.Requests.Value >= 0 && s.Requests.Value < n {
+		n = s.Requests.Value
+	}
+	return n
 }
 
 // quantileOf reads a color's q-quantile, or says why it cannot.

@@ -64,7 +64,8 @@ func MeasureLook(ms *v1alpha1.ModelServer, now time.Time) (step, index int) {
 
 // windowOpens is when the current step's analysis window opens: the later of the step's start
 // and the instant the candidate was sized (its pods carry its weight at a stable pod's load),
-// plus the settle time (one scrape interval). ok is false when no rollout is being analysed.
+// plus, from the second step on, the settle time (one scrape interval). ok is false when no
+// rollout is being analysed.
 func windowOpens(st *v1alpha1.ModelServerStatus, pol policy) (time.Time, bool) {
 	if !judgedPhase(st.Phase) || st.Candidate == nil || st.Rollout.Step < 1 || st.Rollout.StepStartedAt == nil {
 		return time.Time{}, false
@@ -73,7 +74,13 @@ func windowOpens(st *v1alpha1.ModelServerStatus, pol policy) (time.Time, bool) {
 	if sized == nil {
 		return time.Time{}, false
 	}
-	return maxTime(st.Rollout.StepStartedAt.Time, sized.Time).Add(pol.settle), true
+	opens := maxTime(st.Rollout.StepStartedAt.Time, sized.Time)
+	if st.Rollout.Step > 1 {
+		// At the first step the candidate had no traffic before the switch: nothing queued on
+		// it. (The stable color's backlog from carrying everything only makes it look slower.)
+		opens = opens.Add(pol.settle)
+	}
+	return opens, true
 }
 
 // judgedPhase: the phases in which a candidate holds traffic and is judged: moving, and held

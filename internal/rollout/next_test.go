@@ -376,7 +376,7 @@ func TestNext(t *testing.T) {
 			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 1, t0.Add(-2*time.Minute), 10), measured(t0.Add(-3*time.Minute), pass))),
 			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 4, 4)),
 			now:  t0,
-			want: want{step: i32(1), weights: w(90, 10), requeue: dur(3 * time.Minute)},
+			want: want{step: i32(1), weights: w(90, 10), requeue: dur(2 * time.Minute)},
 		},
 		{
 			name: "a measurement without results (no metric configured) passes",
@@ -405,7 +405,7 @@ func TestNext(t *testing.T) {
 			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 4, 4), measurement(t0, pass, fail)),
 			now:  t0,
 			want: want{
-				phase: v1alpha1.PhaseProgressing, step: i32(1), weights: w(90, 10), events: []string{EventAnalysisFailed}, requeue: dur(3 * time.Minute),
+				phase: v1alpha1.PhaseProgressing, step: i32(1), weights: w(90, 10), events: []string{EventAnalysisFailed}, requeue: dur(2 * time.Minute),
 				check: func(t *testing.T, d Decision) {
 					if d.Status.Rollout.Failures != 1 || !d.Status.Rollout.LastMeasuredAt.Time.Equal(t0) || len(d.Status.Rollout.Analysis) != 2 {
 						t.Errorf("failures %d lastMeasured %v analysis %d, want 1, now, 2", d.Status.Rollout.Failures, d.Status.Rollout.LastMeasuredAt, len(d.Status.Rollout.Analysis))
