@@ -1,8 +1,12 @@
 package analysis
 
 import (
+	"fmt"
 	"math"
+	"strings"
+	"time"
 
+	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
 	"github.com/modelship/modelship/internal/metrics"
 )
 
@@ -156,4 +160,56 @@ func normalQuantile(p float64) float64 {
 		return math.Inf(1)
 	}
 	return -math.Sqrt2 * math.Erfcinv(2*p)
+}
+
+// minProportionExcess is the least excess of a candidate's share over the stable color's (one
+// percentage point) that a proportion metric fails on, however many requests show it.
+const minProportionExcess = 0.01
+
+// JudgeProportion judges a share of requests (abort-ratio: clients that gave up) relative to
+// the stable color's, as a proportion rather than a bare ratio of two values: with the stable
+// color at 0 aborts and the candidate at 1, a ratio says nothing and held rollouts forever.
+// It is pure.
+//
+// Verdicts, in this order: Inconclusive under the sample gate (as Judge), when a share or a
+// color's request count is unknown; Fail on an absolute bound (Max, Min); Fail when the
+// candidate's share exceeds MaxRatioToStable r x the stable's by a one-sided two-proportion
+// z at least FailZ(look) (pooled variance) and by at least one percentage point; else Pass.
+// A candidate whose users give up more often than the stable color's, over enough requests
+// to tell, fails; one whose users abort as the stable color's do, at any level, passes.
+func JudgeProportion(m v1alpha1.AnalysisMetric, cand, stable, candN, stableN metrics.Sample, minSamples int32, look Look, at time.Time) v1alpha1.MetricResult {
+	res := Judge(m, cand, stable, candN, minSamples, at)
+	if m.MaxRatioToStable == nil || res.Verdict == v1alpha1.VerdictFail && !strings.Contains(res.Message, "x stable") {
+		return res // absolute bounds only, or an absolute bound failed
+	}
+	inconclusive := func(msg string) v1alpha1.MetricResult {
+		res.Verdict, res.Message = v1alpha1.VerdictInconclusive, msg
+		return res
+	}
+	if minSamples > 0 && (candN.Status != metrics.OK || candN.Value < float64(minSamples)) {
+		return res // Judge's sample gate: Inconclusive
+	}
+	switch {
+	case cand.Status != metrics.OK:
+		return inconclusive("candidate: " + messageOf(cand))
+	case stable.Status != metrics.OK:
+		return inconclusive("stable: " + messageOf(stable))
+	case candN.Status != metrics.OK || stableN.Status != metrics.OK || candN.Value <= 0 || stableN.Value <= 0:
+		return inconclusive("request counts unknown: a share needs both colors' counts")
+	}
+	r := m.MaxRatioToStable.AsApproximateFloat64()
+	pc, ps, nc, ns := cand.Value, stable.Value, candN.Value, stableN.Value
+	excess := pc - r*ps
+	pooled := (pc*nc + ps*ns) / (nc + ns)
+	z := 0.0
+	if v := pooled * (1 - pooled) * (1/nc + r*r/ns); v > 0 {
+		z = excess / math.Sqrt(v)
+	}
+	desc := fmt.Sprintf("%s %s vs %sx stable %s (z %.2f, threshold %.2f; requests: candidate %s, stable %s)", m.Name, format(pc), format(r), format(ps), z, FailZ(look), format(nc), format(ns))
+	if excess > 0 && pc-ps >= minProportionExcess && z >= FailZ(look) {
+		res.Verdict, res.Message = v1alpha1.VerdictFail, desc+": more than the stable color's"
+		return res
+	}
+	res.Verdict, res.Message = v1alpha1.VerdictPass, desc
+	return res
 }

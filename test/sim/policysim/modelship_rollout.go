@@ -158,6 +158,17 @@ func (m *ModelshipRollout) measure(v *View, window time.Duration, look analysis.
 			out = append(out, analysis.JudgeHistogram(mt, pick(cand), pick(stable), minSamples, look, at))
 			continue
 		}
+		if mt.Name == metrics.MetricAbortRatio {
+			// The simulated clients never give up: no aborts on either color.
+			none := func(w ColorWindow) metrics.Sample {
+				if w.Finished == 0 {
+					return metrics.Sample{Status: metrics.NoData, Message: "no request finished"}
+				}
+				return metrics.Sample{Status: metrics.OK}
+			}
+			out = append(out, analysis.JudgeProportion(mt, none(cand), none(stable), count(cand), count(stable), minSamples, look, at))
+			continue
+		}
 		out = append(out, analysis.Judge(mt, errRatio(cand), errRatio(stable), count(cand), minSamples, at))
 	}
 	return out
