@@ -34,8 +34,23 @@ type judgeCandidate struct {
 	mult float64
 }
 
-// judgeCandidates are the A/A candidate and the regressions the matrix runs.
-var judgeCandidates = []judgeCandidate{{"aa", 1}, {"1.5x", 1.5}, {"3x", 3}}
+// parseJudgeCandidates reads --judge-candidates: comma-separated latency multipliers above 1
+// (the regressions); the identical candidate (A/A) always runs first.
+func parseJudgeCandidates(spec string) ([]judgeCandidate, error) {
+	out := []judgeCandidate{{"aa", 1}}
+	for _, f := range strings.Split(spec, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		m, err := strconv.ParseFloat(f, 64)
+		if err != nil || m <= 1 {
+			return nil, fmt.Errorf("--judge-candidates %q: want latency multipliers above 1 such as 1.5", f)
+		}
+		out = append(out, judgeCandidate{strconv.FormatFloat(m, 'g', -1, 64) + "x", m})
+	}
+	return out, nil
+}
 
 // parseJudgeWorkloads reads --judge-workloads: comma-separated trace@SCALE (the trace at that
 // rollout rate scale), bursty@SCALE (the trace at that scale with every request moved to the
@@ -110,7 +125,7 @@ type judgeFigures struct {
 }
 
 // runJudgeMatrix runs the matrix, two runs at a time.
-func runJudgeMatrix(workloads []judgeWorkload, runs int, base policysim.RolloutConfig, seed uint64) (map[string]*judgeFigures, error) {
+func runJudgeMatrix(workloads []judgeWorkload, judgeCandidates []judgeCandidate, runs int, base policysim.RolloutConfig, seed uint64) (map[string]*judgeFigures, error) {
 	type job struct {
 		cell string
 		w    judgeWorkload
@@ -180,7 +195,7 @@ func runJudgeMatrix(workloads []judgeWorkload, runs int, base policysim.RolloutC
 
 // printJudgeMatrix prints one line per workload and candidate, then the summary lines, each
 // with the workload that sets it.
-func printJudgeMatrix(workloads []judgeWorkload, cells map[string]*judgeFigures) {
+func printJudgeMatrix(workloads []judgeWorkload, judgeCandidates []judgeCandidate, cells map[string]*judgeFigures) {
 	type worst struct {
 		v        float64
 		workload string
@@ -227,6 +242,9 @@ func printJudgeMatrix(workloads []judgeWorkload, cells map[string]*judgeFigures)
 		}
 		if d := p50Max[c.name]; d != nil {
 			fmt.Printf("verdict_s_%s_p50_max=%.0f (%s)\n", name, d.v, d.workload)
+			if c.mult == 1.5 {
+				fmt.Printf("verdict_s_bad_p50_max=%.0f (%s)\n", d.v, d.workload)
+			}
 		}
 	}
 }
