@@ -122,6 +122,11 @@ dev-up: ## Local cluster with fake GPU nodes, the CRDs, a Gateway and Prometheus
 	@hack/controlplane.sh all >/dev/null && hack/prometheus.sh >/dev/null && \
 	(cd test && go build -o $(BIN)/modelship-dev ./cmd/modelship-dev) && $(BIN)/modelship-dev up
 
+.PHONY: test-argo
+test-argo: ## Argo Rollouts v1.10.1 (hack/peers.sh argo-rollouts) moves a canary's TraefikService weights, Traefik splits by them, in a network namespace of the test's own (needs root for unshare --net).
+	@assets=$$(hack/controlplane.sh assets | tail -n1) && traefik=$$(hack/traefik.sh | tail -n1) && hack/peers.sh argo-rollouts >/dev/null && \
+	cd test && TRAEFIK=$$traefik KUBEBUILDER_ASSETS=$$assets go test -tags e2e -count=1 -v -run TestArgoRolloutsCanaryThroughTraefik $(GO_TEST_FLAGS) ./bench/peers/
+
 .PHONY: test-devenv
 test-devenv: ## End-to-end test of test/framework/devenv (real control plane, kwok GPU nodes, Prometheus).
 	@hack/controlplane.sh all >/dev/null && hack/prometheus.sh >/dev/null && cd test && go test -tags e2e -count=1 -v ./framework/devenv/
@@ -135,7 +140,7 @@ bench-scale: ## Many ModelServers on one controller (SIZES=100,1000 by default):
 	$(BIN)/modelship-bench scale --sizes $(SIZES)
 
 .PHONY: bench-peers
-bench-peers: ## modelship beside the real KEDA + HPA and Flagger on one local stack (~35 min warm; builds the peers once, ~20 min): key=value figures, CSV and PNG into .work/bench/peers/.
+bench-peers: ## modelship beside the real KEDA + HPA, Flagger and Argo Rollouts (PEERS_FLAGS="--contenders modelship,flagger,argo-rollouts,keda-hpa") on one local stack (~35 min warm; builds the peers once, ~30 min): key=value figures, CSV and PNG into .work/bench/peers/.
 	@hack/controlplane.sh all >/dev/null && hack/prometheus.sh >/dev/null && hack/peers.sh all >/dev/null
 	cd test && go build -o $(BIN)/modelship-bench ./cmd/modelship-bench
 	$(BIN)/modelship-bench peers $(PEERS_FLAGS)

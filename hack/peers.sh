@@ -3,14 +3,19 @@
 # proxy, once, into a cache outside the checkout keyed by version, like hack/controlplane.sh:
 #   Flagger v1.36.1      (go install; ~3 min cold, 78 MB)
 #   KEDA v2.21.0         operator and metrics adapter (hack/tools/keda; ~12 + 2 min cold)
+#   Argo Rollouts v1.10.1 controller (hack/tools/argo-rollouts, which carries its replace lines;
+#                        1700 packages; 15 min cold at nice 19 beside KEDA's build, 2 cores), its
+#                        CRDs from the module's manifests/crds, and Traefik v3.6.12's traefik.io
+#                        CRDs (hack/tools/traefik's module) for the TraefikService it writes
 # Builds run at nice 19 so that they do not starve tests sharing the machine.
 #
-# Usage: hack/peers.sh [flagger|keda|all]   Prints the peers folder on its last line of stdout;
+# Usage: hack/peers.sh [flagger|keda|argo-rollouts|all]   Prints the peers folder on its last line of stdout;
 # progress goes to stderr.
 set -euo pipefail
 
 FLAGGER_VERSION=v1.36.1
 KEDA_VERSION=v2.21.0
+ARGO_ROLLOUTS_VERSION=v1.10.1 # v1.10.2 needs a newer Go than 1.26.8
 CACHE=${MODELSHIP_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/modelship}
 DIR="$CACHE/peers"
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -69,6 +74,25 @@ if [ "$what" = all ] || [ "$what" = keda ]; then
 	if [ ! -d "$out/crds" ]; then
 		mod=$(cd "$HERE/tools/keda" && go list -m -f '{{.Dir}}' github.com/kedacore/keda/v2)
 		mkdir -p "$out/crds" && cp "$mod"/config/crd/bases/*.yaml "$out/crds/" && chmod 0644 "$out"/crds/*.yaml
+	fi
+fi
+if [ "$what" = all ] || [ "$what" = argo-rollouts ]; then
+	out="$DIR/argo-rollouts-$ARGO_ROLLOUTS_VERSION"
+	(cd "$HERE/tools/argo-rollouts" &&
+		build "$out" rollouts-controller github.com/argoproj/argo-rollouts/cmd/rollouts-controller)
+	if [ ! -d "$out/crds" ]; then
+		# Rollout, AnalysisTemplate, ClusterAnalysisTemplate, AnalysisRun, Experiment.
+		mod=$(cd "$HERE/tools/argo-rollouts" && go list -m -f '{{.Dir}}' github.com/argoproj/argo-rollouts)
+		mkdir -p "$out/crds.tmp" && cp "$mod"/manifests/crds/*-crd.yaml "$out/crds.tmp/" &&
+			chmod 0644 "$out"/crds.tmp/*.yaml && mv "$out/crds.tmp" "$out/crds"
+	fi
+	if [ ! -d "$out/traefik-crds" ]; then
+		# Its Traefik router writes a TraefikService (traefik.io/v1alpha1); Traefik's kubernetescrd
+		# provider lists every traefik.io kind before it serves, so all of Traefik's CRDs go in.
+		mod=$(cd "$HERE/tools/traefik" && go mod download -json github.com/traefik/traefik/v3 | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')
+		mkdir -p "$out/traefik-crds.tmp" &&
+			cp "$mod/docs/content/reference/dynamic-configuration/kubernetes-crd-definition-v1.yml" "$out/traefik-crds.tmp/traefik-crds.yaml" &&
+			chmod 0644 "$out"/traefik-crds.tmp/*.yaml && mv "$out/traefik-crds.tmp" "$out/traefik-crds"
 	fi
 fi
 echo "$DIR"

@@ -226,3 +226,107 @@ func (Flagger) Verdict(ctx context.Context, c client.Client, ns, image string, s
 	}
 	return Undecided, nil
 }
+
+// ArgoRollouts runs the workload as an Argo Rollout (canary strategy) whose built-in Traefik
+// router moves the weights of a TraefikService that the workload's HTTPRoute names, while a
+// background analysis reads the canary's vLLM latency from Prometheus on the queries Flagger
+// checks. It has no autoscaling of its own (Argo Rollouts defers to an HPA).
+type ArgoRollouts struct {
+	// PrometheusURL is the AnalysisTemplate's Prometheus address.
+	PrometheusURL string
+}
+
+// Name implements Contender.
+func (ArgoRollouts) Name() string { return "argo-rollouts" }
+
+// ArgoCanary is the Rollout and its objects, matched to what the others get: RolloutReplicas
+// of the ModelServer's pod spec; the steps of modelship's rollout (10, 25, 50 %), each held
+// 20 s as modelship holds a step, then promotion; FlaggerChecks as Prometheus metrics (the
+// canary's p95 over the stable's at most 1.2, over the last minute), measured every 10 s
+// (Flagger's interval) from one interval after the first weight, failing the rollout after
+// more than 4 failed measurements (Flagger's threshold of 5 failed checks); Argo Rollouts'
+// defaults for the rest (consecutiveErrorLimit 4, dynamicStableScale off, 30 s scale-down
+// delays, 600 s progress deadline).
+func ArgoCanary(ns, image, prometheusURL string) peers.ArgoCanary {
+	a := peers.ArgoCanary{
+		Name: WorkloadName, Namespace: ns, Replicas: RolloutReplicas,
+		Template: corev1.PodTemplateSpec{
+			ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{peers.AppLabel: WorkloadName, peers.ServerLabel: WorkloadName}},
+			Spec:       podSpec(image),
+		},
+		GatewayName: devenv.DefaultGatewayName, GatewayNamespace: devenv.DefaultGatewayNamespace,
+		StepWeights: []int{10, 25, 50}, StepPause: 20 * time.Second,
+		PrometheusURL: prometheusURL, Interval: 10 * time.Second, InitialDelay: 10 * time.Second,
+		FailureLimit: 4, StartingStep: 1,
+	}
+	for _, m := range FlaggerChecks {
+		a.Metrics = append(a.Metrics, peers.ArgoMetric{Name: m.Name, SuccessCondition: "result[0] <= 1.2",
+			Query: peers.ArgoQuantileRatioQuery(WorkloadName, m.Histogram, 0.95)})
+	}
+	return a
+}
+
+// Deploy implements Contender. The autoscaling scenario is not Argo Rollouts'.
+func (a ArgoRollouts) Deploy(ctx context.Context, c client.Client, ns, image string, autoscaled bool) error {
+	if autoscaled {
+		return fmt.Errorf("argo-rollouts has no autoscaling of its own")
+	}
+	objs, err := ArgoCanary(ns, image, a.PrometheusURL).Objects()
+	if err != nil {
+		return err
+	}
+	for _, o := range objs {
+		if err := c.Create(ctx, o); err != nil {
+			return fmt.Errorf("creating %s %s: %w", o.GetObjectKind().GroupVersionKind().Kind, o.GetName(), err)
+		}
+	}
+	return nil
+}
+
+// Serving implements Contender: the first revision is the stable one and Healthy.
+func (ArgoRollouts) Serving(ctx context.Context, c client.Client, ns string) (bool, error) {
+	s, err := peers.GetRolloutState(ctx, c, ns, WorkloadName)
+	if err != nil {
+		return false, err
+	}
+	return s.Promoted(), nil
+}
+
+// SetImage implements Contender: a new pod template starts a rollout.
+func (ArgoRollouts) SetImage(ctx context.Context, c client.Client, ns, image string) error {
+	return peers.SetRolloutImage(ctx, c, ns, WorkloadName, image)
+}
+
+// State implements Contender: the weight is the TraefikService's canary weight, the data
+// path's (the Rollout's status says what Argo last set).
+func (ArgoRollouts) State(ctx context.Context, c client.Client, ns string) (State, error) {
+	s, err := peers.GetRolloutState(ctx, c, ns, WorkloadName)
+	if err != nil {
+		return State{}, err
+	}
+	st := State{Phase: s.Phase, Weight: int32(s.Weight), Desired: RolloutReplicas}
+	a := peers.ArgoCanary{Name: WorkloadName}
+	if ws, err := peers.TraefikWeights(ctx, c, ns, WorkloadName); err == nil {
+		st.Weight = int32(ws[a.CanaryService()])
+	}
+	return st, nil
+}
+
+// Verdict implements Contender: Healthy with image's template as the stable one, or aborted
+// (phase Degraded) since the rollout began with image still in the spec.
+func (ArgoRollouts) Verdict(ctx context.Context, c client.Client, ns, image string, since time.Time) (string, error) {
+	s, err := peers.GetRolloutState(ctx, c, ns, WorkloadName)
+	if err != nil {
+		return Undecided, err
+	}
+	if !s.Observed || s.Image != image {
+		return Undecided, nil // the status still speaks of the previous spec
+	}
+	switch {
+	case s.Promoted():
+		return Promoted, nil
+	case s.Abort && !s.AbortedAt.Before(since.Truncate(time.Second)):
+		return RolledBack, nil
+	}
+	return Undecided, nil
+}

@@ -48,10 +48,14 @@ func Built() (bool, string) {
 	return true, ""
 }
 
-// CRDDirs are the peers' CRD folders, for devenv.Options.CRDDirs.
-func CRDDirs() []string {
-	return []string{filepath.Join(Dir(), "flagger-"+FlaggerVersion), filepath.Join(Dir(), "keda-"+KEDAVersion, "crds")}
-}
+// CRDDirs are the peers' CRD folders, for devenv.Options.CRDDirs: Flagger's and KEDA's.
+func CRDDirs() []string { return []string{FlaggerCRDDir(), KEDACRDDir()} }
+
+// FlaggerCRDDir holds Flagger's CRDs (crd.yaml).
+func FlaggerCRDDir() string { return filepath.Join(Dir(), "flagger-"+FlaggerVersion) }
+
+// KEDACRDDir holds KEDA's CRDs.
+func KEDACRDDir() string { return filepath.Join(Dir(), "keda-"+KEDAVersion, "crds") }
 
 // Peer is one running peer and the address that answers its health check.
 type Peer struct {

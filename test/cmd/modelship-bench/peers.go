@@ -25,7 +25,7 @@ import (
 )
 
 func init() {
-	register("peers", "modelship against the real KEDA + HPA and Flagger on one local stack: autoscaling, rollouts, Prometheus outages (make bench-peers)", runPeers)
+	register("peers", "modelship against the real KEDA + HPA, Flagger and Argo Rollouts on one local stack: autoscaling, rollouts, Prometheus outages (make bench-peers)", runPeers)
 }
 
 // runPeers starts one stack (control plane, kwok GPU nodes, Prometheus, the trace-driven fleet
@@ -34,7 +34,7 @@ func init() {
 func runPeers(args []string) error {
 	fs := flag.NewFlagSet("peers", flag.ContinueOnError)
 	dir := fs.String("dir", ".work/bench/peers", "working folder (logs, peers-timeline.csv, peers.png)")
-	contenders := fs.String("contenders", "modelship,modelship-recipe,keda-hpa,flagger", "contenders to run, comma-separated (modelship-recipe: autoscaling only; keda-hpa: autoscaling only; flagger: rollouts only)")
+	contenders := fs.String("contenders", "modelship,modelship-recipe,keda-hpa,flagger", "contenders to run, comma-separated (modelship-recipe: autoscaling only; keda-hpa: autoscaling only; flagger, argo-rollouts: rollouts only)")
 	smoke := fs.Bool("smoke", false, "only start the stack and the peers, check that they answer and that the real HPA scales a Deployment from a KEDA ScaledObject (needs CAP_NET_ADMIN: KEDA's adapter gets an address of its own on lo)")
 	smokeOutage := fs.Duration("smoke-outage", 0, "with -smoke or -flagger-smoke: then stop Prometheus this long and report what the HPA (or Flagger, during a fourth rollout) does")
 	flaggerSmoke := fs.Bool("flagger-smoke", false, "only drive a Flagger Canary of a model-server Deployment through initialization, a promotion and a rollback (constant queries)")
@@ -69,6 +69,11 @@ func runPeers(args []string) error {
 			return fmt.Errorf("the peers are not built: %s", why)
 		}
 	}
+	if want["argo-rollouts"] {
+		if ok, why := peers.ArgoBuilt(); !ok {
+			return fmt.Errorf("argo rollouts is not built: %s", why)
+		}
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	abs, err := freshDir(*dir)
@@ -81,8 +86,19 @@ func runPeers(args []string) error {
 	}
 	ctrl.SetLogger(logr.Discard())
 	log := funcr.New(func(_, args string) { logf("%s", args) }, funcr.Options{})
+	// The CRDs of the peers that run (a peer not asked for need not be built).
+	var crds []string
+	if want["flagger"] || *smoke || *flaggerSmoke {
+		crds = append(crds, peers.FlaggerCRDDir())
+	}
+	if want["keda-hpa"] || *smoke {
+		crds = append(crds, peers.KEDACRDDir())
+	}
+	if want["argo-rollouts"] {
+		crds = append(crds, peers.ArgoCRDDirs()...)
+	}
 	st, err := stack.Start(ctx, stack.Options{
-		Dir: abs, GPUNodes: 4, RateScale: *rate, Logger: log, CRDDirs: peers.CRDDirs(),
+		Dir: abs, GPUNodes: 4, RateScale: *rate, Logger: log, CRDDirs: crds,
 		Profiles: []string{"revision=" + slowMarker + ":latency=1.5"},
 	})
 	if err != nil {
@@ -100,6 +116,14 @@ func runPeers(args []string) error {
 		if *flaggerSmoke {
 			return runFlaggerSmoke(ctx, st.Env, st.Client, *threshold, *smokeOutage)
 		}
+	}
+	if want["argo-rollouts"] {
+		argo, err := peers.StartArgoRollouts(ctx, peers.ArgoOptions{Kubeconfig: st.Env.Kubeconfig(), Dir: abs})
+		if err != nil {
+			return err
+		}
+		defer func() { _ = argo.Stop() }()
+		logf("argo-rollouts %s answered %s after %s", peers.ArgoRolloutsVersion, argo.Health, argo.Ready.Round(time.Millisecond))
 	}
 	if want["keda-hpa"] || *smoke {
 		op, err := peers.StartKEDA(ctx, st.Env)
@@ -153,7 +177,8 @@ func runPeers(args []string) error {
 			return err
 		}
 		if err := play("rollouts", o.Rollouts, rd.rollouts,
-			peerbench.Modelship{LoadMatching: v1alpha1.LoadMatching(*loadMatching)}, peerbench.Flagger{PrometheusURL: prom}); err != nil {
+			peerbench.Modelship{LoadMatching: v1alpha1.LoadMatching(*loadMatching)}, peerbench.Flagger{PrometheusURL: prom},
+			peerbench.ArgoRollouts{PrometheusURL: prom}); err != nil {
 			return err
 		}
 		rounds = append(rounds, rd)

@@ -1,6 +1,10 @@
 // Package fleetsim connects the fleet model (test/framework/fleet) to a Kubernetes API server: it maps
-// ModelServers' pods to simulated replicas, reads HTTPRoute weights, plays the Gateway that
-// accepts the routes, and serves the simulated pods' metrics and warm-up checks over HTTP.
+// ModelServers' pods to simulated replicas and serves the simulated pods' metrics and warm-up
+// checks over HTTP. Either it plays the Gateway (it reads HTTPRoute weights, splits the trace's
+// requests by them and accepts the routes), or a real Gateway does (Config.Gateway): then every
+// pod is served on its own podIP and port (PodServers, OpenAI-compatible endpoints) and the
+// trace's requests are sent as HTTP requests to the Gateway (LoadGenerator). Every address it
+// binds or dials is in 127.0.0.0/8 or 198.18.0.0/15 (GuardedListen, GuardedTransport).
 package fleetsim
 
 import (
@@ -116,8 +120,9 @@ type PodOptions struct {
 // LabelPeerServer marks the pods of a model server that modelship does not run (a peer's
 // workload in make bench-peers: a Deployment scaled by KEDA's HPA, or a Flagger canary): the
 // simulator serves them as the replicas of the model server named by the label's value, grouped
-// by their LabelPeerGroup label (Flagger's primary and canary Deployments differ by it) in
-// place of a color. Routes reach them through Services that select that group.
+// by their LabelPeerGroup label (Flagger's primary and canary Deployments differ by it), with
+// LabelPeerRevision's value appended when present (an Argo Rollout's ReplicaSets), in place of a
+// color. Routes reach them through Services that select that group.
 const (
 	LabelPeerServer = "bench.modelship.dev/server"
 	LabelPeerGroup  = "app"
@@ -129,7 +134,7 @@ func serverAndColor(pod *corev1.Pod) (string, string) {
 	if ms, color := pod.Labels[v1alpha1.LabelModelServer], pod.Labels[v1alpha1.LabelColor]; ms != "" && color != "" {
 		return ms, color
 	}
-	if ms, group := pod.Labels[LabelPeerServer], pod.Labels[LabelPeerGroup]; ms != "" && group != "" {
+	if ms, group := pod.Labels[LabelPeerServer], peerGroup(pod.Labels); ms != "" && group != "" {
 		return ms, group
 	}
 	return "", ""

@@ -130,3 +130,25 @@ func TestTraefikArgs(t *testing.T) {
 		}
 	}
 }
+
+// The kubernetescrd provider (TraefikServices, for Argo Rollouts' Traefik router) is off unless
+// asked for, and unthrottled when on.
+func TestTraefikArgsKubernetesCRD(t *testing.T) {
+	base := Options{Kubeconfig: "/k", Dir: "/d", WebPort: 8000, AdminPort: 8082}
+	for _, a := range base.Args() {
+		if strings.HasPrefix(a, "--providers.kubernetescrd") {
+			t.Errorf("the kubernetescrd provider is on without KubernetesCRD: %s", a)
+		}
+	}
+	base.KubernetesCRD = true
+	args := base.Args()
+	for _, want := range []string{
+		"--providers.kubernetesgateway=true",
+		"--providers.kubernetescrd=true",
+		"--providers.kubernetescrd.throttleDuration=0s",
+	} {
+		if !slices.Contains(args, want) {
+			t.Errorf("traefik args with KubernetesCRD lack %s: %v", want, args)
+		}
+	}
+}

@@ -82,6 +82,13 @@ type Options struct {
 	AdminPort int
 	// LogLevel is Traefik's log level; INFO when empty.
 	LogLevel string
+	// KubernetesCRD enables Traefik's kubernetescrd provider beside the Gateway API one, also
+	// without throttling: it serves IngressRoutes and TraefikServices (traefik.io/v1alpha1),
+	// and lets an HTTPRoute backendRef name a TraefikService (group traefik.io, kind
+	// TraefikService). Argo Rollouts' Traefik router moves a canary's weights in a
+	// TraefikService. The provider waits for every traefik.io CRD to be listable: install
+	// them all (Traefik's kubernetes-crd-definition-v1.yml) before starting Traefik.
+	KubernetesCRD bool
 	// ExtraArgs are added to the flags.
 	ExtraArgs []string
 }
@@ -102,7 +109,7 @@ type Traefik struct {
 }
 
 // Args are the flags Traefik runs with: the kubernetesgateway provider (standard channel only:
-// experimental channel off), no provider throttling (its 2 s default delays every weight
+// experimental channel off) and, with KubernetesCRD, the kubernetescrd provider; no provider throttling (its 2 s default delays every weight
 // change), Prometheus metrics with per-service labels, /ping, a log file, and no calls home.
 func (o Options) Args() []string {
 	host := o.Host
@@ -130,6 +137,9 @@ func (o Options) Args() []string {
 		"--providers.providersThrottleDuration=0s",
 		"--log.level=" + level,
 		"--log.filePath=" + filepath.Join(o.Dir, "traefik.log"),
+	}
+	if o.KubernetesCRD {
+		args = append(args, "--providers.kubernetescrd=true", "--providers.kubernetescrd.throttleDuration=0s")
 	}
 	return append(args, o.ExtraArgs...)
 }
