@@ -27,6 +27,9 @@ type ColorTarget struct {
 	Pods string
 	// Pool is a regular expression matching exactly the color's InferencePool.
 	Pool string
+	// Service is a regular expression matching exactly the color's Service (for the gateway's
+	// metrics).
+	Service string
 }
 
 // Target is the rollout being analysed.
@@ -43,6 +46,9 @@ type Target struct {
 	// Look is which measurement of the rollout this is (rollout.MeasureLook): the rank test's
 	// failure threshold rises with the looks (FailZ).
 	Look Look
+	// Route is the ModelServer's HTTPRoute name as the gateway names it, and GatewayNamespace
+	// the namespace label of the gateway's own series (see metrics.Vars).
+	Route, GatewayNamespace string
 }
 
 func (t Target) vars(c ColorTarget, window string) metrics.Vars {
@@ -54,7 +60,24 @@ func (t Target) vars(c ColorTarget, window string) metrics.Vars {
 		Pods:      c.Pods,
 		Pool:      c.Pool,
 		Window:    window,
+
+		Service: c.Service, Route: t.Route, GatewayNamespace: t.GatewayNamespace,
 	}
+}
+
+// GatewayQueries are the gateway metrics' queries (metrics.GatewayMetrics of spec.gateway) as
+// Run renders them for both colors of t: the controller's own queries, for metrics.Enforce.
+func GatewayQueries(spec v1alpha1.AnalysisSpec, t Target, window time.Duration) []string {
+	win := metrics.AnalysisWindow(window)
+	var out []string
+	for _, m := range metrics.GatewayMetrics(spec.Gateway) {
+		for _, c := range []ColorTarget{t.Candidate, t.Stable} {
+			if q, err := metrics.Render(m.Query, t.vars(c, win)); err == nil {
+				out = append(out, q)
+			}
+		}
+	}
+	return out
 }
 
 // Run takes one measurement: it renders each of the spec's effective metrics

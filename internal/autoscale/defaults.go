@@ -112,7 +112,8 @@ func (s settings) keepFor() (recs, events time.Duration) {
 }
 
 // MetricName names one spec metric: gpuUtilization, requestsWaiting, kvCacheUsage, prometheus,
-// resource/cpu, resource/memory or external/<metricName>; "" when no field is set.
+// resource/cpu, resource/memory, external/<metricName>, saturation, endpointPicker/<signal> or
+// gateway; "" when no field is set.
 func MetricName(m v1alpha1.AutoscalingMetric) string {
 	switch {
 	case m.GPUUtilization != nil:
@@ -131,6 +132,8 @@ func MetricName(m v1alpha1.AutoscalingMetric) string {
 		return MetricSaturation
 	case m.EndpointPicker != nil:
 		return MetricEndpointPicker + "/" + string(m.EndpointPicker.Signal)
+	case m.Gateway != nil:
+		return MetricGateway
 	}
 	return ""
 }
@@ -186,6 +189,8 @@ func target(m v1alpha1.AutoscalingMetric) (kind, float64) {
 			return total, m.EndpointPicker.Target.AsApproximateFloat64()
 		}
 		return average, m.EndpointPicker.Target.AsApproximateFloat64()
+	case m.Gateway != nil:
+		return total, m.Gateway.Target.AsApproximateFloat64()
 	}
 	return average, 0
 }

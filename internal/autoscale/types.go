@@ -44,6 +44,8 @@ const (
 	// MetricEndpointPicker prefixes the endpointPicker metrics: endpointPicker/QueueSize,
 	// endpointPicker/PoolSaturation, endpointPicker/RunningRequests.
 	MetricEndpointPicker = "endpointPicker"
+	// MetricGateway names the gateway metric: the request rate at the route.
+	MetricGateway = "gateway"
 )
 
 // Keys of the endpoint picker's signals in a Snapshot.

@@ -387,6 +387,18 @@ func badSpecs() []badSpec {
 			onPools(ms)
 			ms.Spec.Gateway.InferencePool.EndpointPickerRef.FailureMode = "Retry"
 		}, want: []string{"spec.gateway.inferencePool.endpointPickerRef.failureMode", "FailOpen", "FailClose"}},
+		// The gateway's metrics.
+		{name: "the gateway's error ratio on an InferencePool backend", mutate: func(ms *v1alpha1.ModelServer) {
+			onPools(ms)
+			ms.Spec.Rollout.Analysis.Gateway = v1alpha1.GatewayMetricsTraefik
+		}, want: []string{"spec.rollout.analysis.gateway", "needs spec.gateway.backend Service"}},
+		{name: "a gateway it does not read", raw: set("rollout.analysis.gateway", "Envoy"),
+			want: []string{"spec.rollout.analysis.gateway", "Traefik"}},
+		{name: "a gateway request rate target of 0", mutate: scaleOn(v1alpha1.AutoscalingMetric{Gateway: &v1alpha1.GatewayRequestsMetric{Target: resource.MustParse("0")}}),
+			want: []string{"spec.autoscaling.metrics[*].gateway.target must be greater than 0"}},
+		{name: "the gateway request rate beside another signal in one item", mutate: scaleOn(v1alpha1.AutoscalingMetric{
+			Gateway: &v1alpha1.GatewayRequestsMetric{Target: resource.MustParse("5")}, GPUUtilization: &v1alpha1.GPUUtilizationMetric{Target: 70}}),
+			want: []string{"exactly one of", "endpointPicker or gateway must be set"}},
 		// Saturation and the endpoint picker's metrics.
 		{name: "endpoint picker metrics on a Service backend", mutate: scaleOn(v1alpha1.AutoscalingMetric{EndpointPicker: &v1alpha1.EndpointPickerMetric{Signal: v1alpha1.EndpointPickerQueueSize, Target: resource.MustParse("2")}}),
 			want: []string{"spec.autoscaling.metrics[*].endpointPicker reads the InferencePools' endpoint picker and needs spec.gateway.backend InferencePool"}},
@@ -425,7 +437,7 @@ func badSpecs() []badSpec {
 		{name: "saturation beside another signal in one item", raw: func(spec map[string]any) {
 			spec["autoscaling"] = map[string]any{"maxReplicas": 4, "metrics": []any{map[string]any{"saturation": map[string]any{}, "gpuUtilization": map[string]any{"target": 70}}}}
 			delete(spec, "replicas")
-		}, want: []string{"exactly one of gpuUtilization, requestsWaiting, kvCacheUsage, prometheus, resource, external, saturation or endpointPicker"}},
+		}, want: []string{"exactly one of gpuUtilization, requestsWaiting, kvCacheUsage, prometheus, resource, external, saturation, endpointPicker or gateway"}},
 	}...)
 }
 

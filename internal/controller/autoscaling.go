@@ -93,6 +93,8 @@ func (r *ModelServerReconciler) autoscale(ctx context.Context, ms *v1alpha1.Mode
 			observations = append(observations, r.resourceMetric(ctx, ms, names[i], m.Resource.Name, readyPods))
 		case m.External != nil:
 			observations = append(observations, r.externalMetric(ctx, ms, names[i], m.External))
+		case m.Gateway != nil:
+			observations = append(observations, r.gatewayMetric(ctx, ms, names[i], m.Gateway, now))
 		}
 	}
 	if r.Signals == nil {
@@ -216,6 +218,25 @@ func (r *ModelServerReconciler) customMetric(ctx context.Context, ms *v1alpha1.M
 		o = autoscale.WithTrend(o, prom.Scalar(ctx, autoscale.TrendQuery(q), now))
 	}
 	return o
+}
+
+// gatewayMetric is the request rate at the ModelServer's route over the last minute, counted
+// by the gateway (metrics.GatewayRequestRate): a query the controller renders itself, reading
+// the gateway's own scrape target (--gateway-metrics-namespace) and the route by name.
+func (r *ModelServerReconciler) gatewayMetric(ctx context.Context, ms *v1alpha1.ModelServer, name string, m *v1alpha1.GatewayRequestsMetric, now time.Time) autoscale.Observation {
+	if r.Prometheus == nil {
+		return autoscale.Observation{Metric: name, Status: metrics.Error, Message: "no Prometheus configured (--prometheus-url)"}
+	}
+	if r.GatewayMetricsNamespace == "" {
+		return autoscale.Observation{Metric: name, Status: metrics.Error, Message: "the controller runs without --gateway-metrics-namespace"}
+	}
+	vars := bothColors(ms)
+	vars.Route, vars.GatewayNamespace = metrics.TraefikName(routeTarget(ms).Name), r.GatewayMetricsNamespace
+	q, err := metrics.Render(metrics.GatewayRequestRate(m.Source), vars)
+	if err != nil {
+		return autoscale.Observation{Metric: name, Status: metrics.Error, Message: err.Error()}
+	}
+	return autoscale.FromSample(name, metrics.Enforce(r.Prometheus, r.QueryPolicy, ms.Namespace, q).Scalar(ctx, q, now))
 }
 
 func (r *ModelServerReconciler) resourceMetric(ctx context.Context, ms *v1alpha1.ModelServer, name string, res corev1.ResourceName, ready []corev1.Pod) autoscale.Observation {

@@ -233,12 +233,13 @@ func servingPreset(q servingMetrics) []v1alpha1.AnalysisMetric {
 	return ms
 }
 
-// EffectiveMetrics merges a spec's preset with its metrics: a metric of spec.Metrics replaces
-// the preset's metric of the same name (in the preset's place), the others follow in the
+// EffectiveMetrics merges a spec's preset and gateway metrics (GatewayMetrics) with its
+// metrics: a metric of spec.Metrics replaces the preset's or gateway's metric of the same name (in the preset's place), the others follow in the
 // spec's order. The spec's SampleQuery, when set, replaces the preset's. An empty sample query
 // (preset none and no spec.sampleQuery) means there is nothing to count samples with.
 func EffectiveMetrics(spec v1alpha1.AnalysisSpec) ([]v1alpha1.AnalysisMetric, string) {
 	metrics, sampleQuery := Preset(spec.Preset)
+	metrics = append(metrics, GatewayMetrics(spec.Gateway)...)
 	if spec.SampleQuery != "" {
 		sampleQuery = spec.SampleQuery
 	}

@@ -299,6 +299,27 @@ func TestNext(t *testing.T) {
 			want: want{phase: v1alpha1.PhaseProgressing, weights: w(100, 0), step: i32(0), requeue: dur(WarmupPollInterval), conds: map[string]string{"Reconciling": "True/WarmingUp"}},
 		},
 		{
+			name: "the warm-up does not advance while the candidate's EndpointSlices list no ready endpoint, whatever its Ready pods",
+			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 0, t0.Add(-time.Minute), 0))),
+			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 1, 1), endpoints(green, 0)),
+			now:  t0,
+			want: want{phase: v1alpha1.PhaseProgressing, weights: w(100, 0), step: i32(0), noEvent: []string{EventStepAdvanced}},
+		},
+		{
+			name: "the warm-up advances once the candidate's EndpointSlices list a ready endpoint",
+			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 0, t0.Add(-time.Minute), 0))),
+			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 1, 1), endpoints(green, 1)),
+			now:  t0,
+			want: want{phase: v1alpha1.PhaseProgressing, weights: w(90, 10), step: i32(1), events: []string{EventStepAdvanced}},
+		},
+		{
+			name: "a candidate whose endpoints stop being ready loses its weight at once, though its pods report Ready",
+			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 1, t0.Add(-time.Minute), 10))),
+			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 2, 2), endpoints(green, 0)),
+			now:  t0,
+			want: want{phase: v1alpha1.PhaseProgressing, weights: w(100, 0), step: i32(1), events: []string{EventCandidateUnready}},
+		},
+		{
 			name: "the warm-up does not count Ready pods of the template being replaced",
 			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 0, t0.Add(-time.Minute), 0))),
 			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 4, 3), updated(green, 1)),

@@ -60,18 +60,26 @@ func (m *machine) parityCap() int32 {
 
 // warmServing is how many of the candidate's pods serve: Ready and past the warm-up check (a
 // pod that is Ready while it still loads its model serves nothing), or the last pass's Ready
-// count while the Deployment's status is stale.
+// count while the Deployment's status is stale; never more than the ready endpoints of its
+// EndpointSlices, when it has any.
 func (m *machine) warmServing(c *v1alpha1.ColorStatus) int32 {
 	o, ok := m.colorObs(c.Color, c.Revision)
-	switch {
-	case !ok:
+	if !ok {
 		return 0
-	case o.Stale:
-		return m.lastReady(c.Color, c.Revision)
-	case o.Warm:
-		return o.ReadyReplicas
 	}
-	return min(o.WarmPods, o.ReadyReplicas)
+	var n int32
+	switch {
+	case o.Stale:
+		n = m.lastReady(c.Color, c.Revision)
+	case o.Warm:
+		n = o.ReadyReplicas
+	default:
+		n = min(o.WarmPods, o.ReadyReplicas)
+	}
+	if o.EndpointsObserved {
+		n = min(n, o.ReadyEndpoints)
+	}
+	return n
 }
 
 // stableServesNothing: the stable color has no Ready pod of more than zero desired (it is
@@ -101,7 +109,11 @@ func (m *machine) warmCarryOf(c *v1alpha1.ColorStatus) int32 {
 	if o.Warm {
 		warm = o.ReadyReplicas // every Ready pod passed
 	}
-	return carries(m.total, min(warm, o.ReadyReplicas))
+	n := min(warm, o.ReadyReplicas)
+	if o.EndpointsObserved {
+		n = min(n, o.ReadyEndpoints)
+	}
+	return carries(m.total, n)
 }
 
 // loadMatched is step weight w under spec.rollout.loadMatching StablePods: raised to the
