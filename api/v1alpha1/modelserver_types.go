@@ -263,8 +263,11 @@ type RolloutSpec struct {
 	// +optional
 	Steps []int32 `json:"steps,omitempty"`
 
-	// LoadMatching says what a step's weight gives each candidate pod. None (the default) sends
-	// each step's weight as written. StablePods raises a step's weight where the candidate's
+	// LoadMatching says what a step's weight gives each candidate pod. In every mode a candidate
+	// pod never carries more than a stable pod: the weight is at most the candidate's share of
+	// both colors' serving (warm) pods, and the candidate is sized to carry its next step at a
+	// stable pod's load where the cluster has room. None (the default) sends each step's
+	// weight as written within that cap. StablePods raises a step's weight where the candidate's
 	// Ready pods would otherwise each carry less than a stable pod: to the candidate's share of
 	// both colors' Ready pods (the candidate's counted up to what its step needs), never above
 	// the next step's weight. A total of 6 at a 10% step runs one candidate pod beside 6 stable

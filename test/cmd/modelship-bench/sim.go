@@ -44,6 +44,10 @@ func runSim(args []string) error {
 	msTol := fs.Float64("modelship-tolerance", 0.1, "modelship's tolerance")
 	msUp := fs.Duration("modelship-scale-up-window", 0, "modelship's scale-up stabilization window")
 	only := fs.String("policies", "", "comma-separated policy names to run (default all)")
+	judgeSpec := fs.String("judge-workloads", "trace@1,trace@6,trace@7,bursty@4", "workloads of the judge matrix: comma-separated trace@SCALE, bursty@SCALE and matrix:NAME (\"\": none)")
+	judgeRuns := fs.Int("judge-runs", 200, "runs per workload and candidate (identical, 1.5x and 3x slower) of the judge matrix")
+	judgeOnly := fs.Bool("judge-only", false, "run only the judge matrix")
+	judgeCands := fs.String("judge-candidates", "1.25,1.5,3", "the judge matrix's slower candidates, as latency multipliers (an identical one always runs)")
 	gpuSpeed := fs.Float64("gpu-speed", 1, "the simulated GPUs' speed relative to the token rates modelship's work query assumes (0.7: 30% slower); with --workload it multiplies each workload's own")
 	workload := fs.String("workload", "", "run the autoscaling policies on workloads of the matrix (test/sim/workloads): a name, comma-separated names, or 'matrix' for all; --trace, when not the shipped trace, is added at --rate-scale")
 	matrixBase := fs.String("matrix-base", shippedTrace, "the shipped trace the matrix's replays are built from")
@@ -54,6 +58,17 @@ func runSim(args []string) error {
 	tr, err := fleet.LoadTrace(*tracePath)
 	if err != nil {
 		return err
+	}
+	judgeWorkloads, err := parseJudgeWorkloads(*judgeSpec, tr)
+	if err != nil {
+		return err
+	}
+	candidates, err := parseJudgeCandidates(*judgeCands)
+	if err != nil {
+		return err
+	}
+	if *judgeOnly {
+		return runJudge(judgeWorkloads, candidates, *judgeRuns, fleet.DefaultCapacity().AtSpeed(*gpuSpeed), *seed, *sloTTFT, *coldStart)
 	}
 	set := simSettings{
 		sloTTFT: *sloTTFT, sloITL: *sloITL, coldStart: *coldStart, minR: int32(*minR), maxR: int32(*maxR), seed: *seed,
@@ -137,6 +152,23 @@ func runSim(args []string) error {
 			k, r.Outcome, k, r.DecidedAfter.Seconds(), k, r.CandidateRequests, k, r.Unavailable)
 	}
 	fmt.Printf("aa_runs=%d\n", *aaRuns)
+	return runJudge(judgeWorkloads, candidates, *judgeRuns, capa, *seed, *sloTTFT, *coldStart)
+}
+
+// runJudge runs and prints the judge matrix (see judge.go).
+func runJudge(workloads []judgeWorkload, candidates []judgeCandidate, runs int, capa fleet.Capacity, seed uint64, slo, coldStart time.Duration) error {
+	if len(workloads) == 0 || runs <= 0 {
+		return nil
+	}
+	began := time.Now()
+	base := policysim.RolloutConfig{Replicas: rolloutReplicas, Capacity: capa, StartAt: 2 * time.Minute,
+		Horizon: 42 * time.Minute, Tick: 5 * time.Second, Step: 50 * time.Millisecond, SLOTTFT: slo, ColdStart: coldStart}
+	cells, err := runJudgeMatrix(workloads, candidates, runs, base, seed)
+	if err != nil {
+		return err
+	}
+	printJudgeMatrix(workloads, candidates, cells)
+	fmt.Printf("judge_runs=%d judge_wall_seconds=%.1f\n", runs, time.Since(began).Seconds())
 	return nil
 }
 
