@@ -46,11 +46,13 @@ type Target struct {
 }
 
 // Signals is what sources measured for one ModelServer (see autoscale.Input). A zero
-// RequestsWaiting, TTFTP95 or ITLP95 (empty Status) was not measured by the source.
+// RequestsWaiting, TTFTP95, ITLP95 or Load (empty Status) was not measured by the source.
 type Signals struct {
 	Observations    []autoscale.Observation
 	RequestsWaiting autoscale.Observation
 	TTFTP95, ITLP95 autoscale.Observation
+	// Load is the token work for spec.autoscaling.slo.
+	Load autoscale.Observation
 }
 
 // Deps are what the sources fetch with.
@@ -73,7 +75,8 @@ const noPrometheus = "no Prometheus configured (--prometheus-url)"
 
 // Sources builds the sources of ms's autoscaling spec: the built-in signals (or, without
 // Prometheus, an error for each built-in metric), one source per custom metric in spec order,
-// and the latency SLOs when a learnCapacity metric sets one.
+// the latency SLOs when spec.autoscaling.slo or a learnCapacity metric sets one, and the token
+// work for spec.autoscaling.slo.
 func (d Deps) Sources(ms *v1alpha1.ModelServer) []Source {
 	spec := ms.Spec.Autoscaling
 	if spec == nil {
@@ -108,6 +111,9 @@ func (d Deps) Sources(ms *v1alpha1.ModelServer) []Source {
 			out = append(out, l)
 		}
 	}
+	if spec.SLO != nil {
+		out = append(out, tokenWork{prom: d.Prometheus, policy: d.Policy})
+	}
 	return out
 }
 
@@ -118,6 +124,7 @@ func Gather(ctx context.Context, sources []Source, t Target, now time.Time) (Sig
 	out := Signals{
 		RequestsWaiting: autoscale.Observation{Metric: autoscale.MetricRequestsWaiting, Status: metrics.NoData, Message: "no signals"},
 		TTFTP95:         autoscale.Observation{Status: metrics.NoData, Message: "no latency SLO"},
+		Load:            autoscale.Observation{Metric: autoscale.MetricSLO, Status: metrics.NoData, Message: "no slo"},
 	}
 	out.ITLP95 = out.TTFTP95
 	var errs []error
@@ -135,6 +142,9 @@ func Gather(ctx context.Context, sources []Source, t Target, now time.Time) (Sig
 		}
 		if got.ITLP95.Status != "" {
 			out.ITLP95 = got.ITLP95
+		}
+		if got.Load.Status != "" {
+			out.Load = got.Load
 		}
 	}
 	return out, errors.Join(errs...)
@@ -186,13 +196,18 @@ type promQL struct {
 func (p promQL) Name() string { return p.name }
 
 func (p promQL) Fetch(ctx context.Context, t Target, now time.Time) (Signals, error) {
-	ms := t.ModelServer
+	return one(p.total(ctx, t.ModelServer, now)), nil
+}
+
+// total is the query's value for ms, with its trend when spec.autoscaling.projectionHorizon is
+// set.
+func (p promQL) total(ctx context.Context, ms *v1alpha1.ModelServer, now time.Time) autoscale.Observation {
 	q, err := metrics.Render(p.query, BothColors(ms))
 	if err != nil {
-		return one(autoscale.Observation{Metric: p.name, Status: metrics.Error, Message: err.Error()}), nil
+		return autoscale.Observation{Metric: p.name, Status: metrics.Error, Message: err.Error()}
 	}
 	if p.prom == nil {
-		return one(autoscale.Observation{Metric: p.name, Status: metrics.Error, Message: noPrometheus}), nil
+		return autoscale.Observation{Metric: p.name, Status: metrics.Error, Message: noPrometheus}
 	}
 	// The query is checked against the policy as it runs, not only its template.
 	prom := metrics.Enforce(p.prom, p.policy, ms.Namespace)
@@ -200,7 +215,26 @@ func (p promQL) Fetch(ctx context.Context, t Target, now time.Time) (Signals, er
 	if ms.Spec.Autoscaling != nil && ms.Spec.Autoscaling.ProjectionHorizon.Duration > 0 && o.Status == metrics.OK {
 		o = WithTrend(o, prom.Scalar(ctx, TrendQuery(q), now))
 	}
-	return one(o), nil
+	return o
+}
+
+// tokenWork is the token work of the ModelServer's pods over the serving window, for
+// spec.autoscaling.slo (SGLang's token counters with the sglang analysis preset, else vLLM's),
+// with its trend when spec.autoscaling.projectionHorizon is set.
+type tokenWork struct {
+	prom   metrics.Querier
+	policy metrics.QueryPolicy
+}
+
+func (tokenWork) Name() string { return autoscale.MetricSLO }
+
+func (w tokenWork) Fetch(ctx context.Context, t Target, now time.Time) (Signals, error) {
+	tmpl := metrics.VLLMTokenWork
+	if t.ModelServer.Spec.Rollout.Analysis.Preset == v1alpha1.AnalysisPresetSGLang {
+		tmpl = metrics.SGLangTokenWork
+	}
+	p := promQL{name: autoscale.MetricSLO, query: tmpl, prom: w.prom, policy: w.policy}
+	return Signals{Load: p.total(ctx, t.ModelServer, now)}, nil
 }
 
 // resourceMetric is a resource metric's average utilization over the Ready pods, from
@@ -285,7 +319,8 @@ func (g gatewayMetric) Fetch(ctx context.Context, t Target, now time.Time) (Sign
 }
 
 // latency is the p95 time to first token and inter-token latency of the ModelServer's pods over
-// the last minute, each queried only when a learnCapacity metric sets its SLO (from SGLang's
+// the serving window, each queried only when spec.autoscaling.slo or a learnCapacity metric
+// sets its SLO (from SGLang's
 // histograms with the sglang analysis preset, else vLLM's).
 type latency struct {
 	ttft, itl bool
@@ -295,6 +330,9 @@ type latency struct {
 
 func latencyOf(ms *v1alpha1.ModelServer) latency {
 	var l latency
+	if slo := ms.Spec.Autoscaling.SLO; slo != nil {
+		l.ttft, l.itl = slo.TTFTP95 != nil, slo.ITLP95 != nil
+	}
 	for _, m := range ms.Spec.Autoscaling.Metrics {
 		if m.Prometheus != nil && m.Prometheus.LearnCapacity != nil {
 			l.ttft = l.ttft || m.Prometheus.LearnCapacity.TimeToFirstTokenP95 != nil
@@ -334,11 +372,13 @@ func (l latency) Fetch(ctx context.Context, t Target, now time.Time) (Signals, e
 func one(o autoscale.Observation) Signals { return Signals{Observations: []autoscale.Observation{o}} }
 
 // BothColors are the template keys of a query about the whole ModelServer (both colors' pods
-// and pools, over the last minute).
+// and pools, over the autoscaler's serving window: its interval, at least four scrape
+// intervals of spec.rollout.analysis.scrapeInterval, which the controller fills from its
+// --prometheus-scrape-interval; see autoscale.ServingWindowOf).
 func BothColors(ms *v1alpha1.ModelServer) metrics.Vars {
 	return metrics.Vars{
 		Namespace: ms.Namespace, Name: ms.Name, Pods: "(?:" + metrics.PodRegex(ms.DeploymentName(v1alpha1.Blue)) + "|" + metrics.PodRegex(ms.DeploymentName(v1alpha1.Green)) + ")",
 		Pool:   "(?:" + regexp.QuoteMeta(ms.PoolName(v1alpha1.Blue)) + "|" + regexp.QuoteMeta(ms.PoolName(v1alpha1.Green)) + ")",
-		Window: metrics.PromDuration(time.Minute),
+		Window: metrics.PromDuration(autoscale.ServingWindowOf(ms)),
 	}
 }
