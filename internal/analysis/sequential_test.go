@@ -194,3 +194,54 @@ func sample(pods [][]float64) HistogramSample {
 	h := sumHistograms(groups)
 	return HistogramSample{Histogram: h, Groups: groups, Requests: metrics.Sample{Status: metrics.OK, Value: h.Total()}}
 }
+
+// TestTheDesignEffectPoolsBothColors: on long heavy-tailed prompts one long prompt
+// holds up a pod's batch, and every request of that pod's window is slower (the code-bursty
+// workload of #27). Some windows' stable pods are all spared while a few candidate pods are
+// held up, by chance, in an identical candidate: the stable color then shows no clustering
+// while the candidate's pods differ widely among themselves. Judged at the stable color's
+// design effect, such identical candidates failed (z 3.7-9 in the simulator); judged at the
+// larger of the two colors' own design effects, an identical candidate fails within the error
+// budget, and a candidate slower on every pod is still caught (its pods' ranks are centred on
+// its own, so a uniform slowdown does not inflate its design effect).
+func TestTheDesignEffectPoolsBothColors(t *testing.T) {
+	const (
+		seeds      = 400
+		per        = 120  // requests per pod in the window
+		longPrompt = 0.15 // chance that a long prompt holds up a pod's window
+	)
+	m := histogramMetric()
+	pod := func(rng *rand.Rand, mult, held float64) []float64 {
+		slow := 1.0
+		if rng.Float64() < held {
+			slow = 2 + 2*rng.Float64() // queued behind the long prompt
+		}
+		return podLatencies(rng, per, 0, mult*slow)
+	}
+	failures := func(mult, held float64) int {
+		fails := 0
+		for s := range uint64(seeds) {
+			rng := rand.New(rand.NewPCG(s, 2048))
+			cand, stable := make([][]float64, 3), make([][]float64, 8)
+			for p := range cand {
+				cand[p] = pod(rng, mult, held)
+			}
+			for p := range stable {
+				stable[p] = pod(rng, 1, held)
+			}
+			if JudgeHistogram(m, sample(cand), sample(stable), 20, Look{Step: 2, Index: 1}, now).Verdict == "Fail" {
+				fails++
+			}
+		}
+		return fails
+	}
+	aa, slower := failures(1, longPrompt), failures(1.5, 0)
+	fmt.Printf("FIGURE clustered_candidate_pods runs=%d identical_failed=%d (%.1f%%) unclustered_1.5x_failed=%d (%.1f%%)\n",
+		seeds, aa, 100*float64(aa)/seeds, slower, 100*float64(slower)/seeds)
+	if float64(aa)/seeds > 2*Alpha {
+		t.Errorf("an identical candidate whose pods are clustered failed %d of %d windows, want at most %.0f%%", aa, seeds, 200*Alpha)
+	}
+	if slower < seeds*7/10 { // 74% at the stable color's design effect alone
+		t.Errorf("a 1.5x slower candidate on unclustered pods failed only %d of %d windows", slower, seeds)
+	}
+}

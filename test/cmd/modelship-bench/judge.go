@@ -114,6 +114,9 @@ func traceArrivals(tr fleet.Trace, scale float64, burst time.Duration) func(seed
 	}
 }
 
+// judgeExplain (--judge-explain) prints the Fail results of every A/A run that was rolled back.
+var judgeExplain bool
+
 // judgeFigures are one (workload, candidate) cell of the matrix.
 type judgeFigures struct {
 	runs, rolledBack, promoted, undecided int
@@ -141,6 +144,7 @@ func runJudgeMatrix(workloads []judgeWorkload, judgeCandidates []judgeCandidate,
 		}
 	}
 	results := make([]policysim.RolloutResult, len(jobs))
+	failures := make([][]string, len(jobs))
 	errs := make([]error, len(jobs))
 	sem := make(chan struct{}, 2)
 	var wg sync.WaitGroup
@@ -160,7 +164,9 @@ func runJudgeMatrix(workloads []judgeWorkload, judgeCandidates []judgeCandidate,
 				return
 			}
 			cfg.Arrivals = arr
-			results[i] = policysim.RunRollout(cfg, policysim.NewModelshipRollout(base.Replicas))
+			ms := policysim.NewModelshipRollout(base.Replicas)
+			results[i] = policysim.RunRollout(cfg, ms)
+			failures[i] = ms.Failures()
 		})
 	}
 	wg.Wait()
@@ -182,6 +188,11 @@ func runJudgeMatrix(workloads []judgeWorkload, judgeCandidates []judgeCandidate,
 		switch r.Outcome {
 		case policysim.OutcomeRolledBack:
 			f.rolledBack++
+			if judgeExplain && j.c.mult == 1 {
+				for _, msg := range failures[i] {
+					fmt.Printf("judge.%s.aa.rollback run=%d %s\n", j.w.name, j.run, msg)
+				}
+			}
 			f.rollbackTimes = append(f.rollbackTimes, r.DecidedAfter)
 		case policysim.OutcomePromoted:
 			f.promoted++

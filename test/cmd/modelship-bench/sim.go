@@ -47,6 +47,7 @@ func runSim(args []string) error {
 	judgeSpec := fs.String("judge-workloads", "trace@1,trace@6,trace@7,bursty@4", "workloads of the judge matrix: comma-separated trace@SCALE, bursty@SCALE and matrix:NAME (\"\": none)")
 	judgeRuns := fs.Int("judge-runs", 200, "runs per workload and candidate (identical, 1.5x and 3x slower) of the judge matrix")
 	judgeOnly := fs.Bool("judge-only", false, "run only the judge matrix")
+	fs.BoolVar(&judgeExplain, "judge-explain", false, "print, for every identical candidate (A/A) the judge rolled back, the Fail results that did it (metric, step, look, z, threshold, effective counts)")
 	judgeCands := fs.String("judge-candidates", "1.25,1.5,3", "the judge matrix's slower candidates, as latency multipliers (an identical one always runs)")
 	gpuSpeed := fs.Float64("gpu-speed", 1, "the simulated GPUs' speed relative to the token rates modelship's work query assumes (0.7: 30% slower); with --workload it multiplies each workload's own")
 	workload := fs.String("workload", "", "run the autoscaling policies on workloads of the matrix (test/sim/workloads): a name, comma-separated names, or 'matrix' for all; --trace, when not the shipped trace, is added at --rate-scale")

@@ -3,6 +3,7 @@ package policysim
 import (
 	"math/rand/v2"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -87,11 +88,20 @@ func TestModelshipRollsBackASlowerCandidateAndPromotesAnIdenticalOne(t *testing.
 		Tick: 5 * time.Second, Step: 50 * time.Millisecond, Seed: 1, SLOTTFT: 2 * time.Second, StopWhenDecided: true}
 	slow := cfg
 	slow.Candidate = fleet.Profile{LatencyMultiplier: 1.5}
-	if r := RunRollout(slow, NewModelshipRollout(4)); r.Outcome != OutcomeRolledBack {
+	slowRollout := NewModelshipRollout(4)
+	if r := RunRollout(slow, slowRollout); r.Outcome != OutcomeRolledBack {
 		t.Fatalf("1.5x slower candidate: %+v, want rolled back", r)
 	}
-	if r := RunRollout(cfg, NewModelshipRollout(4)); r.Outcome != OutcomePromoted {
+	// Failures says why (bench sim --judge-explain prints it for rolled-back A/A runs).
+	if f := slowRollout.Failures(); len(f) == 0 || !strings.HasPrefix(f[0], "step ") || !strings.Contains(f[0], "slower than") {
+		t.Errorf("failures of the rolled-back candidate: %q, want \"step S look K: ... slower than ...\"", f)
+	}
+	same := NewModelshipRollout(4)
+	if r := RunRollout(cfg, same); r.Outcome != OutcomePromoted {
 		t.Fatalf("identical candidate: %+v, want promoted", r)
+	}
+	if f := same.Failures(); len(f) != 0 {
+		t.Errorf("failures of the promoted candidate: %q, want none", f)
 	}
 }
 

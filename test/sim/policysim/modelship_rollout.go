@@ -1,6 +1,7 @@
 package policysim
 
 import (
+	"fmt"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -28,7 +29,14 @@ type ModelshipRollout struct {
 	deps    map[v1alpha1.Color]*msDep
 	stable  v1alpha1.Color
 	started bool
+	// failures are the Fail results of every measurement, "step S look K: message", in order:
+	// why a run was rolled back (Failures).
+	failures []string
 }
+
+// Failures is the Fail results of the rollout's measurements so far, each as "step S look K:
+// message" (the metric, its z and threshold, and the effective counts), in order.
+func (m *ModelshipRollout) Failures() []string { return m.failures }
 
 type msDep struct {
 	rev      string
@@ -108,6 +116,11 @@ func (m *ModelshipRollout) Tick(v *View) (int32, int32, Outcome) {
 	if rollout.MeasureDue(m.ms, now) {
 		step, look := rollout.MeasureLook(m.ms, now)
 		meas = &rollout.Measurement{At: now, Results: m.measure(v, rollout.MeasureWindow(m.ms, now), analysis.Look{Step: step, Index: look}, now)}
+		for _, r := range meas.Results {
+			if r.Verdict == v1alpha1.VerdictFail {
+				m.failures = append(m.failures, fmt.Sprintf("step %d look %d: %s", step, look, r.Message))
+			}
+		}
 	}
 	d := m.pass("r2", now, meas, v)
 	cand := m.otherColor()
