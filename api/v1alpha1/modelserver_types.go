@@ -343,6 +343,33 @@ type RolloutSpec struct {
 	// +kubebuilder:default={}
 	// +optional
 	Analysis AnalysisSpec `json:"analysis,omitempty,omitzero"`
+
+	// HeaderRoute, when set, sends every request that carries this header with this value to
+	// the candidate only, from the moment the candidate has Ready, warm pods (step 0, at weight
+	// 0) until it is promoted, aborted or rolled back: testers, synthetic checks and internal
+	// users reach it before and while the weights move. modelship adds an HTTPRoute rule of its
+	// own (named modelship-<name>-header) to the route, owned or named by spec.gateway.routeRef,
+	// with the weighted rule's matches, each with the header match added, and the candidate's
+	// Service or InferencePool as its only backend; a rule with a header match is more specific
+	// than the weighted rule, so the Gateway prefers it for the requests that carry the header.
+	// Requests without the header follow the weights. The rule is removed when the rollout ends.
+	// +optional
+	HeaderRoute *HeaderRouteSpec `json:"headerRoute,omitempty"`
+}
+
+// HeaderRouteSpec is spec.rollout.headerRoute: the header (exact match) that sends a request
+// to the candidate during a rollout.
+type HeaderRouteSpec struct {
+	// Name of the HTTP header, as the Gateway API's HTTPHeaderName (case-insensitive), e.g.
+	// x-canary.
+	// +required
+	Name gatewayv1.HTTPHeaderName `json:"name"`
+
+	// Value the header must have, matched exactly, e.g. always.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=4096
+	// +required
+	Value string `json:"value"`
 }
 
 // InconclusiveSpec is spec.rollout.inconclusive: how long a rollout may hold on inconclusive

@@ -110,6 +110,18 @@ func badSpecs() []badSpec {
 		return path + `: Invalid value: "` + value + `": must be a duration such as 90s, 2m or 1h30m`
 	}
 	return append(append(zeroSpellings(), childKindsOfMistake()...), []badSpec{
+		// Header route.
+		{name: "a header route whose header name has a space", mutate: func(ms *v1alpha1.ModelServer) {
+			ms.Spec.Rollout.HeaderRoute = &v1alpha1.HeaderRouteSpec{Name: "x canary", Value: "always"}
+		}, want: []string{"spec.rollout.headerRoute.name", "should match"}},
+		{name: "a header route on an HTTP/2 pseudo-header", mutate: func(ms *v1alpha1.ModelServer) {
+			ms.Spec.Rollout.HeaderRoute = &v1alpha1.HeaderRouteSpec{Name: ":authority", Value: "canary.example.com"}
+		}, want: []string{"spec.rollout.headerRoute.name", "should match"}},
+		{name: "a header route without a value", mutate: func(ms *v1alpha1.ModelServer) {
+			ms.Spec.Rollout.HeaderRoute = &v1alpha1.HeaderRouteSpec{Name: "x-canary"}
+		}, want: []string{"spec.rollout.headerRoute.value", "at least 1 chars long"}},
+		{name: "a header route without a header name", raw: set("rollout.headerRoute", map[string]any{"value": "always"}),
+			want: []string{"spec.rollout.headerRoute.name", "Required value"}},
 		// Durations.
 		{name: "a step duration in words", mutate: func(ms *v1alpha1.ModelServer) { ms.Spec.Rollout.StepDuration = text("2 minutes") },
 			want: []string{notADuration("spec.rollout.stepDuration", "2 minutes")}},
@@ -786,6 +798,9 @@ func goodSpecs() []badSpec {
 		}},
 		{name: "restartPolicy Always", mutate: func(ms *v1alpha1.ModelServer) { ms.Spec.Template.Spec.RestartPolicy = corev1.RestartPolicyAlways }},
 		{name: "load matching on the stable pods", mutate: func(ms *v1alpha1.ModelServer) { ms.Spec.Rollout.LoadMatching = v1alpha1.LoadMatchingStablePods }},
+		{name: "a header route to the candidate", mutate: func(ms *v1alpha1.ModelServer) {
+			ms.Spec.Rollout.HeaderRoute = &v1alpha1.HeaderRouteSpec{Name: "X-Canary", Value: "always"}
+		}},
 		{name: "template keys with spaces and trim markers", mutate: func(ms *v1alpha1.ModelServer) {
 			ms.Spec.Rollout.Analysis.Metrics = []v1alpha1.AnalysisMetric{{Name: "ok", MaxRatioToStable: qty("2"),
 				Query: `sum(rate(x{namespace="{{ .Namespace }}",pod=~"{{- .Pods -}}",c="{{.Color}}",r="{{.Revision}}",n="{{.Name}}"}[{{.Window}}]))`}}

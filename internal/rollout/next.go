@@ -190,6 +190,20 @@ func (m *machine) candidateLive() bool {
 	return c != nil && c.Revision == m.obs.Revision && m.inProgress()
 }
 
+// headerRoute is the color spec.rollout.headerRoute sends to (see Decision.HeaderRoute): the
+// live candidate's, once it has a Ready, warm pod; a candidate superseded and draining is not
+// live, nor is one rolled back or aborted, and a promoted one is no longer the candidate.
+func (m *machine) headerRoute() v1alpha1.Color {
+	c := m.st.Candidate
+	if m.ms.Spec.Rollout.HeaderRoute == nil || !m.candidateLive() || m.heldFor(v1alpha1.ReasonSuperseding) {
+		return ""
+	}
+	if !c.Warm || c.ReadyReplicas < 1 {
+		return ""
+	}
+	return c.Color
+}
+
 // heldFor reports whether this pass holds for reason.
 func (m *machine) heldFor(reason string) bool { return m.held.reason == reason }
 
@@ -284,6 +298,7 @@ func (m *machine) decision() Decision {
 		Status:        *st,
 		Plans:         m.plans,
 		Weights:       weights,
+		HeaderRoute:   m.headerRoute(),
 		Events:        m.events,
 		RequeueAfter:  requeue,
 		KeepOperation: m.keepOp,

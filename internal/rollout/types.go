@@ -123,6 +123,11 @@ type Decision struct {
 	Plans map[v1alpha1.Color]ColorPlan
 	// Weights are the route's backendRef weights per color; they sum to 100.
 	Weights map[v1alpha1.Color]int32
+	// HeaderRoute is the color the header route of spec.rollout.headerRoute sends to in this
+	// pass: the live candidate's once it has Ready, warm pods (from step 0, at weight 0), up to
+	// its promotion; "" means no header route (none asked, no live candidate, a candidate not
+	// warm yet, or one promoted, rolled back, aborted or superseded).
+	HeaderRoute v1alpha1.Color
 	// Events to record.
 	Events []Event
 	// RequeueAfter is when to look again (0: only on change).
