@@ -1,8 +1,10 @@
 // Command modelship-fleet-sim simulates the model-server fleet of modelship's ModelServers for
-// tests without GPUs or a data plane: it watches the ModelServers' pods and HTTPRoutes, replays a
-// request trace split by the routes' weights, serves vLLM and DCGM metrics for every pod at
-// /metrics and warm-up checks at /pods/{namespace}/{pod}/{path...}, and accepts the routes as a
-// Gateway would (controllerName modelship.dev/fleet-sim).
+// tests without GPUs: it watches the ModelServers' pods and HTTPRoutes, replays a request trace,
+// serves vLLM and DCGM metrics for every pod at /metrics and warm-up checks at
+// /pods/{namespace}/{pod}/{path...}. By default it is also the data plane: it splits the
+// requests by the routes' weights and accepts the routes as a Gateway would (controllerName
+// modelship.dev/fleet-sim). With --gateway-url a real Gateway is: every pod is served on its
+// own address (--serve-pods) and the trace's requests are sent to the Gateway's listener.
 package main
 
 import (
@@ -58,6 +60,13 @@ func main() {
 	flag.IntVar(&cfg.Fleet.MaxTokens, "max-tokens", 512, "cap of generated tokens per request (finished_reason=length); 0 for none")
 	flag.StringVar(&strategy, "strategy", string(fleet.LeastLoaded), "pod choice within a color: least-loaded or round-robin")
 	flag.DurationVar(&cfg.Fleet.Step, "step", 10*time.Millisecond, "simulation time step")
+	flag.DurationVar(&cfg.SyncInterval, "sync-interval", time.Second, "real time between reads of the cluster (pods, routes); a pod's server binds at the first read that sees its podIP")
+	flag.DurationVar(&cfg.TickInterval, "tick-interval", 0, "real time between advances of the simulation (0: 50ms, 10ms when pods are served)")
+	flag.BoolVar(&cfg.ServePods, "serve-pods", false, "serve every simulated pod on its own podIP:port (OpenAI endpoints, /health, /metrics); the addresses must be in 127.0.0.0/8 or 198.18.0.0/15")
+	flag.StringVar(&cfg.Gateway.URL, "gateway-url", "", "send the trace's requests to this Gateway listener (http://host:port) instead of routing them by the HTTPRoutes' weights; implies --serve-pods, and the simulator neither reads weights nor writes route status")
+	flag.IntVar(&cfg.Gateway.Concurrency, "gateway-concurrency", 512, "most requests in flight to the Gateway (more are counted as dropped)")
+	flag.DurationVar(&cfg.Gateway.Timeout, "gateway-timeout", 2*time.Minute, "timeout of one request to the Gateway")
+	flag.BoolVar(&cfg.Gateway.Stream, "gateway-stream", false, `send requests with "stream": true and read the server-sent events`)
 	verbosity := flag.Int("v", 0, "log verbosity")
 	flag.Parse()
 	ctrl.SetLogger(funcr.New(func(prefix, args string) {
@@ -94,6 +103,11 @@ func run(tracePath string, seed uint64, strategy string, rules profiles, cfg *fl
 		cfg.Fleet.Strategy = s
 	default:
 		return fmt.Errorf("--strategy %q: want least-loaded or round-robin", strategy)
+	}
+	if cfg.Gateway.URL != "" {
+		if _, err := fleetsim.NewLoadGenerator(cfg.Gateway); err != nil {
+			return fmt.Errorf("--gateway-url: %w", err)
+		}
 	}
 	cfg.Trace = t
 	cfg.Replay.Seed = seed

@@ -39,6 +39,9 @@ const (
 	CodeBadGateway = "502"
 	// CodeUnavailable: no pod of the chosen color serves (none Ready and loaded), or no route.
 	CodeUnavailable = "503"
+	// CodeClientClosed: the client went away before the answer (Request.Cancel), as nginx
+	// logs it.
+	CodeClientClosed = "499"
 )
 
 // Config is the fleet's behaviour.
@@ -108,6 +111,14 @@ type Request struct {
 	ContextTokens int
 	// GeneratedTokens is the number of tokens the model will generate (at least 1).
 	GeneratedTokens int
+	// OnTokens, when set, is called with the number of tokens generated so far each time the
+	// simulation produces some (a streaming server paces its chunks by it). It runs under the
+	// fleet's lock, in the step that produced them: it must not block nor call the fleet.
+	OnTokens func(generated int)
+	// Cancel, when set, is closed when the client goes away: the pod drops the request at its
+	// next step (vLLM counts it finished_reason="abort"; SubmitTo's Result says
+	// CodeClientClosed).
+	Cancel <-chan struct{}
 }
 
 // msKey names a ModelServer.
@@ -203,7 +214,17 @@ func (f *Fleet) DeletePod(namespace, name string) {
 	if !ok {
 		return
 	}
-	lost := len(r.waiting) + len(r.running)
+	lost := 0
+	for _, q := range append(append([]*request(nil), r.waiting...), r.running...) {
+		if q.notify != nil {
+			q.finish(CodeBadGateway, "", f.now)
+			continue
+		}
+		lost++
+	}
+	if direct := len(r.waiting) + len(r.running) - lost; direct > 0 {
+		f.windowFor(msKey{namespace, r.pod.ModelServer}).errors += direct
+	}
 	if lost > 0 {
 		f.gateway[gatewayKey{namespace, r.pod.ModelServer, r.pod.Color, CodeBadGateway}] += uint64(lost)
 		f.windowFor(msKey{namespace, r.pod.ModelServer}).errors += lost
@@ -316,23 +337,7 @@ func (f *Fleet) Submit(namespace, modelServer string, req Request) Outcome {
 		f.gateway[gatewayKey{namespace, modelServer, color, CodeUnavailable}]++
 		return Outcome{Color: color, Code: CodeUnavailable}
 	}
-	gen := max(1, req.GeneratedTokens)
-	reason := FinishStop
-	if f.cfg.MaxTokens > 0 && gen >= f.cfg.MaxTokens {
-		gen, reason = f.cfg.MaxTokens, FinishLength
-	}
-	f.nextID++
-	q := &request{
-		id:          f.nextID,
-		arrival:     req.Arrival,
-		context:     max(0, req.ContextTokens),
-		generate:    gen,
-		reason:      reason,
-		prefillLeft: float64(max(0, req.ContextTokens)),
-	}
-	if p := r.pod.profileAt(req.Arrival).ErrorProbability; p > 0 && f.rng.Float64() < p {
-		q.fail = true
-	}
+	q := f.newRequest(r, req)
 	r.waiting = append(r.waiting, q)
 	return Outcome{Color: color, Pod: r.pod.Key(), Code: CodeOK}
 }
@@ -437,6 +442,14 @@ func (f *Fleet) advance(t time.Time) {
 // record accounts a finished request at the gateway.
 func (f *Fleet) record(r *replica, d finished) {
 	k := msKey{r.pod.Namespace, r.pod.ModelServer}
+	if d.req.cancelled {
+		if d.req.notify != nil {
+			d.req.finish(CodeClientClosed, d.reason, d.at)
+			return
+		}
+		f.gateway[gatewayKey{k.namespace, k.name, r.pod.Color, CodeClientClosed}]++
+		return
+	}
 	code := CodeOK
 	w := f.windowFor(k)
 	if d.reason == FinishAbort {
@@ -444,6 +457,10 @@ func (f *Fleet) record(r *replica, d finished) {
 		w.errors++
 	} else {
 		w.ttft = append(w.ttft, d.req.firstToken.Sub(d.req.arrival).Seconds())
+	}
+	if d.req.notify != nil {
+		d.req.finish(code, d.reason, d.at)
+		return
 	}
 	f.gateway[gatewayKey{k.namespace, k.name, r.pod.Color, code}]++
 }

@@ -27,8 +27,9 @@ const (
 	MetricPoolKVCache      = "inference_pool_average_kv_cache_utilization"
 	MetricPoolReadyPods    = "inference_pool_ready_pods"
 	MetricObjectiveRunning = "inference_objective_running_requests"
-	// MetricGatewayResponses counts the simulated Gateway's responses per ModelServer, color and
-	// code; it is the simulator's own, not vLLM's.
+	// MetricGatewayResponses counts the Gateway's responses per ModelServer, color and code: the
+	// simulated Gateway's (Submit), or a real one's as its client saw them
+	// (CountGatewayResponse); it is the simulator's own, not vLLM's.
 	MetricGatewayResponses = "fleetsim_gateway_responses_total"
 )
 
@@ -78,28 +79,62 @@ func (f *Fleet) Collect(ch chan<- prometheus.Metric) {
 			sendConst(ch, descGPUUtil, prometheus.GaugeValue, roundUtil(100*r.util),
 				strconv.Itoa(i), gpuUUID(p, i), "nvidia"+strconv.Itoa(i), GPUModelName, p.Node, p.Container, p.Namespace, p.Name)
 		}
-		if !r.loaded {
-			continue
+		if r.loaded {
+			collectVLLM(ch, r)
 		}
-		lv := []string{p.Namespace, p.Name, p.ModelName}
-		sendConst(ch, descRunning, prometheus.GaugeValue, float64(len(r.running)), lv...)
-		sendConst(ch, descWaiting, prometheus.GaugeValue, float64(len(r.waiting)), lv...)
-		kv := r.kvUsage()
-		sendConst(ch, descKV, prometheus.GaugeValue, kv, lv...)
-		sendConst(ch, descGPUCache, prometheus.GaugeValue, kv, lv...)
-		sendHistogram(ch, descTTFT, r.ttft.count, r.ttft.sum, r.ttft.cumulative(), lv...)
-		sendHistogram(ch, descITL, r.itl.count, r.itl.sum, r.itl.cumulative(), lv...)
-		sendHistogram(ch, descE2E, r.e2e.count, r.e2e.sum, r.e2e.cumulative(), lv...)
-		for _, reason := range finishReasons {
-			sendConst(ch, descSuccess, prometheus.CounterValue, float64(r.success[reason]), append(slicesClone(lv), reason)...)
-		}
-		sendConst(ch, descPrompt, prometheus.CounterValue, float64(r.promptTokens), lv...)
-		sendConst(ch, descGen, prometheus.CounterValue, float64(r.generatedTokens), lv...)
 	}
 	for k, v := range f.gateway {
 		sendConst(ch, descGateway, prometheus.CounterValue, float64(v), k.namespace, k.modelServer, k.color, k.code)
 	}
 	f.collectPools(ch)
+}
+
+// collectVLLM sends a loaded pod's vLLM series.
+func collectVLLM(ch chan<- prometheus.Metric, r *replica) {
+	p := r.pod
+	lv := []string{p.Namespace, p.Name, p.ModelName}
+	sendConst(ch, descRunning, prometheus.GaugeValue, float64(len(r.running)), lv...)
+	sendConst(ch, descWaiting, prometheus.GaugeValue, float64(len(r.waiting)), lv...)
+	kv := r.kvUsage()
+	sendConst(ch, descKV, prometheus.GaugeValue, kv, lv...)
+	sendConst(ch, descGPUCache, prometheus.GaugeValue, kv, lv...)
+	sendHistogram(ch, descTTFT, r.ttft.count, r.ttft.sum, r.ttft.cumulative(), lv...)
+	sendHistogram(ch, descITL, r.itl.count, r.itl.sum, r.itl.cumulative(), lv...)
+	sendHistogram(ch, descE2E, r.e2e.count, r.e2e.sum, r.e2e.cumulative(), lv...)
+	for _, reason := range finishReasons {
+		sendConst(ch, descSuccess, prometheus.CounterValue, float64(r.success[reason]), append(slicesClone(lv), reason)...)
+	}
+	sendConst(ch, descPrompt, prometheus.CounterValue, float64(r.promptTokens), lv...)
+	sendConst(ch, descGen, prometheus.CounterValue, float64(r.generatedTokens), lv...)
+}
+
+// PodCollector exposes one pod's vLLM series, as that pod's own vLLM serves them on its
+// /metrics: the series Collect sends for it, without DCGM's (another exporter's) or the
+// Gateway's and endpoint picker's. It sends nothing while the model loads or once the pod is
+// gone.
+func (f *Fleet) PodCollector(namespace, name string) prometheus.Collector {
+	return podCollector{f: f, key: namespace + "/" + name}
+}
+
+type podCollector struct {
+	f   *Fleet
+	key string
+}
+
+// Describe sends the vLLM descriptors.
+func (c podCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descRunning, descWaiting, descKV, descGPUCache, descTTFT, descITL, descE2E, descSuccess, descPrompt, descGen} {
+		ch <- d
+	}
+}
+
+// Collect sends the pod's vLLM series.
+func (c podCollector) Collect(ch chan<- prometheus.Metric) {
+	c.f.mu.Lock()
+	defer c.f.mu.Unlock()
+	if r, ok := c.f.pods[c.key]; ok && r.loaded {
+		collectVLLM(ch, r)
+	}
 }
 
 // collectPools sends what an endpoint picker reports for each InferencePool: the average queue

@@ -228,6 +228,14 @@ type request struct {
 	emitted     int     // tokens produced so far
 	progress    float64 // fractional tokens produced in decode
 	firstToken  time.Time
+	// notify, for a request submitted to one pod (Fleet.SubmitTo), receives its first token
+	// and its end; such a request is not counted at the simulated Gateway.
+	notify   chan Result
+	pod      string
+	onTokens func(int)
+	cancel   <-chan struct{}
+	// cancelled: the client went away (Request.Cancel); the request ended as an abort.
+	cancelled bool
 }
 
 func (r *request) prefilled() bool { return r.prefillLeft <= 0 }
@@ -313,6 +321,7 @@ func (r *replica) step(t0 time.Time, dt time.Duration) []finished {
 		r.decayUtil(0, dt)
 		return nil
 	}
+	cancelled := r.dropCancelled(t0)
 	r.admit()
 	c := r.pod.Capacity
 	mult := r.pod.profileAt(t0).multiplier()
@@ -359,6 +368,12 @@ func (r *replica) step(t0 time.Time, dt time.Duration) []finished {
 		r.ttft.observe(at.Sub(q.arrival).Seconds(), 1)
 		q.emitted = 1
 		r.generatedTokens++
+		if q.notify != nil {
+			q.notify <- q.result(false, "", "", time.Time{})
+		}
+		if q.onTokens != nil {
+			q.onTokens(q.emitted)
+		}
 		if q.emitted >= q.generate {
 			done = append(done, finished{req: q, at: at, reason: q.reason})
 		}
@@ -388,6 +403,9 @@ func (r *replica) step(t0 time.Time, dt time.Duration) []finished {
 			r.itl.observe(observed, uint64(n))
 			r.windowITL.observe(observed, uint64(n))
 			r.generatedTokens += uint64(n)
+			if n > 0 && q.onTokens != nil {
+				q.onTokens(q.emitted)
+			}
 			if q.emitted >= q.generate {
 				// The last token came after (generate-1-progressBefore) tokens' worth of time.
 				tokensNeeded := float64(q.generate-1) - (q.progress - left/itl)
@@ -399,6 +417,7 @@ func (r *replica) step(t0 time.Time, dt time.Duration) []finished {
 		r.remove(dec)
 		done = append(done, dec...)
 	}
+	done = append(cancelled, done...)
 	for _, f := range done {
 		r.success[f.reason]++
 		if f.reason != FinishAbort {
@@ -407,6 +426,41 @@ func (r *replica) step(t0 time.Time, dt time.Duration) []finished {
 	}
 	r.decayUtil(busy/dts, dt)
 	return done
+}
+
+// dropCancelled ends the requests whose client went away (Request.Cancel closed) as aborts at
+// t, as vLLM aborts a request whose connection closed, freeing its batch slot and KV cache.
+func (r *replica) dropCancelled(t time.Time) []finished {
+	gone := func(q *request) bool {
+		if q.cancel == nil {
+			return false
+		}
+		select {
+		case <-q.cancel:
+			q.cancelled = true
+			return true
+		default:
+			return false
+		}
+	}
+	var out []finished
+	kept := r.waiting[:0]
+	for _, q := range r.waiting {
+		if gone(q) {
+			out = append(out, finished{req: q, at: t, reason: FinishAbort})
+			continue
+		}
+		kept = append(kept, q)
+	}
+	r.waiting = kept
+	var running []finished
+	for _, q := range r.running {
+		if gone(q) {
+			running = append(running, finished{req: q, at: t, reason: FinishAbort})
+		}
+	}
+	r.remove(running)
+	return append(out, running...)
 }
 
 // decayUtil moves the smoothed GPU utilization toward the step's busy fraction.

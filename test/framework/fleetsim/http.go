@@ -18,13 +18,27 @@ import (
 //   - GET /pods/{namespace}/{pod}/{path...}: the pod's own endpoints for warm-up checks: 503 while
 //     the model loads, 200 once it serves (/v1/models lists the model as vLLM does), 404 for a
 //     pod the simulator does not know;
-//   - GET /healthz: 200.
-func NewHandler(f *fleet.Fleet, now func() time.Time) (http.Handler, error) {
+//   - GET /healthz: 200;
+//   - GET /loadgen/responses, when a LoadGenerator is among extra: its counts as JSON
+//     ([]ResponseCount).
+//
+// extra collectors are served on /metrics beside the fleet's.
+func NewHandler(f *fleet.Fleet, now func() time.Time, extra ...prometheus.Collector) (http.Handler, error) {
 	reg := prometheus.NewRegistry()
 	if err := reg.Register(f); err != nil {
 		return nil, fmt.Errorf("registering the fleet collector: %w", err)
 	}
 	mux := http.NewServeMux()
+	for _, c := range extra {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("registering a collector: %w", err)
+		}
+		if g, ok := c.(*LoadGenerator); ok {
+			mux.HandleFunc("GET /loadgen/responses", func(w http.ResponseWriter, _ *http.Request) {
+				writeJSON(w, http.StatusOK, g.Counts())
+			})
+		}
+	}
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte("ok\n"))

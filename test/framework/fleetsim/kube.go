@@ -1,6 +1,10 @@
 // Package fleetsim connects the fleet model (test/framework/fleet) to a Kubernetes API server: it maps
-// ModelServers' pods to simulated replicas, reads HTTPRoute weights, plays the Gateway that
-// accepts the routes, and serves the simulated pods' metrics and warm-up checks over HTTP.
+// ModelServers' pods to simulated replicas and serves the simulated pods' metrics and warm-up
+// checks over HTTP. Either it plays the Gateway (it reads HTTPRoute weights, splits the trace's
+// requests by them and accepts the routes), or a real Gateway does (Config.Gateway): then every
+// pod is served on its own podIP and port (PodServers, OpenAI-compatible endpoints) and the
+// trace's requests are sent as HTTP requests to the Gateway (LoadGenerator). Every address it
+// binds or dials is in 127.0.0.0/8 or 198.18.0.0/15 (GuardedListen, GuardedTransport).
 package fleetsim
 
 import (

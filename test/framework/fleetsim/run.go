@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -36,10 +37,24 @@ type Config struct {
 	Listen string
 	// SyncInterval between reads of the cluster. Zero means 1s.
 	SyncInterval time.Duration
-	// TickInterval between advances of the fleet. Zero means 50ms.
+	// TickInterval between advances of the fleet. Zero means 50ms, 10ms when pods are served.
 	TickInterval time.Duration
 	// LogInterval between status lines. Zero means 10s.
 	LogInterval time.Duration
+	// ServePods serves every simulated pod on its own podIP and port (PodServers), as the
+	// vLLM process of a real pod would; their addresses must be local (a network namespace's
+	// 198.18.128.0/17, or loopback).
+	ServePods bool
+	// PodListen binds the pods' listeners; nil is GuardedListen.
+	PodListen ListenFunc
+	// Gateway, when its URL is set, sends the trace's requests as HTTP requests to a real
+	// Gateway's listener instead of routing them in the fleet by the HTTPRoutes' weights; the
+	// simulator then neither reads weights nor writes route status (the Gateway does both),
+	// and serves the pods (ServePods is implied). The counts of answers are on /metrics
+	// (MetricLoadResponses, and fleet.MetricGatewayResponses as before, with the codes
+	// CodeClientError and CodeDropped besides HTTP's), at GET /loadgen/responses and in the
+	// status lines.
+	Gateway LoadOptions
 }
 
 // NewScheme knows pods, ModelServers and HTTPRoutes.
@@ -61,6 +76,10 @@ func Run(ctx context.Context, restCfg *rest.Config, cfg Config, log logr.Logger)
 	}
 	if cfg.TickInterval <= 0 {
 		cfg.TickInterval = 50 * time.Millisecond
+		if cfg.ServePods || cfg.Gateway.URL != "" {
+			// Pods answer as the fleet advances: finer ticks, answers closer to their time.
+			cfg.TickInterval = 10 * time.Millisecond
+		}
 	}
 	if cfg.LogInterval <= 0 {
 		cfg.LogInterval = 10 * time.Second
@@ -86,7 +105,19 @@ func Run(ctx context.Context, restCfg *rest.Config, cfg Config, log logr.Logger)
 
 	start := time.Now()
 	f := fleet.New(cfg.Fleet, start)
-	handler, err := NewHandler(f, time.Now)
+	var load *LoadGenerator
+	var extra []prometheus.Collector
+	if cfg.Gateway.URL != "" {
+		if cfg.Gateway.OnResponse == nil {
+			cfg.Gateway.OnResponse = f.CountGatewayResponse
+		}
+		if load, err = NewLoadGenerator(cfg.Gateway); err != nil {
+			return err
+		}
+		cfg.ServePods = true
+		extra = append(extra, load)
+	}
+	handler, err := NewHandler(f, time.Now, extra...)
 	if err != nil {
 		return err
 	}
@@ -111,12 +142,15 @@ func Run(ctx context.Context, restCfg *rest.Config, cfg Config, log logr.Logger)
 		return fmt.Errorf("adding the HTTP server: %w", err)
 	}
 
-	syncer := &Syncer{Client: mgr.GetClient(), Fleet: f, Pods: cfg.Pods, Now: time.Now}
-	loop := &loop{syncer: syncer, fleet: f, replay: replay, cfg: cfg, start: start, log: log, cache: mgr.GetCache()}
+	syncer := &Syncer{Client: mgr.GetClient(), Fleet: f, Pods: cfg.Pods, Now: time.Now, RealGateway: load != nil}
+	if cfg.ServePods {
+		syncer.Servers = &PodServers{Fleet: f, Now: time.Now, Listen: cfg.PodListen, Log: log.WithName("pods")}
+	}
+	loop := &loop{syncer: syncer, fleet: f, replay: replay, cfg: cfg, start: start, log: log, cache: mgr.GetCache(), load: load}
 	if err := mgr.Add(manager.RunnableFunc(loop.run)); err != nil {
 		return fmt.Errorf("adding the simulation loop: %w", err)
 	}
-	log.Info("Starting the fleet simulator", "requests", len(cfg.Trace.Requests),
+	log.Info("Starting the fleet simulator", "gateway", cfg.Gateway.URL, "servePods", cfg.ServePods, "requests", len(cfg.Trace.Requests),
 		"traceDuration", cfg.Trace.Duration(), "cycle", replay.CycleDuration(),
 		"speed", cfg.Replay.Speed, "rateScale", cfg.Replay.RateScale,
 		"meanRPS", float64(len(cfg.Trace.Requests))*cfg.Replay.RateScale/replay.CycleDuration().Seconds())
@@ -135,16 +169,29 @@ type loop struct {
 	start  time.Time
 	log    logr.Logger
 	cache  cache.Cache
+	load   *LoadGenerator // nil: the fleet routes by the weights
 }
 
 func (l *loop) run(ctx context.Context) error {
 	if !l.cache.WaitForCacheSync(ctx) {
 		return errors.New("the cache did not sync")
 	}
+	if l.load != nil {
+		// Real requests: the replay starts now, not with a burst of the arrivals due while the
+		// cache synced (the fleet's clock is only a clock here; arrivals carry no time).
+		l.start = time.Now()
+	}
 	tick := time.NewTicker(l.cfg.TickInterval)
 	defer tick.Stop()
+	if l.syncer.Servers != nil {
+		defer l.syncer.Servers.Close()
+	}
+	if l.load != nil {
+		defer l.load.Wait()
+	}
 	var routed []string
 	var nss []string
+	var targets []Target
 	lastSync, lastLog := time.Time{}, time.Now()
 	for {
 		select {
@@ -164,9 +211,16 @@ func (l *loop) run(ctx context.Context) error {
 				nss = append(nss, s.Namespace)
 				routed = append(routed, s.Name)
 			}
+			targets = l.syncer.Targets()
 			lastSync = now
 		}
 		for _, a := range l.replay.Until(now.Sub(l.start)) {
+			if l.load != nil {
+				for _, t := range targets {
+					l.load.Send(ctx, t, a)
+				}
+				continue
+			}
 			for i := range routed {
 				l.fleet.Submit(nss[i], routed[i], fleet.Request{
 					Arrival: l.start.Add(a.At), ContextTokens: a.ContextTokens, GeneratedTokens: a.GeneratedTokens,
@@ -183,6 +237,9 @@ func (l *loop) run(ctx context.Context) error {
 				l.log.Info("Fleet status", "ModelServer", w.Namespace+"/"+w.Name,
 					"rps", fmt.Sprintf("%.1f", w.RPS()), "errors", w.Errors, "weights", w.Weights,
 					"pods", w.Pods, "ttftP95", ttft)
+			}
+			if l.load != nil {
+				l.log.Info("Gateway responses", "counts", FormatCounts(l.load.Counts()))
 			}
 			lastLog = now
 		}

@@ -18,7 +18,10 @@ import (
 )
 
 // Syncer mirrors the cluster into the fleet: ModelServers' pods become replicas, HTTPRoute
-// weights become the fleet's traffic split, and the routes get a Gateway's status.
+// weights become the fleet's traffic split, and the routes get a Gateway's status. With
+// RealGateway, a real Gateway does the last two: the Syncer only reads where each routed
+// ModelServer's requests go (Targets). With Servers, every replica is also served on its
+// pod's own address.
 type Syncer struct {
 	// Client reads ModelServers, pods and HTTPRoutes and writes route status.
 	Client client.Client
@@ -28,12 +31,43 @@ type Syncer struct {
 	Pods PodOptions
 	// Now is the clock.
 	Now func() time.Time
+	// RealGateway: a real Gateway routes the requests and writes the routes' and pools'
+	// status; Sync sets no weights in the fleet and writes no status.
+	RealGateway bool
+	// Servers, when set, serve each replica on its pod's IP and port (PodEndpointOf, the port
+	// of a ModelServer's pods being its spec.port).
+	Servers *PodServers
 
-	routed map[types.NamespacedName]bool
+	routed  map[types.NamespacedName]bool
+	targets []Target
 }
 
+// Target is where the requests of a routed ModelServer go through a Gateway: the route's
+// hostname, path and header matches of the first rule that references the ModelServer.
+type Target struct {
+	// ModelServer the requests are for.
+	ModelServer types.NamespacedName
+	// Route that routes them.
+	Route types.NamespacedName
+	// Host is the Host header: the route's first hostname (a wildcard's "*" made "sim"), ""
+	// when the route has none.
+	Host string
+	// Path of the requests: /v1/completions (or /v1/chat/completions) when the rule's first
+	// path match is a prefix of it, else that prefix followed by /v1/completions; an Exact
+	// match as it is.
+	Path string
+	// Headers the rule's first match requires (Exact matches).
+	Headers map[string]string
+	// Model is the model name sent in requests (the ModelServer's name).
+	Model string
+}
+
+// Targets returns the routed ModelServers' targets of the last Sync, sorted by ModelServer.
+func (s *Syncer) Targets() []Target { return append([]Target(nil), s.targets...) }
+
 // Sync runs one pass and returns the ModelServers that have a route (they receive the load),
-// sorted. Errors on route status writes are joined after the pass completes.
+// sorted. Errors on route status writes and pod server binds are joined after the pass
+// completes.
 func (s *Syncer) Sync(ctx context.Context) ([]types.NamespacedName, error) {
 	now := s.Now()
 	var servers v1alpha1.ModelServerList
@@ -41,8 +75,10 @@ func (s *Syncer) Sync(ctx context.Context) ([]types.NamespacedName, error) {
 		return nil, fmt.Errorf("listing ModelServers: %w", err)
 	}
 	known := map[types.NamespacedName]bool{}
+	ports := map[types.NamespacedName]int32{}
 	for _, ms := range servers.Items {
 		known[types.NamespacedName{Namespace: ms.Namespace, Name: ms.Name}] = true
+		ports[types.NamespacedName{Namespace: ms.Namespace, Name: ms.Name}] = ms.Spec.Port
 	}
 
 	var pods corev1.PodList
@@ -50,6 +86,7 @@ func (s *Syncer) Sync(ctx context.Context) ([]types.NamespacedName, error) {
 		return nil, fmt.Errorf("listing pods: %w", err)
 	}
 	present := map[string]bool{}
+	var endpoints []PodEndpoint
 	peerGroups := map[types.NamespacedName]string{} // namespace/group -> peer server
 	for i := range pods.Items {
 		pod := &pods.Items[i]
@@ -60,6 +97,13 @@ func (s *Syncer) Sync(ctx context.Context) ([]types.NamespacedName, error) {
 		if p, ok := PodToReplica(pod, s.Pods, now); ok {
 			s.Fleet.SetPod(p)
 			present[p.Key()] = true
+			port := int32(0)
+			if pod.Labels[v1alpha1.LabelModelServer] != "" {
+				port = ports[types.NamespacedName{Namespace: pod.Namespace, Name: p.ModelServer}]
+			}
+			if ep, ok := PodEndpointOf(pod, port); ok {
+				endpoints = append(endpoints, ep)
+			}
 		}
 	}
 	services, err := peerServices(ctx, s.Client, peerGroups)
@@ -70,6 +114,12 @@ func (s *Syncer) Sync(ctx context.Context) ([]types.NamespacedName, error) {
 		if !present[key] {
 			ns, name, _ := strings.Cut(key, "/")
 			s.Fleet.DeletePod(ns, name)
+		}
+	}
+	var errs []error
+	if s.Servers != nil {
+		if err := s.Servers.Sync(ctx, endpoints); err != nil {
+			errs = append(errs, err)
 		}
 	}
 
@@ -90,10 +140,11 @@ func (s *Syncer) Sync(ctx context.Context) ([]types.NamespacedName, error) {
 		return nil, err
 	}
 	weights := map[types.NamespacedName]map[string]int32{}
-	var errs []error
+	routeTargets := map[types.NamespacedName]Target{}
 	for i := range routes.Items {
 		route := &routes.Items[i]
-		ws := RouteWeights(ExpandTraefikServices(route, traefik), known, targets, services)
+		expanded := ExpandTraefikServices(route, traefik)
+		ws := RouteWeights(expanded, known, targets, services)
 		if len(ws) == 0 {
 			continue
 		}
@@ -101,6 +152,14 @@ func (s *Syncer) Sync(ctx context.Context) ([]types.NamespacedName, error) {
 			if _, seen := weights[k]; !seen {
 				weights[k] = w
 			}
+		}
+		for k, t := range RouteTargets(expanded, known, targets, services) {
+			if _, seen := routeTargets[k]; !seen {
+				routeTargets[k] = t
+			}
+		}
+		if s.RealGateway {
+			continue
 		}
 		st, changed := RouteStatus(route, metav1.NewTime(now))
 		if !changed {
@@ -113,7 +172,9 @@ func (s *Syncer) Sync(ctx context.Context) ([]types.NamespacedName, error) {
 		}
 	}
 
-	errs = append(errs, s.syncPools(ctx, pools, targets, routes.Items, metav1.NewTime(now))...)
+	if !s.RealGateway {
+		errs = append(errs, s.syncPools(ctx, pools, targets, routes.Items, metav1.NewTime(now))...)
+	}
 	refs := make([]fleet.PoolRef, 0, len(targets))
 	for k, t := range targets {
 		refs = append(refs, fleet.PoolRef{Namespace: k.Namespace, Name: k.Name, ModelServer: t.ModelServer.Name, Color: t.Color})
@@ -131,11 +192,17 @@ func (s *Syncer) Sync(ctx context.Context) ([]types.NamespacedName, error) {
 	}
 	out := make([]types.NamespacedName, 0, len(weights))
 	for k, w := range weights {
-		s.Fleet.SetWeights(k.Namespace, k.Name, w)
-		s.routed[k] = true
+		if !s.RealGateway {
+			s.Fleet.SetWeights(k.Namespace, k.Name, w)
+			s.routed[k] = true
+		}
 		out = append(out, k)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
+	s.targets = s.targets[:0]
+	for _, k := range out {
+		s.targets = append(s.targets, routeTargets[k])
+	}
 	if len(errs) > 0 {
 		return out, joinErrors(errs)
 	}
@@ -165,4 +232,68 @@ func peerServices(ctx context.Context, c client.Client, groups map[types.Namespa
 			ModelServer: types.NamespacedName{Namespace: svc.Namespace, Name: server}, Color: group}
 	}
 	return out, nil
+}
+
+// RouteTargets is where a route sends each ModelServer's requests (see Target): per ModelServer
+// the first rule whose backendRefs reference it (as RouteWeights reads them, whatever the
+// weights).
+func RouteTargets(route *gatewayv1.HTTPRoute, modelServers map[types.NamespacedName]bool, pools, services map[types.NamespacedName]PoolTarget) map[types.NamespacedName]Target {
+	out := map[types.NamespacedName]Target{}
+	host := ""
+	if len(route.Spec.Hostnames) > 0 {
+		host = string(route.Spec.Hostnames[0])
+		if rest, ok := strings.CutPrefix(host, "*"); ok {
+			host = "sim" + rest
+		}
+	}
+	for _, rule := range route.Spec.Rules {
+		one := route.DeepCopy()
+		one.Spec.Rules = []gatewayv1.HTTPRouteRule{rule}
+		path, headers := "/v1/completions", map[string]string(nil)
+		if len(rule.Matches) > 0 {
+			m := rule.Matches[0]
+			if m.Path != nil && m.Path.Value != nil {
+				switch typ := ptrOr(m.Path.Type, gatewayv1.PathMatchPathPrefix); typ {
+				case gatewayv1.PathMatchExact:
+					path = *m.Path.Value
+				case gatewayv1.PathMatchPathPrefix:
+					path = prefixedPath(*m.Path.Value)
+				}
+			}
+			for _, h := range m.Headers {
+				if ptrOr(h.Type, gatewayv1.HeaderMatchExact) == gatewayv1.HeaderMatchExact {
+					if headers == nil {
+						headers = map[string]string{}
+					}
+					headers[string(h.Name)] = h.Value
+				}
+			}
+		}
+		for k := range RouteWeights(one, modelServers, pools, services) {
+			if _, seen := out[k]; !seen {
+				out[k] = Target{ModelServer: k, Route: types.NamespacedName{Namespace: route.Namespace, Name: route.Name},
+					Host: host, Path: path, Headers: headers, Model: k.Name}
+			}
+		}
+	}
+	return out
+}
+
+func ptrOr[T any](p *T, def T) T {
+	if p == nil {
+		return def
+	}
+	return *p
+}
+
+// prefixedPath is the path of a completion request under a PathPrefix match: the API's own path
+// when the prefix is one of its prefixes ("/", "/v1", "/v1/chat"), else below the prefix.
+func prefixedPath(prefix string) string {
+	p := strings.TrimSuffix(prefix, "/")
+	for _, api := range []string{"/v1/completions", "/v1/chat/completions"} {
+		if p == "" || p == api || strings.HasPrefix(api, p+"/") {
+			return api
+		}
+	}
+	return p + "/v1/completions"
 }
