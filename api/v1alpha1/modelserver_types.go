@@ -120,6 +120,50 @@ type ModelServerSpec struct {
 	// cleared. Serving and autoscaling go on.
 	// +optional
 	Paused bool `json:"paused,omitempty"`
+
+	// Notifications are webhooks that the ModelServer's rollout events (RolloutStarted,
+	// StepAdvanced, Paused, AwaitingPromotion, Promoted, RolledBack, Aborted, AnalysisStalled,
+	// NoRoomForCandidate) and scaling limits (ScalingLimited) are posted to as JSON, with a
+	// Slack-compatible "text" field, besides the cluster-wide URLs of the controller's
+	// --notify-url. Each URL is read from a Secret in the ModelServer's namespace, so that a URL
+	// holding a token is not in the spec. Delivery is retried with backoff; each event is sent
+	// once per target (its "id" lets a receiver drop a repeat after a controller restart).
+	// +kubebuilder:validation:MaxItems=8
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Notifications []NotificationTarget `json:"notifications,omitempty"`
+}
+
+// NotificationTarget is one webhook of spec.notifications.
+type NotificationTarget struct {
+	// Name of the target, unique in the list (in logs and events).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +required
+	Name string `json:"name"`
+
+	// URLSecretRef names the key of a Secret in the ModelServer's namespace whose value is the
+	// webhook's http or https URL. Only that URL is called; a redirect is not followed.
+	// +required
+	URLSecretRef SecretKeyRef `json:"urlSecretRef"`
+}
+
+// SecretKeyRef names one key of a Secret in the ModelServer's namespace.
+type SecretKeyRef struct {
+	// Name of the Secret.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Name string `json:"name"`
+
+	// Key in the Secret's data.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
+	// +required
+	Key string `json:"key"`
 }
 
 // GatewaySpec routes traffic to the model server: either an HTTPRoute that modelship owns

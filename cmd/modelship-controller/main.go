@@ -21,6 +21,7 @@ import (
 	"github.com/modelship/modelship/internal/autoscale"
 	"github.com/modelship/modelship/internal/controller"
 	"github.com/modelship/modelship/internal/metrics"
+	"github.com/modelship/modelship/internal/notify"
 	"github.com/modelship/modelship/internal/warmup"
 	"github.com/modelship/modelship/internal/window"
 )
@@ -40,6 +41,8 @@ type config struct {
 	scrapeInterval         time.Duration
 	queryPolicy            string
 	gpuExporter            autoscale.GPUExporter
+	notifyURLs             string
+	notifyTimeout          time.Duration
 }
 
 func main() {
@@ -64,6 +67,8 @@ func main() {
 	flag.StringVar(&c.gpuExporter.Namespace, "gpu-exporter-namespace", autoscale.DefaultGPUExporter.Namespace, "Namespace label of the GPU exporter's scrape targets (dcgm-exporter's namespace): only its series' exported_namespace/exported_pod name the pod holding a GPU. Empty: not checked.")
 	flag.StringVar(&c.gpuExporter.Job, "gpu-exporter-job", autoscale.DefaultGPUExporter.Job, "Job label of the GPU exporter's scrape targets, checked besides --gpu-exporter-namespace when set. With both empty, exported_* labels are never read.")
 	opts := zap.Options{}
+	flag.StringVar(&c.notifyURLs, "notify-url", "", "Comma-separated webhook URLs (http or https) that every ModelServer's rollout events and scaling limits are posted to as JSON, with a Slack-compatible text field (besides each ModelServer's spec.notifications).")
+	flag.DurationVar(&c.notifyTimeout, "notify-timeout", notify.DefaultTimeout, "Timeout of one notification webhook call (each is retried with backoff).")
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
@@ -127,6 +132,9 @@ func run(c config) error {
 		QueryPolicy:    policy,
 		Now:            time.Now,
 	}
+	sender := notify.NewSender(splitNamespaces(c.notifyURLs), nil, ctrl.Log.WithName("notify"))
+	sender.Client = warmup.NewClient(c.notifyTimeout)
+	r.Notifier = sender
 	if c.prometheus.URL != "" {
 		q, err := metrics.NewPrometheus(c.prometheus)
 		if err != nil {

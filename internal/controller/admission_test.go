@@ -122,6 +122,16 @@ func badSpecs() []badSpec {
 		}, want: []string{"spec.rollout.headerRoute.value", "at least 1 chars long"}},
 		{name: "a header route without a header name", raw: set("rollout.headerRoute", map[string]any{"value": "always"}),
 			want: []string{"spec.rollout.headerRoute.name", "Required value"}},
+		// Notifications.
+		{name: "a notification target named with capitals", mutate: func(ms *v1alpha1.ModelServer) {
+			ms.Spec.Notifications = []v1alpha1.NotificationTarget{{Name: "Team", URLSecretRef: v1alpha1.SecretKeyRef{Name: "hooks", Key: "url"}}}
+		}, want: []string{"spec.notifications[0].name", "should match"}},
+		{name: "a notification target without a Secret key", raw: set("notifications", []any{map[string]any{"name": "team", "urlSecretRef": map[string]any{"name": "hooks"}}}),
+			want: []string{"spec.notifications[0].urlSecretRef.key", "Required value"}},
+		{name: "two notification targets of one name", mutate: func(ms *v1alpha1.ModelServer) {
+			t := v1alpha1.NotificationTarget{Name: "team", URLSecretRef: v1alpha1.SecretKeyRef{Name: "hooks", Key: "url"}}
+			ms.Spec.Notifications = []v1alpha1.NotificationTarget{t, t}
+		}, want: []string{"spec.notifications[1]", "Duplicate value"}},
 		// Durations.
 		{name: "a step duration in words", mutate: func(ms *v1alpha1.ModelServer) { ms.Spec.Rollout.StepDuration = text("2 minutes") },
 			want: []string{notADuration("spec.rollout.stepDuration", "2 minutes")}},

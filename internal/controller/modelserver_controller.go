@@ -33,6 +33,7 @@ import (
 	"github.com/modelship/modelship/internal/analysis"
 	"github.com/modelship/modelship/internal/autoscale"
 	"github.com/modelship/modelship/internal/metrics"
+	"github.com/modelship/modelship/internal/notify"
 	"github.com/modelship/modelship/internal/revision"
 	"github.com/modelship/modelship/internal/rollout"
 	"github.com/modelship/modelship/internal/routing"
@@ -120,6 +121,10 @@ type ModelServerReconciler struct {
 	// by SetupWithManager; nil runs them inline).
 	measurements *jobs[*rollout.Measurement]
 	warmups      *warmth
+	// Notifier posts rollout events and scaling limits to webhooks (spec.notifications and the
+	// cluster's --notify-url) on its own goroutines; nil sends none. SetupWithManager starts
+	// it, reading Secrets through LiveReader when it has no Resolve.
+	Notifier *notify.Sender
 }
 
 // observed is everything one pass saw.
@@ -192,6 +197,16 @@ func (r *ModelServerReconciler) SetupWithManager(ctx context.Context, mgr ctrl.M
 	}
 	r.measurements = newJobs[*rollout.Measurement](ctx, wait, DefaultJobTimeout, wake)
 	r.warmups = newWarmth(ctx, wait, DefaultJobTimeout, wake)
+	if r.Notifier != nil {
+		if r.Notifier.Resolve == nil {
+			reader := r.LiveReader
+			if reader == nil {
+				reader = r.Client
+			}
+			r.Notifier.Resolve = secretURL(reader)
+		}
+		r.Notifier.Start(ctx, notify.DefaultWorkers)
+	}
 	b := ctrl.NewControllerManagedBy(mgr).WithOptions(controller.Options{MaxConcurrentReconciles: workers})
 	if served {
 		b = b.Owns(routing.NewPool())
@@ -306,6 +321,7 @@ func (r *ModelServerReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	r.completeStatus(ms, before, obs, decision, statusNotes{routeWritten: routeWritten, applyErr: applyErr, invalid: spec.invalidMessage(), invalidReason: spec.reason})
 	r.recordEvents(ms, obs, decision)
 	after = func() error {
+		r.notifyDecision(ms, before, decision)
 		if applyErr != nil {
 			return applyErr // retried with backoff; the next pass decides again
 		}

@@ -82,6 +82,7 @@ func TestMain(m *testing.M) {
 			ScrapeInterval: 100 * time.Millisecond, QueryPolicy: metrics.QueryPolicyNamespaced, CapacityInterval: signalInterval,
 			Signals:     autoscale.NewSignalCache(prom, autoscale.DefaultSignals(), signalInterval),
 			MetricsAPIs: kubeMetrics,
+			Notifier:    testNotifier(),
 		}
 		if err := r.SetupWithManager(ctx, mgr); err != nil {
 			fmt.Println(err)
