@@ -399,6 +399,60 @@ type RolloutSpec struct {
 	// Requests without the header follow the weights. The rule is removed when the rollout ends.
 	// +optional
 	HeaderRoute *HeaderRouteSpec `json:"headerRoute,omitempty"`
+
+	// Gates are webhooks that must answer 2xx before the rollout moves (Flagger's
+	// confirm-rollout, pre-rollout and confirm-promotion webhooks): a load test, an approval in
+	// a CD tool. Each is POSTed a JSON body (id, namespace, modelServer, gate, type, revision,
+	// step, weight) at the point its type names; a non-2xx answer, a redirect or a timeout
+	// holds the rollout there (Progressing False, reason GateHeld, naming the gate and its
+	// answer) and the gate is called again every analysis interval. Once it passed it is not
+	// called again for that step. A person's promote or abort does not wait for gates.
+	// +kubebuilder:validation:MaxItems=8
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Gates []RolloutGate `json:"gates,omitempty"`
+
+	// GateFailureLimit, when above 0, rolls the rollout back once one gate has failed more
+	// than this many calls in a row at one step. 0 (the default) holds until the gate passes
+	// (the progress of a held rollout is still bounded by nothing else: a person aborts it).
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000
+	// +optional
+	GateFailureLimit int32 `json:"gateFailureLimit,omitempty"`
+}
+
+// GateType is when a rollout gate is called.
+// +kubebuilder:validation:Enum=ConfirmRollout;PreStep;ConfirmPromotion
+type GateType string
+
+const (
+	// GateConfirmRollout is called at step 0, before the candidate gets its first weight.
+	GateConfirmRollout GateType = "ConfirmRollout"
+	// GatePreStep is called before each step's weight, the first one included (not before the
+	// promotion, which ConfirmPromotion gates).
+	GatePreStep GateType = "PreStep"
+	// GateConfirmPromotion is called before the candidate is promoted (it would get 100%).
+	GateConfirmPromotion GateType = "ConfirmPromotion"
+)
+
+// RolloutGate is one webhook of spec.rollout.gates.
+type RolloutGate struct {
+	// Name of the gate, unique in the list (in the condition's message and in status).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +required
+	Name string `json:"name"`
+
+	// Type says when the gate is called: ConfirmRollout, PreStep or ConfirmPromotion.
+	// +required
+	Type GateType `json:"type"`
+
+	// URLSecretRef names the key of a Secret in the ModelServer's namespace whose value is the
+	// gate's http or https URL. Only that URL is called; a redirect is not followed.
+	// +required
+	URLSecretRef SecretKeyRef `json:"urlSecretRef"`
 }
 
 // HeaderRouteSpec is spec.rollout.headerRoute: the header (exact match) that sends a request

@@ -122,6 +122,14 @@ func badSpecs() []badSpec {
 		}, want: []string{"spec.rollout.headerRoute.value", "at least 1 chars long"}},
 		{name: "a header route without a header name", raw: set("rollout.headerRoute", map[string]any{"value": "always"}),
 			want: []string{"spec.rollout.headerRoute.name", "Required value"}},
+		// Rollout gates.
+		{name: "a gate of an unknown type", mutate: func(ms *v1alpha1.ModelServer) {
+			ms.Spec.Rollout.Gates = []v1alpha1.RolloutGate{{Name: "load", Type: "PreRollout", URLSecretRef: v1alpha1.SecretKeyRef{Name: "gates", Key: "load"}}}
+		}, want: []string{"spec.rollout.gates[0].type", "ConfirmRollout", "PreStep", "ConfirmPromotion"}},
+		{name: "a gate without a Secret", raw: set("rollout.gates", []any{map[string]any{"name": "load", "type": "PreStep"}}),
+			want: []string{"spec.rollout.gates[0].urlSecretRef", "Required value"}},
+		{name: "a negative gate failure limit", mutate: func(ms *v1alpha1.ModelServer) { ms.Spec.Rollout.GateFailureLimit = -1 },
+			want: []string{"spec.rollout.gateFailureLimit", "greater than or equal to 0"}},
 		// Notifications.
 		{name: "a notification target named with capitals", mutate: func(ms *v1alpha1.ModelServer) {
 			ms.Spec.Notifications = []v1alpha1.NotificationTarget{{Name: "Team", URLSecretRef: v1alpha1.SecretKeyRef{Name: "hooks", Key: "url"}}}

@@ -125,6 +125,9 @@ type ModelServerReconciler struct {
 	// cluster's --notify-url) on its own goroutines; nil sends none. SetupWithManager starts
 	// it, reading Secrets through LiveReader when it has no Resolve.
 	Notifier *notify.Sender
+	// gateCalls call the rollout gates off the workers (set by SetupWithManager; nil calls them
+	// inline).
+	gateCalls *jobs[rollout.GateResult]
 }
 
 // observed is everything one pass saw.
@@ -197,6 +200,7 @@ func (r *ModelServerReconciler) SetupWithManager(ctx context.Context, mgr ctrl.M
 	}
 	r.measurements = newJobs[*rollout.Measurement](ctx, wait, DefaultJobTimeout, wake)
 	r.warmups = newWarmth(ctx, wait, DefaultJobTimeout, wake)
+	r.gateCalls = newJobs[rollout.GateResult](ctx, wait, gateCallTimeout, wake)
 	if r.Notifier != nil {
 		if r.Notifier.Resolve == nil {
 			reader := r.LiveReader
@@ -302,6 +306,7 @@ func (r *ModelServerReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	}
 	req0 := readRequest(ms)
 	obs.Operation = req0.op
+	obs.GateResults = r.callGates(ctx, ms)
 	decision := rollout.Next(ms, obs.Observation, now)
 
 	routeWritten, applyErr := r.apply(ctx, ms, obs.Observation, decision, obs.route)
@@ -349,6 +354,7 @@ func (r *ModelServerReconciler) forget(key types.NamespacedName) {
 	r.fresh.forget(key)
 	r.measurements.forget(key)
 	r.warmups.forget(key)
+	r.gateCalls.forget(key)
 	children := []string{key.Name, key.Name + "-" + string(v1alpha1.Blue), key.Name + "-" + string(v1alpha1.Green),
 		v1alpha1.ServiceNameOf(key.Name, v1alpha1.Blue), v1alpha1.ServiceNameOf(key.Name, v1alpha1.Green)}
 	r.applied.forget(key.Namespace, children...)

@@ -235,30 +235,39 @@ func (s *Sender) send(ctx context.Context, d delivery) error {
 			return err
 		}
 	}
-	if err := checkURL(u); err != nil {
+	if err := Post(ctx, s.Client, u, d.msg); err != nil {
 		return fmt.Errorf("target %s: %w", d.target.Name, err)
 	}
-	body, err := json.Marshal(d.msg)
+	return nil
+}
+
+// Post sends body as JSON to the http or https URL u with c (warmup.NewClient: a timeout, no
+// redirect followed; a nil c is one with DefaultTimeout) and wants a 2xx answer. Its errors
+// never quote the URL, which may hold a token.
+func Post(ctx context.Context, c *http.Client, u string, body any) error {
+	if err := checkURL(u); err != nil {
+		return err
+	}
+	b, err := json.Marshal(body)
 	if err != nil {
 		return err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(b))
 	if err != nil {
-		return fmt.Errorf("target %s: %w", d.target.Name, err)
+		return fmt.Errorf("the URL does not make a request")
 	}
 	req.Header.Set("Content-Type", "application/json")
-	c := s.Client
 	if c == nil {
 		c = warmup.NewClient(DefaultTimeout)
 	}
 	resp, err := c.Do(req)
 	if err != nil {
-		return fmt.Errorf("target %s: %w", d.target.Name, redact(err))
+		return redact(err)
 	}
 	defer func() { _ = resp.Body.Close() }()
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return fmt.Errorf("target %s answered %d", d.target.Name, resp.StatusCode)
+		return fmt.Errorf("answered %d", resp.StatusCode)
 	}
 	return nil
 }

@@ -96,7 +96,7 @@ func progressReason(st *v1alpha1.ModelServerStatus, f facts) (reason, message st
 func progressReasonOf(st *v1alpha1.ModelServerStatus, f facts) (reason, message string) {
 	c := st.Candidate
 	switch {
-	case f.hold.reason == v1alpha1.ReasonSuperseding, f.hold.reason == v1alpha1.ReasonRouteNotAccepted:
+	case f.hold.reason == v1alpha1.ReasonSuperseding, f.hold.reason == v1alpha1.ReasonRouteNotAccepted, f.hold.reason == v1alpha1.ReasonGateHeld:
 		return f.hold.reason, f.hold.message
 	case c.UnreadySince != nil:
 		return v1alpha1.ReasonCandidateUnready, fmt.Sprintf("candidate %s on %s has %d Ready, below its step %d's need since %s: weight capped at %d%%; rolled back at %s unless they return",
@@ -182,8 +182,8 @@ func setProgressingCondition(st *v1alpha1.ModelServerStatus, f facts) {
 	switch {
 	case st.Phase == v1alpha1.PhaseProgressing && st.Candidate != nil && f.stall != "":
 		setCondition(st, f, v1alpha1.ConditionProgressing, false, f.stallReason, f.stall)
-	case st.Phase == v1alpha1.PhaseProgressing && st.Candidate != nil && f.hold.reason == v1alpha1.ReasonRouteNotAccepted:
-		setCondition(st, f, v1alpha1.ConditionProgressing, false, v1alpha1.ReasonRouteNotAccepted, f.hold.message)
+	case st.Phase == v1alpha1.PhaseProgressing && st.Candidate != nil && (f.hold.reason == v1alpha1.ReasonRouteNotAccepted || f.hold.reason == v1alpha1.ReasonGateHeld):
+		setCondition(st, f, v1alpha1.ConditionProgressing, false, f.hold.reason, f.hold.message)
 	case st.Phase == v1alpha1.PhaseProgressing && st.Candidate != nil:
 		reason, msg := progressReason(st, f)
 		setCondition(st, f, v1alpha1.ConditionProgressing, true, reason, msg)

@@ -171,6 +171,7 @@ var holdRank = map[string]int{
 	v1alpha1.ReasonNoRoomForCandidate: 3,
 	v1alpha1.ReasonSuperseding:        2,
 	v1alpha1.ReasonRouteNotAccepted:   1,
+	v1alpha1.ReasonGateHeld:           1,
 }
 
 // holdFor records a hold for this pass unless a stronger one is already recorded; it reports

@@ -93,6 +93,19 @@ type Observation struct {
 	RouteAccepted metav1.ConditionStatus
 	// RouteMessage says why the route was not accepted, for the status message.
 	RouteMessage string
+	// GateResults are the answers of the rollout gates (spec.rollout.gates) that the
+	// controller called and that ended since the last pass, for the step they were called at.
+	GateResults []GateResult
+}
+
+// GateResult is one call of a rollout gate.
+type GateResult struct {
+	Name string
+	// Step is status.rollout.step when the gate was called.
+	Step   int32
+	Passed bool
+	// Message says why it did not pass (the status code, a timeout).
+	Message string
 }
 
 // ColorPlan is what one color's Deployment should be.
