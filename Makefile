@@ -74,31 +74,41 @@ gateway: ## A real Gateway API implementation (Traefik v3.6.12), built once into
 .PHONY: test-gateway
 test-gateway: ## The data path through a real Gateway: Traefik routes a weighted HTTPRoute to pod addresses in a network namespace of the test's own (needs root for unshare --net).
 	@assets=$$(hack/controlplane.sh assets | tail -n1) && traefik=$$(hack/traefik.sh | tail -n1) && \
-	cd test && TRAEFIK=$$traefik KUBEBUILDER_ASSETS=$$assets go test -count=1 -v $(GO_TEST_FLAGS) ./framework/gateway/
+	cd test && TRAEFIK=$$traefik KUBEBUILDER_ASSETS=$$assets go test -count=1 -v $(GO_TEST_FLAGS) ./framework/gateway/ ./framework/fleetsim/
 
-# hack/controlplane.sh and hack/prometheus.sh print their progress (a first run builds the
-# control plane for about 25 minutes, or installs Prometheus) on stderr; the `>/dev/null` below
-# drops only the path they print on stdout.
+# hack/controlplane.sh, hack/prometheus.sh and hack/traefik.sh print their progress (a first run
+# builds the control plane for about 25 minutes, Traefik for 6 to 11, or installs Prometheus) on
+# stderr; the `>/dev/null` below drops only the path they print on stdout.
+#
+# The local environment (demo, dev-up, e2e, test-devenv, bench-scale, bench-peers) runs in a
+# network namespace of its own, where the fake pods' addresses (198.18.128.0/17) exist: each
+# program re-executes itself there (test/framework/gateway.Reexec: `unshare --net` with lo up and
+# that range routed on lo; needs root) and refuses to start the environment anywhere else. The
+# demo and dev-up keep listeners on this machine's 127.0.0.1 for kubectl, Prometheus and the
+# Gateway, forwarded into the namespace.
 
 .PHONY: demo
-demo: ## The main job: a local cluster with GPU nodes, Prometheus, a simulated fleet and the controller, a rollout and autoscaling printed live.
+demo: ## The main job: a local cluster with GPU nodes, Traefik as the Gateway, Prometheus, a simulated fleet and the controller, a rollout and autoscaling printed live (needs root: a network namespace of its own).
 	@hack/controlplane.sh all >/dev/null
 	@hack/prometheus.sh >/dev/null
+	@hack/traefik.sh >/dev/null
 	@echo "==> Building the demo (a minute or two on a first run)" >&2
 	@cd test && go build -o $(BIN)/modelship-demo ./cmd/modelship-demo
 	$(BIN)/modelship-demo $(DEMO_FLAGS)
 
 .PHONY: e2e
-e2e: ## End-to-end stories on the local environment (real control plane, Prometheus, simulator).
+e2e: ## End-to-end stories on the local environment (real control plane, Traefik, Prometheus, simulator) in a network namespace of its own (needs root).
 	@hack/controlplane.sh all >/dev/null
 	@hack/prometheus.sh >/dev/null
+	@hack/traefik.sh >/dev/null
 	go build -o $(BIN)/testsummary ./hack/testsummary
 	cd test && go test -json -count=1 -tags e2e -timeout 30m $(GO_TEST_FLAGS) ./e2e/... | $(BIN)/testsummary
 
 .PHONY: bench-sim
-bench-sim: ## Policy simulator: the conversation trace in virtual time, modelship's autoscaler beside HPA, KEDA and an oracle; CSV and PNG into .work/bench/.
+bench-sim: ## Policy simulator: the conversation trace in virtual time, modelship's autoscaler beside HPA and KEDA, each against the offline optimum, then the same over the workload matrix; CSV and PNG into .work/bench/.
 	cd test && go build -o $(BIN)/modelship-bench ./cmd/modelship-bench
 	$(BIN)/modelship-bench sim $(SIM_FLAGS)
+	$(BIN)/modelship-bench sim --workload matrix $(SIM_MATRIX_FLAGS)
 
 .PHONY: test
 test: ## Unit and envtest integration tests against a real kube-apiserver and etcd, of the product and of the test module (the dashboard in headless Chromium, PromQL in Prometheus's promtool); not the end-to-end stories.
@@ -118,8 +128,8 @@ dashboard-screenshots: ## Re-take docs/dashboard-*.png from the dashboard's brow
 	go test -count=1 -run TestDashboardInChromium ./dashboard/
 
 .PHONY: dev-up
-dev-up: ## Local cluster with fake GPU nodes, the CRDs, a Gateway and Prometheus; Ctrl-C stops it.
-	@hack/controlplane.sh all >/dev/null && hack/prometheus.sh >/dev/null && \
+dev-up: ## Local cluster with fake GPU nodes, the CRDs, Traefik serving a Gateway and Prometheus, in a network namespace of its own (needs root); Ctrl-C stops it.
+	@hack/controlplane.sh all >/dev/null && hack/prometheus.sh >/dev/null && hack/traefik.sh >/dev/null && \
 	(cd test && go build -o $(BIN)/modelship-dev ./cmd/modelship-dev) && $(BIN)/modelship-dev up
 
 .PHONY: test-argo
@@ -128,8 +138,8 @@ test-argo: ## Argo Rollouts v1.10.1 (hack/peers.sh argo-rollouts) moves a canary
 	cd test && TRAEFIK=$$traefik KUBEBUILDER_ASSETS=$$assets go test -tags e2e -count=1 -v -run TestArgoRolloutsCanaryThroughTraefik $(GO_TEST_FLAGS) ./bench/peers/
 
 .PHONY: test-devenv
-test-devenv: ## End-to-end test of test/framework/devenv (real control plane, kwok GPU nodes, Prometheus).
-	@hack/controlplane.sh all >/dev/null && hack/prometheus.sh >/dev/null && cd test && go test -tags e2e -count=1 -v ./framework/devenv/
+test-devenv: ## End-to-end test of test/framework/devenv (real control plane, kwok GPU nodes, Traefik, Prometheus) in a network namespace of its own (needs root).
+	@hack/controlplane.sh all >/dev/null && hack/prometheus.sh >/dev/null && hack/traefik.sh >/dev/null && cd test && go test -tags e2e -count=1 -v ./framework/devenv/
 
 SIZES ?= 100,1000
 
@@ -141,7 +151,7 @@ bench-scale: ## Many ModelServers on one controller (SIZES=100,1000 by default):
 
 .PHONY: bench-peers
 bench-peers: ## modelship beside the real KEDA + HPA, Flagger and Argo Rollouts (PEERS_FLAGS="--contenders modelship,flagger,argo-rollouts,keda-hpa") on one local stack (~35 min warm; builds the peers once, ~30 min): key=value figures, CSV and PNG into .work/bench/peers/.
-	@hack/controlplane.sh all >/dev/null && hack/prometheus.sh >/dev/null && hack/peers.sh all >/dev/null
+	@hack/controlplane.sh all >/dev/null && hack/prometheus.sh >/dev/null && hack/traefik.sh >/dev/null && hack/peers.sh all >/dev/null
 	cd test && go build -o $(BIN)/modelship-bench ./cmd/modelship-bench
 	$(BIN)/modelship-bench peers $(PEERS_FLAGS)
 

@@ -102,6 +102,12 @@ const (
 	// ReasonPoolNotAccepted (RouteAccepted False) says that a Gateway accepted the HTTPRoute but
 	// has not accepted (or resolved) one of the ModelServer's InferencePools: the rollout holds.
 	ReasonPoolNotAccepted = "PoolNotAccepted"
+	// ReasonBackendNotResolved (RouteAccepted False) says that a Gateway accepted the HTTPRoute
+	// but reports ResolvedRefs False for it (a backend Service without EndpointSlices, or missing:
+	// that backend's share of requests fails, HTTP 500 on Traefik); the message names the
+	// ModelServer's backend the Gateway names. The rollout holds: no weight goes up until the
+	// Gateway resolves the backends; weight down, abort and rollback still act.
+	ReasonBackendNotResolved = "BackendNotResolved"
 	// ReasonInferencePoolAPIMissing (Stalled) says that spec.gateway.backend is InferencePool but
 	// the cluster does not serve inference.networking.k8s.io/v1 InferencePools: install the
 	// Gateway API Inference Extension's CRD; nothing is applied until then.

@@ -52,6 +52,7 @@ type ModelServerList struct {
 // +kubebuilder:validation:XValidation:rule="(has(self.gateway.backend) && self.gateway.backend == 'InferencePool') || !has(self.rollout) || !has(self.rollout.analysis) || !has(self.rollout.analysis.metrics) || !self.rollout.analysis.metrics.exists(m, m.query.matches('[{][{]-?[[:space:]]*[.]Pool[[:space:]]*-?[}][}]') || (has(m.histogram) && m.histogram.bucketQuery.matches('[{][{]-?[[:space:]]*[.]Pool[[:space:]]*-?[}][}]')))",message="spec.rollout.analysis.metrics[*].query and histogram.bucketQuery may use {{.Pool}}, the color's InferencePool, only with spec.gateway.backend InferencePool",fieldPath=".rollout.analysis.metrics"
 // +kubebuilder:validation:XValidation:rule="(has(self.gateway.backend) && self.gateway.backend == 'InferencePool') || !has(self.rollout) || !has(self.rollout.analysis) || !has(self.rollout.analysis.sampleQuery) || !self.rollout.analysis.sampleQuery.matches('[{][{]-?[[:space:]]*[.]Pool[[:space:]]*-?[}][}]')",message="spec.rollout.analysis.sampleQuery may use {{.Pool}}, the color's InferencePool, only with spec.gateway.backend InferencePool",fieldPath=".rollout.analysis.sampleQuery"
 // +kubebuilder:validation:XValidation:rule="(has(self.gateway.backend) && self.gateway.backend == 'InferencePool') || !has(self.autoscaling) || !has(self.autoscaling.metrics) || !self.autoscaling.metrics.exists(m, has(m.prometheus) && m.prometheus.query.matches('[{][{]-?[[:space:]]*[.]Pool[[:space:]]*-?[}][}]'))",message="spec.autoscaling.metrics[*].prometheus.query may use {{.Pool}}, the color's InferencePool, only with spec.gateway.backend InferencePool",fieldPath=".autoscaling.metrics"
+// +kubebuilder:validation:XValidation:rule="!has(self.rollout) || !has(self.rollout.analysis) || !has(self.rollout.analysis.gateway) || !has(self.gateway.backend) || self.gateway.backend == 'Service'",message="spec.rollout.analysis.gateway counts the requests of each color's Service at the gateway and needs spec.gateway.backend Service: Traefik does not route to InferencePools",fieldPath=".rollout.analysis.gateway"
 // +kubebuilder:validation:XValidation:rule="(has(self.port) && self.port != 8000) || !has(self.template.spec) || !has(self.template.spec.containers) || size(self.template.spec.containers) > 16 || size([0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15].filter(i, i < size(self.template.spec.containers) && has(self.template.spec.containers[i].ports) && size(self.template.spec.containers[i].ports) > 0)) != 1 || size(self.template.spec.containers[[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15].filter(i, i < size(self.template.spec.containers) && has(self.template.spec.containers[i].ports) && size(self.template.spec.containers[i].ports) > 0)[0]].ports) > 8 || [0, 1, 2, 3, 4, 5, 6, 7].exists(j, j < size(self.template.spec.containers[[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15].filter(i, i < size(self.template.spec.containers) && has(self.template.spec.containers[i].ports) && size(self.template.spec.containers[i].ports) > 0)[0]].ports) && self.template.spec.containers[[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15].filter(i, i < size(self.template.spec.containers) && has(self.template.spec.containers[i].ports) && size(self.template.spec.containers[i].ports) > 0)[0]].ports[j].containerPort == 8000)",messageExpression="'spec.port is 8000 (the default), but the only container that declares ports declares containerPort %d and not 8000: set spec.port to %d, the port the model server listens on, or declare containerPort 8000'.format([self.template.spec.containers[[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15].filter(i, i < size(self.template.spec.containers) && has(self.template.spec.containers[i].ports) && size(self.template.spec.containers[i].ports) > 0)[0]].ports[0].containerPort, self.template.spec.containers[[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15].filter(i, i < size(self.template.spec.containers) && has(self.template.spec.containers[i].ports) && size(self.template.spec.containers[i].ports) > 0)[0]].ports[0].containerPort])",fieldPath=".port"
 type ModelServerSpec struct {
 	// Template is the pod template of the model server, as in a Deployment: image, args, ports,
@@ -306,8 +307,11 @@ type RolloutSpec struct {
 	// +optional
 	Steps []int32 `json:"steps,omitempty"`
 
-	// LoadMatching says what a step's weight gives each candidate pod. None (the default) sends
-	// each step's weight as written. StablePods raises a step's weight where the candidate's
+	// LoadMatching says what a step's weight gives each candidate pod. In every mode a candidate
+	// pod never carries more than a stable pod: the weight is at most the candidate's share of
+	// both colors' serving (warm) pods, and the candidate is sized to carry its next step at a
+	// stable pod's load where the cluster has room. None (the default) sends each step's
+	// weight as written within that cap. StablePods raises a step's weight where the candidate's
 	// Ready pods would otherwise each carry less than a stable pod: to the candidate's share of
 	// both colors' Ready pods (the candidate's counted up to what its step needs), never above
 	// the next step's weight. A total of 6 at a 10% step runs one candidate pod beside 6 stable
@@ -531,6 +535,21 @@ const (
 	AnalysisPresetNone AnalysisPreset = "none"
 )
 
+// GatewayMetricsSource names the Gateway implementation whose own Prometheus metrics modelship
+// reads: the gateway's view of the requests, counted before they reach a pod.
+// +kubebuilder:validation:Enum=Traefik
+type GatewayMetricsSource string
+
+const (
+	// GatewayMetricsTraefik reads Traefik's metrics (v3, its kubernetesgateway provider, with
+	// --metrics.prometheus.addServicesLabels and addRoutersLabels): per backend Service
+	// traefik_service_requests_total{code,service="<namespace>-<service>-http-<port>@kubernetesgateway"},
+	// and per HTTPRoute traefik_router_requests_total{router="httproute-<namespace>-<route>-gw-...@kubernetesgateway"}.
+	// The controller reads the series of Traefik's own scrape target only: the namespace label
+	// its series carry is the controller's --gateway-metrics-namespace.
+	GatewayMetricsTraefik GatewayMetricsSource = "Traefik"
+)
+
 // AnalysisSpec says how each rollout step is judged on Prometheus metrics.
 type AnalysisSpec struct {
 	// Preset adds ready-made metrics; a metric in Metrics with the same name replaces the
@@ -538,6 +557,16 @@ type AnalysisSpec struct {
 	// +kubebuilder:default=vllm
 	// +optional
 	Preset AnalysisPreset `json:"preset,omitempty"`
+
+	// Gateway adds the metric gateway-error-ratio, counted by the Gateway named here: the share
+	// of the requests the gateway sent to the color's Service over the window that it answered
+	// with a 5xx (the model server's errors and the gateway's own, such as 502 and 504, that the
+	// model server never sees), at most 0.05. A metric named gateway-error-ratio in Metrics
+	// replaces it. Only with spec.gateway.backend Service. A backend without ready endpoints
+	// gets no weight (the weight cap counts the EndpointSlices' ready endpoints), so the 500 and
+	// 503 Traefik answers for one are not judged here.
+	// +optional
+	Gateway GatewayMetricsSource `json:"gateway,omitempty"`
 
 	// Interval between measurements within a step, a positive duration. Defaults to 30s.
 	// +kubebuilder:default="30s"
@@ -659,7 +688,7 @@ type AnalysisHistogram struct {
 // AutoscalingSpec makes modelship own the replica count across both colors.
 //
 // +kubebuilder:validation:XValidation:rule="self.minReplicas <= self.maxReplicas",message="spec.autoscaling.minReplicas must be less than or equal to spec.autoscaling.maxReplicas"
-// +kubebuilder:validation:XValidation:rule="!has(self.minReplicas) || self.minReplicas != 0 || (has(self.metrics) && self.metrics.exists(m, has(m.prometheus) || has(m.external) || (has(m.endpointPicker) && m.endpointPicker.signal == 'RunningRequests')))",message="spec.autoscaling.minReplicas 0 needs a metric that sees load while no pod runs (prometheus, external, or endpointPicker with signal RunningRequests): the pod metrics (gpuUtilization, the default, requestsWaiting, kvCacheUsage, saturation, resource, endpointPicker QueueSize and PoolSaturation) have no data without pods, and the count would never come back from 0",fieldPath=".minReplicas"
+// +kubebuilder:validation:XValidation:rule="!has(self.minReplicas) || self.minReplicas != 0 || (has(self.metrics) && self.metrics.exists(m, has(m.prometheus) || has(m.external) || has(m.gateway) || (has(m.endpointPicker) && m.endpointPicker.signal == 'RunningRequests')))",message="spec.autoscaling.minReplicas 0 needs a metric that sees load while no pod runs (prometheus, external, gateway, or endpointPicker with signal RunningRequests): the pod metrics (gpuUtilization, the default, requestsWaiting, kvCacheUsage, saturation, resource, endpointPicker QueueSize and PoolSaturation) have no data without pods, and the count would never come back from 0",fieldPath=".minReplicas"
 type AutoscalingSpec struct {
 	// MinReplicas is the lower bound of the total replica count. Defaults to 1; at most 10000.
 	// 0 (scale to zero) needs a metric that sees load while no pod runs: a prometheus query (a
@@ -703,8 +732,20 @@ type AutoscalingSpec struct {
 	// +optional
 	ProjectionHorizon Duration `json:"projectionHorizon,omitempty,omitzero"`
 
+	// SLO is the latency the replicas must hold: with it, modelship finds the capacity of one
+	// replica itself, per revision, from the serving metrics (the token rates, the p95 latencies
+	// and the queue of vLLM, or SGLang with the sglang analysis preset) and scales to hold
+	// the SLO: no per-model target to tune. The capacity is lowered when a minute misses the SLO
+	// (or its requests queue) and raised by cautious probing while the SLO holds with margin, is
+	// kept in status.autoscaling.learnedCapacities, and a queue that builds up scales out at
+	// once. Its proposal (named "slo") stands beside the metrics' proposals; with an SLO and no
+	// metrics it is the only one (no GPU utilization default). Set projectionHorizon to the
+	// cold start so that a rising load is met in time.
+	// +optional
+	SLO *LatencySLO `json:"slo,omitempty"`
+
 	// Metrics each propose a replica count; the largest proposal wins. Defaults (when left out
-	// or empty) to GPU utilization with a target of 70%.
+	// or empty, and no slo is set) to GPU utilization with a target of 70%.
 	// +kubebuilder:validation:MaxItems=10
 	// +listType=atomic
 	// +optional
@@ -722,10 +763,11 @@ type AutoscalingSpec struct {
 // metric's own unit, as the metric reads: a whole percent for the utilizations (gpuUtilization,
 // resource; an integer, checked by the schema at no CEL cost), a quantity otherwise: a fraction for kvCacheUsage and endpointPicker's PoolSaturation,
 // requests for requestsWaiting and endpointPicker's QueueSize and RunningRequests, the query's
-// unit for prometheus and external. Average signals propose ceil(pods x average / target),
-// total signals (prometheus, external, endpointPicker RunningRequests) ceil(total / target).
+// unit for prometheus and external, requests per second for gateway. Average signals propose
+// ceil(pods x average / target), total signals (prometheus, external, endpointPicker
+// RunningRequests, gateway) ceil(total / target).
 //
-// +kubebuilder:validation:XValidation:rule="[has(self.gpuUtilization), has(self.requestsWaiting), has(self.kvCacheUsage), has(self.prometheus), has(self.resource), has(self.external), has(self.saturation), has(self.endpointPicker)].filter(x, x).size() == 1",message="exactly one of gpuUtilization, requestsWaiting, kvCacheUsage, prometheus, resource, external, saturation or endpointPicker must be set in each spec.autoscaling.metrics item"
+// +kubebuilder:validation:XValidation:rule="[has(self.gpuUtilization), has(self.requestsWaiting), has(self.kvCacheUsage), has(self.prometheus), has(self.resource), has(self.external), has(self.saturation), has(self.endpointPicker), has(self.gateway)].filter(x, x).size() == 1",message="exactly one of gpuUtilization, requestsWaiting, kvCacheUsage, prometheus, resource, external, saturation, endpointPicker or gateway must be set in each spec.autoscaling.metrics item"
 type AutoscalingMetric struct {
 	// GPUUtilization targets the average GPU utilization of the pods, in percent, from NVIDIA's
 	// DCGM exporter (DCGM_FI_DEV_GPU_UTIL).
@@ -774,6 +816,26 @@ type AutoscalingMetric struct {
 	// InferencePool.
 	// +optional
 	EndpointPicker *EndpointPickerMetric `json:"endpointPicker,omitempty"`
+
+	// Gateway targets the requests per second arriving at the ModelServer's HTTPRoute as the
+	// Gateway counts them (its router, before any backend: the count exists with no pod, so it
+	// scales from zero), per replica; the proposal is ceil(rate / target).
+	// +optional
+	Gateway *GatewayRequestsMetric `json:"gateway,omitempty"`
+}
+
+// GatewayRequestsMetric targets the request rate at the HTTPRoute, counted by the Gateway.
+type GatewayRequestsMetric struct {
+	// Source is the Gateway implementation whose metrics are read. Defaults to Traefik
+	// (traefik_router_requests_total of the route's routers, over the last minute).
+	// +kubebuilder:default=Traefik
+	// +optional
+	Source GatewayMetricsSource `json:"source,omitempty"`
+
+	// Target is the requests per second one replica should carry, greater than 0.
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self > 0 : quantity(self).isGreaterThan(quantity('0'))",message="spec.autoscaling.metrics[*].gateway.target must be greater than 0, such as 5 (requests per second per replica)"
+	// +required
+	Target resource.Quantity `json:"target"`
 }
 
 // SaturationMetric are the thresholds of saturation-based scaling. The defaults are llm-d's
@@ -832,8 +894,9 @@ const (
 	// averaged over both colors' pools by their Ready pods; target is a fraction.
 	EndpointPickerPoolSaturation EndpointPickerSignal = "PoolSaturation"
 	// EndpointPickerRunningRequests is an InferenceObjective's running requests
-	// (inference_objective_running_requests for model_name = objective, summed over the
-	// endpoint pickers); target is the requests per replica.
+	// (inference_objective_running_requests, inference_model_running_requests or llm-d's
+	// llm_d_epp_request_running for model_name = objective, summed over the endpoint pickers);
+	// target is the requests per replica.
 	EndpointPickerRunningRequests EndpointPickerSignal = "RunningRequests"
 )
 
@@ -919,6 +982,25 @@ type PrometheusMetric struct {
 	LearnCapacity *CapacityLearning `json:"learnCapacity,omitempty"`
 }
 
+// LatencySLO is a ModelServer's latency objective, each a p95 of the pods' own histograms over
+// the serving window: the autoscaling interval, at least four scrape intervals (1m at the
+// default 15s interval and a 15s scrape). At least one is set.
+// +kubebuilder:validation:XValidation:rule="has(self.ttftP95) || has(self.itlP95)",message="spec.autoscaling.slo must set ttftP95, itlP95 or both"
+type LatencySLO struct {
+	// TTFTP95 is the p95 time to first token to hold (vllm:time_to_first_token_seconds;
+	// SGLang's with the sglang analysis preset), from 10ms to 10m, such as 2s.
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('10ms') && duration(self) <= duration('10m')",message="spec.autoscaling.slo.ttftP95 must be a duration from 10ms to 10m, such as 2s or 500ms"
+	// +optional
+	TTFTP95 *Duration `json:"ttftP95,omitempty"`
+
+	// ITLP95 is the p95 inter-token latency to hold (vllm:inter_token_latency_seconds, formerly
+	// vllm:time_per_output_token_seconds; SGLang's with the sglang analysis preset), from 1ms to
+	// 10m, such as 100ms.
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1ms') && duration(self) <= duration('10m')",message="spec.autoscaling.slo.itlP95 must be a duration from 1ms to 10m, such as 100ms"
+	// +optional
+	ITLP95 *Duration `json:"itlP95,omitempty"`
+}
+
 // CapacityLearning says when the replicas are beyond their capacity and which share of it each
 // replica should carry.
 type CapacityLearning struct {
@@ -931,8 +1013,8 @@ type CapacityLearning struct {
 	// +optional
 	TargetPercentOfCapacity *int32 `json:"targetPercentOfCapacity,omitempty"`
 
-	// TimeToFirstTokenP95 is the latency SLO on time to first token: a p95 over the last
-	// minute above it (vLLM's vllm:time_to_first_token_seconds, SGLang's with the sglang
+	// TimeToFirstTokenP95 is the latency SLO on time to first token: a p95 over the serving
+	// window (the autoscaling interval, at least four scrape intervals) above it (vLLM's vllm:time_to_first_token_seconds, SGLang's with the sglang
 	// analysis preset) shows the replicas beyond their capacity.
 	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s') && duration(self) <= duration('10m')",message="spec.autoscaling.metrics[*].prometheus.learnCapacity.timeToFirstTokenP95 must be a duration above 0s and at most 10m, such as 2s or 100ms"
 	// +optional

@@ -15,6 +15,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	inferencev1 "sigs.k8s.io/gateway-api-inference-extension/api/v1"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
@@ -40,6 +41,7 @@ type config struct {
 	signalInterval         time.Duration
 	scrapeInterval         time.Duration
 	queryPolicy            string
+	gatewayMetricsNS       string
 	gpuExporter            autoscale.GPUExporter
 	notifyURLs             string
 	notifyTimeout          time.Duration
@@ -63,6 +65,7 @@ func main() {
 	flag.DurationVar(&c.warmupTimeout, "warmup-timeout", 3*time.Second, "Timeout of one warm-up check.")
 	flag.DurationVar(&c.signalInterval, "autoscaling-signal-interval", 10*time.Second, "How often the built-in autoscaling signals are fetched (one query per signal for all ModelServers).")
 	flag.DurationVar(&c.scrapeInterval, "prometheus-scrape-interval", window.DefaultScrapeInterval, "How often Prometheus scrapes the model server pods (default of spec.rollout.analysis.scrapeInterval): analysis windows span at least four scrapes.")
+	flag.StringVar(&c.gatewayMetricsNS, "gateway-metrics-namespace", "", "The namespace label of the gateway's own Prometheus series (the namespace Traefik runs in, as its scrape target labels them): the gateway metrics (spec.rollout.analysis.gateway, the autoscaling metric gateway) read that target's series only; empty refuses them.")
 	flag.StringVar(&c.queryPolicy, "query-policy", string(metrics.DefaultQueryPolicy), "Which PromQL ModelServers may have the controller run with its Prometheus credentials: namespaced (presets, built-in signals, and custom queries whose every selector has namespace=\"{{.Namespace}}\" as they run; no external metrics); presets (presets and built-in signals only); any (every query and external metric: whoever writes a ModelServer then reads anything the controller's credentials read, an opt-in for clusters of one team).")
 	flag.StringVar(&c.gpuExporter.Namespace, "gpu-exporter-namespace", autoscale.DefaultGPUExporter.Namespace, "Namespace label of the GPU exporter's scrape targets (dcgm-exporter's namespace): only its series' exported_namespace/exported_pod name the pod holding a GPU. Empty: not checked.")
 	flag.StringVar(&c.gpuExporter.Job, "gpu-exporter-job", autoscale.DefaultGPUExporter.Job, "Job label of the GPU exporter's scrape targets, checked besides --gpu-exporter-namespace when set. With both empty, exported_* labels are never read.")
@@ -95,6 +98,7 @@ func run(c config) error {
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(gatewayv1.Install(scheme))
+	utilruntime.Must(inferencev1.Install(scheme))
 	utilruntime.Must(v1alpha1.AddToScheme(scheme))
 
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
@@ -131,6 +135,8 @@ func run(c config) error {
 		ScrapeInterval: c.scrapeInterval,
 		QueryPolicy:    policy,
 		Now:            time.Now,
+
+		GatewayMetricsNamespace: c.gatewayMetricsNS,
 	}
 	sender := notify.NewSender(splitNamespaces(c.notifyURLs), nil, ctrl.Log.WithName("notify"))
 	sender.Client = warmup.NewClient(c.notifyTimeout)

@@ -3,6 +3,7 @@ package analysis
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -26,6 +27,9 @@ type ColorTarget struct {
 	Pods string
 	// Pool is a regular expression matching exactly the color's InferencePool.
 	Pool string
+	// Service is a regular expression matching exactly the color's Service (for the gateway's
+	// metrics).
+	Service string
 }
 
 // Target is the rollout being analysed.
@@ -39,6 +43,12 @@ type Target struct {
 	// shipped to it must not wait forever on inconclusive relative bounds. A metric with only
 	// a relative bound then passes.
 	AbsoluteOnly bool
+	// Look is which measurement of the rollout this is (rollout.MeasureLook): the rank test's
+	// failure threshold rises with the looks (FailZ).
+	Look Look
+	// Route is the ModelServer's HTTPRoute name as the gateway names it, and GatewayNamespace
+	// the namespace label of the gateway's own series (see metrics.Vars).
+	Route, GatewayNamespace string
 }
 
 func (t Target) vars(c ColorTarget, window string) metrics.Vars {
@@ -50,7 +60,24 @@ func (t Target) vars(c ColorTarget, window string) metrics.Vars {
 		Pods:      c.Pods,
 		Pool:      c.Pool,
 		Window:    window,
+
+		Service: c.Service, Route: t.Route, GatewayNamespace: t.GatewayNamespace,
 	}
+}
+
+// GatewayQueries are the gateway metrics' queries (metrics.GatewayMetrics of spec.gateway) as
+// Run renders them for both colors of t: the controller's own queries, for metrics.Enforce.
+func GatewayQueries(spec v1alpha1.AnalysisSpec, t Target, window time.Duration) []string {
+	win := metrics.AnalysisWindow(window)
+	var out []string
+	for _, m := range metrics.GatewayMetrics(spec.Gateway) {
+		for _, c := range []ColorTarget{t.Candidate, t.Stable} {
+			if q, err := metrics.Render(m.Query, t.vars(c, win)); err == nil {
+				out = append(out, q)
+			}
+		}
+	}
+	return out
 }
 
 // Run takes one measurement: it renders each of the spec's effective metrics
@@ -99,7 +126,8 @@ func Run(ctx context.Context, q metrics.Querier, spec v1alpha1.AnalysisSpec, t T
 		return nil, err
 	}
 	stableSampleIdx := none
-	if len(hists.metrics) > 0 && sampleTmpl != "" && t.Stable.Pods != "" {
+	proportions := slices.ContainsFunc(ms, isProportion)
+	if (len(hists.metrics) > 0 || proportions) && sampleTmpl != "" && t.Stable.Pods != "" {
 		// The histogram test caps each color's observations at its request count.
 		query, err := metrics.Render(sampleTmpl, stableVars)
 		if err != nil {
@@ -139,17 +167,27 @@ func Run(ctx context.Context, q metrics.Querier, spec v1alpha1.AnalysisSpec, t T
 		return got[i]
 	}
 	samples := sample(sampleIdx, "no sample query")
-	hists.judge(<-vectors, samples, sample(stableSampleIdx, "no sample query"), minSamples, at)
+	hists.judge(<-vectors, samples, sample(stableSampleIdx, "no sample query"), minSamples, t.Look, at)
 	results := make([]v1alpha1.MetricResult, len(ms))
 	for i, m := range ms {
 		if r, ok := hists.results[m.Name]; ok {
 			results[i] = r
 			continue
 		}
+		if isProportion(m) {
+			results[i] = JudgeProportion(m, got[plans[i].cand], sample(plans[i].stable, "no stable color to compare with"), samples, sample(stableSampleIdx, "no sample query"), minSamples, t.Look, at)
+			continue
+		}
 		results[i] = Judge(m, got[plans[i].cand], sample(plans[i].stable, "no stable color to compare with"), samples, minSamples, at)
 	}
 	sort.Slice(results, func(i, j int) bool { return results[i].Name < results[j].Name })
 	return results, nil
+}
+
+// isProportion: the metric is a share of requests judged relative to the stable color as a
+// proportion (the vllm preset's abort-ratio, or a metric of that name).
+func isProportion(m v1alpha1.AnalysisMetric) bool {
+	return m.Name == metrics.MetricAbortRatio && m.MaxRatioToStable != nil && m.Histogram == nil
 }
 
 // absoluteOnly returns the metrics without their relative bounds (see Target.AbsoluteOnly).

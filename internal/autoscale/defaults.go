@@ -48,6 +48,8 @@ type settings struct {
 	projectionHorizon time.Duration
 	metrics           []v1alpha1.AutoscalingMetric
 	names             []string
+	slo               sloSpec
+	hasSLO            bool
 	up, down          rules
 }
 
@@ -62,7 +64,8 @@ func resolve(spec v1alpha1.AutoscalingSpec) settings {
 	}
 	s.projectionHorizon = max(spec.ProjectionHorizon.Duration, 0)
 	s.metrics = spec.Metrics
-	if len(s.metrics) == 0 {
+	s.slo, s.hasSLO = resolveSLO(spec.SLO)
+	if len(s.metrics) == 0 && !s.hasSLO {
 		s.metrics = []v1alpha1.AutoscalingMetric{{GPUUtilization: &v1alpha1.GPUUtilizationMetric{Target: DefaultGPUUtilizationTarget}}}
 	}
 	s.names = MetricNames(s.metrics)
@@ -112,7 +115,8 @@ func (s settings) keepFor() (recs, events time.Duration) {
 }
 
 // MetricName names one spec metric: gpuUtilization, requestsWaiting, kvCacheUsage, prometheus,
-// resource/cpu, resource/memory or external/<metricName>; "" when no field is set.
+// resource/cpu, resource/memory, external/<metricName>, saturation, endpointPicker/<signal> or
+// gateway; "" when no field is set.
 func MetricName(m v1alpha1.AutoscalingMetric) string {
 	switch {
 	case m.GPUUtilization != nil:
@@ -131,6 +135,8 @@ func MetricName(m v1alpha1.AutoscalingMetric) string {
 		return MetricSaturation
 	case m.EndpointPicker != nil:
 		return MetricEndpointPicker + "/" + string(m.EndpointPicker.Signal)
+	case m.Gateway != nil:
+		return MetricGateway
 	}
 	return ""
 }
@@ -186,6 +192,8 @@ func target(m v1alpha1.AutoscalingMetric) (kind, float64) {
 			return total, m.EndpointPicker.Target.AsApproximateFloat64()
 		}
 		return average, m.EndpointPicker.Target.AsApproximateFloat64()
+	case m.Gateway != nil:
+		return total, m.Gateway.Target.AsApproximateFloat64()
 	}
 	return average, 0
 }

@@ -156,7 +156,7 @@ func TestSignalQueries(t *testing.T) {
 		{"KV-cache usage reads both vLLM names and SGLang", QueryKVCacheUsage, []string{"vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage"}, podLabels},
 		{"pool queue size reads the inference extension's and llm-d's names", QueryPoolQueueSize, []string{"inference_pool_average_queue_size", "llm_d_epp_average_queue_size"}, " by (namespace, name) "},
 		{"pool saturation reads the flow controller's names", QueryPoolSaturation, []string{"inference_extension_flow_control_pool_saturation", "llm_d_epp_flow_control_pool_saturation"}, " by (namespace, inference_pool, name) "},
-		{"running requests read InferenceObjective's and InferenceModel's names", QueryObjectiveRunning, []string{"inference_objective_running_requests", "inference_model_running_requests"}, " by (namespace, model_name) "},
+		{"running requests read InferenceObjective's, InferenceModel's and llm-d's names", QueryObjectiveRunning, []string{"inference_objective_running_requests", "inference_model_running_requests", "llm_d_epp_request_running"}, " by (namespace, model_name) "},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name+", grouped for every ModelServer at once", func(t *testing.T) {

@@ -45,8 +45,10 @@ const (
 	QueryPoolSaturation = `max by (namespace, inference_pool, name) (inference_extension_flow_control_pool_saturation) or max by (namespace, inference_pool, name) (llm_d_epp_flow_control_pool_saturation)`
 	// QueryObjectiveRunning is each model name's running requests summed over the endpoint
 	// pickers of a namespace (inference_objective_running_requests, called
-	// inference_model_running_requests before InferenceObjective).
-	QueryObjectiveRunning = `sum by (namespace, model_name) (inference_objective_running_requests) or sum by (namespace, model_name) (inference_model_running_requests)`
+	// inference_model_running_requests before InferenceObjective, and llm_d_epp_request_running
+	// by the endpoint picker since it moved to llm-d's router: Inference Extension v1.6 ships
+	// none of its own).
+	QueryObjectiveRunning = `sum by (namespace, model_name) (inference_objective_running_requests) or sum by (namespace, model_name) (inference_model_running_requests) or sum by (namespace, model_name) (llm_d_epp_request_running)`
 )
 
 // GPUExporter tells the GPU exporter's series from the others by the labels its scrape target

@@ -10,14 +10,15 @@ import (
 
 // SeesLoadWithoutPods reports whether a metric measures load while no pod of the ModelServer
 // runs, so that it can bring a ModelServer back from zero replicas: a prometheus total (a
-// query of the user's, e.g. the Gateway's request rate), an external metric (a queue's depth),
-// or the endpoint picker's running requests of a model name, counted where requests arrive.
+// query of the user's), an external metric (a queue's depth), the gateway's request rate at the
+// route, or the endpoint picker's running requests of a model name, counted where requests
+// arrive.
 // The pod metrics (gpuUtilization, requestsWaiting, kvCacheUsage, saturation, resource) and
 // the endpoint picker's per-pod averages (QueueSize, PoolSaturation) have no data without
 // pods: at zero replicas they would hold zero for ever.
 func SeesLoadWithoutPods(m v1alpha1.AutoscalingMetric) bool {
 	switch {
-	case m.Prometheus != nil, m.External != nil:
+	case m.Prometheus != nil, m.External != nil, m.Gateway != nil:
 		return true
 	case m.EndpointPicker != nil:
 		return m.EndpointPicker.Signal == v1alpha1.EndpointPickerRunningRequests
@@ -71,7 +72,7 @@ func (s settings) unservedAtZero(obs []Observation, desired int32) string {
 		return ""
 	}
 	if len(missing) == 0 {
-		return "0 replicas and no metric that sees load without pods (prometheus, external, endpointPicker RunningRequests): nothing shows that no request waits"
+		return "0 replicas and no metric that sees load without pods (prometheus, external, gateway, endpointPicker RunningRequests): nothing shows that no request waits"
 	}
 	return fmt.Sprintf("0 replicas and no metric that sees load without pods has data (%s): nothing shows that no request waits", strings.Join(missing, "; "))
 }

@@ -79,3 +79,23 @@ func TestScalesFromZeroOnlyWithAMetricThatSeesLoadWithoutPods(t *testing.T) {
 		}
 	}
 }
+
+// The gateway's request rate at the route is a total that exists with no pod: it brings a
+// ModelServer back from zero replicas, ceil(rate / target).
+func TestTheGatewayRequestRateScalesFromZero(t *testing.T) {
+	gateway := v1alpha1.AutoscalingMetric{Gateway: &v1alpha1.GatewayRequestsMetric{Source: v1alpha1.GatewayMetricsTraefik, Target: resource.MustParse("5")}}
+	if !SeesLoadWithoutPods(gateway) || !ScalesFromZero([]v1alpha1.AutoscalingMetric{gateway}) {
+		t.Fatal("the gateway metric does not see load without pods")
+	}
+	if MetricName(gateway) != MetricGateway {
+		t.Errorf("MetricName = %q, want %q", MetricName(gateway), MetricGateway)
+	}
+	spec := newSpec(0, 10, func(s *v1alpha1.AutoscalingSpec) { s.Metrics = append(s.Metrics, gateway) }, noWindow)
+	out := Decide(Input{Spec: spec, Observations: []Observation{obs(MetricGateway, 12, 0)}}, t0)
+	if out.Desired != 3 {
+		t.Errorf("12 requests per second at the route with 0 replicas, 5 per replica: desired %d, want 3", out.Desired)
+	}
+	if out := Decide(Input{Spec: spec, Observations: []Observation{obs(MetricGateway, 0, 0)}}, t0); out.Desired != 0 || out.Unserved != "" {
+		t.Errorf("no request at the route: desired %d unserved %q, want 0 and nothing to say", out.Desired, out.Unserved)
+	}
+}

@@ -213,25 +213,15 @@ func (r *ModelServerReconciler) notForeign(ctx context.Context, ms *v1alpha1.Mod
 // cachedVersion is the resourceVersion of the object in the informer cache, "" when it is not
 // there (or its kind is not cached).
 func (r *ModelServerReconciler) cachedVersion(ctx context.Context, gvk schema.GroupVersionKind, key types.NamespacedName) string {
-	var obj client.Object
-	var reader client.Reader = r.Client
-	if gvk == routing.PoolGVK {
-		if r.cacheReader == nil {
-			return ""
-		}
-		obj, reader = routing.NewPool(), r.cacheReader
-	} else {
-		o, err := r.Scheme.New(gvk)
-		if err != nil {
-			return ""
-		}
-		co, ok := o.(client.Object)
-		if !ok {
-			return ""
-		}
-		obj = co
+	o, err := r.Scheme.New(gvk)
+	if err != nil {
+		return ""
 	}
-	if err := reader.Get(ctx, key, obj); err != nil {
+	obj, ok := o.(client.Object)
+	if !ok {
+		return ""
+	}
+	if err := r.Get(ctx, key, obj); err != nil {
 		return ""
 	}
 	return obj.GetResourceVersion()

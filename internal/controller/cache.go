@@ -3,6 +3,7 @@ package controller
 import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
@@ -12,8 +13,9 @@ import (
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
 )
 
-// CacheOptions sizes the informer caches for large clusters: Deployments and Services only
-// where they carry the ModelServer label (modelship's own), managed fields dropped everywhere,
+// CacheOptions sizes the informer caches for large clusters: Deployments, Services and
+// EndpointSlices only where they carry the ModelServer label (modelship's own; the EndpointSlice
+// controller copies a Service's labels onto its slices), managed fields dropped everywhere,
 // and pods (all of them: the GPU capacity check counts every pod's GPUs) reduced to the fields
 // the controller reads. A cluster of 10,000 pods then costs a fraction of their full objects.
 // With namespaces (namespaced mode, --watch-namespaces) namespaced objects are cached in those
@@ -35,9 +37,10 @@ func CacheOptions(namespaces ...string) cache.Options {
 		DefaultNamespaces: perNamespace,
 		DefaultTransform:  cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{
-			&appsv1.Deployment{}: {Label: selector},
-			&corev1.Service{}:    {Label: selector},
-			&corev1.Pod{}:        {Transform: trimPod},
+			&appsv1.Deployment{}:         {Label: selector},
+			&corev1.Service{}:            {Label: selector},
+			&discoveryv1.EndpointSlice{}: {Label: selector},
+			&corev1.Pod{}:                {Transform: trimPod},
 		},
 	}
 }

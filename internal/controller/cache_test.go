@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/labels"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
 	"github.com/modelship/modelship/internal/workload"
@@ -27,5 +29,22 @@ func TestTheCachedPodKeepsItsWarmupGate(t *testing.T) {
 	}
 	if len(trimmed.Spec.Containers) != 1 || trimmed.Spec.Containers[0].Image != "" {
 		t.Errorf("containers %+v, want the name and resources only", trimmed.Spec.Containers)
+	}
+}
+
+func TestTheCacheHoldsOnlyTheEndpointSlicesOfModelshipServices(t *testing.T) {
+	var sel labels.Selector
+	for obj, by := range CacheOptions().ByObject {
+		if _, ok := obj.(*discoveryv1.EndpointSlice); ok {
+			sel = by.Label
+		}
+	}
+	if sel == nil {
+		t.Fatal("no cache filter for EndpointSlices: every slice of the cluster would be cached")
+	}
+	ours := labels.Set{v1alpha1.LabelModelServer: "llama", discoveryv1.LabelServiceName: "llama-blue"}
+	theirs := labels.Set{discoveryv1.LabelServiceName: "kube-dns"}
+	if !sel.Matches(ours) || sel.Matches(theirs) {
+		t.Errorf("selector %s: matches ours %t (want true), another Service's %t (want false)", sel, sel.Matches(ours), sel.Matches(theirs))
 	}
 }

@@ -127,7 +127,7 @@ type specChoice struct {
 // ms.Spec: a refused edit never freezes what serves, only the new spec waits.
 func (r *ModelServerReconciler) specToActOn(ctx context.Context, ms *v1alpha1.ModelServer) (specChoice, error) {
 	c := specChoice{user: ms.Spec.DeepCopy(), reason: v1alpha1.ReasonInvalidSpec}
-	c.refused = validate(ms, r.QueryPolicy)
+	c.refused = r.validate(ms)
 	if c.refused == nil {
 		if msg := r.templateRefusal(ctx, ms); msg != "" {
 			c.refused, c.reason = errors.New(msg), v1alpha1.ReasonInvalidTemplate
@@ -142,7 +142,7 @@ func (r *ModelServerReconciler) specToActOn(ctx context.Context, ms *v1alpha1.Mo
 	}
 	c.lastValid = gen
 	ms.Spec = *last
-	if err := validate(ms, r.QueryPolicy); err != nil {
+	if err := r.validate(ms); err != nil {
 		c.held, c.heldWhy = true, err
 	}
 	return c, nil

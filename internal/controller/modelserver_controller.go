@@ -10,6 +10,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -82,6 +83,11 @@ type ModelServerReconciler struct {
 	// QueryPolicy says which custom PromQL (and external metrics) a ModelServer may have the
 	// controller run (--query-policy); empty is metrics.DefaultQueryPolicy (namespaced).
 	QueryPolicy metrics.QueryPolicy
+	// GatewayMetricsNamespace is the namespace label of the gateway's own series in Prometheus
+	// (--gateway-metrics-namespace: the namespace Traefik runs in, as its scrape target labels
+	// its series). The gateway metrics (spec.rollout.analysis.gateway, autoscaling metric
+	// gateway) read that target's series only; empty refuses them.
+	GatewayMetricsNamespace string
 	// Now is the clock (time.Now in production).
 	Now func() time.Time
 	// fresh remembers the controller's last write of each ModelServer, so that a pass never
@@ -104,7 +110,7 @@ type ModelServerReconciler struct {
 	// InferencePools is true when the cluster served InferencePools at start (set by
 	// SetupWithManager): only then are they watched and applied.
 	InferencePools bool
-	// cacheReader reads unstructured objects (InferencePools, KEDA ScaledObjects) from the
+	// cacheReader reads unstructured objects (KEDA ScaledObjects) from the
 	// informer cache (the client reads unstructured objects from the API server).
 	cacheReader client.Reader
 	// scaledObjects is true when the cluster served KEDA's ScaledObjects at start.
@@ -223,6 +229,11 @@ func (r *ModelServerReconciler) SetupWithManager(ctx context.Context, mgr ctrl.M
 		Owns(&gatewayv1.HTTPRoute{}).
 		Watches(&gatewayv1.HTTPRoute{}, handler.EnqueueRequestsFromMapFunc(r.modelServersForRoute)).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podOwner),
+			builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
+				return o.GetLabels()[v1alpha1.LabelModelServer] != ""
+			}))).
+		// A color's EndpointSlices (labelled like its Service) cap its weight by ready endpoints.
+		Watches(&discoveryv1.EndpointSlice{}, handler.EnqueueRequestsFromMapFunc(podOwner),
 			builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
 				return o.GetLabels()[v1alpha1.LabelModelServer] != ""
 			}))).
@@ -486,6 +497,29 @@ func (r *ModelServerReconciler) defaultSpec(ms *v1alpha1.ModelServer) {
 	}
 }
 
+// validate is validate with the controller's query policy, and refuses the gateway metrics
+// when the controller does not know which series are the gateway's.
+func (r *ModelServerReconciler) validate(ms *v1alpha1.ModelServer) error {
+	if err := validate(ms, r.QueryPolicy); err != nil {
+		return err
+	}
+	if r.GatewayMetricsNamespace != "" {
+		return nil
+	}
+	const why = "the controller runs without --gateway-metrics-namespace (the namespace of the gateway's metrics series), so it cannot tell the gateway's series from others: set the flag or remove this"
+	if ms.Spec.Rollout.Analysis.Gateway != "" {
+		return fmt.Errorf("spec.rollout.analysis.gateway: %s", why)
+	}
+	if a := ms.Spec.Autoscaling; a != nil {
+		for i, m := range a.Metrics {
+			if m.Gateway != nil {
+				return fmt.Errorf("spec.autoscaling.metrics[%d].gateway: %s", i, why)
+			}
+		}
+	}
+	return nil
+}
+
 // validate checks what admission cannot fully check (the analysis templates, and what CEL's cost
 // budget leaves out), what an object stored before a rule existed may hold (see
 // validateFields), and the custom queries against the controller's query policy. Each error
@@ -582,6 +616,9 @@ func (r *ModelServerReconciler) observe(ctx context.Context, ms *v1alpha1.ModelS
 		} else {
 			co.Stale = true
 		}
+		if co.EndpointsObserved, co.ReadyEndpoints, err = r.readyEndpoints(ctx, ms, c); err != nil {
+			return o, err
+		}
 		obs.Colors[c] = co
 	}
 	cold, err := r.observeWarmup(ctx, ms, obs.Colors)
@@ -595,8 +632,9 @@ func (r *ModelServerReconciler) observe(ctx context.Context, ms *v1alpha1.ModelS
 	}
 	o.route = route
 	// A route a Gateway rejected holds the rollout; Unknown (no Gateway answered) does not.
+	// So does an accepted route whose backends a Gateway did not resolve (ResolvedRefs False).
 	// InferencePools join in: one its Gateway has not accepted holds it too.
-	accepted := routing.AcceptedCondition(route, ms.Generation)
+	accepted := routing.WithResolvedRefs(routing.AcceptedCondition(route, ms.Generation), route, ms)
 	if ms.UsesInferencePools() {
 		accepted = routing.WithPools(accepted, r.readPools(ctx, ms))
 	}
@@ -639,6 +677,22 @@ func (r *ModelServerReconciler) observe(ctx context.Context, ms *v1alpha1.ModelS
 	}
 	o.Observation = obs
 	return o, nil
+}
+
+// readyEndpoints counts the ready endpoints of color c's Service's EndpointSlices (from the
+// cache, which holds the slices of modelship's Services only); observed is false when the
+// Service has none (no EndpointSlice controller, or not written yet).
+func (r *ModelServerReconciler) readyEndpoints(ctx context.Context, ms *v1alpha1.ModelServer, c v1alpha1.Color) (observed bool, ready int32, err error) {
+	var slices discoveryv1.EndpointSliceList
+	if err := r.List(ctx, &slices, client.InNamespace(ms.Namespace), client.MatchingLabels{
+		discoveryv1.LabelServiceName: ms.ServiceName(c), v1alpha1.LabelModelServer: ms.Name,
+	}); err != nil {
+		return false, 0, fmt.Errorf("listing the EndpointSlices of Service %s: %w", ms.ServiceName(c), err)
+	}
+	if len(slices.Items) == 0 {
+		return false, 0, nil
+	}
+	return true, routing.ReadyEndpoints(slices.Items), nil
 }
 
 func derefReplicas(p *int32) int32 {
@@ -689,23 +743,27 @@ func (r *ModelServerReconciler) measure(ctx context.Context, ms *v1alpha1.ModelS
 	if cand == nil || stable == nil {
 		return nil, nil
 	}
-	// The window spans four scrapes at least and, as MeasureDue waits for it, starts no
-	// earlier than the candidate reached its planned size.
-	window := rollout.AnalysisWindow(ms)
+	// The window holds the step's requests since its window opened (a scrape interval after
+	// the switch or the sizing, see rollout.MeasureWindow), four scrapes at least.
+	window := rollout.MeasureWindow(ms, now)
+	step, look := rollout.MeasureLook(ms, now)
 	target := analysis.Target{
 		Namespace: ms.Namespace, Name: ms.Name,
-		Candidate: analysis.ColorTarget{Color: cand.Color, Revision: cand.Revision, Pods: metrics.PodRegex(ms.DeploymentName(cand.Color)), Pool: regexp.QuoteMeta(ms.PoolName(cand.Color))},
-		Stable:    analysis.ColorTarget{Color: stable.Color, Revision: stable.Revision, Pods: metrics.PodRegex(ms.DeploymentName(stable.Color)), Pool: regexp.QuoteMeta(ms.PoolName(stable.Color))},
+		Candidate: analysis.ColorTarget{Color: cand.Color, Revision: cand.Revision, Pods: metrics.PodRegex(ms.DeploymentName(cand.Color)), Pool: regexp.QuoteMeta(ms.PoolName(cand.Color)), Service: regexp.QuoteMeta(ms.ServiceName(cand.Color))},
+		Stable:    analysis.ColorTarget{Color: stable.Color, Revision: stable.Revision, Pods: metrics.PodRegex(ms.DeploymentName(stable.Color)), Pool: regexp.QuoteMeta(ms.PoolName(stable.Color)), Service: regexp.QuoteMeta(ms.ServiceName(stable.Color))},
+		Route:     metrics.TraefikName(routeTarget(ms).Name), GatewayNamespace: r.GatewayMetricsNamespace,
 		// A stable color that lost every pod has nothing to compare with (see rollout's
 		// stableServesNothing): the candidate is held to absolute bounds only.
 		AbsoluteOnly: stable.ReadyReplicas == 0 && meta.IsStatusConditionTrue(ms.Status.Conditions, v1alpha1.ConditionDegraded),
-	}
-	var q metrics.Querier = unavailable{}
-	if r.Prometheus != nil {
-		// Every query is checked against the policy as it runs, not only its template.
-		q = metrics.Enforce(r.Prometheus, r.QueryPolicy, ms.Namespace)
+		Look:         analysis.Look{Step: step, Index: look},
 	}
 	spec := *ms.Spec.Rollout.Analysis.DeepCopy()
+	var q metrics.Querier = unavailable{}
+	if r.Prometheus != nil {
+		// Every query is checked against the policy as it runs, not only its template; the
+		// gateway's, which the controller renders itself, run as built-in signals do.
+		q = metrics.Enforce(r.Prometheus, r.QueryPolicy, ms.Namespace, analysis.GatewayQueries(spec, target, window)...)
+	}
 	// The measurement due now: of this candidate, at this step, after the last one, for this
 	// spec. A job of another id (the rollout moved on) is dropped.
 	st := ms.Status

@@ -6,10 +6,10 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	inferencev1 "sigs.k8s.io/gateway-api-inference-extension/api/v1"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
@@ -87,15 +87,15 @@ func (r *ModelServerReconciler) prunePools(ctx context.Context, ms *v1alpha1.Mod
 }
 
 // readPools reads both colors' InferencePools from the cache; a missing pool is a nil entry.
-func (r *ModelServerReconciler) readPools(ctx context.Context, ms *v1alpha1.ModelServer) map[v1alpha1.Color]*unstructured.Unstructured {
-	out := map[v1alpha1.Color]*unstructured.Unstructured{}
+func (r *ModelServerReconciler) readPools(ctx context.Context, ms *v1alpha1.ModelServer) map[v1alpha1.Color]*inferencev1.InferencePool {
+	out := map[v1alpha1.Color]*inferencev1.InferencePool{}
 	if !r.InferencePools {
 		return out
 	}
 	for _, c := range routing.Colors {
 		pool := routing.NewPool()
 		// Missing or unreadable counts as absent: the rollout holds on it, it does not guess.
-		if err := r.cacheReader.Get(ctx, types.NamespacedName{Namespace: ms.Namespace, Name: ms.PoolName(c)}, pool); err == nil {
+		if err := r.Get(ctx, types.NamespacedName{Namespace: ms.Namespace, Name: ms.PoolName(c)}, pool); err == nil {
 			out[c] = pool
 		}
 	}

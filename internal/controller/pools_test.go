@@ -10,11 +10,11 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	inferencev1 "sigs.k8s.io/gateway-api-inference-extension/api/v1"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
@@ -29,7 +29,7 @@ func onPools(ms *v1alpha1.ModelServer) {
 		Name: "{color}-epp", Port: ptr.To(int32(9002)), FailureMode: "FailOpen"}}
 }
 
-func getPool(ns, name string) (*unstructured.Unstructured, error) {
+func getPool(ns, name string) (*inferencev1.InferencePool, error) {
 	p := routing.NewPool()
 	return p, k8s.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, p)
 }
@@ -40,15 +40,14 @@ func answerPool(ns, name string, resolved metav1.ConditionStatus, reason string)
 	if err != nil {
 		return err
 	}
-	now := metav1.Now().UTC().Format(time.RFC3339)
-	cond := func(typ string, st metav1.ConditionStatus, reason string) map[string]any {
-		return map[string]any{"type": typ, "status": string(st), "reason": reason, "message": typ + " " + reason,
-			"observedGeneration": p.GetGeneration(), "lastTransitionTime": now}
+	cond := func(typ string, st metav1.ConditionStatus, reason string) metav1.Condition {
+		return metav1.Condition{Type: typ, Status: st, Reason: reason, Message: typ + " " + reason,
+			ObservedGeneration: p.Generation, LastTransitionTime: metav1.Now()}
 	}
-	p.Object["status"] = map[string]any{"parents": []any{map[string]any{
-		"parentRef":  map[string]any{"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": "inference-gateway", "namespace": "gateway-system"},
-		"conditions": []any{cond("Accepted", metav1.ConditionTrue, "Accepted"), cond("ResolvedRefs", resolved, reason)},
-	}}}
+	p.Status.Parents = []inferencev1.ParentStatus{{
+		ParentRef:  inferencev1.ParentReference{Group: ptr.To(inferencev1.Group("gateway.networking.k8s.io")), Kind: "Gateway", Name: "inference-gateway", Namespace: "gateway-system"},
+		Conditions: []metav1.Condition{cond("Accepted", metav1.ConditionTrue, "Accepted"), cond("ResolvedRefs", resolved, reason)},
+	}}
 	return k8s.Status().Update(context.Background(), p)
 }
 
@@ -67,15 +66,18 @@ func TestServesThroughInferencePoolsAndMovesTheirWeightsThroughARollout(t *testi
 			if err != nil {
 				return err
 			}
-			sel, _, _ := unstructured.NestedStringMap(p.Object, "spec", "selector", "matchLabels")
-			if sel[v1alpha1.LabelModelServer] != ms.Name || sel[v1alpha1.LabelColor] != string(c) || len(sel) != 2 {
+			sel := p.Spec.Selector.MatchLabels
+			if sel[v1alpha1.LabelModelServer] != inferencev1.LabelValue(ms.Name) || sel[v1alpha1.LabelColor] != inferencev1.LabelValue(c) || len(sel) != 2 {
 				return fmt.Errorf("selector %v", sel)
 			}
-			ports, _, _ := unstructured.NestedSlice(p.Object, "spec", "targetPorts")
-			if len(ports) != 1 || ports[0].(map[string]any)["number"] != int64(8000) {
+			if ports := p.Spec.TargetPorts; len(ports) != 1 || ports[0].Number != 8000 {
 				return fmt.Errorf("targetPorts %v, want the template's 8000", ports)
 			}
-			if name, _, _ := unstructured.NestedString(p.Object, "spec", "endpointPickerRef", "name"); name != string(c)+"-epp" {
+			if epp := p.Spec.EndpointPickerRef; epp == nil || string(epp.Name) != string(c)+"-epp" {
+				name := ""
+				if epp != nil {
+					name = string(epp.Name)
+				}
 				return fmt.Errorf("endpointPickerRef.name %q", name)
 			}
 			if !metav1.IsControlledBy(p, created) {

@@ -90,7 +90,7 @@ func validateAutoscaling(a *v1alpha1.AutoscalingSpec, p *field.Path) field.Error
 	}
 	if a.MinReplicas == 0 && !autoscale.ScalesFromZero(a.Metrics) {
 		errs = append(errs, field.Invalid(p.Child("minReplicas"), a.MinReplicas, "0 needs a metric that sees load while no pod runs "+
-			"(prometheus, external, or endpointPicker with signal RunningRequests): the pod metrics have no data without pods, and the count would never come back from 0"))
+			"(prometheus, external, gateway, or endpointPicker with signal RunningRequests): the pod metrics have no data without pods, and the count would never come back from 0"))
 	}
 	if a.MaxReplicas < 1 || a.MaxReplicas > maxReplicaCount {
 		errs = append(errs, field.Invalid(p.Child("maxReplicas"), a.MaxReplicas, "must be from 1 to 10000"))
@@ -109,6 +109,8 @@ func validateAutoscaling(a *v1alpha1.AutoscalingSpec, p *field.Path) field.Error
 			errs = append(errs, validateLearning(m.Prometheus.LearnCapacity, mp.Child("prometheus", "learnCapacity"))...)
 		case m.External != nil:
 			errs = append(errs, positiveQuantity(mp.Child("external", "target"), m.External.Target)...)
+		case m.Gateway != nil:
+			errs = append(errs, positiveQuantity(mp.Child("gateway", "target"), m.Gateway.Target)...)
 		case m.KVCacheUsage != nil:
 			if t := m.KVCacheUsage.Target; t.Sign() <= 0 || t.Cmp(resource.MustParse("1")) > 0 {
 				errs = append(errs, field.Invalid(mp.Child("kvCacheUsage", "target"), t.String(), "must be a fraction greater than 0 and at most 1, such as 0.8 for 80%"))

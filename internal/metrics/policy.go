@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -160,29 +161,40 @@ func scopedTo(ms []*labels.Matcher, namespace string) bool {
 // Enforce returns q checking every query against policy for a ModelServer in namespace before
 // it runs (CheckRendered): a refused query is not sent, and answers as an error naming the
 // policy. Wrap the querier of every query run on a ModelServer's behalf (analysis, prometheus
-// autoscaling metrics), not the built-in signals' cluster-wide ones.
-func Enforce(q Querier, policy QueryPolicy, namespace string) Querier {
+// autoscaling metrics), not the built-in signals' cluster-wide ones. builtIn are queries the
+// controller rendered itself for this ModelServer (the gateway's, which select the gateway's
+// scrape target and the ModelServer's own Service or route by name): they run as the built-in
+// signals do.
+func Enforce(q Querier, policy QueryPolicy, namespace string, builtIn ...string) Querier {
 	if policy.orDefault() == QueryPolicyAny {
 		return q
 	}
-	return enforced{q: q, policy: policy, namespace: namespace}
+	return enforced{q: q, policy: policy, namespace: namespace, builtIn: builtIn}
 }
 
 type enforced struct {
 	q         Querier
 	policy    QueryPolicy
 	namespace string
+	builtIn   []string
+}
+
+func (e enforced) check(query string) error {
+	if slices.Contains(e.builtIn, query) {
+		return nil
+	}
+	return e.policy.CheckRendered(query, e.namespace)
 }
 
 func (e enforced) Scalar(ctx context.Context, query string, at time.Time) Sample {
-	if err := e.policy.CheckRendered(query, e.namespace); err != nil {
+	if err := e.check(query); err != nil {
 		return Sample{Status: Error, Message: "not run: " + err.Error()}
 	}
 	return e.q.Scalar(ctx, query, at)
 }
 
 func (e enforced) Vector(ctx context.Context, query string, at time.Time) ([]Series, error) {
-	if err := e.policy.CheckRendered(query, e.namespace); err != nil {
+	if err := e.check(query); err != nil {
 		return nil, fmt.Errorf("not run: %w", err)
 	}
 	return e.q.Vector(ctx, query, at)

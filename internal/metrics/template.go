@@ -33,6 +33,13 @@ type Vars struct {
 	Pool string
 	// Window is the analysis window as a PromQL duration (see PromDuration), e.g. 2m.
 	Window string
+	// Service is a regular expression matching the color's Service name, and Route the
+	// ModelServer's HTTPRoute name as Traefik writes it in router names (TraefikName): for the
+	// gateway's metrics (the built-in gateway queries; not a key the API admits in templates).
+	Service, Route string
+	// GatewayNamespace is the namespace label of the gateway's own series (the controller's
+	// --gateway-metrics-namespace): the gateway queries read only its scrape target's series.
+	GatewayNamespace string
 }
 
 func (v Vars) data() map[string]string {
@@ -44,6 +51,10 @@ func (v Vars) data() map[string]string {
 		"Pods":      escape(v.Pods),
 		"Pool":      escape(v.Pool),
 		"Window":    escape(v.Window),
+
+		"Service":          escape(v.Service),
+		"Route":            escape(v.Route),
+		"GatewayNamespace": escape(v.GatewayNamespace),
 	}
 }
 

@@ -161,6 +161,15 @@ func deploy(c v1alpha1.Color, rev string, replicas, ready int32) obsOption {
 func cold(c v1alpha1.Color) obsOption {
 	return func(o *Observation) { co := o.Colors[c]; co.Warm = false; o.Colors[c] = co }
 }
+
+// endpoints: the color's Service's EndpointSlices list n ready endpoints.
+func endpoints(c v1alpha1.Color, n int32) obsOption {
+	return func(o *Observation) {
+		co := o.Colors[c]
+		co.EndpointsObserved, co.ReadyEndpoints = true, n
+		o.Colors[c] = co
+	}
+}
 func updated(c v1alpha1.Color, n int32) obsOption {
 	return func(o *Observation) { co := o.Colors[c]; co.UpdatedReplicas = n; o.Colors[c] = co }
 }

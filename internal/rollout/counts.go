@@ -42,16 +42,29 @@ func (m *machine) lastReady(color v1alpha1.Color, rev string) int32 {
 
 // servingReady is how many Ready pods a color's Service spreads its traffic over, for the
 // weight cap: all the Deployment's Ready pods (unlike readyOf, pods still being replaced serve
-// too), or the last pass's count while the Deployment's status is stale.
+// too), or the last pass's count while the Deployment's status is stale; never more than the
+// ready endpoints of the color's EndpointSlices, when it has any (what a Gateway routes to).
 func (m *machine) servingReady(color v1alpha1.Color, rev string) int32 {
 	o, ok := m.colorObs(color, rev)
-	switch {
-	case !ok:
+	if !ok {
 		return 0
-	case o.Stale:
-		return m.lastReady(color, rev)
 	}
-	return o.ReadyReplicas
+	n := o.ReadyReplicas
+	if o.Stale {
+		n = m.lastReady(color, rev)
+	}
+	if o.EndpointsObserved {
+		n = min(n, o.ReadyEndpoints)
+	}
+	return n
+}
+
+// endpointsFor: the candidate's EndpointSlices (when it has any) list enough ready endpoints for
+// weight percent.
+func (m *machine) endpointsFor(weight int32) bool {
+	c := m.st.Candidate
+	o, ok := m.colorObs(c.Color, c.Revision)
+	return !ok || !o.EndpointsObserved || o.ReadyEndpoints >= m.candidateNeed(weight)
 }
 
 func (m *machine) availableOf(color v1alpha1.Color, rev string) int32 {
@@ -74,8 +87,9 @@ func (m *machine) stableCounts() (ready, avail int32) {
 	return m.readyOf(s.Color, s.Revision), m.availableOf(s.Color, s.Revision)
 }
 
-// readyFor: the candidate has enough Ready, warm pods of its revision to take weight percent.
+// readyFor: the candidate has enough Ready, warm pods of its revision, and ready endpoints, to
+// take weight percent.
 func (m *machine) readyFor(weight int32) bool {
 	c := m.st.Candidate
-	return c.Warm && c.ReadyReplicas >= m.candidateNeed(weight)
+	return c.Warm && c.ReadyReplicas >= m.candidateNeed(weight) && m.endpointsFor(weight)
 }

@@ -40,6 +40,14 @@ type ColorObservation struct {
 	// behind metadata.generation, as just after a scale): the counts above are then zero, which
 	// is no news rather than "no pods", so Next keeps the Ready count of its last pass.
 	Stale bool
+	// EndpointsObserved is true when the color's Service has EndpointSlices: ReadyEndpoints is
+	// then how many ready endpoints they list (what a Gateway routes the color's share to; with
+	// none, Traefik answers that share with HTTP 503). The weight cap counts the smaller of the
+	// Ready pods and the ready endpoints, so that no weight goes to a color whose endpoints are
+	// not ready yet. False (no slice: no EndpointSlice controller, as in envtest, or not written
+	// yet; a Gateway then reports ResolvedRefs False, which holds the rollout) counts the pods.
+	EndpointsObserved bool
+	ReadyEndpoints    int32
 }
 
 // Operation is a human's request, read from the operation annotations and already matched to

@@ -5,97 +5,59 @@ import (
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
+	inferencev1 "sigs.k8s.io/gateway-api-inference-extension/api/v1"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
 )
 
-// The Gateway API Inference Extension's InferencePool (inference.networking.k8s.io/v1). Its Go
-// module is not a dependency: modelship writes the few fields it sets as unstructured objects.
+// The Gateway API Inference Extension's InferencePool (inference.networking.k8s.io/v1), with the
+// API types of its module (sigs.k8s.io/gateway-api-inference-extension).
 const (
-	InferenceGroup = "inference.networking.k8s.io"
+	InferenceGroup = inferencev1.GroupName
 	PoolKind       = "InferencePool"
 )
 
 // PoolGVK is the InferencePool's group, version and kind.
-var PoolGVK = schema.GroupVersionKind{Group: InferenceGroup, Version: "v1", Kind: PoolKind}
+var PoolGVK = schema.GroupVersion{Group: inferencev1.GroupVersion.Group, Version: inferencev1.GroupVersion.Version}.WithKind(PoolKind)
 
 // NewPool is an empty InferencePool object to read into.
-func NewPool() *unstructured.Unstructured {
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(PoolGVK)
-	return u
+func NewPool() *inferencev1.InferencePool {
+	return &inferencev1.InferencePool{TypeMeta: metav1.TypeMeta{APIVersion: PoolGVK.GroupVersion().String(), Kind: PoolKind}}
 }
 
 // InferencePool is color c's pool: it selects the color's pods (the ModelServer's and the
 // color's labels), sends to their port, and names the user's endpoint picker ("{color}" in its
 // name replaced by c).
-func InferencePool(ms *v1alpha1.ModelServer, c v1alpha1.Color, port int32) *unstructured.Unstructured {
-	u := NewPool()
-	u.SetName(ms.PoolName(c))
-	u.SetNamespace(ms.Namespace)
-	u.SetLabels(ms.ColorLabels(c))
-	selector := map[string]any{}
+func InferencePool(ms *v1alpha1.ModelServer, c v1alpha1.Color, port int32) *inferencev1.InferencePool {
+	pool := NewPool()
+	pool.Name, pool.Namespace, pool.Labels = ms.PoolName(c), ms.Namespace, ms.ColorLabels(c)
+	selector := map[inferencev1.LabelKey]inferencev1.LabelValue{}
 	for k, v := range ms.ColorLabels(c) {
-		selector[k] = v
+		selector[inferencev1.LabelKey(k)] = inferencev1.LabelValue(v)
 	}
-	spec := map[string]any{
-		"selector":    map[string]any{"matchLabels": selector},
-		"targetPorts": []any{map[string]any{"number": int64(port)}},
+	pool.Spec = inferencev1.InferencePoolSpec{
+		Selector:    inferencev1.LabelSelector{MatchLabels: selector},
+		TargetPorts: []inferencev1.Port{{Number: inferencev1.PortNumber(port)}},
 	}
 	if p := ms.Spec.Gateway.InferencePool; p != nil {
 		ref := p.EndpointPickerRef
-		epp := map[string]any{"name": strings.ReplaceAll(ref.Name, "{color}", string(c))}
-		if ref.Group != "" {
-			epp["group"] = ref.Group
+		epp := &inferencev1.EndpointPickerRef{
+			Name:        inferencev1.ObjectName(strings.ReplaceAll(ref.Name, "{color}", string(c))),
+			Kind:        inferencev1.Kind(ref.Kind),
+			FailureMode: inferencev1.EndpointPickerFailureMode(ref.FailureMode),
 		}
-		if ref.Kind != "" {
-			epp["kind"] = ref.Kind
+		if ref.Group != "" {
+			epp.Group = ptr.To(inferencev1.Group(ref.Group))
 		}
 		if ref.Port != nil {
-			epp["port"] = map[string]any{"number": int64(*ref.Port)}
+			epp.Port = &inferencev1.Port{Number: inferencev1.PortNumber(*ref.Port)}
 		}
-		if ref.FailureMode != "" {
-			epp["failureMode"] = ref.FailureMode
-		}
-		spec["endpointPickerRef"] = epp
-		if p.AppProtocol != "" {
-			spec["appProtocol"] = p.AppProtocol
-		}
+		pool.Spec.EndpointPickerRef = epp
+		pool.Spec.AppProtocol = inferencev1.AppProtocol(p.AppProtocol)
 	}
-	u.Object["spec"] = spec
-	return u
-}
-
-// poolParent is one Gateway's report on a pool: its conditions.
-type poolParent struct {
-	ParentRef struct {
-		Name string `json:"name"`
-	} `json:"parentRef"`
-	Conditions []metav1.Condition `json:"conditions"`
-}
-
-// poolParents reads status.parents of an InferencePool.
-func poolParents(pool *unstructured.Unstructured) ([]poolParent, error) {
-	raw, found, err := unstructured.NestedSlice(pool.Object, "status", "parents")
-	if err != nil || !found {
-		return nil, err
-	}
-	out := make([]poolParent, 0, len(raw))
-	for _, r := range raw {
-		m, ok := r.(map[string]any)
-		if !ok {
-			return nil, fmt.Errorf("status.parents holds a %T", r)
-		}
-		var p poolParent
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, &p); err != nil {
-			return nil, err
-		}
-		out = append(out, p)
-	}
-	return out, nil
+	return pool
 }
 
 // WithPools folds the InferencePools' acceptance into the route's RouteAccepted condition. A pool
@@ -103,7 +65,7 @@ func poolParents(pool *unstructured.Unstructured) ([]poolParent, error) {
 // missing or that no Gateway has reported on while the route is accepted (a conformant Gateway
 // reports on every pool its routes use): the rollout does not move traffic onto a pool its
 // Gateway has not accepted. A nil entry in pools is a pool that does not exist yet.
-func WithPools(route metav1.Condition, pools map[v1alpha1.Color]*unstructured.Unstructured) metav1.Condition {
+func WithPools(route metav1.Condition, pools map[v1alpha1.Color]*inferencev1.InferencePool) metav1.Condition {
 	if route.Status == metav1.ConditionFalse {
 		return route
 	}
@@ -121,14 +83,10 @@ func WithPools(route metav1.Condition, pools map[v1alpha1.Color]*unstructured.Un
 			}
 			continue
 		}
-		parents, err := poolParents(pool)
-		if err != nil {
-			return notAccepted(fmt.Sprintf("InferencePool %s has a status modelship cannot read: %v", pool.GetName(), err))
-		}
 		answered := false
-		for _, p := range parents {
+		for _, p := range pool.Status.Parents {
 			for _, cond := range p.Conditions {
-				if cond.Type != "Accepted" && cond.Type != "ResolvedRefs" {
+				if cond.Type != string(inferencev1.InferencePoolConditionAccepted) && cond.Type != string(inferencev1.InferencePoolConditionResolvedRefs) {
 					continue
 				}
 				answered = true

@@ -7,7 +7,9 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
+	inferencev1 "sigs.k8s.io/gateway-api-inference-extension/api/v1"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
@@ -27,17 +29,27 @@ func TestPoolsSelectTheirColorAndNameTheirPicker(t *testing.T) {
 	if p.GetName() != "llama-green" || p.GetNamespace() != "ml" || p.GroupVersionKind() != PoolGVK {
 		t.Fatalf("pool %s/%s %v", p.GetNamespace(), p.GetName(), p.GroupVersionKind())
 	}
-	sel, _, _ := unstructured.NestedStringMap(p.Object, "spec", "selector", "matchLabels")
+	sel := p.Spec.Selector.MatchLabels
 	if sel[v1alpha1.LabelModelServer] != "llama" || sel[v1alpha1.LabelColor] != "green" || len(sel) != 2 {
 		t.Errorf("selector %v, want the ModelServer's and green's labels", sel)
 	}
-	ports, _, _ := unstructured.NestedSlice(p.Object, "spec", "targetPorts")
-	if len(ports) != 1 || ports[0].(map[string]any)["number"] != int64(8000) {
+	if ports := p.Spec.TargetPorts; len(ports) != 1 || ports[0].Number != 8000 {
 		t.Errorf("targetPorts %v, want 8000", ports)
 	}
-	epp, _, _ := unstructured.NestedMap(p.Object, "spec", "endpointPickerRef")
-	if epp["name"] != "llama-green-epp" || epp["failureMode"] != "FailOpen" || epp["port"].(map[string]any)["number"] != int64(9002) {
-		t.Errorf("endpointPickerRef %v", epp)
+	epp := p.Spec.EndpointPickerRef
+	if epp == nil || epp.Name != "llama-green-epp" || epp.FailureMode != inferencev1.EndpointPickerFailOpen || epp.Port == nil || epp.Port.Number != 9002 {
+		t.Errorf("endpointPickerRef %+v", epp)
+	}
+	// Written as the API server stores it: the fields modelship sets, no others.
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, _, _ := unstructured.NestedMap(u, "spec")
+	for k := range spec {
+		if !slices.Contains([]string{"selector", "targetPorts", "endpointPickerRef"}, k) {
+			t.Errorf("spec.%s written: %v", k, spec[k])
+		}
 	}
 }
 
@@ -88,15 +100,11 @@ func TestSwitchingToPoolsReplacesTheServiceRefsInAUserRoute(t *testing.T) {
 	}
 }
 
-func pool(name string, conds ...metav1.Condition) *unstructured.Unstructured {
+func pool(name string, conds ...metav1.Condition) *inferencev1.InferencePool {
 	p := NewPool()
-	p.SetName(name)
+	p.Name = name
 	if len(conds) > 0 {
-		cs := make([]any, 0, len(conds))
-		for _, c := range conds {
-			cs = append(cs, map[string]any{"type": c.Type, "status": string(c.Status), "reason": c.Reason, "message": c.Message})
-		}
-		p.Object["status"] = map[string]any{"parents": []any{map[string]any{"parentRef": map[string]any{"name": "gw"}, "conditions": cs}}}
+		p.Status.Parents = []inferencev1.ParentStatus{{ParentRef: inferencev1.ParentReference{Name: "gw"}, Conditions: conds}}
 	}
 	return p
 }
@@ -110,14 +118,14 @@ func TestPoolsJoinTheRouteAcceptance(t *testing.T) {
 	cases := []struct {
 		name   string
 		route  metav1.Condition
-		pools  map[v1alpha1.Color]*unstructured.Unstructured
+		pools  map[v1alpha1.Color]*inferencev1.InferencePool
 		status metav1.ConditionStatus
 	}{
-		{"both pools accepted", accepted, map[v1alpha1.Color]*unstructured.Unstructured{v1alpha1.Blue: pool("b", ok), v1alpha1.Green: pool("g", ok)}, metav1.ConditionTrue},
-		{"a pool's refs unresolved", accepted, map[v1alpha1.Color]*unstructured.Unstructured{v1alpha1.Blue: pool("b", ok), v1alpha1.Green: pool("g", ok, resolvedNo)}, metav1.ConditionFalse},
-		{"a pool nobody reported on", accepted, map[v1alpha1.Color]*unstructured.Unstructured{v1alpha1.Blue: pool("b", ok), v1alpha1.Green: pool("g")}, metav1.ConditionFalse},
-		{"a pool missing", accepted, map[v1alpha1.Color]*unstructured.Unstructured{v1alpha1.Blue: pool("b", ok)}, metav1.ConditionFalse},
-		{"no Gateway at all", unanswered, map[v1alpha1.Color]*unstructured.Unstructured{v1alpha1.Blue: pool("b"), v1alpha1.Green: pool("g")}, metav1.ConditionUnknown},
+		{"both pools accepted", accepted, map[v1alpha1.Color]*inferencev1.InferencePool{v1alpha1.Blue: pool("b", ok), v1alpha1.Green: pool("g", ok)}, metav1.ConditionTrue},
+		{"a pool's refs unresolved", accepted, map[v1alpha1.Color]*inferencev1.InferencePool{v1alpha1.Blue: pool("b", ok), v1alpha1.Green: pool("g", ok, resolvedNo)}, metav1.ConditionFalse},
+		{"a pool nobody reported on", accepted, map[v1alpha1.Color]*inferencev1.InferencePool{v1alpha1.Blue: pool("b", ok), v1alpha1.Green: pool("g")}, metav1.ConditionFalse},
+		{"a pool missing", accepted, map[v1alpha1.Color]*inferencev1.InferencePool{v1alpha1.Blue: pool("b", ok)}, metav1.ConditionFalse},
+		{"no Gateway at all", unanswered, map[v1alpha1.Color]*inferencev1.InferencePool{v1alpha1.Blue: pool("b"), v1alpha1.Green: pool("g")}, metav1.ConditionUnknown},
 	}
 	for _, c := range cases {
 		got := WithPools(c.route, c.pools)

@@ -456,6 +456,89 @@ func AcceptedCondition(route *gatewayv1.HTTPRoute, generation int64) metav1.Cond
 	return cond
 }
 
+// WithResolvedRefs folds the route's ResolvedRefs into its RouteAccepted condition: when a
+// Gateway the route names in spec.parentRefs accepted the route's current generation but reports
+// ResolvedRefs False for it (a backend Service without EndpointSlices or missing: Traefik
+// v3.6.12 says BackendNotFound and answers that backend's share with HTTP 500), the condition
+// turns False with reason BackendNotResolved, naming the ModelServer's backends the Gateway's
+// message names. The rollout then holds (no weight goes up); a False or Unknown condition is
+// returned as it is. ResolvedRefs is route-wide in the Gateway API: an unresolved backend of
+// another owner in a shared route holds too, its message says which.
+func WithResolvedRefs(accepted metav1.Condition, route *gatewayv1.HTTPRoute, ms *v1alpha1.ModelServer) metav1.Condition {
+	if accepted.Status != metav1.ConditionTrue || route == nil {
+		return accepted
+	}
+	for _, p := range route.Status.Parents {
+		if !namedParent(route, p.ParentRef) {
+			continue
+		}
+		for _, c := range p.Conditions {
+			if c.Type != string(gatewayv1.RouteConditionResolvedRefs) || c.ObservedGeneration < route.Generation || c.Status != metav1.ConditionFalse {
+				continue
+			}
+			which := "a backend the Gateway names in its message"
+			if names := namedBackends(ms, c.Message); len(names) > 0 {
+				which = "backend " + strings.Join(names, ", ")
+			}
+			out := accepted
+			out.Status, out.Reason = metav1.ConditionFalse, v1alpha1.ReasonBackendNotResolved
+			out.Message = fmt.Sprintf("parent %s accepted the HTTPRoute but did not resolve %s (ResolvedRefs False: %s: %s): no weight goes up until it does",
+				p.ParentRef.Name, which, c.Reason, c.Message)
+			return out
+		}
+	}
+	return accepted
+}
+
+// namedParent reports whether ref (from the route's status) is one of the parents in the
+// route's spec.parentRefs, with the Gateway API's defaults (group gateway.networking.k8s.io,
+// kind Gateway, the route's namespace): a status entry of a parent the route no longer names
+// is stale.
+func namedParent(route *gatewayv1.HTTPRoute, ref gatewayv1.ParentReference) bool {
+	norm := func(r gatewayv1.ParentReference) string {
+		return fmt.Sprintf("%s/%s/%s/%s/%s/%d", ptr.Deref(r.Group, gatewayv1.GroupName), ptr.Deref(r.Kind, "Gateway"),
+			ptr.Deref(r.Namespace, gatewayv1.Namespace(route.Namespace)), r.Name, ptr.Deref(r.SectionName, ""), ptr.Deref(r.Port, 0))
+	}
+	for _, want := range route.Spec.ParentRefs {
+		if norm(want) == norm(ref) {
+			return true
+		}
+	}
+	return false
+}
+
+// namedBackends are the names ("namespace/name") of ms's Services and InferencePools that a
+// Gateway's message mentions, as a whole name (llama-blue is not named by llama-blue-epp).
+func namedBackends(ms *v1alpha1.ModelServer, msg string) []string {
+	var out []string
+	for _, c := range Colors {
+		for _, name := range []string{ms.ServiceName(c), ms.PoolName(c)} {
+			if mentions(msg, name) && !slices.Contains(out, ms.Namespace+"/"+name) {
+				out = append(out, ms.Namespace+"/"+name)
+			}
+		}
+	}
+	return out
+}
+
+// mentions reports whether name occurs in msg not as part of a longer DNS name.
+func mentions(msg, name string) bool {
+	part := func(b byte) bool {
+		return b == '-' || ('a' <= b && b <= 'z') || ('0' <= b && b <= '9')
+	}
+	for i := 0; ; {
+		j := strings.Index(msg[i:], name)
+		if j < 0 {
+			return false
+		}
+		start, end := i+j, i+j+len(name)
+		if (start == 0 || !part(msg[start-1])) && (end == len(msg) || !part(msg[end])) {
+			return true
+		}
+		i = start + 1
+	}
+}
+
 // RemoveBackends deletes ms's backendRefs from every rule of a user-owned route, and ms's
 // header rule, and reports whether the route changed.
 func RemoveBackends(route *gatewayv1.HTTPRoute, ms *v1alpha1.ModelServer) bool {

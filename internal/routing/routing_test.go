@@ -1,6 +1,7 @@
 package routing
 
 import (
+	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -141,5 +142,70 @@ func TestAcceptedCondition(t *testing.T) {
 				t.Errorf("got %s/%s gen %d, want %s/%s", got.Status, got.Reason, got.ObservedGeneration, tt.want, tt.wantWhy)
 			}
 		})
+	}
+}
+
+func TestWithResolvedRefsHoldsOnAnAcceptedRouteWhoseBackendsAGatewayDidNotResolve(t *testing.T) {
+	ms := newModelServer()
+	green := ms.ServiceName(v1alpha1.Green)
+	route := func(parent gatewayv1.ParentReference, gen int64, conds ...metav1.Condition) *gatewayv1.HTTPRoute {
+		r := OwnedRoute(ms, Direct(ms, weights(90, 10)))
+		r.Generation = 3
+		for i := range conds {
+			conds[i].ObservedGeneration = gen
+		}
+		r.Status.Parents = []gatewayv1.RouteParentStatus{{ParentRef: parent, ControllerName: "traefik.io/gateway-controller", Conditions: conds}}
+		return r
+	}
+	accepted := metav1.Condition{Type: "Accepted", Status: metav1.ConditionTrue, Reason: "Accepted"}
+	notFound := metav1.Condition{Type: "ResolvedRefs", Status: metav1.ConditionFalse, Reason: "BackendNotFound",
+		Message: "Cannot load HTTPBackendRef ml/" + green + ": endpointslices not found"}
+	resolved := metav1.Condition{Type: "ResolvedRefs", Status: metav1.ConditionTrue, Reason: "ResolvedRefs"}
+	gw := gatewayv1.ParentReference{Name: "gw"}
+	for _, tc := range []struct {
+		name       string
+		route      *gatewayv1.HTTPRoute
+		wantStatus metav1.ConditionStatus
+		wantReason string
+		wantInMsg  string
+	}{
+		{name: "a Service backend without EndpointSlices (Traefik's BackendNotFound) holds, naming it",
+			route: route(gw, 3, accepted, notFound), wantStatus: metav1.ConditionFalse, wantReason: v1alpha1.ReasonBackendNotResolved, wantInMsg: "backend ml/" + green},
+		{name: "resolved backends leave the route accepted",
+			route: route(gw, 3, accepted, resolved), wantStatus: metav1.ConditionTrue, wantReason: v1alpha1.ReasonAccepted},
+		{name: "a ResolvedRefs of an older generation of the route does not hold",
+			route: route(gw, 2, accepted, notFound), wantStatus: metav1.ConditionUnknown, wantReason: v1alpha1.ReasonNoGatewayAnswer},
+		{name: "a stale report of a parent the route no longer names does not hold",
+			route: route(gatewayv1.ParentReference{Name: "old-gw"}, 3, accepted, notFound), wantStatus: metav1.ConditionTrue, wantReason: v1alpha1.ReasonAccepted},
+		{name: "an unresolved backend the message does not name holds, quoting the Gateway",
+			route:      route(gw, 3, accepted, metav1.Condition{Type: "ResolvedRefs", Status: metav1.ConditionFalse, Reason: "RefNotPermitted", Message: "no grant for other/x"}),
+			wantStatus: metav1.ConditionFalse, wantReason: v1alpha1.ReasonBackendNotResolved, wantInMsg: "RefNotPermitted: no grant for other/x"},
+		{name: "a rejected route stays rejected",
+			route:      route(gw, 3, metav1.Condition{Type: "Accepted", Status: metav1.ConditionFalse, Reason: "NotAllowedByListeners"}, notFound),
+			wantStatus: metav1.ConditionFalse, wantReason: v1alpha1.ReasonNotAccepted},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := WithResolvedRefs(AcceptedCondition(tc.route, 7), tc.route, ms)
+			if got.Status != tc.wantStatus || got.Reason != tc.wantReason || !strings.Contains(got.Message, tc.wantInMsg) {
+				t.Errorf("got %s/%s %q; want %s/%s containing %q", got.Status, got.Reason, got.Message, tc.wantStatus, tc.wantReason, tc.wantInMsg)
+			}
+		})
+	}
+}
+
+func TestMentionsFindsWholeNamesOnly(t *testing.T) {
+	for _, tc := range []struct {
+		msg, name string
+		want      bool
+	}{
+		{"Cannot load HTTPBackendRef ml/llama-blue: endpointslices not found", "llama-blue", true},
+		{"service llama-blue-epp not found", "llama-blue", false},
+		{"service x-llama-blue not found", "llama-blue", false},
+		{"no Service llama-blue.", "llama-blue", true},
+		{"llama-blue", "llama-blue", true},
+	} {
+		if got := mentions(tc.msg, tc.name); got != tc.want {
+			t.Errorf("mentions(%q, %q) = %v, want %v", tc.msg, tc.name, got, tc.want)
+		}
 	}
 }

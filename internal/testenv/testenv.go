@@ -16,16 +16,18 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	inferencev1 "sigs.k8s.io/gateway-api-inference-extension/api/v1"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
 )
 
-// Scheme knows the core types, the Gateway API and modelship's API.
+// Scheme knows the core types, the Gateway API, the InferencePool and modelship's API.
 func Scheme() *apiruntime.Scheme {
 	s := apiruntime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(s))
 	utilruntime.Must(gatewayv1.Install(s))
+	utilruntime.Must(inferencev1.Install(s))
 	utilruntime.Must(v1alpha1.AddToScheme(s))
 	return s
 }
@@ -42,13 +44,32 @@ func GatewayAPICRDs() (string, error) {
 	if d := os.Getenv("GATEWAY_API_CRDS"); d != "" {
 		return d, nil
 	}
-	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/gateway-api") //nolint:noctx // a short lookup at test start
+	dir, err := moduleDir("sigs.k8s.io/gateway-api")
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, "config", "crd", "standard"), nil
+}
+
+// InferencePoolCRDs is the InferencePool (inference.networking.k8s.io/v1) CRD file of the
+// sigs.k8s.io/gateway-api-inference-extension module in go.mod, whose API types modelship uses.
+func InferencePoolCRDs() (string, error) {
+	dir, err := moduleDir("sigs.k8s.io/gateway-api-inference-extension")
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, "config", "crd", "bases", "inference.networking.k8s.io_inferencepools.yaml"), nil
+}
+
+// moduleDir is the folder of a module that go.mod requires, from `go list`.
+func moduleDir(module string) (string, error) {
+	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", module) //nolint:noctx // a short lookup at test start
 	cmd.Dir = RepoRoot()
 	out, err := cmd.Output()
 	if err != nil {
-		return "", fmt.Errorf("finding the gateway-api module: %w", err)
+		return "", fmt.Errorf("finding the %s module: %w", module, err)
 	}
-	return filepath.Join(strings.TrimSpace(string(out)), "config", "crd", "standard"), nil
+	return strings.TrimSpace(string(out)), nil
 }
 
 // Available reports whether the control plane binaries are there, and why not.
@@ -63,12 +84,6 @@ func Available() (bool, string) {
 		}
 	}
 	return true, ""
-}
-
-// InferencePoolCRDs is the folder of the Gateway API Inference Extension's InferencePool CRD
-// that the repository carries (third_party/, unchanged upstream).
-func InferencePoolCRDs() string {
-	return filepath.Join(RepoRoot(), "third_party", "gateway-api-inference-extension-v1.6.0")
 }
 
 // Start starts the API server with modelship's and the Gateway API's CRDs installed, and the

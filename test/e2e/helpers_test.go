@@ -67,10 +67,13 @@ func steps(d time.Duration, weights ...int32) msOption {
 }
 
 // newModelServer is stack.ModelServer (vLLM on one H100, steps 10/25/50/100 of 20s judged every
-// 5s on the vLLM preset with the API's default of at least 20 samples, autoscaled 2..12)
-// changed by opts.
+// 5s on the vLLM preset with the API's default of at least 20 samples, autoscaled 2..12), with
+// the hostname <name>.<namespace>.local, changed by opts.
 func newModelServer(ns, name, image string, opts ...msOption) *v1alpha1.ModelServer {
 	ms := stack.ModelServer(ns, name, image)
+	// A hostname of its own: routes of the same hostname and path on one Gateway conflict (the
+	// oldest wins), and Traefik would send one story's requests to another's pods.
+	ms.Spec.Gateway.Hostnames = []gatewayv1.Hostname{gatewayv1.Hostname(name + "." + ns + ".local")}
 	for _, o := range opts {
 		o(ms)
 	}
@@ -118,13 +121,13 @@ func create(t *testing.T, ms *v1alpha1.ModelServer, timeout time.Duration) view 
 	return v
 }
 
-// waitServing waits until the simulated Gateway answers the ModelServer's requests and has
+// waitServing waits until the Gateway (Traefik, or the simulated one) answers the ModelServer's requests and has
 // refused none for 5 s: a first revision is Healthy once its pods are Ready (with warm-up, once
 // loaded: the warm-up gate holds Ready), and the route and the Gateway follow a little later.
 func waitServing(t *testing.T, ns, name string, timeout time.Duration) {
 	t.Helper()
-	ok := fmt.Sprintf(`sum(rate(fleetsim_gateway_responses_total{namespace=%q,modelserver=%q,code="200"}[5s]))`, ns, name)
-	failed := fmt.Sprintf(`sum(increase(fleetsim_gateway_responses_total{namespace=%q,modelserver=%q,code=~"5.."}[5s]))`, ns, name)
+	ok := fmt.Sprintf(`sum(rate(%s{namespace=%q,modelserver=%q,code="200"}[5s]))`, st.ResponsesMetric, ns, name)
+	failed := fmt.Sprintf(`sum(increase(%s{namespace=%q,modelserver=%q,code=~"5.."}[5s]))`, st.ResponsesMetric, ns, name)
 	deadline := time.Now().Add(timeout)
 	for {
 		now := time.Now()
@@ -361,14 +364,16 @@ func counter(t *testing.T, query string, at time.Time) float64 {
 	return 0
 }
 
-// gatewayResponses is the sum of the simulated Gateway's responses of a ModelServer's color
-// (all colors when color is empty) with a code matching codeRegex.
+// gatewayResponses is the sum of the answers to the trace's requests of a ModelServer (through
+// Traefik, as the simulator's load generator counts them; or the simulated Gateway's), of a
+// color (all colors when color is empty; through Traefik, the color of the pod that answered,
+// "" for the Gateway's own errors) with a code matching codeRegex.
 func gatewayResponses(ns, name string, color v1alpha1.Color, codeRegex string) string {
 	sel := fmt.Sprintf(`namespace=%q,modelserver=%q,code=~%q`, ns, name, codeRegex)
 	if color != "" {
 		sel += fmt.Sprintf(`,color=%q`, string(color))
 	}
-	return `sum(fleetsim_gateway_responses_total{` + sel + `})`
+	return `sum(` + st.ResponsesMetric + `{` + sel + `})`
 }
 
 // served counts a color's responses between two instants (the simulator keeps running, so the

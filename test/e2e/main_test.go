@@ -1,8 +1,10 @@
 //go:build e2e
 
 // Package e2e holds modelship's end-to-end stories: the real control plane with fake GPU nodes
-// (kwok), Prometheus, the fleet simulator replaying a production trace and playing the Gateway,
-// and the controller binary, all started once by TestMain (test/framework/stack). Each story runs in
+// (kwok), Traefik serving the Gateway, Prometheus, the fleet simulator replaying a production
+// trace, and the controller binary, all started once by TestMain (test/framework/stack) in a
+// network namespace of the run's own (the test binary re-executes itself there; it needs root
+// and skips without). Each story runs in
 // its own namespace with its own ModelServer, says what it does as Given/When/Then lines, asserts
 // behaviour, and reports numbers as "FIGURE:" lines.
 //
@@ -15,6 +17,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -29,6 +32,7 @@ import (
 
 	"github.com/modelship/modelship/internal/metrics"
 	"github.com/modelship/modelship/test/framework/devenv"
+	"github.com/modelship/modelship/test/framework/gateway"
 	"github.com/modelship/modelship/test/framework/stack"
 )
 
@@ -50,6 +54,10 @@ const (
 	gpuNodes = 6
 )
 
+// simulatedGatewayEnv, set, runs the stories on the simulator's old mode (it splits the
+// requests itself; Traefik serves nothing), where the InferencePool story runs.
+const simulatedGatewayEnv = "MODELSHIP_E2E_SIMULATED_GATEWAY"
+
 var (
 	// st is the stack every story runs on.
 	st *stack.Stack
@@ -69,6 +77,20 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
+	// The stack runs in a network namespace of its own, where the pods' addresses exist: the
+	// test binary re-executes itself there and exits with its result.
+	ns, code, err := gateway.Reexec()
+	if errors.Is(err, gateway.ErrNoNetns) {
+		fmt.Fprintf(os.Stderr, "e2e: SKIP: %v\n", err)
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
+	if ns == nil {
+		return code
+	}
 	if missing := devenv.MissingAssets(devenv.DefaultAssetsDir()); len(missing) > 0 {
 		fmt.Fprintf(os.Stderr, "e2e: control plane assets in %s lack %s: run hack/controlplane.sh all (make controlplane)\n",
 			devenv.DefaultAssetsDir(), strings.Join(missing, ", "))
@@ -88,6 +110,7 @@ func run(m *testing.M) int {
 	s, err := stack.Start(ctx, stack.Options{
 		Dir: dir, Speed: 10, RateScale: rateScale, GPUNodes: gpuNodes, Seed: 7,
 		Profiles: []string{slowProfile, degradeProfile}, Logger: log,
+		SimulatedGateway: os.Getenv(simulatedGatewayEnv) != "",
 	})
 	cancel()
 	if err != nil {
@@ -96,8 +119,8 @@ func run(m *testing.M) int {
 	}
 	release := s.Env.StopOnSignals()
 	st = s
-	fmt.Fprintf(os.Stderr, "e2e: stack up in %s; logs in %s; KUBECONFIG=%s\n",
-		time.Since(began).Round(time.Second), dir, s.Env.Kubeconfig())
+	fmt.Fprintf(os.Stderr, "e2e: stack up in %s; requests served through %s; logs in %s; KUBECONFIG=%s\n",
+		time.Since(began).Round(time.Second), s.GatewayName, dir, s.Env.Kubeconfig())
 	fmt.Fprintf(os.Stderr, "FIGURE: stack start: %s\n", time.Since(began).Round(time.Second))
 	q, err := metrics.NewPrometheus(metrics.Config{URL: s.Env.PrometheusURL(), Timeout: 3 * time.Second})
 	if err != nil {
@@ -121,7 +144,7 @@ func run(m *testing.M) int {
 		case <-done:
 		}
 	}()
-	code := m.Run()
+	code = m.Run()
 	close(done)
 
 	s.Stop()

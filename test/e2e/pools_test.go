@@ -11,14 +11,16 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	inferencev1 "sigs.k8s.io/gateway-api-inference-extension/api/v1"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
 	"github.com/modelship/modelship/internal/autoscale"
 	"github.com/modelship/modelship/internal/routing"
+	"github.com/modelship/modelship/test/framework/fleet"
+	"github.com/modelship/modelship/test/framework/gateway"
 )
 
 // onPools serves the ModelServer through one InferencePool per color. The fleet simulator plays
@@ -30,13 +32,16 @@ func onPools(ms *v1alpha1.ModelServer) {
 		Name: ms.Name + "-{color}-epp", Port: ptr.To(int32(9002))}}
 }
 
-func getPool(ns, name string) (*unstructured.Unstructured, error) {
+func getPool(ns, name string) (*inferencev1.InferencePool, error) {
 	p := routing.NewPool()
 	return p, st.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, p)
 }
 
 // storyInferencePools: the same rollouts as the Service stories, over InferencePools.
 func storyInferencePools(t *testing.T) {
+	if st.ResponsesMetric != fleet.MetricGatewayResponses {
+		t.Skipf("Traefik %s serves no InferencePool backend (docs/gateway.md): this story runs on the simulated Gateway, %s=1 make e2e", gateway.Version, simulatedGatewayEnv)
+	}
 	t.Parallel()
 	ns := namespace(t, "story-pools")
 	ms := newModelServer(ns, "llama", imageV1, fixedReplicas(replicas), onPools, func(ms *v1alpha1.ModelServer) {
@@ -55,8 +60,8 @@ func storyInferencePools(t *testing.T) {
 		if err != nil {
 			t.Fatalf("InferencePool of %s: %v", c, err)
 		}
-		sel, _, _ := unstructured.NestedStringMap(p.Object, "spec", "selector", "matchLabels")
-		if sel[v1alpha1.LabelColor] != string(c) || sel[v1alpha1.LabelModelServer] != ms.Name {
+		sel := p.Spec.Selector.MatchLabels
+		if sel[v1alpha1.LabelColor] != inferencev1.LabelValue(c) || sel[v1alpha1.LabelModelServer] != inferencev1.LabelValue(ms.Name) {
 			t.Errorf("InferencePool %s selects %v", p.GetName(), sel)
 		}
 	}

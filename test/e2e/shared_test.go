@@ -188,7 +188,7 @@ func slowVersionRolledBack(t *testing.T, ms *v1alpha1.ModelServer, v0 view, labe
 	at := settleScrape()
 	window := int(at.Sub(began).Seconds())
 	minRate := prom.Scalar(context.Background(), fmt.Sprintf(
-		`min_over_time((sum(rate(fleetsim_gateway_responses_total{namespace=%q,modelserver=%q,color=%q,code="200"}[10s])))[%ds:1s])`,
+		`min_over_time((sum(rate(`+st.ResponsesMetric+`{namespace=%q,modelserver=%q,color=%q,code="200"}[10s])))[%ds:1s])`,
 		ns, ms.Name, stable.Color, window), at)
 	if minRate.Status != "OK" || minRate.Value <= 0 {
 		t.Errorf("stable %s served nothing for 10s at some point during the rollout: lowest rate %+v", stable.Color, minRate)

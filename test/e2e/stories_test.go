@@ -15,6 +15,7 @@ func TestStoriesSharingTheStack(t *testing.T) {
 	t.Run("the spec back on the warm previous revision moves all traffic at once, no pod restarted", storyInstantRollback)
 	t.Run("a candidate that degrades while it awaits promotion is still judged and rolled back", storyManualGateDegrades)
 	t.Run("an abort reaches the Gateway while a webhook refuses every Deployment write", storyAbortDuringWebhookOutage)
+	t.Run("at the data plane, each step serves each color its route weight within 3 points", storyDataPlaneSplit)
 }
 
 // TestStoriesDisruptingTheStack runs, after them and one after the other, the stories that

@@ -16,6 +16,7 @@ import (
 
 	"github.com/modelship/modelship/internal/testenv"
 	"github.com/modelship/modelship/test/framework/devenv"
+	"github.com/modelship/modelship/test/framework/gateway"
 )
 
 // testLog is an io.Writer logging each write as a test line.
@@ -30,6 +31,10 @@ func (l testLog) Write(p []byte) (int, error) {
 // (after hack/controlplane.sh all, hack/prometheus.sh and hack/peers.sh). About 3 minutes:
 // Flagger moves one step per 10 s interval. FLAGGER_E2E_OUTAGE=60s adds the Prometheus outage.
 func TestFlaggerCanary(t *testing.T) {
+	// The environment runs in a network namespace of its own (needs root; skips without).
+	if !gateway.RunInNetns(t) {
+		return
+	}
 	if missing := devenv.MissingAssets(devenv.DefaultAssetsDir()); len(missing) > 0 {
 		t.Skipf("control plane assets in %s lack %s: run hack/controlplane.sh all (make controlplane)", devenv.DefaultAssetsDir(), strings.Join(missing, ", "))
 	}

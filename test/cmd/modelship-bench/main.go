@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+
+	"github.com/modelship/modelship/test/framework/gateway"
 )
 
 // benchmark is one subcommand: run parses its own flags from args and prints its figures.
@@ -14,6 +16,10 @@ type benchmark struct {
 	summary string
 	run     func(args []string) error
 }
+
+// inNetns are the benchmarks that start the local environment: they run in a network namespace
+// of their own (gateway.Reexec), like everything that starts it.
+var inNetns = map[string]bool{"scale": true, "peers": true}
 
 var benchmarks = map[string]benchmark{}
 
@@ -56,6 +62,16 @@ func main() {
 		fmt.Fprintf(os.Stderr, "modelship-bench: unknown benchmark %q\n", os.Args[1])
 		usage()
 		os.Exit(2)
+	}
+	if inNetns[os.Args[1]] {
+		ns, code, err := gateway.Reexec()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "modelship-bench %s: %v\n", os.Args[1], err)
+			os.Exit(1)
+		}
+		if ns == nil {
+			os.Exit(code) // the program ran in its namespace and ended with code
+		}
 	}
 	if err := b.run(os.Args[2:]); err != nil {
 		fmt.Fprintf(os.Stderr, "modelship-bench %s: %v\n", os.Args[1], err)

@@ -93,7 +93,7 @@ func runScale(args []string) error {
 	maxPods := sizes[len(sizes)-1] * *replicas
 	nodes := maxPods/450 + 2
 	fmt.Printf("scale: starting the control plane with %d kwok nodes of 500 pods (for up to %d pods)\n", nodes, maxPods)
-	env, err := devenv.Start(ctx, devenv.Options{Dir: filepath.Join(abs, "env"), GPUNodes: nodes, NodePods: "500", NoGPUTaint: true, Logger: log})
+	env, err := devenv.Start(ctx, devenv.Options{Dir: filepath.Join(abs, "env"), GPUNodes: nodes, NodePods: "500", NoGPUTaint: true, NoTraefik: true, Logger: log})
 	if err != nil {
 		return err
 	}

@@ -26,6 +26,8 @@ import (
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
 	"github.com/modelship/modelship/internal/metrics"
+	"github.com/modelship/modelship/test/framework/devenv"
+	"github.com/modelship/modelship/test/framework/gateway"
 	"github.com/modelship/modelship/test/framework/stack"
 )
 
@@ -44,8 +46,19 @@ func main() {
 	rate := flag.Float64("rate-scale", 0.5, "trace rate multiplier")
 	nodes := flag.Int("gpu-nodes", 2, "fake GPU nodes (8 GPUs each)")
 	trace := flag.String("trace", "", "request trace to replay, TIMESTAMP,ContextTokens,GeneratedTokens (default: "+stack.DefaultTrace+")")
+	simulated := flag.Bool("simulated-gateway", false, "the fleet simulator splits the requests by the route's weights itself (the old mode) instead of sending them through Traefik")
 	flag.Parse()
-	if err := run(*dir, *trace, *duration, *speed, *rate, *nodes); err != nil && !errors.Is(err, context.Canceled) {
+	// Everything runs in a network namespace of its own, where the pods' addresses exist; the
+	// parent keeps listeners on this machine's loopback for kubectl, Prometheus and the Gateway.
+	ns, code, err := gateway.Reexec(devenv.HostForwards...)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "modelship-demo:", err)
+		os.Exit(1)
+	}
+	if ns == nil {
+		os.Exit(code) // the demo ran in its namespace and ended with code
+	}
+	if err := run(ns, *dir, *trace, *duration, *speed, *rate, *nodes, *simulated); err != nil && !errors.Is(err, context.Canceled) {
 		fmt.Fprintln(os.Stderr, "modelship-demo:", err)
 		os.Exit(1)
 	}
@@ -55,7 +68,7 @@ func say(format string, args ...any) {
 	fmt.Printf("==> "+format+"\n", args...)
 }
 
-func run(dir, trace string, duration time.Duration, speed, rate float64, nodes int) error {
+func run(ns *gateway.Netns, dir, trace string, duration time.Duration, speed, rate float64, nodes int, simulated bool) error {
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
 	abs, err := filepath.Abs(dir)
@@ -67,7 +80,8 @@ func run(dir, trace string, duration time.Duration, speed, rate float64, nodes i
 	say("Starting etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok (%d GPU nodes), Prometheus, the fleet simulator and the controller; logs in %s", nodes, abs)
 	s, err := stack.Start(ctx, stack.Options{
 		Dir: abs, Trace: trace, Speed: speed, RateScale: rate, GPUNodes: nodes, Logger: log,
-		Profiles: []string{"revision=v0.11.1-slow:latency=3.0"},
+		Profiles:         []string{"revision=v0.11.1-slow:latency=3.0"},
+		SimulatedGateway: simulated,
 	})
 	if err != nil {
 		return err
@@ -76,7 +90,19 @@ func run(dir, trace string, duration time.Duration, speed, rate float64, nodes i
 		say("Stopping everything")
 		s.Stop()
 	}()
-	say("Ready. kubectl works too: export KUBECONFIG=%s", s.Env.Kubeconfig())
+	host, err := s.Env.ServeHostForwards(ctx, ns)
+	if err != nil {
+		return err
+	}
+	o := s.Env.Options()
+	if simulated {
+		say("The Gateway is played by the fleet simulator (--simulated-gateway): it splits the requests by the route's weights itself; Traefik %s (GatewayClass %s) runs but serves nothing", gateway.Version, o.GatewayClassName)
+	} else {
+		say("The Gateway is Traefik %s (GatewayClass %s, controller %s): every request of the trace goes through it to the pods' own addresses (%s, in this demo's network namespace), each pod served by the fleet simulator",
+			gateway.Version, o.GatewayClassName, o.GatewayControllerName, devenv.PodCIDR)
+	}
+	say("Ready. From your shell: export KUBECONFIG=%s", host.Kubeconfig)
+	say("Prometheus: %s   Gateway: curl -H 'Host: llm.local' %s/v1/models", host.PrometheusURL, host.GatewayURL)
 	q, err := metrics.NewPrometheus(metrics.Config{URL: s.Env.PrometheusURL(), Timeout: 2 * time.Second})
 	if err != nil {
 		return err

@@ -1,6 +1,8 @@
 // Command modelship-dev runs modelship's local development environment: a real Kubernetes
-// control plane with fake GPU nodes (kwok), the Gateway API and modelship CRDs, and Prometheus,
-// all as processes on 127.0.0.1.
+// control plane with fake GPU nodes (kwok), the Gateway API and modelship CRDs, Traefik serving
+// the demo Gateway, and Prometheus, all as processes on 127.0.0.1 of a network namespace of
+// their own (it re-executes itself there: root is needed), with forwarders from the host's
+// loopback for kubectl, Prometheus and the Gateway.
 //
 //	modelship-dev up [--dir .work/env] [--gpu-nodes 2] [--gpus-per-node 8] [--prometheus=true]
 //
@@ -20,6 +22,7 @@ import (
 	"github.com/go-logr/logr/funcr"
 
 	"github.com/modelship/modelship/test/framework/devenv"
+	"github.com/modelship/modelship/test/framework/gateway"
 )
 
 // companion starts one more program in the environment (the controller, the fleet simulator)
@@ -35,13 +38,21 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: modelship-dev up [--dir .work/env] [--gpu-nodes 2] [--gpus-per-node 8] [--gpu-product NAME] [--prometheus=true] [--scrape host:port,...] [--crds DIR,...] [--assets DIR]")
 		os.Exit(2)
 	}
-	if err := up(os.Args[2:]); err != nil {
+	ns, code, err := gateway.Reexec(devenv.HostForwards...)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "modelship-dev:", err)
+		os.Exit(1)
+	}
+	if ns == nil {
+		os.Exit(code) // the program ran in its namespace and ended with code
+	}
+	if err := up(ns, os.Args[2:]); err != nil {
 		fmt.Fprintln(os.Stderr, "modelship-dev:", err)
 		os.Exit(1)
 	}
 }
 
-func up(args []string) error {
+func up(ns *gateway.Netns, args []string) error {
 	fs := flag.NewFlagSet("up", flag.ContinueOnError)
 	opts := devenv.Options{}
 	var scrape, crds string
@@ -79,7 +90,11 @@ func up(args []string) error {
 			return err
 		}
 	}
-	printSummary(env, time.Since(began))
+	host, err := env.ServeHostForwards(ctx, ns)
+	if err != nil {
+		return err
+	}
+	printSummary(env, host, time.Since(began))
 	select {
 	case <-ctx.Done():
 		fmt.Fprintln(os.Stderr, "\nStopping...")
@@ -89,15 +104,19 @@ func up(args []string) error {
 	}
 }
 
-func printSummary(env *devenv.Env, took time.Duration) {
-	fmt.Printf("\nmodelship dev environment is up (%s):\n", took.Round(time.Millisecond))
+func printSummary(env *devenv.Env, host devenv.HostAccess, took time.Duration) {
+	fmt.Printf("\nmodelship dev environment is up (%s), in a network namespace of its own:\n", took.Round(time.Millisecond))
 	for _, t := range env.Timings() {
 		fmt.Printf("  %-24s ready in %s\n", t.Part, t.Took.Round(time.Millisecond))
 	}
-	fmt.Printf("\nkubeconfig: %s\n", env.Kubeconfig())
-	if u := env.PrometheusURL(); u != "" {
-		fmt.Printf("prometheus: %s\n", u)
+	fmt.Printf("\nFrom this machine's shell (forwarded from 127.0.0.1 into the namespace):\n")
+	fmt.Printf("kubeconfig: %s\n", host.Kubeconfig)
+	if host.PrometheusURL != "" {
+		fmt.Printf("prometheus: %s\n", host.PrometheusURL)
+	}
+	if host.GatewayURL != "" {
+		fmt.Printf("gateway:    %s (Traefik %s, GatewayClass %s)\n", host.GatewayURL, gateway.Version, env.Options().GatewayClassName)
 	}
 	fmt.Printf("logs:       %s/*.log\n\n", env.Dir())
-	fmt.Printf("  export KUBECONFIG=%s\n\nPress Ctrl-C to stop everything.\n", env.Kubeconfig())
+	fmt.Printf("  export KUBECONFIG=%s\n\nPress Ctrl-C to stop everything.\n", host.Kubeconfig)
 }

@@ -93,26 +93,39 @@ func FindRepoRoot() (string, error) {
 // gatewayAPICRDDir finds config/crd/standard of the sigs.k8s.io/gateway-api module that
 // repoRoot's go.mod requires (downloading the module if the cache lacks it).
 func gatewayAPICRDDir(ctx context.Context, repoRoot string) (string, error) {
+	return moduleFile(ctx, repoRoot, "sigs.k8s.io/gateway-api", "config", "crd", "standard")
+}
+
+// inferencePoolCRD finds the InferencePool CRD (inference.networking.k8s.io/v1) of the
+// sigs.k8s.io/gateway-api-inference-extension module that repoRoot's go.mod requires, the
+// module whose API types modelship uses.
+func inferencePoolCRD(ctx context.Context, repoRoot string) (string, error) {
+	return moduleFile(ctx, repoRoot, "sigs.k8s.io/gateway-api-inference-extension", "config", "crd", "bases", "inference.networking.k8s.io_inferencepools.yaml")
+}
+
+// moduleFile is a file or folder of a module that repoRoot's go.mod requires (downloading the
+// module if the cache lacks it).
+func moduleFile(ctx context.Context, repoRoot, module string, path ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "go", "mod", "download", "-json", "sigs.k8s.io/gateway-api")
+	cmd := exec.CommandContext(ctx, "go", "mod", "download", "-json", module)
 	cmd.Dir = repoRoot
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return "", fmt.Errorf("find the Gateway API module (go mod download in %s): %w: %s", repoRoot, err, stderr.String())
+		return "", fmt.Errorf("find the %s module (go mod download in %s): %w: %s", module, repoRoot, err, stderr.String())
 	}
 	var mod struct{ Dir, Version, Error string }
 	if err := json.Unmarshal(out, &mod); err != nil {
-		return "", fmt.Errorf("find the Gateway API module: %w", err)
+		return "", fmt.Errorf("find the %s module: %w", module, err)
 	}
 	if mod.Error != "" || mod.Dir == "" {
-		return "", fmt.Errorf("find the Gateway API module: %s", mod.Error)
+		return "", fmt.Errorf("find the %s module: %s", module, mod.Error)
 	}
-	dir := filepath.Join(mod.Dir, "config", "crd", "standard")
-	if _, err := os.Stat(dir); err != nil {
-		return "", fmt.Errorf("gateway API %s: %w", mod.Version, errors.Unwrap(err))
+	file := filepath.Join(append([]string{mod.Dir}, path...)...)
+	if _, err := os.Stat(file); err != nil {
+		return "", fmt.Errorf("%s %s: %w", module, mod.Version, errors.Unwrap(err))
 	}
-	return dir, nil
+	return file, nil
 }

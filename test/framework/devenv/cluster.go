@@ -213,6 +213,11 @@ func (e *Env) startKwok(ctx context.Context) error {
 		// Renew a Lease per node, as a kubelet does, so that the node lifecycle controller
 		// keeps the nodes Ready (without the flag kwok v0.8.0 keeps no lease).
 		"--node-lease-duration-seconds=40",
+		// Pod addresses from PodCIDR, routed inside the environment's network namespace (kwok's
+		// default pool 10.0.0.0/24 is a private range), so that a process there serves each
+		// pod on its own address and Traefik reaches it through the EndpointSlices.
+		"--cidr=" + PodCIDR,
+		"--node-ip=" + NodeIP,
 	}
 	for _, s := range stages {
 		argv = append(argv, "-c", s)

@@ -2,11 +2,17 @@
 // processes on 127.0.0.1, for the one-command demo (test/cmd/modelship-dev) and the end-to-end tests.
 //
 // A started Env runs etcd, kube-apiserver, kube-controller-manager (Deployments, ReplicaSets,
-// garbage collection, HPA), kube-scheduler and kwok, which plays the kubelet of fake GPU nodes:
-// pods scheduled there become Running and Ready without any container. The Gateway API CRDs
-// (standard channel), the modelship CRDs, a GatewayClass and a Gateway are installed; Prometheus
-// is optional. Every process writes to <Dir>/<name>.log and runs in its own process group, so
+// garbage collection, HPA, EndpointSlices), kube-scheduler and kwok, which plays the kubelet of
+// fake GPU nodes: pods scheduled there become Running and Ready without any container, with an
+// address of PodCIDR. The Gateway API CRDs (standard channel), the modelship CRDs, a GatewayClass
+// and a Gateway are installed, and Traefik (test/framework/gateway) serves that Gateway on its
+// "web" entry point (GatewayURL); Prometheus is optional, and scrapes Traefik (job "traefik")
+// when it runs. Every process writes to <Dir>/<name>.log and runs in its own process group, so
 // that Stop leaves nothing behind.
+//
+// The whole environment runs inside a network namespace of the project's own (gateway.Reexec
+// makes it: lo up, PodCIDR routed locally on lo), where a process can serve a pod's address and
+// nothing outside sees it; Start refuses to run anywhere else (gateway.CheckNetns).
 //
 // GPU nodes carry the taint nvidia.com/gpu=present:NoSchedule, as GPU node pools of managed
 // clusters do, and kube-apiserver runs the ExtendedResourceToleration admission plugin, which
@@ -20,6 +26,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sync"
@@ -27,6 +34,8 @@ import (
 
 	"github.com/go-logr/logr"
 	"k8s.io/client-go/rest"
+
+	"github.com/modelship/modelship/test/framework/gateway"
 )
 
 // Defaults of Options.
@@ -36,10 +45,10 @@ const (
 	// DefaultGPUProduct is the nvidia.com/gpu.product label of fake nodes when Options.GPUProduct is empty.
 	DefaultGPUProduct = "NVIDIA-H100-80GB-HBM3"
 	// DefaultGatewayClassName is the GatewayClass created for the demo.
-	DefaultGatewayClassName = "modelship-sim"
-	// DefaultGatewayControllerName is the controllerName of the demo GatewayClass: the fleet
-	// simulator acts as the Gateway controller and sets the routes' status.
-	DefaultGatewayControllerName = "modelship.dev/fleet-simulator"
+	DefaultGatewayClassName = "traefik"
+	// DefaultGatewayControllerName is the controllerName of the demo GatewayClass: Traefik's
+	// kubernetesgateway provider, which serves the Gateway and sets the routes' status.
+	DefaultGatewayControllerName = gateway.ControllerName
 	// DefaultGatewayName is the Gateway created in DefaultGatewayNamespace for the demo.
 	DefaultGatewayName = "modelship"
 	// DefaultGatewayNamespace is the namespace of the demo Gateway.
@@ -54,6 +63,19 @@ const (
 	PartScheduler         = "kube-scheduler"
 	PartKwok              = "kwok"
 	PartPrometheus        = "prometheus"
+	PartTraefik           = "traefik"
+)
+
+// Addresses the fake pods and nodes get. Both are in the benchmarking range 198.18.0.0/15
+// (gateway.BenchmarkRange); only PodCIDR is routed, locally on lo, inside the environment's
+// network namespace, so a process there can serve a pod's address.
+const (
+	// PodCIDR is the pool kwok gives pod addresses from (its --cidr; its default, 10.0.0.0/24,
+	// is a private range that must never be routed).
+	PodCIDR = gateway.PodCIDR
+	// NodeIP is every fake node's InternalIP (kwok's --node-ip): outside PodCIDR, nothing
+	// serves or dials it.
+	NodeIP = "198.18.0.2"
 )
 
 // Options says what Start starts. The zero value, with Dir set, is a cluster without nodes and
@@ -69,8 +91,8 @@ type Options struct {
 	// RepoRoot is the modelship checkout, for config/crd/bases and for finding the Gateway API
 	// module. Defaults to the nearest parent folder of the working directory holding modelship's go.mod.
 	RepoRoot string
-	// CRDDirs are applied after the Gateway API CRDs. Defaults to <RepoRoot>/config/crd/bases and
-	// the InferencePool CRD in <RepoRoot>/third_party.
+	// CRDDirs are applied after the Gateway API and InferencePool CRDs. Defaults to
+	// <RepoRoot>/config/crd/bases.
 	CRDDirs []string
 	// GatewayAPICRDDir is the Gateway API standard-channel CRD folder. Defaults to
 	// config/crd/standard of the sigs.k8s.io/gateway-api module required by RepoRoot's go.mod.
@@ -87,8 +109,16 @@ type Options struct {
 	// NoGPUTaint leaves the nvidia.com/gpu=present:NoSchedule taint off the GPU nodes.
 	NoGPUTaint bool
 
-	// NoGateway skips the demo GatewayClass and Gateway (the CRDs are installed anyway).
+	// NoGateway skips the demo GatewayClass and Gateway and Traefik (the CRDs are installed
+	// anyway).
 	NoGateway bool
+	// NoTraefik applies the GatewayClass and Gateway but runs no Traefik, so no data plane
+	// serves them (a benchmark of the control plane alone, where Traefik rebuilding its
+	// configuration for every route would compete for the CPU).
+	NoTraefik bool
+	// TraefikBinary is the traefik program. Defaults to gateway.FindBinary's (make gateway
+	// builds it once into the cache).
+	TraefikBinary string
 	// GatewayClassName, GatewayControllerName, GatewayName and GatewayNamespace name the demo
 	// Gateway objects. Default to the Default* constants.
 	GatewayClassName, GatewayControllerName, GatewayName, GatewayNamespace string
@@ -125,6 +155,8 @@ type Env struct {
 	restConfig *rest.Config
 	promURL    string
 	promDir    string
+	gatewayURL string // Traefik's web entry point
+	traefikURL string // Traefik's traefik entry point: /ping, /metrics
 	log        logr.Logger
 
 	mu        sync.Mutex
@@ -149,6 +181,9 @@ func Start(ctx context.Context, opts Options) (*Env, error) {
 	opts, err := opts.withDefaults()
 	if err != nil {
 		return nil, err
+	}
+	if err := gateway.CheckNetns(); err != nil {
+		return nil, fmt.Errorf("devenv: %w", err)
 	}
 	e := &Env{opts: opts, log: opts.Logger, byName: map[string]*Process{}}
 	if err := e.start(ctx); err != nil {
@@ -246,7 +281,7 @@ func (e *Env) start(ctx context.Context) error {
 		steps = append(steps, step{"gpu-nodes", e.createNodes})
 	}
 	if !o.NoGateway {
-		steps = append(steps, step{"gateway", e.createGateway})
+		steps = append(steps, step{PartTraefik, e.startGateway})
 	}
 	if o.WithPrometheus {
 		steps = append(steps, step{PartPrometheus, e.startPrometheus})
@@ -353,7 +388,12 @@ func exitStatus(err error) string {
 
 // launch starts a part's process and registers it for Stop.
 func (e *Env) launch(name string, argv []string) (*Process, error) {
-	p, err := newProcess(name, e.opts.Dir, argv, nil)
+	return e.launchEnv(name, argv, nil)
+}
+
+// launchEnv is launch with env added to the part's environment.
+func (e *Env) launchEnv(name string, argv, env []string) (*Process, error) {
+	p, err := newProcess(name, e.opts.Dir, argv, env)
 	if err != nil {
 		return nil, err
 	}
@@ -436,7 +476,7 @@ func (e *Env) OnStop(f func()) {
 	e.mu.Unlock()
 }
 
-// Stop stops every process started, companions first, then Prometheus, kwok, the scheduler,
+// Stop stops every process started, companions first, then Prometheus, Traefik, kwok, the scheduler,
 // the controller manager, kube-apiserver and etcd, each with SIGTERM to its process group and
 // SIGKILL after 10 s, then runs the functions given to OnStop. Logs and data stay in Dir.
 // Calling it again does nothing.
@@ -473,6 +513,15 @@ func (e *Env) RESTConfig() *rest.Config { return rest.CopyConfig(e.restConfig) }
 // PrometheusURL is Prometheus' base URL (http://127.0.0.1:<port>), or "" without Prometheus.
 func (e *Env) PrometheusURL() string { return e.promURL }
 
+// GatewayURL is the demo Gateway's HTTP listener, Traefik's web entry point
+// (http://127.0.0.1:<port>), or "" with NoGateway. Requests for a route's hostname sent there go
+// through Traefik to the pods' addresses.
+func (e *Env) GatewayURL() string { return e.gatewayURL }
+
+// TraefikURL is Traefik's own entry point (http://127.0.0.1:<port>), serving /ping and its
+// Prometheus /metrics, or "" with NoGateway.
+func (e *Env) TraefikURL() string { return e.traefikURL }
+
 // Timings says how long each part took to become ready, in start order.
 func (e *Env) Timings() []PartTiming {
 	e.mu.Lock()
@@ -484,8 +533,71 @@ func (e *Env) Timings() []PartTiming {
 func (e *Env) Options() Options { return e.opts }
 
 // DefaultCRDDirs are the CRD folders an environment installs when Options.CRDDirs is nil:
-// modelship's and the InferencePool API's.
+// modelship's. The Gateway API's and the InferencePool's come from their Go modules.
 func DefaultCRDDirs(repoRoot string) []string {
-	return []string{filepath.Join(repoRoot, "config", "crd", "bases"),
-		filepath.Join(repoRoot, "third_party", "gateway-api-inference-extension-v1.6.0")}
+	return []string{filepath.Join(repoRoot, "config", "crd", "bases")}
+}
+
+// Names of the listeners a command opens on the host's loopback (gateway.Reexec) before it
+// re-executes itself in the environment's network namespace, for ServeHostForwards.
+const (
+	// ForwardAPIServer reaches kube-apiserver: kubectl from the user's shell.
+	ForwardAPIServer = "kube-apiserver"
+	// ForwardPrometheus reaches Prometheus' UI and API.
+	ForwardPrometheus = "prometheus"
+	// ForwardGateway reaches the Gateway's HTTP listener (Traefik's web entry point).
+	ForwardGateway = "gateway"
+)
+
+// HostForwards are the forwards ServeHostForwards serves, in the order to give gateway.Reexec.
+var HostForwards = []string{ForwardAPIServer, ForwardPrometheus, ForwardGateway}
+
+// HostAccess is how a program in the host's network namespace reaches the environment: through
+// forwarders from the host's loopback into the environment's namespace.
+type HostAccess struct {
+	// Kubeconfig is an admin kubeconfig whose server is the host-side address of kube-apiserver
+	// (<Dir>/host.kubeconfig): export KUBECONFIG=... and kubectl works from any shell.
+	Kubeconfig string
+	// PrometheusURL is Prometheus on the host's loopback, or "" without Prometheus.
+	PrometheusURL string
+	// GatewayURL is the Gateway's HTTP listener on the host's loopback, or "" without a Gateway.
+	GatewayURL string
+}
+
+// ServeHostForwards serves, until ctx ends, the host-side listeners ns holds (see HostForwards)
+// into the environment: kube-apiserver, Prometheus and the Gateway; it writes the host-side
+// kubeconfig. Listeners ns does not hold, and parts that do not run, are left out.
+func (e *Env) ServeHostForwards(ctx context.Context, ns *gateway.Netns) (HostAccess, error) {
+	var a HostAccess
+	if ns == nil {
+		return a, errors.New("devenv: no network namespace to forward into")
+	}
+	targets := []struct {
+		name, url string
+		set       func(hostAddr string) error
+	}{
+		{ForwardAPIServer, e.restConfig.Host, func(h string) error {
+			a.Kubeconfig = filepath.Join(e.opts.Dir, "host.kubeconfig")
+			return e.pki.writeKubeconfig(a.Kubeconfig, "https://"+h, "admin")
+		}},
+		{ForwardPrometheus, e.promURL, func(h string) error { a.PrometheusURL = "http://" + h; return nil }},
+		{ForwardGateway, e.gatewayURL, func(h string) error { a.GatewayURL = "http://" + h; return nil }},
+	}
+	for _, t := range targets {
+		if t.url == "" || ns.HostAddress(t.name) == "" {
+			continue
+		}
+		u, err := url.Parse(t.url)
+		if err != nil {
+			return a, fmt.Errorf("devenv: forward %s: %w", t.name, err)
+		}
+		host, err := ns.Forward(ctx, t.name, u.Host)
+		if err != nil {
+			return a, fmt.Errorf("devenv: %w", err)
+		}
+		if err := t.set(host); err != nil {
+			return a, fmt.Errorf("devenv: forward %s: %w", t.name, err)
+		}
+	}
+	return a, nil
 }

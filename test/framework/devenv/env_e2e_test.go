@@ -7,10 +7,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"os"
+	"reflect"
+	"slices"
+	"sort"
 	"strings"
 	"syscall"
 	"testing"
@@ -21,15 +26,26 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/modelship/modelship/test/framework/gateway"
 )
 
 // Run with: go test -tags e2e ./test/framework/devenv/ -run TestEnv -v
 // (after hack/controlplane.sh all and hack/prometheus.sh). DEVENV_E2E_CRD_DIRS (comma-separated)
 // replaces config/crd/bases, to try CRDs regenerated elsewhere.
 func TestEnv(t *testing.T) {
+	// The environment runs only in a network namespace of its own: the test re-executes itself
+	// there (needs root; skips without).
+	if !gateway.RunInNetns(t) {
+		return
+	}
 	if missing := MissingAssets(DefaultAssetsDir()); len(missing) > 0 {
 		t.Skipf("control plane assets in %s lack %s: run hack/controlplane.sh all (make controlplane)", DefaultAssetsDir(), strings.Join(missing, ", "))
 	}
@@ -105,9 +121,9 @@ func TestEnv(t *testing.T) {
 		})
 	})
 
-	t.Run("the Gateway API and modelship CRDs and the demo Gateway are installed", func(t *testing.T) {
+	t.Run("the Gateway API, InferencePool and modelship CRDs and the demo Gateway are installed", func(t *testing.T) {
 		dyn := dynamic.NewForConfigOrDie(env.RESTConfig())
-		for _, name := range []string{"httproutes.gateway.networking.k8s.io", "gateways.gateway.networking.k8s.io", "modelservers.serving.modelship.dev"} {
+		for _, name := range []string{"httproutes.gateway.networking.k8s.io", "gateways.gateway.networking.k8s.io", "inferencepools.inference.networking.k8s.io", "modelservers.serving.modelship.dev"} {
 			if _, err := dyn.Resource(crdGVR).Get(ctx, name, metav1.GetOptions{}); err != nil {
 				t.Errorf("CRD %s: %v", name, err)
 			}
@@ -119,6 +135,10 @@ func TestEnv(t *testing.T) {
 		if cls := gw.Object["spec"].(map[string]any)["gatewayClassName"]; cls != DefaultGatewayClassName {
 			t.Errorf("Gateway class %v, want %s", cls, DefaultGatewayClassName)
 		}
+	})
+
+	t.Run("in the environment's own network namespace, pods get addresses of PodCIDR, EndpointSlices list them and Traefik serves them", func(t *testing.T) {
+		testDataPath(t, ctx, env, cs)
 	})
 
 	t.Run("a Deployment of 3 pods with 2 GPUs each becomes Ready and a pod beyond capacity stays Unschedulable", func(t *testing.T) {
@@ -284,8 +304,8 @@ func TestEnv(t *testing.T) {
 			}
 			pids = append(pids, p.Pid())
 		}
-		if len(pids) != 7 {
-			t.Errorf("%d processes, want 7 (6 parts and the companion)", len(pids))
+		if len(pids) != 8 {
+			t.Errorf("%d processes, want 8 (7 parts and the companion)", len(pids))
 		}
 		began := time.Now()
 		env.Stop()
@@ -303,6 +323,169 @@ func TestEnv(t *testing.T) {
 			t.Error("StartProcess after Stop succeeded")
 		}
 	})
+}
+
+// testDataPath checks the issue's network rule and the chain kwok readiness -> EndpointSlices ->
+// Traefik -> the pod's address: the test runs in a namespace that is not the host's, kwok gives
+// the pods addresses of PodCIDR (never its default 10.0.0.0/24), kube-controller-manager writes
+// an EndpointSlice with them, and a request sent to the Gateway reaches a server this test runs
+// on each pod's address; Prometheus has Traefik's per-Service series.
+func testDataPath(t *testing.T, ctx context.Context, env *Env, cs kubernetes.Interface) {
+	if err := gateway.CheckNetns(); err != nil {
+		t.Fatal(err)
+	}
+	self, err := os.Readlink("/proc/self/ns/net")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if parent := os.Getenv(gateway.NetnsEnv); parent == "" || parent == self {
+		t.Fatalf("running in network namespace %s, the host's is %q: want one of the environment's own", self, parent)
+	}
+	t.Logf("network namespace %s (the host's: %s)", self, os.Getenv(gateway.NetnsEnv))
+	pods := netip.MustParsePrefix(PodCIDR)
+	if !netip.MustParsePrefix(gateway.BenchmarkRange).Overlaps(pods) || pods.Bits() < 15 {
+		t.Fatalf("PodCIDR %s is not part of the benchmarking range %s", PodCIDR, gateway.BenchmarkRange)
+	}
+
+	const ns, app = "data-path", "echo"
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	labels := map[string]string{"app": app}
+	dep := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: app, Namespace: ns},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](2),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
+				// No GPU: tolerate the GPU nodes' taint explicitly.
+				Tolerations: []corev1.Toleration{{Key: GPUTaintKey, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
+				Containers: []corev1.Container{{Name: "server", Image: "echo:fake",
+					Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8000}}}},
+			}},
+		},
+	}
+	if _, err := cs.AppsV1().Deployments(ns).Create(ctx, dep, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	svc := gateway.Service(ns, app, 80, 8000)
+	svc.Spec.Selector = labels
+	if _, err := cs.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var ips []string
+	poll(t, 2*time.Minute, "2 Ready pods with addresses", func() error {
+		list, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=" + app})
+		if err != nil {
+			return err
+		}
+		ips = ips[:0]
+		for _, p := range list.Items {
+			if p.Status.PodIP != "" && podReady(&p) {
+				ips = append(ips, p.Status.PodIP)
+			}
+		}
+		if len(ips) != 2 {
+			return fmt.Errorf("%d of 2 pods Ready with an address", len(ips))
+		}
+		return nil
+	})
+	for _, ip := range ips {
+		a, err := netip.ParseAddr(ip)
+		if err != nil || !pods.Contains(a) || !gateway.Allowed(a) {
+			t.Fatalf("pod address %s is outside %s", ip, PodCIDR)
+		}
+	}
+	t.Logf("pod addresses: %v", ips)
+	poll(t, time.Minute, "an EndpointSlice of Service echo listing both pods, ready", func() error {
+		list, err := cs.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: "kubernetes.io/service-name=" + app})
+		if err != nil {
+			return err
+		}
+		var ready []string
+		for _, s := range list.Items {
+			for _, ep := range s.Endpoints {
+				if ep.Conditions.Ready != nil && *ep.Conditions.Ready {
+					ready = append(ready, ep.Addresses...)
+				}
+			}
+		}
+		want := append([]string(nil), ips...)
+		sort.Strings(ready)
+		sort.Strings(want)
+		if !reflect.DeepEqual(ready, want) {
+			return fmt.Errorf("ready endpoints %v, want the pods' %v", ready, want)
+		}
+		return nil
+	})
+	// A server on each pod's address (possible here only: PodCIDR is routed on this lo).
+	for _, ip := range ips {
+		ln, err := net.Listen("tcp", net.JoinHostPort(ip, "8000"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := &http.Server{ReadHeaderTimeout: time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			_, _ = fmt.Fprint(w, ip)
+		})}
+		go func() { _ = srv.Serve(ln) }()
+		t.Cleanup(func() { _ = srv.Close() })
+	}
+	route := gateway.HTTPRoute(ns, app, DefaultGatewayName, "/", gateway.Backend{Service: app, Port: 80, Weight: 1})
+	route.Spec.ParentRefs[0].Namespace = ptr.To(gatewayv1.Namespace(DefaultGatewayNamespace))
+	route.Spec.Hostnames = []gatewayv1.Hostname{"echo.local"}
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(route)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &unstructured.Unstructured{Object: obj}
+	u.SetAPIVersion("gateway.networking.k8s.io/v1")
+	u.SetKind("HTTPRoute")
+	dyn := dynamic.NewForConfigOrDie(env.RESTConfig())
+	routes := schema.GroupVersionResource{Group: "gateway.networking.k8s.io", Version: "v1", Resource: "httproutes"}
+	if _, err := dyn.Resource(routes).Namespace(ns).Create(ctx, u, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	client := &http.Client{Timeout: 5 * time.Second, Transport: gateway.Transport()}
+	served := map[string]int{}
+	poll(t, time.Minute, "both pods served through the Gateway", func() error {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, env.GatewayURL()+"/", nil)
+		req.Host = "echo.local"
+		resp, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		body, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%s: %s", resp.Status, body)
+		}
+		served[string(body)]++
+		if len(served) < 2 {
+			return fmt.Errorf("served by %v so far", served)
+		}
+		return nil
+	})
+	for who := range served {
+		if !slices.Contains(ips, who) {
+			t.Errorf("a request was served by %q, not one of the pods %v", who, ips)
+		}
+	}
+	sel := fmt.Sprintf(`job=%q,service=~"%s-%s-.*"`, TraefikJob, ns, app)
+	poll(t, time.Minute, "Traefik's per-Service series in Prometheus", func() error {
+		if err := promHas(ctx, env.PrometheusURL(), fmt.Sprintf(`count(sum(traefik_service_requests_total{%s,code="200"}) >= 2)`, sel), "1"); err != nil {
+			return err
+		}
+		return promHas(ctx, env.PrometheusURL(), fmt.Sprintf(`count(sum(traefik_service_request_duration_seconds_count{%s}) >= 2)`, sel), "1")
+	})
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
 
 func scale(t *testing.T, ctx context.Context, cs kubernetes.Interface, ns, name string, replicas int32) {
@@ -352,7 +535,7 @@ func promHas(ctx context.Context, base, query, want string) error {
 	if err != nil {
 		return err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	var body struct {
 		Status string
 		Data   struct {

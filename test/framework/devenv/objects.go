@@ -24,6 +24,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
+
+	"github.com/modelship/modelship/test/framework/gateway"
 )
 
 // FieldOwner is the server-side apply field manager of the objects devenv creates.
@@ -48,8 +50,8 @@ var (
 	GatewayGVR = schema.GroupVersionResource{Group: "gateway.networking.k8s.io", Version: "v1", Resource: "gateways"}
 )
 
-// installCRDs applies the Gateway API standard channel and the modelship CRDs server-side and
-// waits until every CRD is Established.
+// installCRDs applies the Gateway API standard channel, the InferencePool (both from their Go
+// modules) and the modelship CRDs server-side and waits until every CRD is Established.
 func (e *Env) installCRDs(ctx context.Context) error {
 	dirs := []string{e.opts.GatewayAPICRDDir}
 	if dirs[0] == "" {
@@ -59,15 +61,24 @@ func (e *Env) installCRDs(ctx context.Context) error {
 		}
 		dirs[0] = d
 	}
-	dirs = append(dirs, e.opts.CRDDirs...)
+	pools, err := inferencePoolCRD(ctx, e.opts.RepoRoot)
+	if err != nil {
+		return fmt.Errorf("crds: %w", err)
+	}
 	var files []string
-	for _, d := range dirs {
+	for i, d := range append(dirs, e.opts.CRDDirs...) {
+		if i == 1 {
+			files = append(files, pools) // after the Gateway API's, before modelship's
+		}
 		found, err := filepath.Glob(filepath.Join(d, "*.yaml"))
 		if err != nil || len(found) == 0 {
 			return fmt.Errorf("crds: no YAML in %s", d)
 		}
 		sort.Strings(found)
 		files = append(files, found...)
+	}
+	if len(e.opts.CRDDirs) == 0 {
+		files = append(files, pools)
 	}
 	cfg := e.RESTConfig()
 	// Peers' CRDs (KEDA's) carry OpenAPI formats the apiserver does not know and warns about on
@@ -280,9 +291,71 @@ func nodeReady(n *corev1.Node) bool {
 	return false
 }
 
-// createGateway applies the demo GatewayClass and Gateway. No data plane serves them: the fleet
-// simulator plays the Gateway controller (DefaultGatewayControllerName).
-func (e *Env) createGateway(ctx context.Context) error {
+// startGateway applies the demo GatewayClass (Traefik's controllerName) and Gateway (one HTTP
+// listener on the port of Traefik's web entry point, routes from every namespace), starts
+// Traefik with test/framework/gateway's options (its log in <Dir>/traefik.log) and waits until
+// it answers /ping and the Gateway is Programmed.
+func (e *Env) startGateway(ctx context.Context) error {
+	web, err := freePort()
+	if err != nil {
+		return err
+	}
+	admin, err := freePort()
+	if err != nil {
+		return err
+	}
+	if err := e.createGateway(ctx, web); err != nil {
+		return err
+	}
+	if e.opts.NoTraefik {
+		return nil
+	}
+	bin := e.opts.TraefikBinary
+	if bin == "" {
+		if bin, err = gateway.FindBinary(); err != nil {
+			return fmt.Errorf("traefik: %w", err)
+		}
+	}
+	opts := gateway.Options{Binary: bin, Kubeconfig: e.kubeconfig, Dir: e.opts.Dir, WebPort: web, AdminPort: admin, LogToStdout: true}
+	p, err := e.launchEnv(PartTraefik, append([]string{bin}, opts.Args()...), []string{"KUBECONFIG=" + e.kubeconfig})
+	if err != nil {
+		return fmt.Errorf("traefik: %w", err)
+	}
+	e.gatewayURL = "http://127.0.0.1:" + strconv.Itoa(web)
+	e.traefikURL = "http://127.0.0.1:" + strconv.Itoa(admin)
+	if err := waitFor(ctx, p, "traefik /ping", e.opts.StartTimeout, httpGetOK(e.traefikURL+"/ping", "", nil)); err != nil {
+		return partError(p, err)
+	}
+	dyn, err := dynamic.NewForConfig(e.RESTConfig())
+	if err != nil {
+		return fmt.Errorf("traefik: %w", err)
+	}
+	what := fmt.Sprintf("Gateway %s/%s Programmed", e.opts.GatewayNamespace, e.opts.GatewayName)
+	err = waitFor(ctx, p, what, e.opts.StartTimeout, func(ctx context.Context) error {
+		u, err := dyn.Resource(GatewayGVR).Namespace(e.opts.GatewayNamespace).Get(ctx, e.opts.GatewayName, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+		for _, c := range conds {
+			m, _ := c.(map[string]any)
+			if m["type"] == "Programmed" {
+				if m["status"] == "True" {
+					return nil
+				}
+				return fmt.Errorf("programmed %v: %v: %v", m["status"], m["reason"], m["message"])
+			}
+		}
+		return errors.New("no Programmed condition yet")
+	})
+	if err != nil {
+		return partError(p, err)
+	}
+	return nil
+}
+
+// createGateway applies the demo GatewayClass and Gateway, its HTTP listener on port.
+func (e *Env) createGateway(ctx context.Context, port int) error {
 	dyn, err := dynamic.NewForConfig(e.RESTConfig())
 	if err != nil {
 		return fmt.Errorf("gateway: %w", err)
@@ -293,7 +366,7 @@ func (e *Env) createGateway(ctx context.Context) error {
 		"metadata":   map[string]any{"name": e.opts.GatewayClassName},
 		"spec": map[string]any{
 			"controllerName": e.opts.GatewayControllerName,
-			"description":    "Played by modelship's fleet simulator; no data plane.",
+			"description":    "Traefik " + gateway.Version + ", run by modelship's devenv",
 		},
 	}}
 	gw := &unstructured.Unstructured{Object: map[string]any{
@@ -303,9 +376,10 @@ func (e *Env) createGateway(ctx context.Context) error {
 		"spec": map[string]any{
 			"gatewayClassName": e.opts.GatewayClassName,
 			"listeners": []any{map[string]any{
-				"name":          "http",
-				"protocol":      "HTTP",
-				"port":          int64(80),
+				"name":     "http",
+				"protocol": "HTTP",
+				// Traefik attaches a listener to the entry point of the same port.
+				"port":          int64(port),
 				"allowedRoutes": map[string]any{"namespaces": map[string]any{"from": "All"}},
 			}},
 		},

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/modelship/modelship/test/framework/gateway"
 )
 
 func TestGPUNode(t *testing.T) {
@@ -83,7 +85,7 @@ func TestOptionsDefaults(t *testing.T) {
 		}
 		if !filepath.IsAbs(o.Dir) || o.GPUsPerNode != DefaultGPUsPerNode || o.GPUProduct != DefaultGPUProduct ||
 			o.GatewayClassName != DefaultGatewayClassName || o.GatewayControllerName != DefaultGatewayControllerName ||
-			!reflect.DeepEqual(o.CRDDirs, []string{"/repo/config/crd/bases", "/repo/third_party/gateway-api-inference-extension-v1.6.0"}) || o.StartTimeout <= 0 {
+			!reflect.DeepEqual(o.CRDDirs, []string{"/repo/config/crd/bases"}) || o.StartTimeout <= 0 {
 			t.Errorf("defaults: %+v", o)
 		}
 	})
@@ -113,11 +115,37 @@ func TestAssets(t *testing.T) {
 		}
 	})
 	t.Run("start without assets fails before launching anything and says how to build them", func(t *testing.T) {
-		_, err := Start(context.Background(), Options{Dir: t.TempDir(), AssetsDir: t.TempDir(), RepoRoot: "/r"})
+		err := checkAssets(t.TempDir())
 		if err == nil || !strings.Contains(err.Error(), "hack/controlplane.sh all") {
 			t.Errorf("error = %v", err)
 		}
 	})
+}
+
+func TestStartRefusesTheHostsNetworkNamespace(t *testing.T) {
+	if os.Getenv(gateway.NetnsEnv) != "" {
+		t.Skip("runs in the host's namespace only")
+	}
+	dir := t.TempDir()
+	_, err := Start(context.Background(), Options{Dir: dir, AssetsDir: t.TempDir(), RepoRoot: "/r"})
+	if err == nil || !strings.Contains(err.Error(), "network namespace of the project's own") || !strings.Contains(err.Error(), "make demo") {
+		t.Fatalf("error = %v, want a refusal saying how to run it", err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) > 0 {
+		t.Errorf("Start wrote %d entries into its folder before refusing", len(entries))
+	}
+}
+
+func TestPrometheusScrapesTraefik(t *testing.T) {
+	with := prometheusConfig("/t.json", "127.0.0.1:8082")
+	for _, want := range []string{"job_name: " + PrometheusJob, "job_name: " + TraefikJob, `targets: ["127.0.0.1:8082"]`} {
+		if !strings.Contains(with, want) {
+			t.Errorf("config lacks %q:\n%s", want, with)
+		}
+	}
+	if without := prometheusConfig("/t.json", ""); strings.Contains(without, TraefikJob) {
+		t.Errorf("config without Traefik scrapes it:\n%s", without)
+	}
 }
 
 func TestScrapeTargets(t *testing.T) {

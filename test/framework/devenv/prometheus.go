@@ -15,11 +15,16 @@ import (
 // (unless a target's series carry their own job label: honor_labels is on).
 const PrometheusJob = "modelship-dev"
 
+// TraefikJob is the job label of Traefik's series (traefik_service_requests_total,
+// traefik_service_request_duration_seconds, traefik_entrypoint_requests_total...).
+const TraefikJob = "traefik"
+
 // prometheusConfig is Prometheus' configuration: a 1 s scrape of the targets listed in
 // targetsFile (file service discovery, so that SetScrapeTargets needs no restart), keeping the
-// labels the targets export (the fleet simulator labels its series as if from many pods).
-func prometheusConfig(targetsFile string) string {
-	return fmt.Sprintf(`# Written by modelship's internal/devenv; regenerated at every start.
+// labels the targets export (the fleet simulator labels its series as if from many pods), and of
+// Traefik's /metrics at traefik (host:port; none when empty) as job TraefikJob.
+func prometheusConfig(targetsFile, traefik string) string {
+	cfg := fmt.Sprintf(`# Written by modelship's test/framework/devenv; regenerated at every start.
 global:
   scrape_interval: 1s
   scrape_timeout: 1s
@@ -31,6 +36,13 @@ scrape_configs:
       - files: [%q]
         refresh_interval: 1s
 `, PrometheusJob, targetsFile)
+	if traefik != "" {
+		cfg += fmt.Sprintf(`  - job_name: %s
+    static_configs:
+      - targets: [%q]
+`, TraefikJob, traefik)
+	}
+	return cfg
 }
 
 // targetsJSON is the file service discovery content for targets.
@@ -74,7 +86,7 @@ func (e *Env) startPrometheus(ctx context.Context) error {
 		return fmt.Errorf("prometheus: %w", err)
 	}
 	config := filepath.Join(e.promDir, "prometheus.yml")
-	if err := os.WriteFile(config, []byte(prometheusConfig(targets)), 0o644); err != nil {
+	if err := os.WriteFile(config, []byte(prometheusConfig(targets, strings.TrimPrefix(e.traefikURL, "http://"))), 0o644); err != nil {
 		return fmt.Errorf("prometheus: %w", err)
 	}
 	port, err := freePort()

@@ -129,6 +129,11 @@ func TestTraefikArgs(t *testing.T) {
 			t.Errorf("traefik args lack %s: %v", want, args)
 		}
 	}
+	for _, a := range (Options{Kubeconfig: "/k", Dir: "/d", WebPort: 8000, AdminPort: 8082, LogToStdout: true}).Args() {
+		if strings.HasPrefix(a, "--log.filePath") {
+			t.Errorf("with LogToStdout, traefik still logs to a file: %s", a)
+		}
+	}
 }
 
 // The kubernetescrd provider (TraefikServices, for Argo Rollouts' Traefik router) is off unless

@@ -82,6 +82,9 @@ type Options struct {
 	AdminPort int
 	// LogLevel is Traefik's log level; INFO when empty.
 	LogLevel string
+	// LogToStdout sends Traefik's own log to its stdout instead of <Dir>/traefik.log (for a
+	// supervisor that already keeps the process's output in a log file).
+	LogToStdout bool
 	// KubernetesCRD enables Traefik's kubernetescrd provider beside the Gateway API one, also
 	// without throttling: it serves IngressRoutes and TraefikServices (traefik.io/v1alpha1),
 	// and lets an HTTPRoute backendRef name a TraefikService (group traefik.io, kind
@@ -131,12 +134,15 @@ func (o Options) Args() []string {
 		"--metrics.prometheus.entryPoint=traefik",
 		"--metrics.prometheus.addServicesLabels=true",
 		"--metrics.prometheus.addEntryPointsLabels=true",
+		"--metrics.prometheus.addRoutersLabels=true",
 		"--providers.kubernetesgateway=true",
 		"--providers.kubernetesgateway.experimentalChannel=false",
 		"--providers.kubernetesgateway.throttleDuration=0s",
 		"--providers.providersThrottleDuration=0s",
 		"--log.level=" + level,
-		"--log.filePath=" + filepath.Join(o.Dir, "traefik.log"),
+	}
+	if !o.LogToStdout {
+		args = append(args, "--log.filePath="+filepath.Join(o.Dir, "traefik.log"))
 	}
 	if o.KubernetesCRD {
 		args = append(args, "--providers.kubernetescrd=true", "--providers.kubernetescrd.throttleDuration=0s")

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/promql/parser"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"github.com/modelship/modelship/internal/metrics"
 	"github.com/modelship/modelship/internal/testenv"
 )
 
@@ -391,7 +394,22 @@ func TestTraefikRoutesAWeightedHTTPRouteToPodAddresses(t *testing.T) {
 	if !strings.Contains(string(mbody), `service="gw-blue-http-80@kubernetesgateway"`) {
 		t.Errorf("traefik /metrics has no series for the blue Service (gw-blue-http-80@kubernetesgateway): %v", lines)
 	}
+	// modelship's gateway error ratio (spec.rollout.analysis.gateway) selects that name.
+	if m := matcherOf(t, metrics.TraefikErrorRatio, metrics.Vars{Namespace: ns, Service: "blue", GatewayNamespace: "x", Window: "1m"}, "service"); !m.Matches("gw-blue-http-80@kubernetesgateway") || m.Matches("gw-amber-http-80@kubernetesgateway") {
+		t.Errorf("modelship's gateway error ratio selects the blue Service as %s", m)
+	}
 	t.Logf("request counters on %s/metrics:\n%s", tr.AdminURL, strings.Join(lines, "\n"))
+	// modelship's gateway request rate (the autoscaling metric gateway) reads the route's
+	// routers: they count every request the route matched, the 500s of a backend without
+	// EndpointSlice and the 503s of one without a ready endpoint included, which the backend
+	// Services' counters do not.
+	for route, code := range map[string]string{"no-slice": "500", "not-ready": "503"} {
+		if n := routerCount(t, mbody, ns, route, code); n == 0 {
+			t.Errorf("no traefik_router_requests_total{code=%q} of route %s matched by modelship's router selector: %v", code, route, lines)
+		} else {
+			t.Logf("FIGURE: router_requests_%s_code_%s=%v (what the gateway request rate counts)", strings.ReplaceAll(route, "-", "_"), code, n)
+		}
+	}
 
 	select {
 	case <-tr.Exited():
@@ -442,4 +460,60 @@ func tailLines(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// routerCount sums the traefik_router_requests_total samples of /metrics whose code is code and
+// whose router modelship's gateway request rate query (metrics.TraefikRouteRequestRate) selects
+// for route in namespace ns.
+func routerCount(t *testing.T, exposition []byte, ns, route, code string) float64 {
+	t.Helper()
+	router := matcherOf(t, metrics.TraefikRouteRequestRate, metrics.Vars{Namespace: ns, Route: metrics.TraefikName(route), GatewayNamespace: "x", Window: "1m"}, "router")
+	var sum float64
+	for _, l := range strings.Split(string(exposition), "\n") {
+		if !strings.HasPrefix(l, "traefik_router_requests_total{") || !strings.Contains(l, `code="`+code+`"`) {
+			continue
+		}
+		i := strings.Index(l, `router="`)
+		if i < 0 {
+			continue
+		}
+		name := l[i+len(`router="`):]
+		name = name[:strings.Index(name, `"`)]
+		if !router.Matches(name) {
+			continue
+		}
+		var v float64
+		if _, err := fmt.Sscanf(l[strings.LastIndex(l, " ")+1:], "%g", &v); err == nil {
+			sum += v
+		}
+	}
+	return sum
+}
+
+// matcherOf is the matcher on label of the query template tmpl rendered with v.
+func matcherOf(t *testing.T, tmpl string, v metrics.Vars, label string) *labels.Matcher {
+	t.Helper()
+	q, err := metrics.Render(tmpl, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expr, err := parser.NewParser(parser.Options{}).ParseExpr(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found *labels.Matcher
+	parser.Inspect(expr, func(node parser.Node, _ []parser.Node) error {
+		if vs, ok := node.(*parser.VectorSelector); ok {
+			for _, m := range vs.LabelMatchers {
+				if m.Name == label && found == nil {
+					found = m
+				}
+			}
+		}
+		return nil
+	})
+	if found == nil {
+		t.Fatalf("no %s matcher in %s", label, q)
+	}
+	return found
 }

@@ -1,7 +1,9 @@
 // Package stack runs modelship the way a user would, on the local environment: the real control
-// plane with fake GPU nodes and Prometheus (test/framework/devenv), the fleet simulator playing the
-// model servers and the Gateway, and the controller as its built binary with its normal flags.
-// The demo command and the end-to-end tests both start it.
+// plane with fake GPU nodes, Traefik serving the Gateway and Prometheus (test/framework/devenv),
+// the fleet simulator playing the model servers (each pod served on its own address) and sending
+// the trace's requests through the Gateway, and the controller as its built binary with its
+// normal flags. The demo command and the end-to-end tests both start it, inside the local
+// environment's network namespace.
 package stack
 
 import (
@@ -19,6 +21,8 @@ import (
 	"github.com/modelship/modelship/internal/testenv"
 	"github.com/modelship/modelship/test/framework/devenv"
 	"github.com/modelship/modelship/test/framework/fleet"
+	"github.com/modelship/modelship/test/framework/fleetsim"
+	"github.com/modelship/modelship/test/framework/gateway"
 )
 
 // DefaultTrace is the trace the simulator replays when Options.Trace is empty, relative to the
@@ -54,6 +58,11 @@ type Options struct {
 	ControllerArgs []string
 	// Seed makes the simulator deterministic.
 	Seed int64
+	// SimulatedGateway keeps the simulator's old mode: it splits the trace's requests by the
+	// routes' weights itself and writes their status, and Traefik (still running) serves
+	// nothing. For what Traefik cannot serve (InferencePool backends) and the peers' bench,
+	// which counts the simulated Gateway's responses.
+	SimulatedGateway bool
 	// Logger receives progress messages.
 	Logger logr.Logger
 }
@@ -66,8 +75,17 @@ type Stack struct {
 	Controller *devenv.Process
 	// SimulatorURL serves the simulated pods' /metrics and warm-up endpoints.
 	SimulatorURL string
-	bin          string
-	simRestarts  int
+	// ResponsesMetric is the simulator's counter of answers to the trace's requests, labelled
+	// namespace, modelserver, color (of the pod that answered) and code: what the load
+	// generator got back through Traefik (fleetsim.MetricLoadResponses), or, with
+	// SimulatedGateway, the simulated Gateway's responses (fleet.MetricGatewayResponses).
+	ResponsesMetric string
+	// GatewayName says which Gateway serves the requests, for people.
+	GatewayName string
+	bin         string
+	simRestarts int
+	// simulatedGateway: the simulator plays the Gateway and answers the warm-up checks too.
+	simulatedGateway bool
 }
 
 // Build compiles the controller and the plugin (the product's module, repoRoot) and the
@@ -142,7 +160,12 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Stack{Env: env, SimulatorURL: "http://" + simAddr, bin: bin}
+	s := &Stack{Env: env, SimulatorURL: "http://" + simAddr, bin: bin,
+		ResponsesMetric: fleetsim.MetricLoadResponses, GatewayName: "Traefik " + gateway.Version}
+	if o.SimulatedGateway {
+		s.ResponsesMetric, s.GatewayName = fleet.MetricGatewayResponses, "the fleet simulator (simulated Gateway)"
+		s.simulatedGateway = true
+	}
 	c, err := client.New(env.RESTConfig(), client.Options{Scheme: testenv.Scheme()})
 	if err != nil {
 		env.Stop()
@@ -155,6 +178,10 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 		"--seed", fmt.Sprint(o.Seed + 1)}
 	for _, p := range o.Profiles {
 		simArgs = append(simArgs, "--profile", p)
+	}
+	if !o.SimulatedGateway {
+		// Every pod served on its own address; the trace's requests sent to Traefik's listener.
+		simArgs = append(simArgs, "--gateway-url", env.GatewayURL())
 	}
 	if s.Simulator, err = env.StartProcess("fleet-sim", simArgs, nil); err != nil {
 		env.Stop()
@@ -172,7 +199,9 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 }
 
 // StartController starts the controller binary with its normal flags, pointed at the local
-// Prometheus, with warm-up checks answered by the simulator (pod IPs are not reachable here).
+// Prometheus. Its warm-up checks go to the pods' own addresses (http://<podIP>:<port>/<path>,
+// served by the simulator's pod servers in the environment's network namespace), or, with
+// SimulatedGateway, to the simulator's /pods/{namespace}/{pod}/{path}.
 func (s *Stack) StartController(extra ...string) error {
 	p, err := s.StartControllerNamed("controller", extra...)
 	if err != nil {
@@ -186,16 +215,19 @@ func (s *Stack) StartController(extra ...string) error {
 // the same flags as StartController and extra; later flags win, so extra may override them
 // (e.g. --metrics-bind-address). The failover story runs two with --leader-elect.
 func (s *Stack) StartControllerNamed(name string, extra ...string) (*devenv.Process, error) {
-	args := append([]string{filepath.Join(s.bin, "modelship-controller"),
-		"--prometheus-url", s.Env.PrometheusURL(), "--prometheus-timeout", "3s",
-		"--warmup-url-template", s.SimulatorURL + "/pods/{namespace}/{pod}/{path}",
+	args := []string{filepath.Join(s.bin, "modelship-controller"),
+		"--prometheus-url", s.Env.PrometheusURL(), "--prometheus-timeout", "3s"}
+	if s.simulatedGateway {
+		args = append(args, "--warmup-url-template", s.SimulatorURL+"/pods/{namespace}/{pod}/{path}")
+	}
+	args = append(append(args,
 		"--metrics-bind-address", "0", "--health-probe-bind-address", "0",
 		"--autoscaling-signal-interval", "2s",
 		// The local Prometheus scrapes every second (test/framework/devenv/prometheus.go); 8s is
 		// overstated on purpose: analysis windows of 32s hold about 60 requests of a candidate
 		// at 10% of ~20 requests/s, a few times the API's default minSamples of 20 (a bursty
 		// trace often sends fewer: at 50 a step could wait minutes for a window to fill).
-		"--prometheus-scrape-interval", "8s"}, extra...)
+		"--prometheus-scrape-interval", "8s"), extra...)
 	return s.Env.StartProcess(name, args, nil)
 }
 

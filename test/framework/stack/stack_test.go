@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelship/modelship/internal/metrics"
 	"github.com/modelship/modelship/internal/testenv"
 	"github.com/modelship/modelship/test/framework/fleet"
 )
@@ -61,5 +62,27 @@ func TestStartFailsOnAnUnreadableTrace(t *testing.T) {
 	_, err := Start(context.Background(), Options{Dir: dir, Trace: bad})
 	if err == nil || !strings.Contains(err.Error(), bad) || !strings.Contains(err.Error(), "fleet simulator") {
 		t.Errorf("err = %v, want the simulator's trace error naming %s", err, bad)
+	}
+}
+
+func TestGatewayCodesCountTraefiksResponsesByColorAndCode(t *testing.T) {
+	series := []metrics.Series{
+		{Labels: map[string]string{"service": "demo-llama-blue-http-80@kubernetesgateway", "code": "200"}, Value: 411.6},
+		{Labels: map[string]string{"service": "demo-llama-green-http-80@kubernetesgateway", "code": "200"}, Value: 40},
+		{Labels: map[string]string{"service": "demo-llama-green-http-80@kubernetesgateway", "code": "503"}, Value: 2},
+		{Labels: map[string]string{"service": "demo-llama-blue-http-80@kubernetesgateway", "code": "502"}, Value: 0.2},
+		// Another ModelServer whose name starts the same, and another namespace: not counted.
+		{Labels: map[string]string{"service": "demo-llama-2-blue-http-80@kubernetesgateway", "code": "200"}, Value: 7},
+		{Labels: map[string]string{"service": "other-llama-blue-http-80@kubernetesgateway", "code": "200"}, Value: 9},
+	}
+	g := gatewayCodes(series, "demo", "llama")
+	if got, want := g.String(), "blue 200:412 | green 200:40 503:2"; got != want {
+		t.Errorf("gateway codes %q, want %q (%v)", got, want, g)
+	}
+	if got := (GatewayCodes{}).String(); got != "-" {
+		t.Errorf("no responses print %q, want -", got)
+	}
+	if !strings.Contains(gatewayQuery("demo", "llama"), `service=~"demo-llama-(blue|green)-.*"`) {
+		t.Errorf("query %s does not select the color Services", gatewayQuery("demo", "llama"))
 	}
 }
