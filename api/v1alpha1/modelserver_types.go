@@ -328,7 +328,7 @@ type RolloutSpec struct {
 	// interval; at least the passing verdict of the step's last measurement is needed to advance.
 	// A positive duration such as 2m or 90s; defaults to 2m.
 	// +kubebuilder:default="2m"
-	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="spec.rollout.stepDuration must be a positive duration such as 2m or 90s (units h, m, s, ms)"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[-+]?(0|(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+)$') || (duration(self) > duration('0s'))",message="spec.rollout.stepDuration must be a positive duration such as 2m or 90s (units h, m, s, ms)"
 	// +optional
 	StepDuration Duration `json:"stepDuration,omitempty,omitzero"`
 
@@ -357,7 +357,7 @@ type RolloutSpec struct {
 	// to zero. Also how long an aborted candidate keeps its pods.
 	// A positive duration such as 10m; defaults to 10m.
 	// +kubebuilder:default="10m"
-	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="spec.rollout.scaleDownDelay must be a positive duration such as 2m or 90s (units h, m, s, ms)"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[-+]?(0|(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+)$') || (duration(self) > duration('0s'))",message="spec.rollout.scaleDownDelay must be a positive duration such as 2m or 90s (units h, m, s, ms)"
 	// +optional
 	ScaleDownDelay Duration `json:"scaleDownDelay,omitempty,omitzero"`
 
@@ -383,7 +383,7 @@ type RolloutSpec struct {
 	// candidate that lost Ready pods its step needs may stay below (counted from the loss,
 	// status.candidate.unreadySince). A positive duration; defaults to 30m.
 	// +kubebuilder:default="30m"
-	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="spec.rollout.progressDeadline must be a positive duration such as 2m or 90s (units h, m, s, ms)"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[-+]?(0|(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+)$') || (duration(self) > duration('0s'))",message="spec.rollout.progressDeadline must be a positive duration such as 2m or 90s (units h, m, s, ms)"
 	// +optional
 	ProgressDeadline Duration `json:"progressDeadline,omitempty,omitzero"`
 
@@ -481,13 +481,13 @@ type InconclusiveSpec struct {
 	// ModelServer reports Stalled (reason AnalysisInconclusive). It only reports: nothing is
 	// promoted or rolled back by it. A positive duration; defaults to 10m.
 	// +kubebuilder:default="10m"
-	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="spec.rollout.inconclusive.reportAfter must be a positive duration such as 2m or 90s (units h, m, s, ms)"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[-+]?(0|(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+)$') || (duration(self) > duration('0s'))",message="spec.rollout.inconclusive.reportAfter must be a positive duration such as 2m or 90s (units h, m, s, ms)"
 	// +optional
 	ReportAfter Duration `json:"reportAfter,omitempty,omitzero"`
 
 	// RollbackAfter, when set, rolls back a rollout that has held on inconclusive analysis for
 	// this long, a positive duration such as 15m. Unset (the default): hold until data returns.
-	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="spec.rollout.inconclusive.rollbackAfter must be a positive duration such as 2m or 90s (units h, m, s, ms)"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[-+]?(0|(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+)$') || (duration(self) > duration('0s'))",message="spec.rollout.inconclusive.rollbackAfter must be a positive duration such as 2m or 90s (units h, m, s, ms)"
 	// +optional
 	RollbackAfter *Duration `json:"rollbackAfter,omitempty"`
 }
@@ -570,7 +570,7 @@ type AnalysisSpec struct {
 
 	// Interval between measurements within a step, a positive duration. Defaults to 30s.
 	// +kubebuilder:default="30s"
-	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="spec.rollout.analysis.interval must be a positive duration such as 2m or 90s (units h, m, s, ms)"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[-+]?(0|(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+)$') || (duration(self) > duration('0s'))",message="spec.rollout.analysis.interval must be a positive duration such as 2m or 90s (units h, m, s, ms)"
 	// +optional
 	Interval Duration `json:"interval,omitempty,omitzero"`
 
@@ -578,7 +578,7 @@ type AnalysisSpec struct {
 	// span at least four scrape intervals (and the measurement interval), so that every rate
 	// has enough samples: at a 60s scrape interval the window is 4m. Defaults to the
 	// controller's --prometheus-scrape-interval (1m, Prometheus's own default).
-	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('10m')",message="spec.rollout.analysis.scrapeInterval must be a duration between 1s and 10m such as 30s or 1m"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[-+]?(0|(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+)$') || (duration(self) >= duration('1s') && duration(self) <= duration('10m'))",message="spec.rollout.analysis.scrapeInterval must be a duration between 1s and 10m such as 30s or 1m"
 	// +optional
 	ScrapeInterval *Duration `json:"scrapeInterval,omitempty"`
 
@@ -709,7 +709,7 @@ type AutoscalingSpec struct {
 
 	// Interval between evaluations, a positive duration. Defaults to 15s.
 	// +kubebuilder:default="15s"
-	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="spec.autoscaling.interval must be a positive duration such as 2m or 90s (units h, m, s, ms)"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[-+]?(0|(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+)$') || (duration(self) > duration('0s'))",message="spec.autoscaling.interval must be a positive duration such as 2m or 90s (units h, m, s, ms)"
 	// +optional
 	Interval Duration `json:"interval,omitempty,omitzero"`
 
@@ -728,7 +728,7 @@ type AutoscalingSpec struct {
 	// projects a scale-down, nor before the load has been measured for 2.5 minutes (the first
 	// samples of a new series are the rate window filling, not a trend). A duration from 0s to
 	// 1h; unset or 0s projects nothing.
-	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s') && duration(self) <= duration('1h')",message="spec.autoscaling.projectionHorizon must be a duration from 0s to 1h such as 3m or 90s (units h, m, s, ms)"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[-+]?(0|(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+)$') || (duration(self) >= duration('0s') && duration(self) <= duration('1h'))",message="spec.autoscaling.projectionHorizon must be a duration from 0s to 1h such as 3m or 90s (units h, m, s, ms)"
 	// +optional
 	ProjectionHorizon Duration `json:"projectionHorizon,omitempty,omitzero"`
 
@@ -989,14 +989,14 @@ type PrometheusMetric struct {
 type LatencySLO struct {
 	// TTFTP95 is the p95 time to first token to hold (vllm:time_to_first_token_seconds;
 	// SGLang's with the sglang analysis preset), from 10ms to 10m, such as 2s.
-	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('10ms') && duration(self) <= duration('10m')",message="spec.autoscaling.slo.ttftP95 must be a duration from 10ms to 10m, such as 2s or 500ms"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[-+]?(0|(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+)$') || (duration(self) >= duration('10ms') && duration(self) <= duration('10m'))",message="spec.autoscaling.slo.ttftP95 must be a duration from 10ms to 10m, such as 2s or 500ms"
 	// +optional
 	TTFTP95 *Duration `json:"ttftP95,omitempty"`
 
 	// ITLP95 is the p95 inter-token latency to hold (vllm:inter_token_latency_seconds, formerly
 	// vllm:time_per_output_token_seconds; SGLang's with the sglang analysis preset), from 1ms to
 	// 10m, such as 100ms.
-	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1ms') && duration(self) <= duration('10m')",message="spec.autoscaling.slo.itlP95 must be a duration from 1ms to 10m, such as 100ms"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[-+]?(0|(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+)$') || (duration(self) >= duration('1ms') && duration(self) <= duration('10m'))",message="spec.autoscaling.slo.itlP95 must be a duration from 1ms to 10m, such as 100ms"
 	// +optional
 	ITLP95 *Duration `json:"itlP95,omitempty"`
 }
@@ -1016,12 +1016,12 @@ type CapacityLearning struct {
 	// TimeToFirstTokenP95 is the latency SLO on time to first token: a p95 over the serving
 	// window (the autoscaling interval, at least four scrape intervals) above it (vLLM's vllm:time_to_first_token_seconds, SGLang's with the sglang
 	// analysis preset) shows the replicas beyond their capacity.
-	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s') && duration(self) <= duration('10m')",message="spec.autoscaling.metrics[*].prometheus.learnCapacity.timeToFirstTokenP95 must be a duration above 0s and at most 10m, such as 2s or 100ms"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[-+]?(0|(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+)$') || (duration(self) > duration('0s') && duration(self) <= duration('10m'))",message="spec.autoscaling.metrics[*].prometheus.learnCapacity.timeToFirstTokenP95 must be a duration above 0s and at most 10m, such as 2s or 100ms"
 	// +optional
 	TimeToFirstTokenP95 *Duration `json:"timeToFirstTokenP95,omitempty"`
 
 	// InterTokenLatencyP95 is the latency SLO on inter-token latency, as TimeToFirstTokenP95.
-	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s') && duration(self) <= duration('10m')",message="spec.autoscaling.metrics[*].prometheus.learnCapacity.interTokenLatencyP95 must be a duration above 0s and at most 10m, such as 2s or 100ms"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[-+]?(0|(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+)$') || (duration(self) > duration('0s') && duration(self) <= duration('10m'))",message="spec.autoscaling.metrics[*].prometheus.learnCapacity.interTokenLatencyP95 must be a duration above 0s and at most 10m, such as 2s or 100ms"
 	// +optional
 	InterTokenLatencyP95 *Duration `json:"interTokenLatencyP95,omitempty"`
 
@@ -1097,7 +1097,7 @@ type ScalingRules struct {
 	// StabilizationWindow: the count moves only as far as every recommendation of this window
 	// allows (the highest of the window when scaling down, the lowest when scaling up). From 0
 	// (none) to 1h, as HPA's.
-	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s') && duration(self) <= duration('1h')",message="spec.autoscaling.behavior.scaleUp/scaleDown.stabilizationWindow must be a duration from 0s to 1h, such as 5m or 300s"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[-+]?(0|(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+)$') || (duration(self) >= duration('0s') && duration(self) <= duration('1h'))",message="spec.autoscaling.behavior.scaleUp/scaleDown.stabilizationWindow must be a duration from 0s to 1h, such as 5m or 300s"
 	// +optional
 	StabilizationWindow *Duration `json:"stabilizationWindow,omitempty"`
 
@@ -1136,7 +1136,7 @@ type ScalingPolicy struct {
 	// +required
 	Value int32 `json:"value"`
 	// Period over which the change is counted, more than 0s and at most 30m (HPA's bounds).
-	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s') && duration(self) <= duration('30m')",message="spec.autoscaling.behavior.scaleUp/scaleDown.policies[*].period must be a positive duration of at most 30m, such as 15s or 1m"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[-+]?(0|(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+)$') || (duration(self) > duration('0s') && duration(self) <= duration('30m'))",message="spec.autoscaling.behavior.scaleUp/scaleDown.policies[*].period must be a positive duration of at most 30m, such as 15s or 1m"
 	// +required
 	Period Duration `json:"period"`
 }

@@ -671,6 +671,13 @@ func TestRejectsInvalidSpecsAtAdmissionNamingTheField(t *testing.T) {
 					t.Errorf("error %q does not contain %q", err, w)
 				}
 			}
+			// A duration rule that errors (rather than answering false) says so twice and cannot
+			// ratchet: a stored object with that value could never have its status written again.
+			// (The quantity rules still error on text that is not a quantity: guarding them with
+			// isQuantity puts the CRD over the API server's CEL cost budget.)
+			if strings.Contains(err.Error(), "google.protobuf.Duration") {
+				t.Errorf("a rule failed to evaluate instead of answering: %v", err)
+			}
 		})
 	}
 }

@@ -135,10 +135,9 @@ type Event struct {
 
 // Decision is the outcome of one pass of the state machine.
 type Decision struct {
-	// Status is the complete next status (phase, stable, candidate, weights, step, analysis,
-	// failures, history, and the conditions Ready, Reconciling, Stalled, Progressing, Degraded).
-	// The controller adds replicas totals, selector, MetricsAvailable, RouteAccepted and
-	// autoscaling before writing it.
+	// Status is the next status (phase, stable, candidate, weights, step, analysis, failures,
+	// history). Its conditions are the last pass's: the plan sets them (package plan's status
+	// file), from Report, with replica totals, selector and the controller's own conditions.
 	Status v1alpha1.ModelServerStatus
 	// Plans for each color that should exist.
 	Plans map[v1alpha1.Color]ColorPlan
@@ -158,4 +157,6 @@ type Decision struct {
 	// the controller then leaves its annotation in place. False: the operation was carried out
 	// (or had nothing to act on) and its annotation can be removed.
 	KeepOperation bool
+	// Report is what the conditions are derived from besides Status.
+	Report Report
 }
