@@ -56,8 +56,8 @@ func TestAGateHoldsStepZeroUntilItPasses(t *testing.T) {
 	if d.Status.Rollout.Step != 0 || d.Weights[v1alpha1.Green] != 0 {
 		t.Fatalf("step %d weights %v; want held at step 0", d.Status.Rollout.Step, d.Weights)
 	}
-	if c := cond(d.Status, v1alpha1.ConditionProgressing); c == nil || c.Reason != v1alpha1.ReasonGateHeld || !strings.Contains(c.Message, "approve") {
-		t.Errorf("Progressing %+v; want False GateHeld naming the gate", c)
+	if r := d.Report; r.HoldReason != v1alpha1.ReasonGateHeld || !strings.Contains(r.HoldMessage, "approve") {
+		t.Errorf("hold %q %q; want GateHeld naming the gate (Progressing False, as the plan sets it)", r.HoldReason, r.HoldMessage)
 	}
 	if d.RequeueAfter <= 0 {
 		t.Error("a held gate must be looked at again")
@@ -68,8 +68,8 @@ func TestAGateHoldsStepZeroUntilItPasses(t *testing.T) {
 	if d.Status.Rollout.Step != 0 || len(d.Status.Rollout.Gates) != 1 || d.Status.Rollout.Gates[0].Failures != 1 {
 		t.Fatalf("step %d gates %+v; want held with 1 failure", d.Status.Rollout.Step, d.Status.Rollout.Gates)
 	}
-	if c := cond(d.Status, v1alpha1.ConditionProgressing); c == nil || !strings.Contains(c.Message, "503") {
-		t.Errorf("Progressing %+v; want the gate's answer", c)
+	if r := d.Report; !strings.Contains(r.HoldMessage, "503") {
+		t.Errorf("hold message %q; want the gate's answer", r.HoldMessage)
 	}
 
 	// A 2xx: the first step.
