@@ -121,6 +121,50 @@ type ModelServerSpec struct {
 	// cleared. Serving and autoscaling go on.
 	// +optional
 	Paused bool `json:"paused,omitempty"`
+
+	// Notifications are webhooks that the ModelServer's rollout events (RolloutStarted,
+	// StepAdvanced, Paused, AwaitingPromotion, Promoted, RolledBack, Aborted, AnalysisStalled,
+	// NoRoomForCandidate) and scaling limits (ScalingLimited) are posted to as JSON, with a
+	// Slack-compatible "text" field, besides the cluster-wide URLs of the controller's
+	// --notify-url. Each URL is read from a Secret in the ModelServer's namespace, so that a URL
+	// holding a token is not in the spec. Delivery is retried with backoff; each event is sent
+	// once per target (its "id" lets a receiver drop a repeat after a controller restart).
+	// +kubebuilder:validation:MaxItems=8
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Notifications []NotificationTarget `json:"notifications,omitempty"`
+}
+
+// NotificationTarget is one webhook of spec.notifications.
+type NotificationTarget struct {
+	// Name of the target, unique in the list (in logs and events).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +required
+	Name string `json:"name"`
+
+	// URLSecretRef names the key of a Secret in the ModelServer's namespace whose value is the
+	// webhook's http or https URL. Only that URL is called; a redirect is not followed.
+	// +required
+	URLSecretRef SecretKeyRef `json:"urlSecretRef"`
+}
+
+// SecretKeyRef names one key of a Secret in the ModelServer's namespace.
+type SecretKeyRef struct {
+	// Name of the Secret.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Name string `json:"name"`
+
+	// Key in the Secret's data.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
+	// +required
+	Key string `json:"key"`
 }
 
 // GatewaySpec routes traffic to the model server: either an HTTPRoute that modelship owns
@@ -347,6 +391,87 @@ type RolloutSpec struct {
 	// +kubebuilder:default={}
 	// +optional
 	Analysis AnalysisSpec `json:"analysis,omitempty,omitzero"`
+
+	// HeaderRoute, when set, sends every request that carries this header with this value to
+	// the candidate only, from the moment the candidate has Ready, warm pods (step 0, at weight
+	// 0) until it is promoted, aborted or rolled back: testers, synthetic checks and internal
+	// users reach it before and while the weights move. modelship adds an HTTPRoute rule of its
+	// own (named modelship-<name>-header) to the route, owned or named by spec.gateway.routeRef,
+	// with the weighted rule's matches, each with the header match added, and the candidate's
+	// Service or InferencePool as its only backend; a rule with a header match is more specific
+	// than the weighted rule, so the Gateway prefers it for the requests that carry the header.
+	// Requests without the header follow the weights. The rule is removed when the rollout ends.
+	// +optional
+	HeaderRoute *HeaderRouteSpec `json:"headerRoute,omitempty"`
+
+	// Gates are webhooks that must answer 2xx before the rollout moves (Flagger's
+	// confirm-rollout, pre-rollout and confirm-promotion webhooks): a load test, an approval in
+	// a CD tool. Each is POSTed a JSON body (id, namespace, modelServer, gate, type, revision,
+	// step, weight) at the point its type names; a non-2xx answer, a redirect or a timeout
+	// holds the rollout there (Progressing False, reason GateHeld, naming the gate and its
+	// answer) and the gate is called again every analysis interval. Once it passed it is not
+	// called again for that step. A person's promote or abort does not wait for gates.
+	// +kubebuilder:validation:MaxItems=8
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Gates []RolloutGate `json:"gates,omitempty"`
+
+	// GateFailureLimit, when above 0, rolls the rollout back once one gate has failed more
+	// than this many calls in a row at one step. 0 (the default) holds until the gate passes
+	// (the progress of a held rollout is still bounded by nothing else: a person aborts it).
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000
+	// +optional
+	GateFailureLimit int32 `json:"gateFailureLimit,omitempty"`
+}
+
+// GateType is when a rollout gate is called.
+// +kubebuilder:validation:Enum=ConfirmRollout;PreStep;ConfirmPromotion
+type GateType string
+
+const (
+	// GateConfirmRollout is called at step 0, before the candidate gets its first weight.
+	GateConfirmRollout GateType = "ConfirmRollout"
+	// GatePreStep is called before each step's weight, the first one included (not before the
+	// promotion, which ConfirmPromotion gates).
+	GatePreStep GateType = "PreStep"
+	// GateConfirmPromotion is called before the candidate is promoted (it would get 100%).
+	GateConfirmPromotion GateType = "ConfirmPromotion"
+)
+
+// RolloutGate is one webhook of spec.rollout.gates.
+type RolloutGate struct {
+	// Name of the gate, unique in the list (in the condition's message and in status).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +required
+	Name string `json:"name"`
+
+	// Type says when the gate is called: ConfirmRollout, PreStep or ConfirmPromotion.
+	// +required
+	Type GateType `json:"type"`
+
+	// URLSecretRef names the key of a Secret in the ModelServer's namespace whose value is the
+	// gate's http or https URL. Only that URL is called; a redirect is not followed.
+	// +required
+	URLSecretRef SecretKeyRef `json:"urlSecretRef"`
+}
+
+// HeaderRouteSpec is spec.rollout.headerRoute: the header (exact match) that sends a request
+// to the candidate during a rollout.
+type HeaderRouteSpec struct {
+	// Name of the HTTP header, as the Gateway API's HTTPHeaderName (case-insensitive), e.g.
+	// x-canary.
+	// +required
+	Name gatewayv1.HTTPHeaderName `json:"name"`
+
+	// Value the header must have, matched exactly, e.g. always.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=4096
+	// +required
+	Value string `json:"value"`
 }
 
 // InconclusiveSpec is spec.rollout.inconclusive: how long a rollout may hold on inconclusive

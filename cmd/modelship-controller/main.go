@@ -22,6 +22,7 @@ import (
 	"github.com/modelship/modelship/cmd/modelship-controller/manager"
 	"github.com/modelship/modelship/internal/controller"
 	"github.com/modelship/modelship/internal/metrics"
+	"github.com/modelship/modelship/internal/notify"
 	"github.com/modelship/modelship/internal/signals"
 	"github.com/modelship/modelship/internal/warmup"
 	"github.com/modelship/modelship/internal/window"
@@ -43,6 +44,8 @@ type config struct {
 	queryPolicy            string
 	gatewayMetricsNS       string
 	gpuExporter            signals.GPUExporter
+	notifyURLs             string
+	notifyTimeout          time.Duration
 }
 
 func main() {
@@ -68,6 +71,8 @@ func main() {
 	flag.StringVar(&c.gpuExporter.Namespace, "gpu-exporter-namespace", signals.DefaultGPUExporter.Namespace, "Namespace label of the GPU exporter's scrape targets (dcgm-exporter's namespace): only its series' exported_namespace/exported_pod name the pod holding a GPU. Empty: not checked.")
 	flag.StringVar(&c.gpuExporter.Job, "gpu-exporter-job", signals.DefaultGPUExporter.Job, "Job label of the GPU exporter's scrape targets, checked besides --gpu-exporter-namespace when set. With both empty, exported_* labels are never read.")
 	opts := zap.Options{}
+	flag.StringVar(&c.notifyURLs, "notify-url", "", "Comma-separated webhook URLs (http or https) that every ModelServer's rollout events and scaling limits are posted to as JSON, with a Slack-compatible text field (besides each ModelServer's spec.notifications).")
+	flag.DurationVar(&c.notifyTimeout, "notify-timeout", notify.DefaultTimeout, "Timeout of one notification webhook call and of one rollout gate call (each is retried).")
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
@@ -134,6 +139,9 @@ func run(c config) error {
 
 		GatewayMetricsNamespace: c.gatewayMetricsNS,
 	}
+	sender := notify.NewSender(splitNamespaces(c.notifyURLs), nil, ctrl.Log.WithName("notify"))
+	sender.Client = warmup.NewClient(c.notifyTimeout)
+	r.Notifier = sender
 	if c.prometheus.URL != "" {
 		q, err := metrics.NewPrometheus(c.prometheus)
 		if err != nil {

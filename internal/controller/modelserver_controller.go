@@ -33,6 +33,7 @@ import (
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
 	"github.com/modelship/modelship/internal/analysis"
 	"github.com/modelship/modelship/internal/metrics"
+	"github.com/modelship/modelship/internal/notify"
 	"github.com/modelship/modelship/internal/plan"
 	"github.com/modelship/modelship/internal/revision"
 	"github.com/modelship/modelship/internal/rollout"
@@ -130,6 +131,13 @@ type ModelServerReconciler struct {
 	// fetches runs the autoscaling signal sources off the workers (set by SetupWithManager;
 	// nil fetches inline).
 	fetches *signals.Cache
+	// Notifier posts rollout events and scaling limits to webhooks (spec.notifications and the
+	// cluster's --notify-url) on its own goroutines; nil sends none. SetupWithManager starts
+	// it, reading Secrets through LiveReader when it has no Resolve.
+	Notifier *notify.Sender
+	// gateCalls call the rollout gates off the workers (set by SetupWithManager; nil calls them
+	// inline).
+	gateCalls *jobs[rollout.GateResult]
 }
 
 // SetupWithManager registers the reconciler, its watches and its index.
@@ -191,6 +199,17 @@ func (r *ModelServerReconciler) SetupWithManager(ctx context.Context, mgr ctrl.M
 	r.measurements = newJobs[*rollout.Measurement](ctx, wait, DefaultJobTimeout, wake)
 	r.warmups = newWarmth(ctx, wait, DefaultJobTimeout, wake)
 	r.fetches = signals.NewCache(ctx, wait, DefaultJobTimeout, wake)
+	r.gateCalls = newJobs[rollout.GateResult](ctx, wait, gateCallTimeout, wake)
+	if r.Notifier != nil {
+		if r.Notifier.Resolve == nil {
+			reader := r.LiveReader
+			if reader == nil {
+				reader = r.Client
+			}
+			r.Notifier.Resolve = secretURL(reader)
+		}
+		r.Notifier.Start(ctx, notify.DefaultWorkers)
+	}
 	b := ctrl.NewControllerManagedBy(mgr).WithOptions(controller.Options{MaxConcurrentReconciles: workers})
 	if served {
 		b = b.Owns(routing.NewPool())
@@ -281,6 +300,7 @@ func (r *ModelServerReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	}
 	op := readRequest(ms)
 	obs.Rollout.Operation = op.op
+	obs.Rollout.GateResults = r.callGates(ctx, ms)
 	p := plan.Plan(ms, obs, now)
 	res, after, err = r.applyPlan(ctx, before, ms, spec, op, obs, p)
 	return res, err
@@ -326,6 +346,7 @@ func (r *ModelServerReconciler) applyPlan(ctx context.Context, before, ms *v1alp
 	plan.Finish(ms, before, plan.Notes{RouteWritten: routeWritten, ApplyErr: applyErr, Invalid: spec.invalidMessage(), InvalidReason: spec.reason})
 	r.recordEvents(ms, p)
 	after := func() error {
+		r.notifyDecision(ms, before, p.Decision)
 		if applyErr != nil {
 			return applyErr // retried with backoff; the next pass decides again
 		}
@@ -354,6 +375,7 @@ func (r *ModelServerReconciler) forget(key types.NamespacedName) {
 	r.measurements.forget(key)
 	r.warmups.forget(key)
 	r.fetches.Forget(key)
+	r.gateCalls.forget(key)
 	children := []string{key.Name, key.Name + "-" + string(v1alpha1.Blue), key.Name + "-" + string(v1alpha1.Green),
 		v1alpha1.ServiceNameOf(key.Name, v1alpha1.Blue), v1alpha1.ServiceNameOf(key.Name, v1alpha1.Green)}
 	r.applied.forget(key.Namespace, children...)

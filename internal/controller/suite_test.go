@@ -88,6 +88,7 @@ func TestMain(m *testing.M) {
 			ScrapeInterval: 100 * time.Millisecond, QueryPolicy: metrics.QueryPolicyNamespaced, CapacityInterval: signalInterval,
 			Signals:     signals.NewSnapshotCache(prom, signals.DefaultQueries(), signalInterval),
 			MetricsAPIs: kubeMetrics,
+			Notifier:    testNotifier(),
 			// The gateway's series are those of Traefik's scrape target in namespace traefik.
 			GatewayMetricsNamespace: "traefik",
 		}

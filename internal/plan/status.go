@@ -193,7 +193,7 @@ func progressReason(st *v1alpha1.ModelServerStatus, f rollout.Report) (reason, m
 func progressReasonOf(st *v1alpha1.ModelServerStatus, f rollout.Report) (reason, message string) {
 	c := st.Candidate
 	switch {
-	case f.HoldReason == v1alpha1.ReasonSuperseding, f.HoldReason == v1alpha1.ReasonRouteNotAccepted:
+	case f.HoldReason == v1alpha1.ReasonSuperseding, f.HoldReason == v1alpha1.ReasonRouteNotAccepted, f.HoldReason == v1alpha1.ReasonGateHeld:
 		return f.HoldReason, f.HoldMessage
 	case c.UnreadySince != nil:
 		return v1alpha1.ReasonCandidateUnready, fmt.Sprintf("candidate %s on %s has %d Ready, below its step %d's need since %s: weight capped at %d%%; rolled back at %s unless they return",
@@ -279,8 +279,8 @@ func setProgressingCondition(st *v1alpha1.ModelServerStatus, f rollout.Report) {
 	switch {
 	case st.Phase == v1alpha1.PhaseProgressing && st.Candidate != nil && f.Stall != "":
 		setRolloutCondition(st, f, v1alpha1.ConditionProgressing, false, f.StallReason, f.Stall)
-	case st.Phase == v1alpha1.PhaseProgressing && st.Candidate != nil && f.HoldReason == v1alpha1.ReasonRouteNotAccepted:
-		setRolloutCondition(st, f, v1alpha1.ConditionProgressing, false, v1alpha1.ReasonRouteNotAccepted, f.HoldMessage)
+	case st.Phase == v1alpha1.PhaseProgressing && st.Candidate != nil && (f.HoldReason == v1alpha1.ReasonRouteNotAccepted || f.HoldReason == v1alpha1.ReasonGateHeld):
+		setRolloutCondition(st, f, v1alpha1.ConditionProgressing, false, f.HoldReason, f.HoldMessage)
 	case st.Phase == v1alpha1.PhaseProgressing && st.Candidate != nil:
 		reason, msg := progressReason(st, f)
 		setRolloutCondition(st, f, v1alpha1.ConditionProgressing, true, reason, msg)

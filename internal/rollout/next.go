@@ -171,6 +171,7 @@ var holdRank = map[string]int{
 	v1alpha1.ReasonNoRoomForCandidate: 3,
 	v1alpha1.ReasonSuperseding:        2,
 	v1alpha1.ReasonRouteNotAccepted:   1,
+	v1alpha1.ReasonGateHeld:           1,
 }
 
 // holdFor records a hold for this pass unless a stronger one is already recorded; it reports
@@ -188,6 +189,20 @@ func (m *machine) holdFor(reason, message string) bool {
 func (m *machine) candidateLive() bool {
 	c := m.st.Candidate
 	return c != nil && c.Revision == m.obs.Revision && m.inProgress()
+}
+
+// headerRoute is the color spec.rollout.headerRoute sends to (see Decision.HeaderRoute): the
+// live candidate's, once it has a Ready, warm pod; a candidate superseded and draining is not
+// live, nor is one rolled back or aborted, and a promoted one is no longer the candidate.
+func (m *machine) headerRoute() v1alpha1.Color {
+	c := m.st.Candidate
+	if m.ms.Spec.Rollout.HeaderRoute == nil || !m.candidateLive() || m.heldFor(v1alpha1.ReasonSuperseding) {
+		return ""
+	}
+	if !c.Warm || c.ReadyReplicas < 1 {
+		return ""
+	}
+	return c.Color
 }
 
 // heldFor reports whether this pass holds for reason.
@@ -280,6 +295,7 @@ func (m *machine) decision() Decision {
 		Status:        *st,
 		Plans:         m.plans,
 		Weights:       weights,
+		HeaderRoute:   m.headerRoute(),
 		Events:        m.events,
 		RequeueAfter:  requeue,
 		KeepOperation: m.keepOp,

@@ -19,7 +19,8 @@ type Report struct {
 	WasServing bool
 	// HoldReason and HoldMessage say why the pass held the rollout (see hold): RolledBack or
 	// Aborted explain phase RolledBack, Superseding a superseded or abandoned candidate that
-	// still drains, RouteNotAccepted a route that a Gateway did not accept. Empty: no hold.
+	// still drains, RouteNotAccepted a route that a Gateway did not accept, GateHeld a rollout
+	// gate that has not answered 2xx at this step. Empty: no hold.
 	HoldReason  string
 	HoldMessage string
 	// StableDead: the stable color serves nothing; a live candidate carries what its warm pods
