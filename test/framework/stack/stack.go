@@ -58,10 +58,12 @@ type Options struct {
 	ControllerArgs []string
 	// Seed makes the simulator deterministic.
 	Seed int64
+	// TraefikKubernetesCRD enables Traefik's kubernetescrd provider (TraefikServices, for Argo
+	// Rollouts' Traefik router); the traefik.io CRDs must be among CRDDirs.
+	TraefikKubernetesCRD bool
 	// SimulatedGateway keeps the simulator's old mode: it splits the trace's requests by the
 	// routes' weights itself and writes their status, and Traefik (still running) serves
-	// nothing. For what Traefik cannot serve (InferencePool backends) and the peers' bench,
-	// which counts the simulated Gateway's responses.
+	// nothing. For what Traefik cannot serve (InferencePool backends).
 	SimulatedGateway bool
 	// Logger receives progress messages.
 	Logger logr.Logger
@@ -155,7 +157,8 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	}
 	env, err := devenv.Start(ctx, devenv.Options{
 		Dir: filepath.Join(o.Dir, "env"), RepoRoot: root, GPUNodes: o.GPUNodes, GPUsPerNode: o.GPUsPerNode, CRDDirs: crds,
-		WithPrometheus: true, PrometheusScrapeTargets: []string{simAddr}, Logger: o.Logger,
+		TraefikKubernetesCRD: o.TraefikKubernetesCRD,
+		WithPrometheus:       true, PrometheusScrapeTargets: []string{simAddr}, Logger: o.Logger,
 	})
 	if err != nil {
 		return nil, err
