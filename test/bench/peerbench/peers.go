@@ -32,12 +32,12 @@ func deploymentState(ctx context.Context, c client.Client, ns, name string) (*ap
 	return d, c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, d)
 }
 
-// gatewayParent is the local Gateway, the parent of every contender's route.
 // Hostname is the hostname of a contender's route in namespace ns: one of its own, so that
 // Traefik never merges two contenders' routes (a namespace being deleted may still hold the
 // previous one's route when the next contender's comes).
 func Hostname(ns string) string { return ns + ".local" }
 
+// gatewayParent is the local Gateway, the parent of every contender's route.
 func gatewayParent() gatewayv1.ParentReference {
 	return gatewayv1.ParentReference{Name: devenv.DefaultGatewayName, Namespace: ptr.To(gatewayv1.Namespace(devenv.DefaultGatewayNamespace))}
 }

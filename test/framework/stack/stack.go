@@ -204,7 +204,8 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 // StartController starts the controller binary with its normal flags, pointed at the local
 // Prometheus. Its warm-up checks go to the pods' own addresses (http://<podIP>:<port>/<path>,
 // served by the simulator's pod servers in the environment's network namespace), or, with
-// SimulatedGateway, to the simulator's /pods/{namespace}/{pod}/{path}.
+// SimulatedGateway, to the simulator's /pods/{namespace}/{pod}/{path}. Through Traefik it reads
+// the gateway metrics from Traefik's series (--gateway-metrics-namespace).
 func (s *Stack) StartController(extra ...string) error {
 	p, err := s.StartControllerNamed("controller", extra...)
 	if err != nil {
@@ -222,6 +223,10 @@ func (s *Stack) StartControllerNamed(name string, extra ...string) (*devenv.Proc
 		"--prometheus-url", s.Env.PrometheusURL(), "--prometheus-timeout", "3s"}
 	if s.simulatedGateway {
 		args = append(args, "--warmup-url-template", s.SimulatorURL+"/pods/{namespace}/{pod}/{path}")
+	} else {
+		// Traefik's series in the local Prometheus carry namespace=traefik: the gateway
+		// metrics (analysis.gateway, the autoscaling metric gateway) read them.
+		args = append(args, "--gateway-metrics-namespace", devenv.TraefikMetricsNamespace)
 	}
 	args = append(append(args,
 		"--metrics-bind-address", "0", "--health-probe-bind-address", "0",
