@@ -327,7 +327,8 @@ type AutoscalingStatus struct {
 	// +optional
 	LastScaleReason string `json:"lastScaleReason,omitempty"`
 	// LearnedCapacities are the capacities per replica learnt from the minutes beyond
-	// capacity, one per metric with learnCapacity that has seen one.
+	// capacity, one per metric with learnCapacity that has seen one, and the slo's (metric
+	// "slo", learnt in both directions, in units of token work: see spec.autoscaling.slo).
 	// +kubebuilder:validation:MaxItems=16
 	// +listType=map
 	// +listMapKey=metric
@@ -341,7 +342,8 @@ type LearnedCapacity struct {
 	// Metric names the metric, as in proposals.
 	Metric string `json:"metric"`
 	// PerReplica is the capacity: the moving average of the loads per Ready replica at which
-	// the replicas were seen beyond capacity (each below the capacity before it), e.g. "0.71".
+	// the replicas were seen beyond capacity (each below the capacity before it), e.g. "0.71";
+	// for the slo, also raised step by step while the SLO holds with margin.
 	PerReplica string `json:"perReplica"`
 	// Samples counts the observations it was learnt from.
 	Samples int32 `json:"samples"`
@@ -351,6 +353,17 @@ type LearnedCapacity struct {
 	Revision string `json:"revision,omitempty"`
 	// LastSampleTime is when the latest one was taken.
 	LastSampleTime metav1.Time `json:"lastSampleTime"`
+	// Floor is, for the slo, the highest load per Ready replica seen holding the SLO, decayed
+	// with time (halved every 30 minutes): a minute that misses the SLO lowers the capacity no
+	// further than it, so one odd minute cannot ratchet the fleet up. Empty before the first
+	// such minute, and for learnCapacity metrics.
+	// +optional
+	Floor string `json:"floor,omitempty"`
+	// Ceiling is, for the slo, the lowest load per Ready replica seen missing the SLO, rising
+	// with time (doubling every hour): probing does not raise the capacity above it. Empty
+	// before the first miss, and for learnCapacity metrics.
+	// +optional
+	Ceiling string `json:"ceiling,omitempty"`
 }
 
 // Proposal is one metric's proposed replica count.

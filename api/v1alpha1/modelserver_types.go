@@ -263,8 +263,11 @@ type RolloutSpec struct {
 	// +optional
 	Steps []int32 `json:"steps,omitempty"`
 
-	// LoadMatching says what a step's weight gives each candidate pod. None (the default) sends
-	// each step's weight as written. StablePods raises a step's weight where the candidate's
+	// LoadMatching says what a step's weight gives each candidate pod. In every mode a candidate
+	// pod never carries more than a stable pod: the weight is at most the candidate's share of
+	// both colors' serving (warm) pods, and the candidate is sized to carry its next step at a
+	// stable pod's load where the cluster has room. None (the default) sends each step's
+	// weight as written within that cap. StablePods raises a step's weight where the candidate's
 	// Ready pods would otherwise each carry less than a stable pod: to the candidate's share of
 	// both colors' Ready pods (the candidate's counted up to what its step needs), never above
 	// the next step's weight. A total of 6 at a 10% step runs one candidate pod beside 6 stable
@@ -604,8 +607,20 @@ type AutoscalingSpec struct {
 	// +optional
 	ProjectionHorizon Duration `json:"projectionHorizon,omitempty,omitzero"`
 
+	// SLO is the latency the replicas must hold: with it, modelship finds the capacity of one
+	// replica itself, per revision, from the serving metrics (the token rates, the p95 latencies
+	// and the queue of vLLM, or SGLang with the sglang analysis preset) and scales to hold
+	// the SLO: no per-model target to tune. The capacity is lowered when a minute misses the SLO
+	// (or its requests queue) and raised by cautious probing while the SLO holds with margin, is
+	// kept in status.autoscaling.learnedCapacities, and a queue that builds up scales out at
+	// once. Its proposal (named "slo") stands beside the metrics' proposals; with an SLO and no
+	// metrics it is the only one (no GPU utilization default). Set projectionHorizon to the
+	// cold start so that a rising load is met in time.
+	// +optional
+	SLO *LatencySLO `json:"slo,omitempty"`
+
 	// Metrics each propose a replica count; the largest proposal wins. Defaults (when left out
-	// or empty) to GPU utilization with a target of 70%.
+	// or empty, and no slo is set) to GPU utilization with a target of 70%.
 	// +kubebuilder:validation:MaxItems=10
 	// +listType=atomic
 	// +optional
@@ -842,6 +857,25 @@ type PrometheusMetric struct {
 	LearnCapacity *CapacityLearning `json:"learnCapacity,omitempty"`
 }
 
+// LatencySLO is a ModelServer's latency objective, each a p95 of the pods' own histograms over
+// the serving window: the autoscaling interval, at least four scrape intervals (1m at the
+// default 15s interval and a 15s scrape). At least one is set.
+// +kubebuilder:validation:XValidation:rule="has(self.ttftP95) || has(self.itlP95)",message="spec.autoscaling.slo must set ttftP95, itlP95 or both"
+type LatencySLO struct {
+	// TTFTP95 is the p95 time to first token to hold (vllm:time_to_first_token_seconds;
+	// SGLang's with the sglang analysis preset), from 10ms to 10m, such as 2s.
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('10ms') && duration(self) <= duration('10m')",message="spec.autoscaling.slo.ttftP95 must be a duration from 10ms to 10m, such as 2s or 500ms"
+	// +optional
+	TTFTP95 *Duration `json:"ttftP95,omitempty"`
+
+	// ITLP95 is the p95 inter-token latency to hold (vllm:inter_token_latency_seconds, formerly
+	// vllm:time_per_output_token_seconds; SGLang's with the sglang analysis preset), from 1ms to
+	// 10m, such as 100ms.
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1ms') && duration(self) <= duration('10m')",message="spec.autoscaling.slo.itlP95 must be a duration from 1ms to 10m, such as 100ms"
+	// +optional
+	ITLP95 *Duration `json:"itlP95,omitempty"`
+}
+
 // CapacityLearning says when the replicas are beyond their capacity and which share of it each
 // replica should carry.
 type CapacityLearning struct {
@@ -854,8 +888,8 @@ type CapacityLearning struct {
 	// +optional
 	TargetPercentOfCapacity *int32 `json:"targetPercentOfCapacity,omitempty"`
 
-	// TimeToFirstTokenP95 is the latency SLO on time to first token: a p95 over the last
-	// minute above it (vLLM's vllm:time_to_first_token_seconds, SGLang's with the sglang
+	// TimeToFirstTokenP95 is the latency SLO on time to first token: a p95 over the serving
+	// window (the autoscaling interval, at least four scrape intervals) above it (vLLM's vllm:time_to_first_token_seconds, SGLang's with the sglang
 	// analysis preset) shows the replicas beyond their capacity.
 	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s') && duration(self) <= duration('10m')",message="spec.autoscaling.metrics[*].prometheus.learnCapacity.timeToFirstTokenP95 must be a duration above 0s and at most 10m, such as 2s or 100ms"
 	// +optional

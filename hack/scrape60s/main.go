@@ -2,7 +2,9 @@
 // 60s interval: it serves a small vLLM-like exposition (2 requests/s, 10% failing with
 // finished_reason="error", p95 time to first token 0.5s), runs the prometheus binary on it
 // (Debian's package: hack/prometheus.sh), waits for five scrapes and prints each preset query's
-// answer over the old 1m window and over the 4m window the scrape interval now gives.
+// answer over the old 1m window and over the 4m window the scrape interval now gives, then the
+// autoscaler's latency and token-work queries over the fixed 1m they had and over its serving
+// window (autoscale.ServingWindow).
 // It takes about five minutes: go run ./hack/scrape60s
 package main
 
@@ -16,6 +18,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/modelship/modelship/internal/autoscale"
 	"github.com/modelship/modelship/internal/metrics"
 	"github.com/modelship/modelship/internal/window"
 )
@@ -49,8 +52,12 @@ func run() error {
 			"vllm:time_to_first_token_seconds_count{model_name=\"llama\"} %d\n"+
 			"# TYPE vllm:request_success_total counter\n"+
 			"vllm:request_success_total{model_name=\"llama\",finished_reason=\"stop\"} %d\n"+
-			"vllm:request_success_total{model_name=\"llama\",finished_reason=\"error\"} %d\n",
-			n/10, n*9/10, n, n, n*9/10, n/10)
+			"vllm:request_success_total{model_name=\"llama\",finished_reason=\"error\"} %d\n"+
+			"# TYPE vllm:prompt_tokens_total counter\n"+
+			"vllm:prompt_tokens_total{model_name=\"llama\"} %d\n"+
+			"# TYPE vllm:generation_tokens_total counter\n"+
+			"vllm:generation_tokens_total{model_name=\"llama\"} %d\n",
+			n/10, n*9/10, n, n, n*9/10, n/10, n*4000, n*750)
 	}))
 	promAddr, err := freeAddr(ctx)
 	if err != nil {
@@ -83,6 +90,21 @@ func run() error {
 			}
 			s := p.Scalar(ctx, query, time.Now())
 			fmt.Printf("FIGURE: scrape 60s, window %s, %s: %s %g %s\n", window, q.name, s.Status, s.Value, s.Message)
+		}
+	}
+	// The autoscaler's serving window (autoscale.ServingWindow of the default 15s interval and
+	// this 60s scrape) and the fixed 1m it replaced: the latency that learnCapacity and
+	// spec.autoscaling.slo read, and the slo's token work (2 requests/s of 4000 prompt and 750
+	// generated tokens: 0.5 + 0.5, one nominal replica).
+	for _, w := range []string{"1m", metrics.PromDuration(autoscale.ServingWindow(autoscale.DefaultInterval, time.Minute))} {
+		v := metrics.Vars{Namespace: "ml", Name: "llama", Pods: "(?:" + metrics.PodRegex("llama-blue") + "|" + metrics.PodRegex("llama-green") + ")", Window: w}
+		for _, q := range []struct{ name, tmpl string }{{"autoscaling ttft-p95", metrics.VLLMTTFTP95}, {"slo token work", metrics.VLLMTokenWork}} {
+			query, err := metrics.Render(q.tmpl, v)
+			if err != nil {
+				return err
+			}
+			s := p.Scalar(ctx, query, time.Now())
+			fmt.Printf("FIGURE: scrape 60s, serving window %s, %s: %s %g %s\n", w, q.name, s.Status, s.Value, s.Message)
 		}
 	}
 	return nil

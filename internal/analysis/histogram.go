@@ -11,10 +11,7 @@ import (
 	"github.com/modelship/modelship/internal/metrics"
 )
 
-// Confidence of a histogram metric's failure: a one-sided 99% normal quantile.
 const (
-	// zFail is the one-sided 99% quantile of the standard normal distribution.
-	zFail = 2.3263478740408408
 	// minObservations is the fewest (effective) observations per color the rank test is
 	// run with: below, its normal approximation is poor and a measurement is inconclusive.
 	minObservations = 10
@@ -31,6 +28,9 @@ type HistogramSample struct {
 	// per token for inter-token latency) has correlated observations; the test then counts at
 	// most Requests of them.
 	Requests metrics.Sample
+	// Groups are the histogram's parts per pod (a bucket query grouped by pod and le), when
+	// known: the rank test's design effect (DesignEffect) is estimated from them.
+	Groups []metrics.Histogram
 }
 
 // JudgeHistogram judges a histogram metric (m.Histogram set) from each color's bucket counts.
@@ -46,16 +46,19 @@ type HistogramSample struct {
 //     it, or the candidate histogram is missing or empty.
 //   - Fail when the candidate's quantile is above Max or below Min.
 //   - For MaxRatioToStable r: Inconclusive when the stable histogram is missing or empty.
-//     Pass when the candidate's quantile is at most r x the stable's. Otherwise the point
-//     estimates alone do not decide: at 20-100 requests a p95 read from coarse buckets moves
-//     by more than 20% between windows. The measurement fails only when a one-sided
-//     Mann-Whitney rank test (Kayenta's method) says, with 99% confidence, that the
-//     candidate's latencies divided by r are stochastically larger than the stable's, that is
-//     that the candidate is slower than r x stable; else it is Inconclusive (the step holds and
-//     the next measurement decides), as it is when a color has fewer than minObservations.
+//     The rank test below then decides, on the same evidence in both directions: with fewer
+//     than minObservations effective observations in either color it is Inconclusive (no
+//     Pass on a point estimate from one burst); Fail when its z reaches FailZ(look), the
+//     threshold that spends the rollout's error budget Alpha over its steps and looks; Pass
+//     when the candidate's quantile is at most r x the stable's; else Inconclusive (the step
+//     holds, and the next measurement reads a longer window). A Pass is not a proof that the
+//     candidate is as fast: every later step judges it again on more traffic, and the
+//     promotion needs every step passed; a Fail rolls back, so it needs the confidence.
 //
-// The rank test works on the buckets. Assumptions: observations are independent; within a
-// bucket they are spread uniformly (the interpolation histogram_quantile makes), the first
+// The rank test is a one-sided Mann-Whitney test (Kayenta's method) that the candidate's
+// latencies divided by r are stochastically larger than the stable's, that is that the
+// candidate is slower than r x stable, on the buckets. Assumptions: within a bucket
+// observations are spread uniformly (the interpolation histogram_quantile makes), the first
 // bucket starting at 0; the +Inf bucket is a point above every finite value (two +Inf
 // observations tie). Dividing the candidate's latencies by r divides its bucket bounds by r,
 // so the buckets of the two colors no longer line up; U, the expected number of (candidate,
@@ -63,13 +66,15 @@ type HistogramSample struct {
 // bucket pairs of their counts times the probability that a uniform value of one interval
 // exceeds one of the other. z = (U - n_c n_s / 2 - 1/2) / sqrt(n_c n_s (n_c + n_s + 1) / 12):
 // the variance without ties, larger than with them, so the test errs on the side of passing.
-// A histogram with several observations per request (per-token inter-token latency) is
-// scaled down to the color's request count when known (effective sample size).
+// Observations are not independent: each color's count is divided by the design effect of
+// the pods (DesignEffect over HistogramSample.Groups; the stable color's, see designEffect),
+// and a histogram with several observations per request (per-token inter-token latency) is
+// then capped at the color's request count.
 //
 // The test compares whole distributions: a candidate slower only in its tail, with its bulk
 // unchanged, stays Inconclusive (never promoted, never rolled back on this metric) until the
 // counts show it.
-func JudgeHistogram(m v1alpha1.AnalysisMetric, cand, stable HistogramSample, minSamples int32, at time.Time) v1alpha1.MetricResult {
+func JudgeHistogram(m v1alpha1.AnalysisMetric, cand, stable HistogramSample, minSamples int32, look Look, at time.Time) v1alpha1.MetricResult {
 	res := v1alpha1.MetricResult{Name: m.Name, At: metav1.NewTime(at)}
 	q := 0.95
 	if m.Histogram != nil && m.Histogram.Percentile > 0 && m.Histogram.Percentile < 100 {
@@ -124,18 +129,49 @@ func JudgeHistogram(m v1alpha1.AnalysisMetric, cand, stable HistogramSample, min
 	}
 	ratio := m.MaxRatioToStable.AsApproximateFloat64()
 	bound := ratio * sq
+	deff := designEffect(cand, stable)
+	z, nc, ns := RankTest(cand.Histogram, stable.Histogram, ratio, effectiveAt(cand, deff), effectiveAt(stable, deff))
 	n := counts(cand, &stable)
+	if deff > 1 {
+		n += fmt.Sprintf("; %s and %s effective at a design effect of %s", format(nc), format(ns), format(deff))
+	}
+	if nc < minObservations || ns < minObservations {
+		return verdict(v1alpha1.VerdictInconclusive, fmt.Sprintf("%s %s vs %s (%sx stable %s) on too few observations to judge (%s)", m.Name, format(cq), format(bound), format(ratio), format(sq), n))
+	}
+	if zf := FailZ(look); z >= zf {
+		return verdict(v1alpha1.VerdictFail, fmt.Sprintf("%s %s > %s (%sx stable %s): slower than %sx stable (z %.2f >= %.2f, the threshold of look %d of step %d; %s)", m.Name, format(cq), format(bound), format(ratio), format(sq), format(ratio), z, zf, max(look.Index, 1), max(look.Step, 1), n))
+	}
 	if !above(cq, bound) {
 		return verdict(v1alpha1.VerdictPass, fmt.Sprintf("%s %s <= %s (%sx stable %s; %s)", m.Name, format(cq), format(bound), format(ratio), format(sq), n))
 	}
-	z, nc, ns := RankTest(cand.Histogram, stable.Histogram, ratio, effective(cand), effective(stable))
-	if nc < minObservations || ns < minObservations {
-		return verdict(v1alpha1.VerdictInconclusive, fmt.Sprintf("%s %s > %s (%sx stable %s) on too few observations to judge (%s)", m.Name, format(cq), format(bound), format(ratio), format(sq), n))
+	return verdict(v1alpha1.VerdictInconclusive, fmt.Sprintf("%s %s > %s (%sx stable %s) but not significant (z %.2f < %.2f; %s)", m.Name, format(cq), format(bound), format(ratio), format(sq), z, FailZ(look), n))
+}
+
+// designEffect is the variance inflation the rank test applies to both colors, at least 1: the
+// stable color's, whose pods (all of its Ready pods, each carrying what a candidate pod
+// carries, see the rollout's parityCap) show how clustered one pod's observations are more
+// reliably than the candidate's one to three pods at the first steps; the candidate's when the
+// stable color shows none.
+func designEffect(cand, stable HistogramSample) float64 {
+	if e, ok := DesignEffect(stable.Groups); ok {
+		return max(e, 1)
 	}
-	if z >= zFail {
-		return verdict(v1alpha1.VerdictFail, fmt.Sprintf("%s %s > %s (%sx stable %s): slower than %sx stable with 99%% confidence (z %.2f; %s)", m.Name, format(cq), format(bound), format(ratio), format(sq), format(ratio), z, n))
+	if e, ok := DesignEffect(cand.Groups); ok {
+		return max(e, 1)
 	}
-	return verdict(v1alpha1.VerdictInconclusive, fmt.Sprintf("%s %s > %s (%sx stable %s) but not significant at 99%% (z %.2f; %s)", m.Name, format(cq), format(bound), format(ratio), format(sq), z, n))
+	return 1
+}
+
+// effectiveAt is the observations the rank test counts for a color at a design effect: its
+// histogram's total divided by the design effect, at most its request count when known (an
+// inter-token latency histogram's design effect, read from token observations, already holds
+// the correlation of one request's tokens).
+func effectiveAt(s HistogramSample, deff float64) float64 {
+	n := s.Histogram.Total() / deff
+	if s.Requests.Status == metrics.OK && s.Requests.Value >= 0 && s.Requests.Value < n {
+		n = s.Requests.Value
+	}
+	return n
 }
 
 // quantileOf reads a color's q-quantile, or says why it cannot.

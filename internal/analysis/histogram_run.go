@@ -3,6 +3,7 @@ package analysis
 import (
 	"context"
 	"fmt"
+	"sort"
 	"sync"
 	"time"
 
@@ -99,14 +100,40 @@ func fetchHistogram(ctx context.Context, q metrics.Querier, query string, at tim
 	if err != nil {
 		return HistogramSample{Err: fmt.Errorf("bucket query: %w", err)}
 	}
-	return HistogramSample{Histogram: h}
+	return HistogramSample{Histogram: h, Groups: podGroups(series)}
+}
+
+// podGroups splits a bucket query's series by their pod label (a query grouped by pod and le,
+// as the presets' are) into one histogram per pod; nil when the series have no pod label.
+func podGroups(series []metrics.Series) []metrics.Histogram {
+	byPod := map[string][]metrics.Series{}
+	for _, s := range series {
+		if pod, ok := s.Labels["pod"]; ok {
+			byPod[pod] = append(byPod[pod], s)
+		}
+	}
+	if len(byPod) == 0 {
+		return nil
+	}
+	pods := make([]string, 0, len(byPod))
+	for p := range byPod {
+		pods = append(pods, p)
+	}
+	sort.Strings(pods)
+	var out []metrics.Histogram
+	for _, p := range pods {
+		if h, err := metrics.ParseBuckets(byPod[p]); err == nil && len(h) > 0 {
+			out = append(out, h)
+		}
+	}
+	return out
 }
 
 // judge judges each histogram metric with the colors' request counts.
-func (p *histogramPlan) judge(d histogramData, candRequests, stableRequests metrics.Sample, minSamples int32, at time.Time) {
+func (p *histogramPlan) judge(d histogramData, candRequests, stableRequests metrics.Sample, minSamples int32, look Look, at time.Time) {
 	for i, m := range p.metrics {
 		c, s := d.cand[i], d.stable[i]
 		c.Requests, s.Requests = candRequests, stableRequests
-		p.results[m.Name] = JudgeHistogram(m, c, s, minSamples, at)
+		p.results[m.Name] = JudgeHistogram(m, c, s, minSamples, look, at)
 	}
 }

@@ -68,15 +68,15 @@ func TestJudgeHistogram(t *testing.T) {
 			wantValue: "0.7083", wantBound: "<= 0.85 (1.2x stable 0.7083)",
 		},
 		{
-			name:   "fails a clearly slower candidate with 99% confidence",
+			name:   "fails a clearly slower candidate at the first look's threshold",
 			metric: histogramMetric(), cand: sampleOf(slower), stable: sampleOf(typical), minSamples: 20,
-			want: v1alpha1.VerdictFail, wantMessage: "slower than 1.2x stable with 99% confidence",
+			want: v1alpha1.VerdictFail, wantMessage: "slower than 1.2x stable (z 7.",
 			wantValue: "1.75",
 		},
 		{
 			name:   "is inconclusive when a few requests put the p95 above the bound without significance",
 			metric: histogramMetric(), cand: sampleOf(hist(6, 8, 4, 0, 1, 1)), stable: sampleOf(hist(6, 8, 5, 1, 0, 0)), minSamples: 20,
-			want: v1alpha1.VerdictInconclusive, wantMessage: "but not significant at 99%",
+			want: v1alpha1.VerdictInconclusive, wantMessage: "but not significant (z -0.48 < 2.81",
 		},
 		{
 			name:   "is inconclusive below minSamples",
@@ -121,7 +121,7 @@ func TestJudgeHistogram(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			r := JudgeHistogram(tc.metric, tc.cand, tc.stable, tc.minSamples, now)
+			r := JudgeHistogram(tc.metric, tc.cand, tc.stable, tc.minSamples, Look{}, now)
 			if r.Verdict != tc.want {
 				t.Errorf("verdict = %s, want %s (%s)", r.Verdict, tc.want, r.Message)
 			}
@@ -161,7 +161,7 @@ func TestRankTest(t *testing.T) {
 		},
 		{
 			name: "is large for a clearly slower candidate", cand: hist(0, 10, 30, 30, 20, 10), stable: typical, ratio: 1.2, nc: 100, ns: 100,
-			check: func(z float64) bool { return z > zFail }, want: "above the 99% quantile",
+			check: func(z float64) bool { return z > FailZ(Look{}) }, want: "above the first look's threshold",
 		},
 		{
 			name: "is NaN without observations", cand: hist(), stable: typical, ratio: 1.2, nc: 0, ns: 100,

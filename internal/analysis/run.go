@@ -3,6 +3,7 @@ package analysis
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -42,6 +43,9 @@ type Target struct {
 	// shipped to it must not wait forever on inconclusive relative bounds. A metric with only
 	// a relative bound then passes.
 	AbsoluteOnly bool
+	// Look is which measurement of the rollout this is (rollout.MeasureLook): the rank test's
+	// failure threshold rises with the looks (FailZ).
+	Look Look
 	// Route is the ModelServer's HTTPRoute name as the gateway names it, and GatewayNamespace
 	// the namespace label of the gateway's own series (see metrics.Vars).
 	Route, GatewayNamespace string
@@ -122,7 +126,8 @@ func Run(ctx context.Context, q metrics.Querier, spec v1alpha1.AnalysisSpec, t T
 		return nil, err
 	}
 	stableSampleIdx := none
-	if len(hists.metrics) > 0 && sampleTmpl != "" && t.Stable.Pods != "" {
+	proportions := slices.ContainsFunc(ms, isProportion)
+	if (len(hists.metrics) > 0 || proportions) && sampleTmpl != "" && t.Stable.Pods != "" {
 		// The histogram test caps each color's observations at its request count.
 		query, err := metrics.Render(sampleTmpl, stableVars)
 		if err != nil {
@@ -162,17 +167,27 @@ func Run(ctx context.Context, q metrics.Querier, spec v1alpha1.AnalysisSpec, t T
 		return got[i]
 	}
 	samples := sample(sampleIdx, "no sample query")
-	hists.judge(<-vectors, samples, sample(stableSampleIdx, "no sample query"), minSamples, at)
+	hists.judge(<-vectors, samples, sample(stableSampleIdx, "no sample query"), minSamples, t.Look, at)
 	results := make([]v1alpha1.MetricResult, len(ms))
 	for i, m := range ms {
 		if r, ok := hists.results[m.Name]; ok {
 			results[i] = r
 			continue
 		}
+		if isProportion(m) {
+			results[i] = JudgeProportion(m, got[plans[i].cand], sample(plans[i].stable, "no stable color to compare with"), samples, sample(stableSampleIdx, "no sample query"), minSamples, t.Look, at)
+			continue
+		}
 		results[i] = Judge(m, got[plans[i].cand], sample(plans[i].stable, "no stable color to compare with"), samples, minSamples, at)
 	}
 	sort.Slice(results, func(i, j int) bool { return results[i].Name < results[j].Name })
 	return results, nil
+}
+
+// isProportion: the metric is a share of requests judged relative to the stable color as a
+// proportion (the vllm preset's abort-ratio, or a metric of that name).
+func isProportion(m v1alpha1.AnalysisMetric) bool {
+	return m.Name == metrics.MetricAbortRatio && m.MaxRatioToStable != nil && m.Histogram == nil
 }
 
 // absoluteOnly returns the metrics without their relative bounds (see Target.AbsoluteOnly).

@@ -109,6 +109,7 @@ var target = Target{
 func healthyVLLM() *fakeQuerier {
 	return &fakeQuerier{rules: []rule{
 		{contains: []string{"request_success_total", "abort"}, sample: ok(0.01)},
+		{contains: []string{"request_success_total", `finished_reason="error"`}, sample: ok(0.01)},
 		{contains: []string{"sum(increase(vllm:request_success_total", candidatePods}, sample: ok(500)},
 		{contains: []string{"sum(increase(vllm:request_success_total", stablePods}, sample: ok(4500)},
 		latency(0.3, "time_to_first_token", candidatePods),
@@ -147,10 +148,11 @@ func TestRunRendersCandidateAndStableQueries(t *testing.T) {
 		}
 		return n
 	}
-	// 2 sample queries (candidate, and stable for the histogram test's sample sizes) + 4
-	// candidate queries + 3 stable queries (the relative latencies, as bucket queries).
-	if len(queries) != 9 {
-		t.Fatalf("%d queries, want 9:\n%s", len(queries), strings.Join(queries, "\n"))
+	// 2 sample queries (candidate, and stable for the histogram test's sample sizes) + 5
+	// candidate queries + 4 stable queries (the relative latencies, as bucket queries, and the
+	// abort ratio).
+	if len(queries) != 11 {
+		t.Fatalf("%d queries, want 11:\n%s", len(queries), strings.Join(queries, "\n"))
 	}
 	for _, latency := range []string{"time_to_first_token", "inter_token_latency", "e2e_request_latency"} {
 		if n := count(latency, `namespace="ml",pod=~"`+candidatePods+`"`); n != 1 {
@@ -160,17 +162,20 @@ func TestRunRendersCandidateAndStableQueries(t *testing.T) {
 			t.Errorf("%s: %d stable queries, want 1", latency, n)
 		}
 	}
-	if n := count("abort", stablePods); n != 0 {
+	if n := count(`finished_reason="error"`, stablePods); n != 0 {
 		t.Errorf("the error ratio has an absolute bound but was queried for stable %d times", n)
 	}
-	if n := count("sum(increase(vllm:request_success_total", candidatePods); n != 2 {
-		t.Errorf("%d candidate request counts (sample query and error ratio), want 2", n)
+	if n := count(`finished_reason="abort"`, stablePods); n != 1 {
+		t.Errorf("the abort ratio is relative to stable but was queried for stable %d times", n)
 	}
-	if n := count("sum(increase(vllm:request_success_total", stablePods); n != 1 {
-		t.Errorf("samples counted on stable %d times, want 1", n)
+	if n := count("sum(increase(vllm:request_success_total", candidatePods); n != 3 {
+		t.Errorf("%d candidate request counts (sample query, error and abort ratios), want 3", n)
+	}
+	if n := count("sum(increase(vllm:request_success_total", stablePods); n != 2 {
+		t.Errorf("samples counted on stable %d times, want 2 (sample query, abort ratio)", n)
 	}
 	for _, latency := range []string{"time_to_first_token", "inter_token_latency", "e2e_request_latency"} {
-		if n := count(latency, "sum by (le) (increase("); n != 2 {
+		if n := count(latency, "sum by (pod, le) (increase("); n != 2 {
 			t.Errorf("%s: %d bucket queries, want 2 (the latencies are judged from their histograms)", latency, n)
 		}
 	}
@@ -200,7 +205,7 @@ func TestRunJudgesEachMetric(t *testing.T) {
 			name:  "passes a healthy candidate on every metric",
 			setup: func(*fakeQuerier) {},
 			want: map[string]v1alpha1.Verdict{
-				"e2e-p95": v1alpha1.VerdictPass, "error-ratio": v1alpha1.VerdictPass,
+				"abort-ratio": v1alpha1.VerdictPass, "e2e-p95": v1alpha1.VerdictPass, "error-ratio": v1alpha1.VerdictPass,
 				"itl-p95": v1alpha1.VerdictPass, "ttft-p95": v1alpha1.VerdictPass,
 			},
 		},
@@ -210,12 +215,12 @@ func TestRunJudgesEachMetric(t *testing.T) {
 				f.rules = append([]rule{latency(0.82, "time_to_first_token", candidatePods)}, f.rules...)
 			},
 			want: map[string]v1alpha1.Verdict{
-				"e2e-p95": v1alpha1.VerdictPass, "error-ratio": v1alpha1.VerdictPass,
+				"abort-ratio": v1alpha1.VerdictPass, "e2e-p95": v1alpha1.VerdictPass, "error-ratio": v1alpha1.VerdictPass,
 				"itl-p95": v1alpha1.VerdictPass, "ttft-p95": v1alpha1.VerdictFail,
 			},
 			check: func(t *testing.T, rs []v1alpha1.MetricResult) {
 				r := rs[slices.IndexFunc(rs, func(r v1alpha1.MetricResult) bool { return r.Name == "ttft-p95" })]
-				if r.Message != "ttft-p95 0.82 > 0.42 (1.2x stable 0.35): slower than 1.2x stable with 99% confidence (z 13.35; samples: candidate 500, stable 500)" {
+				if r.Message != "ttft-p95 0.82 > 0.42 (1.2x stable 0.35): slower than 1.2x stable (z 13.35 >= 2.81, the threshold of look 1 of step 1; samples: candidate 500, stable 500)" {
 					t.Errorf("message = %q", r.Message)
 				}
 			},
@@ -226,7 +231,7 @@ func TestRunJudgesEachMetric(t *testing.T) {
 				f.rules = append([]rule{{contains: []string{"sum(increase(vllm:request_success_total{namespace=\"ml\",pod=~\"" + candidatePods + "\"}[2m]))"}, sample: ok(12)}}, f.rules...)
 			},
 			want: map[string]v1alpha1.Verdict{
-				"e2e-p95": v1alpha1.VerdictInconclusive, "error-ratio": v1alpha1.VerdictInconclusive,
+				"abort-ratio": v1alpha1.VerdictInconclusive, "e2e-p95": v1alpha1.VerdictInconclusive, "error-ratio": v1alpha1.VerdictInconclusive,
 				"itl-p95": v1alpha1.VerdictInconclusive, "ttft-p95": v1alpha1.VerdictInconclusive,
 			},
 			check: func(t *testing.T, rs []v1alpha1.MetricResult) {
@@ -243,7 +248,7 @@ func TestRunJudgesEachMetric(t *testing.T) {
 				f.rules = []rule{{sample: failed("prometheus unreachable: connection refused")}}
 			},
 			want: map[string]v1alpha1.Verdict{
-				"e2e-p95": v1alpha1.VerdictInconclusive, "error-ratio": v1alpha1.VerdictInconclusive,
+				"abort-ratio": v1alpha1.VerdictInconclusive, "e2e-p95": v1alpha1.VerdictInconclusive, "error-ratio": v1alpha1.VerdictInconclusive,
 				"itl-p95": v1alpha1.VerdictInconclusive, "ttft-p95": v1alpha1.VerdictInconclusive,
 			},
 		},
@@ -253,7 +258,7 @@ func TestRunJudgesEachMetric(t *testing.T) {
 				f.rules = append([]rule{{contains: []string{"e2e_request_latency", stablePods}, sample: noData("no data")}}, f.rules...)
 			},
 			want: map[string]v1alpha1.Verdict{
-				"e2e-p95": v1alpha1.VerdictInconclusive, "error-ratio": v1alpha1.VerdictPass,
+				"abort-ratio": v1alpha1.VerdictPass, "e2e-p95": v1alpha1.VerdictInconclusive, "error-ratio": v1alpha1.VerdictPass,
 				"itl-p95": v1alpha1.VerdictPass, "ttft-p95": v1alpha1.VerdictPass,
 			},
 		},
@@ -400,8 +405,8 @@ func TestRunWithoutStableColor(t *testing.T) {
 	if got["error-ratio"] != v1alpha1.VerdictPass {
 		t.Errorf("error-ratio: %s, want Pass (absolute bound)", got["error-ratio"])
 	}
-	if len(f.recorded()) != 5 {
-		t.Errorf("%d queries, want 5 (no stable queries)", len(f.recorded()))
+	if len(f.recorded()) != 6 {
+		t.Errorf("%d queries, want 6 (no stable queries)", len(f.recorded()))
 	}
 }
 

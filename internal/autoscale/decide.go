@@ -45,7 +45,24 @@ func Decide(in Input, now time.Time) Output {
 
 	// 1. Proposals, on the targets learnt from the replicas beyond capacity where the spec asks.
 	st.LearnedCapacities = s.learn(in, prev.LearnedCapacities, now)
+	var slo sloState
+	var sloKnown bool
+	if s.hasSLO {
+		if slo, sloKnown = learnSLO(s.slo, in, in.Previous, now); sloKnown {
+			st.LearnedCapacities = append(st.LearnedCapacities, slo.status())
+		}
+	}
 	props, best, missing := s.propose(in, cur, st.LearnedCapacities)
+	if s.hasSLO {
+		p, ok := s.proposeSLO(in, cur, slo, sloKnown)
+		props = append(props, p)
+		switch {
+		case !ok:
+			missing = append(missing, MetricSLO+": "+p.Message)
+		case best < 0 || *p.Replicas > *props[best].Replicas:
+			best = len(props) - 1
+		}
+	}
 	st.Proposals = props
 	recs := append([]v1alpha1.Recommendation(nil), prev.Recommendations...)
 	rec, recorded := cur, false
@@ -198,6 +215,15 @@ func (s settings) cause(props []v1alpha1.Proposal, best int, cur, desired int32,
 	switch {
 	case cur > s.max || cur < s.min:
 		why = fmt.Sprintf("outside bounds [%d, %d]", s.min, s.max)
+	case best >= len(s.metrics):
+		p := props[best]
+		why = fmt.Sprintf("%s: token work %s", p.Metric, p.Value)
+		if p.Target != "" {
+			why += fmt.Sprintf(" (target %s per replica)", p.Target)
+		}
+		if p.Message != "" && p.Message != "within tolerance" {
+			why += ", " + p.Message
+		}
 	case best >= 0:
 		p := props[best]
 		k, tgt := target(s.metrics[best])

@@ -48,6 +48,8 @@ type settings struct {
 	projectionHorizon time.Duration
 	metrics           []v1alpha1.AutoscalingMetric
 	names             []string
+	slo               sloSpec
+	hasSLO            bool
 	up, down          rules
 }
 
@@ -62,7 +64,8 @@ func resolve(spec v1alpha1.AutoscalingSpec) settings {
 	}
 	s.projectionHorizon = max(spec.ProjectionHorizon.Duration, 0)
 	s.metrics = spec.Metrics
-	if len(s.metrics) == 0 {
+	s.slo, s.hasSLO = resolveSLO(spec.SLO)
+	if len(s.metrics) == 0 && !s.hasSLO {
 		s.metrics = []v1alpha1.AutoscalingMetric{{GPUUtilization: &v1alpha1.GPUUtilizationMetric{Target: DefaultGPUUtilizationTarget}}}
 	}
 	s.names = MetricNames(s.metrics)

@@ -10,7 +10,20 @@ import (
 	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 
 	"github.com/modelship/modelship/internal/metrics"
+	"github.com/modelship/modelship/internal/window"
 )
+
+// ServingWindow is the window of the ModelServer-wide serving queries the autoscaler runs (the
+// p95 latencies capacity learning and an SLO read, the SLO's token work, a prometheus metric's
+// {{.Window}}) for an evaluation interval (spec.autoscaling.interval) and a scrape interval,
+// derived as the analysis window is (window.Of): the interval, but at least
+// window.ScrapesPerWindow scrape intervals. At Prometheus's default 60s scrape interval a 1m
+// window holds one sample per series, every rate over it is empty, and learning from latency
+// would silently never happen; the window is then 4m. At the default 15s interval and a 15s
+// scrape, the last minute.
+func ServingWindow(interval, scrapeInterval time.Duration) time.Duration {
+	return window.Of(interval, scrapeInterval)
+}
 
 // Observations of the custom metrics, built by the controller from what it fetched (the hook
 // for spec metrics the snapshot does not cover). Name them with MetricNames.

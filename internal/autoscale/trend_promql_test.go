@@ -1,6 +1,7 @@
 package autoscale
 
 import (
+	"cmp"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -31,6 +32,8 @@ type promCase struct {
 	expr   string
 	at     string
 	want   *float64
+	// interval is the series' sample interval (the scrape interval); 15s when empty.
+	interval string
 }
 
 func num(v float64) *float64 { return &v }
@@ -58,7 +61,7 @@ func runPromtool(t *testing.T, cases []promCase) {
 				Interval string     `json:"interval"`
 				Input    []input    `json:"input_series"`
 				Exprs    []exprTest `json:"promql_expr_test"`
-			}{Interval: "15s", Exprs: []exprTest{{Expr: c.expr, EvalTime: c.at, ExpSamples: []sample{}}}}
+			}{Interval: cmp.Or(c.interval, "15s"), Exprs: []exprTest{{Expr: c.expr, EvalTime: c.at, ExpSamples: []sample{}}}}
 			for s, v := range c.series {
 				test.Input = append(test.Input, input{Series: s, Values: v})
 			}

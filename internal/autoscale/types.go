@@ -114,9 +114,16 @@ type Input struct {
 	// another one is forgotten. Empty: unknown, what was learnt is kept.
 	Revision string
 	// TTFTP95 and ITLP95 are the p95 time to first token and inter-token latency of the Ready
-	// pods over the last minute, in seconds, for capacity learning with a latency SLO (the
-	// controller queries them only then).
+	// pods over the serving window (ServingWindow), in seconds, for capacity learning with a
+	// latency SLO and for spec.autoscaling.slo (the controller queries them only then).
 	TTFTP95, ITLP95 Observation
+	// Load is the token work of the Ready pods (metrics.TokenWork: prompt and generated tokens
+	// per second over the serving window, in replicas' worth of a nominal replica), with its
+	// trend when spec.autoscaling.projectionHorizon is set, for spec.autoscaling.slo.
+	Load Observation
+	// ServingWindow is the window of the latencies and the load (ServingWindow of the scrape
+	// interval): the slo learns once per window. 0 means one minute.
+	ServingWindow time.Duration
 	// Previous is the last status (nil on the first pass). Its recommendations and events carry
 	// the stabilization windows and rate limits across passes and restarts.
 	Previous *v1alpha1.AutoscalingStatus

@@ -166,6 +166,17 @@ func badSpecs() []badSpec {
 			autoscaleOn(ms).Metrics = []v1alpha1.AutoscalingMetric{{Prometheus: &v1alpha1.PrometheusMetric{Query: "x", Target: resource.MustParse("1"),
 				LearnCapacity: &v1alpha1.CapacityLearning{InterTokenLatencyP95: ptr.To(text("0s"))}}}}
 		}, want: []string{"spec.autoscaling.metrics[*].prometheus.learnCapacity.interTokenLatencyP95 must be a duration above 0s"}},
+		{name: "an SLO stating no latency", mutate: func(ms *v1alpha1.ModelServer) { autoscaleOn(ms).SLO = &v1alpha1.LatencySLO{} },
+			want: []string{"spec.autoscaling.slo must set ttftP95, itlP95 or both"}},
+		{name: "an SLO TTFT in words", mutate: func(ms *v1alpha1.ModelServer) {
+			autoscaleOn(ms).SLO = &v1alpha1.LatencySLO{TTFTP95: ptr.To(text("2 seconds"))}
+		}, want: []string{notADuration("spec.autoscaling.slo.ttftP95", "2 seconds")}},
+		{name: "an SLO TTFT of zero", mutate: func(ms *v1alpha1.ModelServer) {
+			autoscaleOn(ms).SLO = &v1alpha1.LatencySLO{TTFTP95: ptr.To(text("0s"))}
+		}, want: []string{"spec.autoscaling.slo.ttftP95 must be a duration from 10ms to 10m"}},
+		{name: "an SLO ITL of an hour", mutate: func(ms *v1alpha1.ModelServer) {
+			autoscaleOn(ms).SLO = &v1alpha1.LatencySLO{ITLP95: ptr.To(dur("1h"))}
+		}, want: []string{"spec.autoscaling.slo.itlP95 must be a duration from 1ms to 10m"}},
 		{name: "a learnt-capacity share over 100%", mutate: func(ms *v1alpha1.ModelServer) {
 			autoscaleOn(ms).Metrics = []v1alpha1.AutoscalingMetric{{Prometheus: &v1alpha1.PrometheusMetric{Query: "x", Target: resource.MustParse("1"),
 				LearnCapacity: &v1alpha1.CapacityLearning{TargetPercentOfCapacity: ptr.To(int32(120))}}}}
@@ -839,6 +850,14 @@ func goodSpecs() []badSpec {
 					"learnCapacity": map[string]any{"targetPercentOfCapacity": 90, "timeToFirstTokenP95": "2s", "interTokenLatencyP95": "100ms", "saturatedAtRequestsWaiting": 2}}},
 				map[string]any{"prometheus": map[string]any{"query": "sum(y)", "target": 3, "learnCapacity": map[string]any{}}},
 			}}
+			delete(spec, "replicas")
+		}},
+		{name: "an SLO with both latencies and no metrics", raw: func(spec map[string]any) {
+			spec["autoscaling"] = map[string]any{"maxReplicas": 30, "minReplicas": 2, "projectionHorizon": "3m", "slo": map[string]any{"ttftP95": "2s", "itlP95": "100ms"}}
+			delete(spec, "replicas")
+		}},
+		{name: "an SLO TTFT only beside a metric", raw: func(spec map[string]any) {
+			spec["autoscaling"] = map[string]any{"maxReplicas": 8, "slo": map[string]any{"ttftP95": "500ms"}, "metrics": []any{map[string]any{"gpuUtilization": map[string]any{"target": 80}}}}
 			delete(spec, "replicas")
 		}},
 		{name: "a tolerance just under 1 and a KV-cache target as a number", raw: func(spec map[string]any) {

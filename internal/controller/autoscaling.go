@@ -106,6 +106,10 @@ func (r *ModelServerReconciler) autoscale(ctx context.Context, ms *v1alpha1.Mode
 	}
 
 	ttft, itl := r.latencySLOs(ctx, ms, now)
+	load := autoscale.Observation{Metric: autoscale.MetricSLO, Status: metrics.NoData, Message: "no slo"}
+	if spec.SLO != nil {
+		load = r.tokenWork(ctx, ms, now)
+	}
 
 	var revision string
 	if ms.Status.Stable != nil {
@@ -120,7 +124,7 @@ func (r *ModelServerReconciler) autoscale(ctx context.Context, ms *v1alpha1.Mode
 	}
 	out := autoscale.Decide(autoscale.Input{
 		Spec: spec, Current: current, Ready: int32(len(readyKeys)), Starting: starting,
-		Observations: observations, RequestsWaiting: waiting, TTFTP95: ttft, ITLP95: itl, Revision: revision, BothColorsReady: len(readyOf) > 1, Previous: ms.Status.Autoscaling, Capacity: fit, PodsFor: need,
+		Observations: observations, RequestsWaiting: waiting, TTFTP95: ttft, ITLP95: itl, Load: load, ServingWindow: servingWindow(ms), Revision: revision, BothColorsReady: len(readyOf) > 1, Previous: ms.Status.Autoscaling, Capacity: fit, PodsFor: need,
 	}, now)
 	return &out, nil
 }
@@ -156,17 +160,47 @@ func hasObservation(obs []autoscale.Observation, name string) bool {
 }
 
 // bothColors are the template keys of a query about the whole ModelServer (both colors' pods
-// and pools, over the last minute).
+// and pools, over the autoscaler's serving window: its interval, at least four scrape
+// intervals of spec.rollout.analysis.scrapeInterval, which defaultSpec fills from the
+// controller's --prometheus-scrape-interval).
 func bothColors(ms *v1alpha1.ModelServer) metrics.Vars {
 	return metrics.Vars{
 		Namespace: ms.Namespace, Name: ms.Name, Pods: "(?:" + metrics.PodRegex(ms.DeploymentName(v1alpha1.Blue)) + "|" + metrics.PodRegex(ms.DeploymentName(v1alpha1.Green)) + ")",
 		Pool:   "(?:" + regexp.QuoteMeta(ms.PoolName(v1alpha1.Blue)) + "|" + regexp.QuoteMeta(ms.PoolName(v1alpha1.Green)) + ")",
-		Window: metrics.PromDuration(time.Minute),
+		Window: metrics.PromDuration(servingWindow(ms)),
 	}
 }
 
+// servingWindow is the window of the autoscaler's ModelServer-wide queries: its interval, at
+// least four of spec.rollout.analysis.scrapeInterval (autoscale.ServingWindow).
+func servingWindow(ms *v1alpha1.ModelServer) time.Duration {
+	var interval, scrape time.Duration
+	if a := ms.Spec.Autoscaling; a != nil {
+		interval = a.Interval.Duration
+	}
+	if interval <= 0 {
+		interval = autoscale.DefaultInterval
+	}
+	if si := ms.Spec.Rollout.Analysis.ScrapeInterval; si != nil {
+		scrape = si.Duration
+	}
+	return autoscale.ServingWindow(interval, scrape)
+}
+
+// tokenWork is the token work of the ModelServer's pods over the serving window, for
+// spec.autoscaling.slo (SGLang's token counters with the sglang analysis preset, else vLLM's),
+// with its trend when spec.autoscaling.projectionHorizon is set.
+func (r *ModelServerReconciler) tokenWork(ctx context.Context, ms *v1alpha1.ModelServer, now time.Time) autoscale.Observation {
+	tmpl := metrics.VLLMTokenWork
+	if ms.Spec.Rollout.Analysis.Preset == v1alpha1.AnalysisPresetSGLang {
+		tmpl = metrics.SGLangTokenWork
+	}
+	return r.customMetric(ctx, ms, autoscale.MetricSLO, tmpl, now)
+}
+
 // latencySLOs returns the p95 time to first token and inter-token latency of the ModelServer's
-// pods over the last minute, each queried only when a learnCapacity metric sets its SLO (from
+// pods over the serving window (see bothColors), each queried only when spec.autoscaling.slo or
+// a learnCapacity metric sets its SLO (from
 // SGLang's histograms with the sglang analysis preset, else vLLM's).
 func (r *ModelServerReconciler) latencySLOs(ctx context.Context, ms *v1alpha1.ModelServer, now time.Time) (ttft, itl autoscale.Observation) {
 	ttft = autoscale.Observation{Status: metrics.NoData, Message: "no latency SLO"}
@@ -175,6 +209,9 @@ func (r *ModelServerReconciler) latencySLOs(ctx context.Context, ms *v1alpha1.Mo
 		return ttft, itl
 	}
 	var wantTTFT, wantITL bool
+	if slo := ms.Spec.Autoscaling.SLO; slo != nil {
+		wantTTFT, wantITL = slo.TTFTP95 != nil, slo.ITLP95 != nil
+	}
 	for _, m := range ms.Spec.Autoscaling.Metrics {
 		if m.Prometheus != nil && m.Prometheus.LearnCapacity != nil {
 			wantTTFT = wantTTFT || m.Prometheus.LearnCapacity.TimeToFirstTokenP95 != nil

@@ -674,17 +674,19 @@ func TestDuringARolloutTheAutoscaledTotalSizesBothColors(t *testing.T) {
 		return proposal(a, "70", "70", 2)
 	})
 
-	// A new image starts a rollout: green is sized for its first weight, 50% of 2.
+	// A new image starts a rollout: green is sized to carry its first weight, 50% of 2, at a
+	// stable pod's load: as many pods as blue (the node has room).
 	updateMS(t, ms, func(got *v1alpha1.ModelServer) {
 		got.Spec.Template.Spec.Containers[0].Image = "vllm/vllm-openai:v0.11.0"
 	})
-	waitReplicas(t, ns, "split-green", 1)
+	waitReplicas(t, ns, "split-green", 2)
 	if n := deploymentReplicas(t, ns, "split-blue"); n != 2 {
 		t.Fatalf("stable at %d replicas during the rollout, want 2", n)
 	}
 
 	// The stable pods get busy: the total goes to 3. Stable keeps the whole total (it must be
-	// able to take all traffic back), the candidate is sized for 50% of it.
+	// able to take all traffic back), the candidate is sized to carry 50% of it at a stable
+	// pod's load.
 	load.setValue(95)
 	eventually(t, 30*time.Second, "total 3 split over both colors", func() error {
 		got := getMS(t, ms)
@@ -695,13 +697,13 @@ func TestDuringARolloutTheAutoscaledTotalSizesBothColors(t *testing.T) {
 		if a.DesiredReplicas != 3 || a.LastScaleReason != "2 -> 3: gpuUtilization 95 > target 70" {
 			return fmt.Errorf("desired %d reason %q; %s", a.DesiredReplicas, a.LastScaleReason, describe(got))
 		}
-		if s, c := got.Status.Stable, got.Status.Candidate; s == nil || c == nil || s.Color != v1alpha1.Blue || s.Replicas != 3 || c.Color != v1alpha1.Green || c.Replicas != 2 {
+		if s, c := got.Status.Stable, got.Status.Candidate; s == nil || c == nil || s.Color != v1alpha1.Blue || s.Replicas != 3 || c.Color != v1alpha1.Green || c.Replicas != 3 {
 			return fmt.Errorf("stable %+v candidate %+v", s, c)
 		}
 		return nil
 	})
 	waitReplicas(t, ns, "split-blue", 3)
-	waitReplicas(t, ns, "split-green", 2)
+	waitReplicas(t, ns, "split-green", 3)
 }
 
 func TestDuringARolloutTheGPUCapCountsTheCandidatePods(t *testing.T) {
@@ -727,12 +729,14 @@ func TestDuringARolloutTheGPUCapCountsTheCandidatePods(t *testing.T) {
 	updateMS(t, ms, func(got *v1alpha1.ModelServer) {
 		got.Spec.Template.Spec.Containers[0].Image = "vllm/vllm-openai:v0.11.0"
 	})
-	waitReplicas(t, ns, "tight-green", 1)
-	// The candidate's pod is on the node, loading its model: 3 of the 4 GPUs are taken.
-	startPods(t, ms, v1alpha1.Green, 1, node)
+	// The candidate is sized to carry 50% at a stable pod's load: 2 pods, which fit beside the
+	// stable color's 2 on the node's 4 GPUs.
+	waitReplicas(t, ns, "tight-green", 2)
+	// The candidate's pods are on the node, loading their model: the 4 GPUs are taken.
+	startPods(t, ms, v1alpha1.Green, 2, node)
 
-	// A total of 3 would run 3 stable and ceil(50% of 3) = 2 candidate pods: 5 GPUs, one more
-	// than the node has. The total stays at 2 and the cap says so.
+	// A total of 3 would run 3 stable pods beside candidate pods for 50% of 3: more GPUs than
+	// the node has, none free. The total stays at 2 and the cap says so.
 	load.setValue(95)
 	eventually(t, 30*time.Second, "capped at 2", func() error {
 		got := getMS(t, ms)
@@ -744,11 +748,11 @@ func TestDuringARolloutTheGPUCapCountsTheCandidatePods(t *testing.T) {
 			return err
 		}
 		return conditionIs(got, v1alpha1.ConditionScalingLimited, metav1.ConditionTrue, v1alpha1.ReasonGPUCapacityLimited,
-			"capped at 2 replicas", "needs 2 GPUs for 2 more replicas, 1 free on matching nodes")
+			"capped at 2 replicas", "needs 2 GPUs for 2 more replicas, 0 free on matching nodes")
 	})
 	holds(t, 4*scaleInterval, ms, 2, func(*v1alpha1.ModelServer) error {
-		if n := deploymentReplicas(t, ns, "tight-green"); n != 1 {
-			return fmt.Errorf("candidate at %d replicas, want 1", n)
+		if n := deploymentReplicas(t, ns, "tight-green"); n != 2 {
+			return fmt.Errorf("candidate at %d replicas, want 2", n)
 		}
 		return nil
 	})

@@ -77,6 +77,9 @@ func manualRollout(t *testing.T, r *ModelServerReconciler, ms *v1alpha1.ModelSer
 		pass(t, r, ms)
 		got := getMS(t, ms)
 		if c := got.Status.Candidate; c != nil && got.Status.Rollout.Step == want {
+			// At its step the candidate is sized to carry the next one at a stable pod's load
+			// (as many pods as the stable color at 50%): they come up too.
+			markReady(t, ms.Namespace, ms.DeploymentName(v1alpha1.Green))
 			return c.Revision
 		}
 		if _, err := getDeployment(ms.Namespace, ms.DeploymentName(v1alpha1.Green)); err == nil {

@@ -79,7 +79,7 @@ func vllmAnswers(name string, byColor map[v1alpha1.Color]latencies) func(string)
 			return promAnswer{noData: true}
 		}
 		answer := func(p95 float64) promAnswer {
-			if !strings.Contains(q, "sum by (le)") {
+			if !strings.Contains(q, "le) (") { // sum by (le) or sum by (pod, le): a bucket query
 				return promAnswer{value: p95}
 			}
 			// A bucket query: 500 requests spread evenly up to p95/0.95, so that the p95 read

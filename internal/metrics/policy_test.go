@@ -176,8 +176,10 @@ func TestPresetQueriesAreNamespaced(t *testing.T) {
 			t.Errorf("%s sample query: %v", preset, err)
 		}
 	}
-	// The latency SLOs of learnCapacity run on the ModelServer's behalf too.
-	for name, q := range map[string]string{"VLLMTTFTP95": VLLMTTFTP95, "VLLMITLP95": VLLMITLP95, "SGLangTTFTP95": SGLangTTFTP95, "SGLangITLP95": SGLangITLP95} {
+	// The latency SLOs of learnCapacity and spec.autoscaling.slo, and the SLO's token work, run
+	// on the ModelServer's behalf too.
+	for name, q := range map[string]string{"VLLMTTFTP95": VLLMTTFTP95, "VLLMITLP95": VLLMITLP95, "SGLangTTFTP95": SGLangTTFTP95, "SGLangITLP95": SGLangITLP95,
+		"VLLMTokenWork": VLLMTokenWork, "SGLangTokenWork": SGLangTokenWork} {
 		if err := QueryPolicyNamespaced.CheckQuery(q, varsOf("ml", "llama")...); err != nil {
 			t.Errorf("%s: %v", name, err)
 		}

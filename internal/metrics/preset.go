@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"fmt"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -41,15 +42,16 @@ func sampleCount(engineTotal string) string {
 	return `max(label_replace(` + httpTotal + `, "source", "http", "", "") or label_replace(` + engineTotal + `, "source", "engine", "", ""))`
 }
 
-// buckets is the bucket counts over the window of the first histogram of the list a pod
-// serves (later names are older names of the same histogram: `or` keeps the left side where
+// buckets is the bucket counts over the window, per pod (the analysis sums them, and estimates
+// from the pods' differences how clustered the observations are), of the first histogram of
+// the list a pod serves (later names are older names of the same histogram: `or` keeps the left side where
 // both exist, since increase drops the metric name and their label sets are then equal).
 func buckets(histograms ...string) string {
 	incs := make([]string, len(histograms))
 	for i, h := range histograms {
 		incs[i] = `increase(` + h + `_bucket{` + podSelector + `}[{{.Window}}])`
 	}
-	return `sum by (le) (` + strings.Join(incs, " or ") + `)`
+	return `sum by (pod, le) (` + strings.Join(incs, " or ") + `)`
 }
 
 // p95 is the p95 over the window of the histograms named (their _bucket series), the first
@@ -91,12 +93,18 @@ var (
 
 	// VLLMErrorRatio is the share of failed requests, 0..1: the worse of the API server's 5xx
 	// ratio (http_requests_total, where exported) and the engine's, the requests vLLM finished
-	// with finished_reason "error" (engine failures, reported so by vLLM after v0.11.0) or
-	// "abort" (engine failures before that, and clients that gave up) over all finished
-	// requests (vllm:request_success_total). See errorRatio.
+	// with finished_reason "error" (engine failures, reported so by vLLM after v0.11.0) over
+	// all finished requests (vllm:request_success_total). See errorRatio. Requests finished
+	// with "abort" (clients that gave up, and engine failures before v0.11.0) are
+	// VLLMAbortRatio's, judged relative to the stable color: a chat workload whose users stop
+	// generations aborts as much on either color.
 	VLLMErrorRatio = errorRatio(
-		`sum(increase(vllm:request_success_total{`+podSelector+`,finished_reason=~"abort|error"}[{{.Window}}]))`,
+		`sum(increase(vllm:request_success_total{`+podSelector+`,finished_reason="error"}[{{.Window}}]))`,
 		vllmFinished)
+
+	// VLLMAbortRatio is the share of requests vLLM finished with finished_reason "abort" over
+	// all finished requests, 0..1 (0 without an abort; NoData without a request).
+	VLLMAbortRatio = `(sum(increase(vllm:request_success_total{` + podSelector + `,finished_reason="abort"}[{{.Window}}])) or vector(0)) / ` + vllmFinished
 
 	// VLLMSampleQuery counts the requests a color served over the window (the larger of the
 	// API server's and the engine's count); a measurement with fewer than
@@ -146,7 +154,13 @@ const (
 	MetricITLP95     = "itl-p95"
 	MetricE2EP95     = "e2e-p95"
 	MetricErrorRatio = "error-ratio"
+	// MetricAbortRatio is the vllm preset's share of aborted requests, judged relative to the
+	// stable color as a proportion (analysis.JudgeProportion).
+	MetricAbortRatio = "abort-ratio"
 )
+
+// abortRatioMilli is the abort ratio's bound relative to the stable color's: 1.5x.
+const abortRatioMilli = 1500
 
 // The presets' bounds: each latency p95 at most 1.2x the stable color's, the error ratio
 // at most 5%.
@@ -173,13 +187,15 @@ func LatencyP95(name, query, buckets string, maxRatio *resource.Quantity) v1alph
 // names have neither metrics nor a sample query.
 //
 // vllm and sglang: ttft-p95, itl-p95 and e2e-p95 each at most 1.2x stable (maxRatioToStable),
-// and error-ratio at most 0.05 (max); the sample query is VLLMSampleQuery or SGLangSampleQuery.
+// and error-ratio at most 0.05 (max); vllm also abort-ratio, at most 1.5x stable's (judged as a
+// proportion: analysis.JudgeProportion). The sample query is VLLMSampleQuery or
+// SGLangSampleQuery.
 func Preset(name v1alpha1.AnalysisPreset) (metrics []v1alpha1.AnalysisMetric, sampleQuery string) {
 	switch name {
 	case v1alpha1.AnalysisPresetVLLM, "":
 		return servingPreset(servingMetrics{
 			ttft: VLLMTTFTP95, ttftBuckets: VLLMTTFTBuckets, itl: VLLMITLP95, itlBuckets: VLLMITLBuckets,
-			e2e: VLLME2EP95, e2eBuckets: VLLME2EBuckets, errorRatio: VLLMErrorRatio,
+			e2e: VLLME2EP95, e2eBuckets: VLLME2EBuckets, errorRatio: VLLMErrorRatio, abortRatio: VLLMAbortRatio,
 		}), VLLMSampleQuery
 	case v1alpha1.AnalysisPresetSGLang:
 		return servingPreset(servingMetrics{
@@ -195,6 +211,8 @@ func Preset(name v1alpha1.AnalysisPreset) (metrics []v1alpha1.AnalysisMetric, sa
 // its bucket counts (judged), and the error ratio.
 type servingMetrics struct {
 	ttft, ttftBuckets, itl, itlBuckets, e2e, e2eBuckets, errorRatio string
+	// abortRatio, when set, is judged relative to the stable color (MetricAbortRatio).
+	abortRatio string
 }
 
 // servingPreset is the four metrics of a serving preset with their bounds.
@@ -203,12 +221,17 @@ func servingPreset(q servingMetrics) []v1alpha1.AnalysisMetric {
 		return resource.NewMilliQuantity(vllmLatencyRatioMilli, resource.DecimalSI)
 	}
 	maxErr := resource.NewMilliQuantity(vllmMaxErrorRatioMilli, resource.DecimalSI)
-	return []v1alpha1.AnalysisMetric{
+	ms := []v1alpha1.AnalysisMetric{
 		LatencyP95(MetricTTFTP95, q.ttft, q.ttftBuckets, ratio()),
 		LatencyP95(MetricITLP95, q.itl, q.itlBuckets, ratio()),
 		LatencyP95(MetricE2EP95, q.e2e, q.e2eBuckets, ratio()),
 		{Name: MetricErrorRatio, Query: q.errorRatio, Max: maxErr},
 	}
+	if q.abortRatio != "" {
+		ms = append(ms, v1alpha1.AnalysisMetric{Name: MetricAbortRatio, Query: q.abortRatio,
+			MaxRatioToStable: resource.NewMilliQuantity(abortRatioMilli, resource.DecimalSI)})
+	}
+	return ms
 }
 
 // EffectiveMetrics merges a spec's preset and gateway metrics (GatewayMetrics) with its
@@ -236,3 +259,37 @@ func EffectiveMetrics(spec v1alpha1.AnalysisSpec) ([]v1alpha1.AnalysisMetric, st
 	}
 	return metrics, sampleQuery
 }
+
+// Token work: the load an autoscaling SLO (spec.autoscaling.slo) learns a replica's capacity
+// in, the prompt tokens over WorkPromptTokensPerSecond plus the generated tokens over
+// WorkGeneratedTokensPerSecond per second, summed over the pods: replicas' worth of time of a
+// nominal replica (an 8B model on one H100). The rates only weigh prompt against generated
+// tokens; the capacity in these units is learnt, so a slower or faster GPU, a larger model or
+// another engine needs no other constant.
+const (
+	// WorkPromptTokensPerSecond is the prompt tokens per second of a nominal replica.
+	WorkPromptTokensPerSecond = 16000
+	// WorkGeneratedTokensPerSecond is the generated tokens per second of a nominal replica.
+	WorkGeneratedTokensPerSecond = 3000
+)
+
+// TokenWork is the token work of promptTPS prompt and generatedTPS generated tokens per second.
+func TokenWork(promptTPS, generatedTPS float64) float64 {
+	return promptTPS/WorkPromptTokensPerSecond + generatedTPS/WorkGeneratedTokensPerSecond
+}
+
+// tokenWork is TokenWork in PromQL over counters of prompt and generated tokens. A pod that
+// served nothing in the window counts 0; no pod with the counters gives no data.
+func tokenWork(prompt, generated string) string {
+	return fmt.Sprintf(`sum(rate(%s{`+podSelector+`}[{{.Window}}]))/%d + sum(rate(%s{`+podSelector+`}[{{.Window}}]))/%d`,
+		prompt, WorkPromptTokensPerSecond, generated, WorkGeneratedTokensPerSecond)
+}
+
+var (
+	// VLLMTokenWork is the token work of vLLM's pods (vllm:prompt_tokens_total,
+	// vllm:generation_tokens_total).
+	VLLMTokenWork = tokenWork("vllm:prompt_tokens_total", "vllm:generation_tokens_total")
+	// SGLangTokenWork is the token work of SGLang's pods (sglang:prompt_tokens_total,
+	// sglang:generation_tokens_total).
+	SGLangTokenWork = tokenWork("sglang:prompt_tokens_total", "sglang:generation_tokens_total")
+)

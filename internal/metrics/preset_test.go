@@ -64,18 +64,21 @@ func TestServingPresets(t *testing.T) {
 		hist         histograms
 		engineErrors string // the engine's failed requests, as selected
 		engineTotal  string // the engine's finished requests
+		metrics      int    // how many metrics the preset has
 	}{
 		{
 			preset:       v1alpha1.AnalysisPresetVLLM,
 			hist:         histograms{"vllm:time_to_first_token_seconds", "vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds", "vllm:e2e_request_latency_seconds"},
-			engineErrors: `vllm:request_success_total{` + candidateSelector + `,finished_reason=~"abort|error"}[2m]`,
+			engineErrors: `vllm:request_success_total{` + candidateSelector + `,finished_reason="error"}[2m]`,
 			engineTotal:  `vllm:request_success_total{` + candidateSelector + `}[2m]`,
+			metrics:      5, // and abort-ratio, relative to stable
 		},
 		{
 			preset:       v1alpha1.AnalysisPresetSGLang,
 			hist:         histograms{"sglang:time_to_first_token_seconds", "sglang:inter_token_latency_seconds", "sglang:time_per_output_token_seconds", "sglang:e2e_request_latency_seconds"},
 			engineErrors: `sglang:num_aborted_requests_total{` + candidateSelector + `}[2m]`,
 			engineTotal:  `sglang:num_requests_total{` + candidateSelector + `}[2m]`,
+			metrics:      4,
 		},
 	}
 	wantBounds := map[string]struct{ max, ratio string }{
@@ -83,13 +86,14 @@ func TestServingPresets(t *testing.T) {
 		MetricITLP95:     {ratio: "1.2"},
 		MetricE2EP95:     {ratio: "1.2"},
 		MetricErrorRatio: {max: "0.05"},
+		MetricAbortRatio: {ratio: "1.5"},
 	}
 	httpErrors := `http_requests_total{` + candidateSelector + `,status=~"5.."}[2m]`
 	httpTotal := `http_requests_total{` + candidateSelector + `}[2m]`
 	for _, tc := range cases {
 		ms, sample := Preset(tc.preset)
-		if len(ms) != len(wantBounds) {
-			t.Fatalf("%s: %d metrics, want %d", tc.preset, len(ms), len(wantBounds))
+		if len(ms) != tc.metrics {
+			t.Fatalf("%s: %d metrics, want %d", tc.preset, len(ms), tc.metrics)
 		}
 		rendered := map[string]string{}
 		for _, m := range ms {
@@ -192,21 +196,21 @@ func TestEffectiveMetrics(t *testing.T) {
 		check      func(t *testing.T, ms []v1alpha1.AnalysisMetric)
 	}{
 		{
-			name:       "the vllm preset alone gives its four metrics and its sample query",
+			name:       "the vllm preset alone gives its five metrics and its sample query",
 			spec:       v1alpha1.AnalysisSpec{Preset: v1alpha1.AnalysisPresetVLLM},
-			wantNames:  []string{MetricTTFTP95, MetricITLP95, MetricE2EP95, MetricErrorRatio},
+			wantNames:  []string{MetricTTFTP95, MetricITLP95, MetricE2EP95, MetricErrorRatio, MetricAbortRatio},
 			wantSample: VLLMSampleQuery,
 		},
 		{
 			name:       "a user metric is added after the preset's",
 			spec:       v1alpha1.AnalysisSpec{Preset: v1alpha1.AnalysisPresetVLLM, Metrics: []v1alpha1.AnalysisMetric{custom}},
-			wantNames:  []string{MetricTTFTP95, MetricITLP95, MetricE2EP95, MetricErrorRatio, "success-rate"},
+			wantNames:  []string{MetricTTFTP95, MetricITLP95, MetricE2EP95, MetricErrorRatio, MetricAbortRatio, "success-rate"},
 			wantSample: VLLMSampleQuery,
 		},
 		{
 			name:       "a user metric with a preset metric's name replaces it in place",
 			spec:       v1alpha1.AnalysisSpec{Preset: v1alpha1.AnalysisPresetVLLM, Metrics: []v1alpha1.AnalysisMetric{tighterTTFT}},
-			wantNames:  []string{MetricTTFTP95, MetricITLP95, MetricE2EP95, MetricErrorRatio},
+			wantNames:  []string{MetricTTFTP95, MetricITLP95, MetricE2EP95, MetricErrorRatio, MetricAbortRatio},
 			wantSample: VLLMSampleQuery,
 			check: func(t *testing.T, ms []v1alpha1.AnalysisMetric) {
 				if ms[0].MaxRatioToStable != nil || !sameQuantity(ms[0].Max, "0.5") {
@@ -217,7 +221,7 @@ func TestEffectiveMetrics(t *testing.T) {
 		{
 			name:       "the user's sample query wins over the preset's",
 			spec:       v1alpha1.AnalysisSpec{Preset: v1alpha1.AnalysisPresetVLLM, SampleQuery: "sum(my_requests)"},
-			wantNames:  []string{MetricTTFTP95, MetricITLP95, MetricE2EP95, MetricErrorRatio},
+			wantNames:  []string{MetricTTFTP95, MetricITLP95, MetricE2EP95, MetricErrorRatio, MetricAbortRatio},
 			wantSample: "sum(my_requests)",
 		},
 		{

@@ -25,7 +25,8 @@ func TestLoadMatching(t *testing.T) {
 		{"None sends the step's weight", v1alpha1.LoadMatchingNone, 6, 1, 6, 1, 10},
 		{"one candidate pod beside 6 stable pods gets a seventh of the traffic", v1alpha1.LoadMatchingStablePods, 6, 1, 6, 1, 14},
 		{"pods started early for the next step do not raise this one", v1alpha1.LoadMatchingStablePods, 6, 1, 6, 2, 14},
-		{"a step whose pods already carry more than a stable pod keeps its weight", v1alpha1.LoadMatchingStablePods, 6, 3, 6, 3, 50},
+		{"a step whose pods would carry more than a stable pod is held to their share", v1alpha1.LoadMatchingStablePods, 6, 3, 6, 3, 33},
+		{"without load matching too, a step is held to the share of serving pods", v1alpha1.LoadMatchingNone, 6, 3, 6, 3, 33},
 		{"a step that rounds to the stable pods' load keeps its weight", v1alpha1.LoadMatchingStablePods, 6, 2, 6, 2, 25},
 		{"never above the next step's weight", v1alpha1.LoadMatchingStablePods, 2, 1, 2, 1, 25},
 		{"never above what the candidate's Ready pods carry", v1alpha1.LoadMatchingStablePods, 6, 1, 4, 1, 16},
@@ -88,4 +89,54 @@ func TestLoadMatchingEventSaysTheRaisedWeight(t *testing.T) {
 		}
 	}
 	t.Errorf("no %s event in %+v", EventStepAdvanced, d.Events)
+}
+
+// TestWeightsFollowWarmPods: no candidate pod carries more than a stable pod. The weight
+// follows the candidate's warm (serving) pods down while pods load or are lost, and back up to
+// the step's weight as they warm; the candidate is sized to carry its next step at a stable
+// pod's load, so that the step's weight is reached once those pods are warm.
+func TestWeightsFollowWarmPods(t *testing.T) {
+	steps := withSteps(10, 25, 50, 100)
+	at50 := newModelServer(steps, withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 8), inRollout(revB, 3, t0.Add(-30*time.Second), 50)))
+	for _, tc := range []struct {
+		name       string
+		warm       int32 // of 8 Ready candidate pods
+		wantWeight int32
+	}{
+		{"all 8 warm: the step's 50%", 8, 50},
+		{"4 warm, 4 Ready but loading their model: their share, 4 of 12 serving pods", 4, 33},
+		{"1 warm: 1 of 9", 1, 11},
+		{"none warm: nothing", 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := []obsOption{deploy(blue, revA, 8, 8), deploy(green, revB, 8, 8)}
+			if tc.warm < 8 {
+				opts = append(opts, cold(green), warmPods(green, tc.warm))
+			}
+			d := Next(at50, newObs(revB, 8, opts...), t0)
+			if got := d.Weights[green]; got != tc.wantWeight {
+				t.Errorf("candidate weight %d, want %d", got, tc.wantWeight)
+			}
+			// Each candidate pod carries at most what a stable pod carries.
+			if tc.warm > 0 && int64(d.Weights[green])*8 > int64(d.Weights[blue])*int64(tc.warm) {
+				t.Errorf("weights %v: a candidate pod carries more than a stable pod", d.Weights)
+			}
+		})
+	}
+	// At 10% of 8 the candidate is sized for 25% at a stable pod's load: 3 pods (25/75 of 8),
+	// not need(8, 25%) = 2; at 25%, for 50%: 8.
+	for _, tc := range []struct {
+		step, weight, want int32
+	}{{1, 10, 3}, {2, 25, 8}} {
+		ms := newModelServer(steps, withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 8), inRollout(revB, tc.step, t0.Add(-30*time.Second), tc.weight)))
+		d := Next(ms, newObs(revB, 8, deploy(blue, revA, 8, 8), deploy(green, revB, 1, 1)), t0)
+		if got := d.Plans[green].Replicas; got != tc.want {
+			t.Errorf("at %d%%: candidate planned %d, want %d", tc.weight, got, tc.want)
+		}
+	}
+	// Where the cluster has no room for them, what fits beside the stable total.
+	ms := newModelServer(steps, withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 8), inRollout(revB, 2, t0.Add(-30*time.Second), 25)))
+	if got := Next(ms, newObs(revB, 8, deploy(blue, revA, 8, 8), deploy(green, revB, 4, 4), withCapacity(13)), t0).Plans[green].Replicas; got != 5 {
+		t.Errorf("with room for 13 pods: candidate planned %d for 50%%, want 5", got)
+	}
 }

@@ -29,13 +29,44 @@ func NextMeasureAt(ms *v1alpha1.ModelServer) (time.Time, bool) {
 	return nextMeasureAt(&ms.Status, policyOf(ms))
 }
 
-// judgedPhase: the phases in which a candidate holds traffic and is judged: moving, and held
-// by a person (paused, awaiting promotion), as Argo Rollouts' background analysis runs.
-func judgedPhase(p v1alpha1.Phase) bool {
-	return p == v1alpha1.PhaseProgressing || p == v1alpha1.PhasePaused || p == v1alpha1.PhaseAwaitingPromotion
+// MeasureWindow is the window the measurement taken at now reads: from when the step's window
+// opened (see windowOpens) to now, at least AnalysisWindow. Each measurement of a step reads
+// all of the step's requests since, so a step passes on its whole record, not on its luckiest
+// last minute, and the statistics grow with the step.
+//
+// Why the window opens after a settle time: Prometheus histograms count a request when it
+// finishes. A window opened at the weight switch holds requests that queued before it, at the
+// old weights (up to half of the first window in bursty traffic, measured); one that opens a
+// scrape interval later holds, on both colors, requests that arrived at the weights it judges.
+// A query cannot count by arrival; opening the window late is what real Prometheus allows.
+func MeasureWindow(ms *v1alpha1.ModelServer, now time.Time) time.Duration {
+	pol := policyOf(ms)
+	opens, ok := windowOpens(&ms.Status, pol)
+	if !ok {
+		return pol.window
+	}
+	return max(pol.window, now.Sub(opens)).Round(time.Second)
 }
 
-func nextMeasureAt(st *v1alpha1.ModelServerStatus, pol policy) (time.Time, bool) {
+// MeasureLook is which look at the current step the measurement taken at now is: the step
+// (1 the first) and the index of the measurement in it (1 for the first, once the window spans
+// a whole AnalysisWindow, then one more per analysis interval). The analysis raises its failure
+// threshold with both, so that the error budget holds over the whole rollout.
+func MeasureLook(ms *v1alpha1.ModelServer, now time.Time) (step, index int) {
+	pol := policyOf(ms)
+	opens, ok := windowOpens(&ms.Status, pol)
+	if !ok {
+		return 1, 1
+	}
+	extra := max(now.Sub(opens)-pol.window, 0)
+	return int(max(ms.Status.Rollout.Step, 1)), 1 + int(extra/pol.interval)
+}
+
+// windowOpens is when the current step's analysis window opens: the later of the step's start
+// and the instant the candidate was sized (its pods carry its weight at a stable pod's load),
+// plus, from the second step on, the settle time (one scrape interval). ok is false when no
+// rollout is being analysed.
+func windowOpens(st *v1alpha1.ModelServerStatus, pol policy) (time.Time, bool) {
 	if !judgedPhase(st.Phase) || st.Candidate == nil || st.Rollout.Step < 1 || st.Rollout.StepStartedAt == nil {
 		return time.Time{}, false
 	}
@@ -43,10 +74,27 @@ func nextMeasureAt(st *v1alpha1.ModelServerStatus, pol policy) (time.Time, bool)
 	if sized == nil {
 		return time.Time{}, false
 	}
-	earliest := st.Rollout.StepStartedAt.Time
-	if t := sized.Add(pol.window); t.After(earliest) {
-		earliest = t
+	opens := maxTime(st.Rollout.StepStartedAt.Time, sized.Time)
+	if st.Rollout.Step > 1 {
+		// At the first step the candidate had no traffic before the switch: nothing queued on
+		// it. (The stable color's backlog from carrying everything only makes it look slower.)
+		opens = opens.Add(pol.settle)
 	}
+	return opens, true
+}
+
+// judgedPhase: the phases in which a candidate holds traffic and is judged: moving, and held
+// by a person (paused, awaiting promotion), as Argo Rollouts' background analysis runs.
+func judgedPhase(p v1alpha1.Phase) bool {
+	return p == v1alpha1.PhaseProgressing || p == v1alpha1.PhasePaused || p == v1alpha1.PhaseAwaitingPromotion
+}
+
+func nextMeasureAt(st *v1alpha1.ModelServerStatus, pol policy) (time.Time, bool) {
+	opens, ok := windowOpens(st, pol)
+	if !ok {
+		return time.Time{}, false
+	}
+	earliest := opens.Add(pol.window)
 	if st.Rollout.LastMeasuredAt == nil || !st.Rollout.LastMeasuredAt.After(st.Rollout.StepStartedAt.Time) {
 		// None in this step (one taken at its start advanced to it: it judged the previous one).
 		return earliest, true

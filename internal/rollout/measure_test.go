@@ -8,6 +8,7 @@ import (
 )
 
 func TestMeasureDue(t *testing.T) {
+	fast := withScrapeInterval(15 * time.Second)
 	cases := []struct {
 		name   string
 		ms     *v1alpha1.ModelServer
@@ -15,20 +16,22 @@ func TestMeasureDue(t *testing.T) {
 		due    bool
 		nextAt time.Time // zero: no measurement planned
 	}{
-		{"is due at once in a step without a measurement yet", newModelServer(withStatus(stableOn(blue, revA, 2), inRollout(revB, 1, t0, 10))), t0, true, t0},
-		{"is due again an interval after the last measurement", newModelServer(withStatus(stableOn(blue, revA, 2), inRollout(revB, 1, t0, 10), measured(t0.Add(10*time.Second), pass))), t0.Add(40 * time.Second), true, t0.Add(40 * time.Second)},
-		{"is not due within the interval", newModelServer(withStatus(stableOn(blue, revA, 2), inRollout(revB, 1, t0, 10), measured(t0.Add(10*time.Second), pass))), t0.Add(39 * time.Second), false, t0.Add(40 * time.Second)},
-		{"follows spec.rollout.analysis.interval", newModelServer(withInterval(time.Minute), withStatus(stableOn(blue, revA, 2), inRollout(revB, 1, t0, 10), measured(t0.Add(time.Second), pass))), t0.Add(50 * time.Second), false, t0.Add(61 * time.Second)},
-		{"is due at once when the last measurement is the one that advanced to this step (taken at its start)", newModelServer(withStatus(stableOn(blue, revA, 2), inRollout(revB, 2, t0, 25), measured(t0, pass))), t0, true, t0},
-		{"is due when the last measurement belongs to an earlier step", newModelServer(withStatus(stableOn(blue, revA, 2), inRollout(revB, 2, t0, 25), measured(t0.Add(-time.Second), pass))), t0, true, t0},
-		{"is not due while the candidate grows to its planned size (its pods would carry more load than the stable's)", newModelServer(withStatus(stableOn(blue, revA, 2), inRollout(revB, 1, t0, 10), unsized())), t0.Add(time.Hour), false, time.Time{}},
-		{"is not due before a whole 4m window has passed since the candidate reached its planned size, at Prometheus's default 60s scrape interval", newModelServer(withStatus(stableOn(blue, revA, 2), inRollout(revB, 1, t0, 10), sizedAt(t0.Add(time.Minute)))), t0.Add(5*time.Minute - time.Second), false, t0.Add(5 * time.Minute)},
-		{"is due a whole 4m window after the candidate reached its planned size, at a 60s scrape interval", newModelServer(withScrapeInterval(time.Minute), withStatus(stableOn(blue, revA, 2), inRollout(revB, 1, t0, 10), sizedAt(t0.Add(time.Minute)))), t0.Add(5 * time.Minute), true, t0.Add(5 * time.Minute)},
-		{"waits for a window of four scrapes of spec.rollout.analysis.scrapeInterval after sizing", newModelServer(withScrapeInterval(15*time.Second), withStatus(stableOn(blue, revA, 2), inRollout(revB, 1, t0, 10), sizedAt(t0.Add(time.Minute)))), t0.Add(2 * time.Minute), true, t0.Add(2 * time.Minute)},
-		{"waits for the window even when the last measurement's interval has passed", newModelServer(withScrapeInterval(time.Minute), withStatus(stableOn(blue, revA, 2), inRollout(revB, 1, t0, 10), measured(t0.Add(10*time.Second), pass), sizedAt(t0.Add(time.Minute)))), t0.Add(4 * time.Minute), false, t0.Add(5 * time.Minute)},
+		// At a 15s scrape interval the window of a step after the first opens 15s after its
+		// start (the settle time) and is first read once it spans a whole 1m window: at t0+75s.
+		{"is due once the step's window, opened a scrape interval after the step's start, spans a whole window", newModelServer(fast, withStatus(stableOn(blue, revA, 2), inRollout(revB, 2, t0, 25))), t0.Add(75 * time.Second), true, t0.Add(75 * time.Second)},
+		{"is not due before", newModelServer(fast, withStatus(stableOn(blue, revA, 2), inRollout(revB, 2, t0, 25))), t0.Add(74 * time.Second), false, t0.Add(75 * time.Second)},
+		{"is due again an interval after the last measurement", newModelServer(fast, withStatus(stableOn(blue, revA, 2), inRollout(revB, 2, t0, 25), measured(t0.Add(80*time.Second), pass))), t0.Add(110 * time.Second), true, t0.Add(110 * time.Second)},
+		{"is not due within the interval", newModelServer(fast, withStatus(stableOn(blue, revA, 2), inRollout(revB, 2, t0, 25), measured(t0.Add(80*time.Second), pass))), t0.Add(109 * time.Second), false, t0.Add(110 * time.Second)},
+		{"follows spec.rollout.analysis.interval", newModelServer(fast, withInterval(2*time.Minute), withStatus(stableOn(blue, revA, 2), inRollout(revB, 2, t0, 25), measured(t0.Add(3*time.Minute), pass))), t0.Add(4 * time.Minute), false, t0.Add(5 * time.Minute)},
+		{"waits for the new step's window when the last measurement is the one that advanced to this step (taken at its start)", newModelServer(fast, withStatus(stableOn(blue, revA, 2), inRollout(revB, 2, t0, 25), measured(t0, pass))), t0, false, t0.Add(75 * time.Second)},
+		{"a measurement of an earlier step does not count", newModelServer(fast, withStatus(stableOn(blue, revA, 2), inRollout(revB, 2, t0, 25), measured(t0.Add(-time.Second), pass))), t0.Add(75 * time.Second), true, t0.Add(75 * time.Second)},
+		{"is not due while the candidate grows to its planned size (its pods would carry more load than the stable's)", newModelServer(withStatus(stableOn(blue, revA, 2), inRollout(revB, 2, t0, 25), unsized())), t0.Add(time.Hour), false, time.Time{}},
+		{"at Prometheus's default 60s scrape interval the window opens a minute after sizing and spans 4m", newModelServer(withStatus(stableOn(blue, revA, 2), inRollout(revB, 2, t0, 25), sizedAt(t0.Add(time.Minute)))), t0.Add(6*time.Minute - time.Second), false, t0.Add(6 * time.Minute)},
+		{"is due then", newModelServer(withScrapeInterval(time.Minute), withStatus(stableOn(blue, revA, 2), inRollout(revB, 2, t0, 25), sizedAt(t0.Add(time.Minute)))), t0.Add(6 * time.Minute), true, t0.Add(6 * time.Minute)},
+		{"waits for the window even when the last measurement's interval has passed", newModelServer(withScrapeInterval(time.Minute), withStatus(stableOn(blue, revA, 2), inRollout(revB, 2, t0, 25), measured(t0.Add(10*time.Second), pass), sizedAt(t0.Add(time.Minute)))), t0.Add(4 * time.Minute), false, t0.Add(6 * time.Minute)},
 		{"is not due while the candidate warms", newModelServer(withStatus(stableOn(blue, revA, 2), inRollout(revB, 0, t0, 0))), t0.Add(time.Hour), false, time.Time{}},
-		{"is due while paused: what holds traffic is judged", newModelServer(withPaused(true), withStatus(phase(v1alpha1.PhasePaused), stableOn(blue, revA, 2), inRollout(revB, 1, t0, 10))), t0.Add(time.Hour), true, t0},
-		{"is due while awaiting promotion", newModelServer(withStatus(phase(v1alpha1.PhaseAwaitingPromotion), stableOn(blue, revA, 2), inRollout(revB, 2, t0, 50))), t0.Add(time.Hour), true, t0},
+		{"is due while paused: what holds traffic is judged", newModelServer(fast, withPaused(true), withStatus(phase(v1alpha1.PhasePaused), stableOn(blue, revA, 2), inRollout(revB, 2, t0, 25))), t0.Add(time.Hour), true, t0.Add(75 * time.Second)},
+		{"is due while awaiting promotion", newModelServer(fast, withStatus(phase(v1alpha1.PhaseAwaitingPromotion), stableOn(blue, revA, 2), inRollout(revB, 2, t0, 50))), t0.Add(time.Hour), true, t0.Add(75 * time.Second)},
 		{"is not due while paused in the warm-up (no weight)", newModelServer(withPaused(true), withStatus(phase(v1alpha1.PhasePaused), stableOn(blue, revA, 2), inRollout(revB, 0, t0, 0))), t0.Add(time.Hour), false, time.Time{}},
 		{"is not due without a rollout", newModelServer(withStatus(phase(v1alpha1.PhaseHealthy), stableOn(blue, revA, 2))), t0, false, time.Time{}},
 		{"is not due after a rollback", newModelServer(withStatus(stableOn(blue, revA, 2), rolledBack(revB, v1alpha1.OutcomeRolledBack, "x"))), t0, false, time.Time{}},
@@ -43,6 +46,40 @@ func TestMeasureDue(t *testing.T) {
 				t.Errorf("NextMeasureAt = %v, %t, want %v", at, ok, tc.nextAt)
 			}
 		})
+	}
+}
+
+// TestTheWindowHoldsTheStepsRequestsSinceItOpened: each measurement of a step reads the step's
+// requests since its window opened (a scrape interval after the switch), so the statistics grow
+// with the step and a step passes on its whole record.
+func TestTheWindowHoldsTheStepsRequestsSinceItOpened(t *testing.T) {
+	ms := newModelServer(withScrapeInterval(15*time.Second), withStatus(stableOn(blue, revA, 2), inRollout(revB, 2, t0, 25)))
+	for _, tc := range []struct {
+		now  time.Time
+		want time.Duration
+	}{
+		{t0.Add(75 * time.Second), time.Minute},
+		{t0.Add(105 * time.Second), 90 * time.Second},
+		{t0.Add(10 * time.Minute), 585 * time.Second},
+		{t0.Add(30 * time.Second), time.Minute}, // never shorter than four scrapes
+	} {
+		if got := MeasureWindow(ms, tc.now); got != tc.want {
+			t.Errorf("window at %s = %s, want %s", tc.now.Sub(t0), got, tc.want)
+		}
+	}
+	// Sized after the step started: the window opens a scrape interval after the sizing.
+	late := newModelServer(withScrapeInterval(15*time.Second), withStatus(stableOn(blue, revA, 2), inRollout(revB, 2, t0, 25), sizedAt(t0.Add(time.Minute))))
+	if got := MeasureWindow(late, t0.Add(3*time.Minute)); got != 105*time.Second {
+		t.Errorf("window = %s, want 1m45s (from sizing + 15s)", got)
+	}
+	// The first step's window opens at its start: the candidate had no traffic before.
+	first := newModelServer(withScrapeInterval(15*time.Second), withStatus(stableOn(blue, revA, 2), inRollout(revB, 1, t0, 10)))
+	if at, _ := NextMeasureAt(first); !at.Equal(t0.Add(time.Minute)) {
+		t.Errorf("first step measured first at %s, want 1m after its start", at.Sub(t0))
+	}
+	// No rollout: the plain window.
+	if got := MeasureWindow(newModelServer(withStatus(phase(v1alpha1.PhaseHealthy), stableOn(blue, revA, 2))), t0); got != 4*time.Minute {
+		t.Errorf("window without a rollout = %s, want 4m", got)
 	}
 }
 
@@ -150,9 +187,11 @@ func TestTheCandidateIsSizedOnlyOnceItsPodsAreWarm(t *testing.T) {
 	if s := warm.Status.Candidate.SizedSince; s == nil || !s.Time.Equal(t0) {
 		t.Errorf("sized at %v with its 8 Ready pods warm, want %v", s, t0)
 	}
-	// Its 50% on the 4 of them that serve is twice the stable pods' load: not yet.
-	if s := Next(ms, newObs(revB, 8, deploy(blue, revA, 8, 8), deploy(green, revB, 8, 8), cold(green), warmPods(green, 4)), t0).Status.Candidate.SizedSince; s != nil {
-		t.Errorf("sized at %v with 4 of 8 pods serving 50%%, want unsized", s)
+	// Its 50% on the 4 of them that serve would be twice the stable pods' load: the weight is
+	// held to their share, 4 of 12 pods (33%), at which they carry what a stable pod carries.
+	half := Next(ms, newObs(revB, 8, deploy(blue, revA, 8, 8), deploy(green, revB, 8, 8), cold(green), warmPods(green, 4)), t0)
+	if w := half.Weights[green]; w != 33 {
+		t.Errorf("candidate weight %d with 4 of 8 pods serving at a 50%% step, want 33 (its share of serving pods)", w)
 	}
 	// At 10% (planned for 25%: 2 pods), the one pod that serves carries less than a stable pod.
 	ms10 := newModelServer(withSteps(10, 25, 50, 100), withStatus(stableOn(blue, revA, 8), inRollout(revB, 1, t0.Add(-time.Minute), 10), unsized()))

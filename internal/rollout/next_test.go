@@ -279,7 +279,7 @@ func TestNext(t *testing.T) {
 			now:  t0,
 			want: want{
 				phase: v1alpha1.PhaseProgressing, weights: w(90, 10), step: i32(1), events: []string{EventStepAdvanced},
-				plans: map[v1alpha1.Color]ColorPlan{blue: {Revision: revA, Replicas: 4}, green: {Revision: revB, Replicas: 2}},
+				plans: map[v1alpha1.Color]ColorPlan{blue: {Revision: revA, Replicas: 4}, green: {Revision: revB, Replicas: 4}},
 				conds: map[string]string{"Reconciling": "True/Analyzing"},
 				check: func(t *testing.T, d Decision) {
 					if !d.Status.Rollout.StepStartedAt.Time.Equal(t0) {
@@ -377,41 +377,41 @@ func TestNext(t *testing.T) {
 		{
 			name: "a step is held until its duration has elapsed even with passing analysis",
 			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 1, t0.Add(-time.Minute), 10), measured(t0.Add(-30*time.Second), pass))),
-			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 2, 2), measurement(t0, pass)),
+			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 4, 4), measurement(t0, pass)),
 			now:  t0,
-			want: want{phase: v1alpha1.PhaseProgressing, weights: w(90, 10), step: i32(1), requeue: dur(30 * time.Second)},
+			want: want{phase: v1alpha1.PhaseProgressing, weights: w(90, 10), step: i32(1), requeue: dur(time.Minute)}, // the step's window (opened 1m after its start) spans 4m then
 		},
 		{
 			name: "a step advances after its duration with a passing measurement taken in the step",
 			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 1, t0.Add(-2*time.Minute), 10), measured(t0.Add(-30*time.Second), pass))),
-			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 2, 2), measurement(t0, pass)),
+			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 4, 4), measurement(t0, pass)),
 			now:  t0,
 			want: want{
 				phase: v1alpha1.PhaseProgressing, weights: w(50, 50), step: i32(2), events: []string{EventStepAdvanced},
 				plans:   map[v1alpha1.Color]ColorPlan{blue: {Revision: revA, Replicas: 4}, green: {Revision: revB, Replicas: 4}},
-				requeue: dur(WarmupPollInterval), // the candidate grows to its next size before the step is measured
+				requeue: dur(2 * time.Minute), // the step's end; its window opens 1m after the switch and is first read 4m later
 			},
 		},
 		{
 			name: "a step does not advance on a passing measurement taken before the step started",
 			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 1, t0.Add(-2*time.Minute), 10), measured(t0.Add(-3*time.Minute), pass))),
-			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 2, 2)),
+			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 4, 4)),
 			now:  t0,
-			want: want{step: i32(1), weights: w(90, 10), requeue: dur(time.Second)},
+			want: want{step: i32(1), weights: w(90, 10), requeue: dur(2 * time.Minute)},
 		},
 		{
 			name: "a measurement without results (no metric configured) passes",
 			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 1, t0.Add(-2*time.Minute), 10))),
-			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 2, 2), emptyMeasurement(t0)),
+			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 4, 4), emptyMeasurement(t0)),
 			now:  t0,
 			want: want{step: i32(2), weights: w(50, 50)},
 		},
 		{
 			name: "a step does not advance until the candidate is Ready for the next weight, and polls meanwhile",
 			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 1, t0.Add(-2*time.Minute), 10))),
-			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 2, 1), measurement(t0, pass)),
+			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 4, 3), measurement(t0, pass)),
 			now:  t0,
-			want: want{step: i32(1), weights: w(90, 10), requeue: dur(WarmupPollInterval), plans: map[v1alpha1.Color]ColorPlan{blue: {Revision: revA, Replicas: 4}, green: {Revision: revB, Replicas: 2}}},
+			want: want{step: i32(1), weights: w(90, 10), requeue: dur(WarmupPollInterval), plans: map[v1alpha1.Color]ColorPlan{blue: {Revision: revA, Replicas: 4}, green: {Revision: revB, Replicas: 4}}},
 		},
 		{
 			name: "a candidate that cannot grow for its next weight is rolled back after the progress deadline",
@@ -423,10 +423,10 @@ func TestNext(t *testing.T) {
 		{
 			name: "a failed measurement within the failure limit holds the step and is counted",
 			ms:   newModelServer(steps, withFailureLimit(1), withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 1, t0.Add(-2*time.Minute), 10))),
-			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 2, 2), measurement(t0, pass, fail)),
+			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 4, 4), measurement(t0, pass, fail)),
 			now:  t0,
 			want: want{
-				phase: v1alpha1.PhaseProgressing, step: i32(1), weights: w(90, 10), events: []string{EventAnalysisFailed}, requeue: dur(30 * time.Second),
+				phase: v1alpha1.PhaseProgressing, step: i32(1), weights: w(90, 10), events: []string{EventAnalysisFailed}, requeue: dur(2 * time.Minute),
 				check: func(t *testing.T, d Decision) {
 					if d.Status.Rollout.Failures != 1 || !d.Status.Rollout.LastMeasuredAt.Time.Equal(t0) || len(d.Status.Rollout.Analysis) != 2 {
 						t.Errorf("failures %d lastMeasured %v analysis %d, want 1, now, 2", d.Status.Rollout.Failures, d.Status.Rollout.LastMeasuredAt, len(d.Status.Rollout.Analysis))
@@ -582,7 +582,7 @@ func TestNext(t *testing.T) {
 			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 4, 4), measurement(t0, pass)),
 			now:  t0,
 			want: want{
-				phase: v1alpha1.PhaseAwaitingPromotion, weights: w(50, 50), step: i32(2), events: []string{EventAwaitingPromotion}, requeue: dur(DefaultAnalysisInterval),
+				phase: v1alpha1.PhaseAwaitingPromotion, weights: w(50, 50), step: i32(2), events: []string{EventAwaitingPromotion}, requeue: dur(3 * time.Minute),
 				conds: map[string]string{"Reconciling": "False/AwaitingPromotion", "Progressing": "False/AwaitingPromotion", "Ready": "False/AwaitingPromotion", "Stalled": "False/Reconciled"},
 			},
 		},
@@ -633,16 +633,16 @@ func TestNext(t *testing.T) {
 		{
 			name: "a Promote request advances one step now, ignoring the step timer and analysis",
 			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 1, t0.Add(-time.Second), 10), measured(t0, fail), failures(1))),
-			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 2, 2), op(OpPromote)),
+			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 4, 4), op(OpPromote)),
 			now:  t0,
 			want: want{step: i32(2), weights: w(50, 50), keepOp: false},
 		},
 		{
 			name: "a Promote request waits, sized and kept, until the candidate is Ready for the next weight",
 			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 1, t0.Add(-time.Second), 10))),
-			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 2, 1), op(OpPromote)),
+			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 4, 3), op(OpPromote)),
 			now:  t0,
-			want: want{step: i32(1), weights: w(90, 10), keepOp: true, requeue: dur(WarmupPollInterval), plans: map[v1alpha1.Color]ColorPlan{blue: {Revision: revA, Replicas: 4}, green: {Revision: revB, Replicas: 2}}},
+			want: want{step: i32(1), weights: w(90, 10), keepOp: true, requeue: dur(WarmupPollInterval), plans: map[v1alpha1.Color]ColorPlan{blue: {Revision: revA, Replicas: 4}, green: {Revision: revB, Replicas: 4}}},
 		},
 		{
 			name: "a PromoteFull request promotes now from any step",
@@ -851,7 +851,7 @@ func TestNext(t *testing.T) {
 		{
 			name: "a paused rollout freezes weights and step, and keeps judging what holds traffic",
 			ms:   newModelServer(steps, withPaused(true), withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 1, t0.Add(-time.Hour), 10))),
-			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 2, 2), measurement(t0, pass, pass)),
+			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 4, 4), measurement(t0, pass, pass)),
 			now:  t0,
 			want: want{
 				phase: v1alpha1.PhasePaused, step: i32(1), weights: w(90, 10), events: []string{EventPaused}, noEvent: []string{EventStepAdvanced}, requeue: dur(DefaultAnalysisInterval),
@@ -887,10 +887,10 @@ func TestNext(t *testing.T) {
 		{
 			name: "resuming a paused rollout restarts the current step's timer",
 			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhasePaused), stableOn(blue, revA, 4), inRollout(revB, 1, t0.Add(-time.Hour), 10), measured(t0.Add(-time.Hour+time.Minute), pass))),
-			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 2, 2)),
+			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 4, 4)),
 			now:  t0,
 			want: want{
-				phase: v1alpha1.PhaseProgressing, step: i32(1), weights: w(90, 10), events: []string{EventResumed}, requeue: dur(time.Second),
+				phase: v1alpha1.PhaseProgressing, step: i32(1), weights: w(90, 10), events: []string{EventResumed}, requeue: dur(2 * time.Minute),
 				check: func(t *testing.T, d Decision) {
 					if !d.Status.Rollout.StepStartedAt.Time.Equal(t0) {
 						t.Errorf("StepStartedAt = %v, want now", d.Status.Rollout.StepStartedAt)
@@ -905,14 +905,14 @@ func TestNext(t *testing.T) {
 			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 4, 1)),
 			now:  t0,
 			want: want{
-				phase: v1alpha1.PhaseProgressing, step: i32(2), weights: w(75, 25), events: []string{EventCandidateUnready}, requeue: dur(WarmupPollInterval),
+				phase: v1alpha1.PhaseProgressing, step: i32(2), weights: w(80, 20), events: []string{EventCandidateUnready}, requeue: dur(WarmupPollInterval),
 				conds: map[string]string{"Reconciling": "True/CandidateUnready", "Progressing": "True/CandidateUnready", "Stalled": "False/Reconciled"},
 				check: func(t *testing.T, d Decision) {
 					if u := d.Status.Candidate.UnreadySince; u == nil || !u.Time.Equal(t0) {
 						t.Errorf("unreadySince = %v, want now", u)
 					}
-					if d.Status.Weights != (v1alpha1.Weights{Stable: 75, Candidate: 25}) {
-						t.Errorf("status weights %+v, want the capped 75/25", d.Status.Weights)
+					if d.Status.Weights != (v1alpha1.Weights{Stable: 80, Candidate: 20}) {
+						t.Errorf("status weights %+v, want 80/20: capped to the share of serving pods, 1 of 5", d.Status.Weights)
 					}
 				},
 			},
@@ -954,7 +954,7 @@ func TestNext(t *testing.T) {
 			name: "a candidate whose pods return gets its step's weight back and clears unreadySince",
 			ms: newModelServer(steps, withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 2, t0.Add(-5*time.Minute), 50),
 				unreadySince(t0.Add(-time.Minute)))),
-			obs: newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 4, 2)),
+			obs: newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 4, 4)),
 			now: t0,
 			want: want{
 				phase: v1alpha1.PhaseProgressing, weights: w(50, 50), conds: map[string]string{"Reconciling": "True/Analyzing"},
@@ -967,14 +967,14 @@ func TestNext(t *testing.T) {
 		},
 		{
 			name: "a Deployment whose status lags its spec (just scaled) keeps the last Ready count: no weight dip, no unready mark",
-			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 2, t0.Add(-30*time.Second), 50), candidateReady(2))),
+			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 2, t0.Add(-30*time.Second), 50), candidateReady(4))),
 			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 4, 0), stale(green)),
 			now:  t0,
 			want: want{
 				phase: v1alpha1.PhaseProgressing, weights: w(50, 50), noEvent: []string{EventCandidateUnready},
 				check: func(t *testing.T, d Decision) {
-					if c := d.Status.Candidate; c.UnreadySince != nil || c.ReadyReplicas != 2 {
-						t.Errorf("candidate %+v, want 2 Ready kept and no unreadySince", c)
+					if c := d.Status.Candidate; c.UnreadySince != nil || c.ReadyReplicas != 4 {
+						t.Errorf("candidate %+v, want 4 Ready kept and no unreadySince", c)
 					}
 				},
 			},
@@ -1140,7 +1140,7 @@ func TestNext(t *testing.T) {
 		{
 			name: "a route that a Gateway did not accept holds the step even after a passing measurement, and says why",
 			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 1, t0.Add(-2*time.Minute), 10), measured(t0.Add(-30*time.Second), pass))),
-			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 2, 2), measurement(t0, pass), routeRejected("NotAllowedByListeners")),
+			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 4, 4), measurement(t0, pass), routeRejected("NotAllowedByListeners")),
 			now:  t0,
 			want: want{
 				phase: v1alpha1.PhaseProgressing, step: i32(1), weights: w(90, 10), events: []string{EventRouteNotAccepted}, noEvent: []string{EventStepAdvanced},
@@ -1190,7 +1190,7 @@ func TestNext(t *testing.T) {
 		{
 			name: "a route no Gateway has answered yet (Unknown) does not hold the rollout",
 			ms:   newModelServer(steps, withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 1, t0.Add(-2*time.Minute), 10), measured(t0.Add(-30*time.Second), pass))),
-			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 2, 2), measurement(t0, pass), routeStatus("Unknown")),
+			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 4, 4), measurement(t0, pass), routeStatus("Unknown")),
 			now:  t0,
 			want: want{step: i32(2), weights: w(50, 50), events: []string{EventStepAdvanced}},
 		},
@@ -1198,7 +1198,7 @@ func TestNext(t *testing.T) {
 			name: "a route accepted again lets the held step advance",
 			ms: newModelServer(steps, withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 1, t0.Add(-2*time.Minute), 10), measured(t0.Add(-30*time.Second), pass),
 				condition("Progressing", "False", v1alpha1.ReasonRouteNotAccepted))),
-			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 2, 2), measurement(t0, pass), routeStatus("True")),
+			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 4, 4), measurement(t0, pass), routeStatus("True")),
 			now:  t0,
 			want: want{step: i32(2), weights: w(50, 50), events: []string{EventStepAdvanced}, noEvent: []string{EventRouteNotAccepted}},
 		},
@@ -1206,7 +1206,7 @@ func TestNext(t *testing.T) {
 			name: "a route still not accepted repeats no event",
 			ms: newModelServer(steps, withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 4), inRollout(revB, 1, t0.Add(-2*time.Minute), 10), measured(t0.Add(-30*time.Second), pass),
 				condition("Progressing", "False", v1alpha1.ReasonRouteNotAccepted))),
-			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 2, 2), measurement(t0, pass), routeRejected("x")),
+			obs:  newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 4, 4), measurement(t0, pass), routeRejected("x")),
 			now:  t0,
 			want: want{step: i32(1), conds: map[string]string{"Progressing": "False/RouteNotAccepted"}, noEvent: []string{EventRouteNotAccepted}},
 		},

@@ -45,6 +45,7 @@ type policy struct {
 	stepDuration         time.Duration
 	interval             time.Duration
 	window               time.Duration // the analysis window: see AnalysisWindow
+	settle               time.Duration // from a step's start to its window's opening: see MeasureWindow
 	scaleDownDelay       time.Duration
 	progressDeadline     time.Duration
 	inconclusiveRollback time.Duration // spec.rollout.inconclusive.rollbackAfter; 0: never
@@ -72,6 +73,7 @@ func policyOf(ms *v1alpha1.ModelServer) policy {
 		scrape = r.Analysis.ScrapeInterval.Duration
 	}
 	p.window = window.Of(p.interval, scrape)
+	p.settle = window.Settle(scrape)
 	if ra := r.Inconclusive.RollbackAfter; ra != nil && ra.Duration > 0 {
 		p.inconclusiveRollback = ra.Duration
 	}

@@ -182,7 +182,8 @@ func TestEditedStepsNeverMoveTheWeightBackwards(t *testing.T) {
 			ms := newModelServer(withSteps(tc.steps...), withStepDuration(time.Minute), at50)
 			ms.Status = d.Status
 			ms.Status.Rollout.StepStartedAt = mt(t0.Add(-time.Hour))
-			d = Next(ms, newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 4, 4), measurement(t0.Add(time.Second), pass)), t0.Add(time.Second))
+			// The candidate runs the pods that carry 75% at a stable pod's load (12 beside 4).
+			d = Next(ms, newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 12, 12), measurement(t0.Add(time.Second), pass)), t0.Add(time.Second))
 			got := d.Status.Weights.Candidate
 			if tc.next == 100 {
 				if d.Status.Phase != v1alpha1.PhaseHealthy {

@@ -458,7 +458,8 @@ func checkPass(ms *v1alpha1.ModelServer, pol policy, prev *v1alpha1.ModelServerS
 	}
 	if stepW > 0 && cw < stepW && st.Candidate.Revision == obs.Revision {
 		o.capped++
-		if st.Candidate.UnreadySince == nil {
+		// Held to its share of serving pods is not unready; below what its warm pods carry is.
+		if st.Candidate.UnreadySince == nil && cw < min(stepW, parityOf(st, prev, obs)) {
 			return fmt.Errorf("candidate capped at %d%% below its step %d%% without unreadySince", cw, stepW)
 		}
 	}
@@ -627,6 +628,26 @@ func stableServesNothingIn(prev, st *v1alpha1.ModelServerStatus, obs Observation
 	return meta.IsStatusConditionTrue(st.Conditions, v1alpha1.ConditionDegraded) || meta.IsStatusConditionTrue(prev.Conditions, v1alpha1.ConditionDegraded)
 }
 
+// parityOf is what the candidate's warm Ready pods carry, and at most their share of both
+// colors' serving pods (beside the stable color's Ready pods); 100 when stale.
+func parityOf(st v1alpha1.ModelServerStatus, prev *v1alpha1.ModelServerStatus, obs Observation) int32 {
+	c := st.Candidate
+	co, ok := obs.Colors[c.Color]
+	if !ok || co.Stale || !co.Exists || co.Revision != c.Revision {
+		return 100
+	}
+	warm := min(co.WarmPods, co.ReadyReplicas)
+	if co.Warm {
+		warm = co.ReadyReplicas
+	}
+	warmCarry := carries(obs.DesiredReplicas, warm)
+	so, ok := obs.Colors[st.Stable.Color]
+	if !ok || !so.Exists || so.Revision != st.Stable.Revision || so.Stale || so.ReadyReplicas <= 0 || stableServesNothingIn(prev, &st, obs) {
+		return warmCarry
+	}
+	return min(warmCarry, warm*100/(warm+so.ReadyReplicas))
+}
+
 func checkCarried(st v1alpha1.ModelServerStatus, prev *v1alpha1.ModelServerStatus, obs Observation, stepW int32) error {
 	c := st.Candidate
 	if c == nil {
@@ -656,12 +677,21 @@ func checkCarried(st v1alpha1.ModelServerStatus, prev *v1alpha1.ModelServerStatu
 			limit = min(limit, carries(total, co.Replicas-1))
 		}
 	}
+	// A live candidate holds at most its share of both colors' serving pods: its warm Ready
+	// pods beside the stable color's Ready pods (see parityCap).
+	parity := int32(100)
+	if !draining {
+		parity = parityOf(st, prev, obs)
+		if cw > parity {
+			return fmt.Errorf("candidate holds %d%%, more than its share %d%% of serving pods", cw, parity)
+		}
+	}
 	stableCarry := carries(total, readyOn(st.Stable.Color, st.Stable.Revision))
-	if 100-cw > stableCarry && cw < min(limit, candCarry) {
+	if 100-cw > stableCarry && cw < min(limit, candCarry, parity) {
 		return fmt.Errorf("stable holds %d%% beyond the %d%% its Ready pods carry while the candidate (limit %d%%, carries %d%%) holds only %d%%", 100-cw, stableCarry, limit, candCarry, cw)
 	}
-	if !draining && stepW > 0 && cw < min(stepW, candCarry) {
-		return fmt.Errorf("candidate holds %d%%, less than its step %d%% and its carry %d%%", cw, stepW, candCarry)
+	if !draining && stepW > 0 && cw < min(stepW, candCarry, parity) {
+		return fmt.Errorf("candidate holds %d%%, less than its step %d%%, its carry %d%% and its share of serving pods %d%%", cw, stepW, candCarry, parity)
 	}
 	return nil
 }

@@ -40,6 +40,9 @@ type simDeployment struct {
 	scheduled int32
 	ready     int32
 	warm      bool
+	// warmPods passed the warm-up check: the Ready pods of the last time all were warm (pods
+	// added since load their model), fewer as pods are lost.
+	warmPods int32
 }
 
 type sim struct {
@@ -79,6 +82,7 @@ func (s *sim) observe() Observation {
 	for c, d := range s.deps {
 		co := ColorObservation{Exists: true, Revision: d.rev, Image: "vllm:" + d.rev, Replicas: d.replicas,
 			ReadyReplicas: d.ready, AvailableReplicas: d.ready, UpdatedReplicas: d.replicas, Warm: d.warm}
+		co.WarmPods = min(d.warmPods, d.ready)
 		if d.warm {
 			co.WarmPods = d.ready
 		}
@@ -138,8 +142,12 @@ func (s *sim) apply(d Decision) {
 		dep.replicas = p.Replicas
 		dep.scheduled = min(dep.scheduled, dep.replicas)
 		dep.ready = min(dep.ready, dep.replicas)
+		dep.warmPods = min(dep.warmPods, dep.ready)
 		if dep.ready == 0 {
 			dep.warm = false
+		}
+		if dep.warm && dep.ready < dep.replicas {
+			dep.warm = false // pods added for the next step load their model
 		}
 	}
 	s.ms.Status = d.Status
@@ -167,10 +175,14 @@ func (s *sim) evolve(rng *rand.Rand) {
 		if d.ready > 0 && rng.IntN(50) == 0 {
 			d.ready-- // a pod crashed
 		}
+		d.warmPods = min(d.warmPods, d.ready)
 		if d.ready == 0 {
 			d.warm = false
 		} else if q != coldPods && rng.IntN(2) == 0 {
 			d.warm = true
+		}
+		if d.warm {
+			d.warmPods = d.ready
 		}
 	}
 }
@@ -205,7 +217,7 @@ func (s *sim) loseCandidatePods(crashLoop bool) bool {
 	if d == nil || d.rev != c.Revision || d.ready == 0 {
 		return false
 	}
-	d.ready, d.warm = 0, false
+	d.ready, d.warm, d.warmPods = 0, false, 0
 	if crashLoop {
 		s.quality[c.Revision] = broken
 	}
@@ -221,6 +233,9 @@ func (s *sim) evolveSteady() {
 			d.ready++
 		}
 		d.warm = d.ready > 0 && d.ready == d.replicas && q != coldPods && q != broken
+		if d.warm {
+			d.warmPods = d.ready
+		}
 	}
 }
 

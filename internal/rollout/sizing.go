@@ -99,12 +99,37 @@ func (m *machine) stableShare() int32 {
 // candidateNeed is how many Ready candidate pods the weight needs. In swap mode the promotion
 // needs only what fits beside the stable color's current share: the rest comes up on the new
 // stable color once the old one scales down.
+//
+// Below 100, where the cluster has room, it is also enough pods to carry the weight at no more
+// per pod than the stable color's total carries the rest (parityNeed): 3 of a total of 8 at 25%,
+// 8 at 50%, so that parityCap does not hold the weight below the step's. More candidate pods
+// also give the analysis more samples per step. Where the cluster holds fewer, what fits
+// beside the stable color's total (at least need); parityCap then holds the weight to the
+// candidate's share.
 func (m *machine) candidateNeed(weight int32) int32 {
 	n := need(m.total, weight)
 	if weight == 100 && m.swap(weight) {
 		n = max(1, min(n, m.obs.Capacity-m.stableShare()))
 	}
+	if weight < 100 && !m.swap(weight) {
+		// Never more than the stable color's total: a step above 50% is then held to 50%
+		// (see parityCap) until the promotion.
+		p := min(parityNeed(m.total, weight), m.total)
+		if m.obs.Capacity > 0 {
+			p = min(p, m.obs.Capacity-m.total)
+		}
+		n = max(n, p)
+	}
 	return n
+}
+
+// parityNeed is the fewest candidate pods that carry weight percent at no more per pod than
+// stable pods carry the rest: ceil(stable x weight / (100 - weight)).
+func parityNeed(stable, weight int32) int32 {
+	if weight >= 100 || stable <= 0 || weight <= 0 {
+		return 0
+	}
+	return int32((int64(stable)*int64(weight) + int64(100-weight) - 1) / int64(100-weight))
 }
 
 // planStableSwap shrinks the stable color in swap mode to what fits beside the candidate, but

@@ -29,18 +29,22 @@ func TestSwapModeWhenBothColorsDoNotFit(t *testing.T) {
 	}{
 		{
 			name: "with room for both colors the stable color keeps the whole total",
-			ms:   ms(1, 25), obs: newObs(revB, 12, deploy(blue, revA, 12, 12), deploy(green, revB, 6, 3), withCapacity(40)),
-			wantStable: 12, wantCand: 6, wantWeight: 25,
+			// The candidate is sized to carry the next 50% at a stable pod's load: 12 pods.
+			ms: ms(1, 25), obs: newObs(revB, 12, deploy(blue, revA, 12, 12), deploy(green, revB, 6, 4), withCapacity(40)),
+			wantStable: 12, wantCand: 12, wantWeight: 25,
 		},
 		{
 			name: "without room the stable color shrinks to what fits beside the candidate, never below its share",
 			ms:   ms(1, 25), obs: newObs(revB, 12, deploy(blue, revA, 12, 12), deploy(green, revB, 3, 3), withCapacity(16)),
-			wantStable: 10, wantCand: 6, wantWeight: 25,
+			// 3 candidate pods beside 12 stable ones carry 20% at a stable pod's load; 25% once the
+			// stable color has shrunk to its share.
+			wantStable: 10, wantCand: 6, wantWeight: 20,
 		},
 		{
 			name: "the weight moves once the candidate has what the next step needs in swap mode",
 			ms:   ms(1, 25), obs: newObs(revB, 12, deploy(blue, revA, 10, 10), deploy(green, revB, 6, 6), withCapacity(16)),
-			wantStable: 6, wantCand: 10, wantWeight: 50,
+			// At 50% the weight waits for the stable color to shrink: 6 beside 10 carry 37%.
+			wantStable: 6, wantCand: 10, wantWeight: 37,
 		},
 		{
 			name: "the promotion in swap mode needs only what fits beside the stable share and scales the old color down at once",
@@ -75,7 +79,7 @@ func TestSwapModeWhenBothColorsDoNotFit(t *testing.T) {
 			if tc.obs.Capacity > 0 && d.Plans[blue].Replicas+d.Plans[green].Replicas > tc.obs.Capacity {
 				t.Errorf("plans %v exceed the capacity %d", d.Plans, tc.obs.Capacity)
 			}
-			if share := need(12, 100-d.Weights[green]); d.Plans[blue].Replicas < share {
+			if share := need(12, 100-d.Status.Rollout.StepWeight); d.Plans[blue].Replicas < share {
 				t.Errorf("stable plan %d below its traffic share %d", d.Plans[blue].Replicas, share)
 			}
 		})

@@ -21,11 +21,13 @@ func (m *machine) carryOf(c *v1alpha1.ColorStatus) int32 {
 }
 
 // servedWeight is the candidate's route weight this pass: a live candidate's step weight
-// (raised by loadMatched) capped to what its Ready pods carry, or a rolled-back candidate's
-// drain.
+// (raised by loadMatched) capped to what its Ready pods carry, to what those that passed the
+// warm-up check carry, and to its share of both colors' serving pods (parityCap), or a
+// rolled-back candidate's drain.
 func (m *machine) servedWeight() int32 {
 	if m.candidateLive() {
-		w := min(m.loadMatched(m.candidateWeight()), m.carryOf(m.st.Candidate))
+		c := m.st.Candidate
+		w := min(m.loadMatched(m.candidateWeight()), m.carryOf(c), carries(m.total, m.warmServing(c)), m.parityCap())
 		if m.stableServesNothing() {
 			dead := m.warmCarryOf(m.st.Candidate)
 			if m.ms.Spec.Paused {
@@ -37,6 +39,47 @@ func (m *machine) servedWeight() int32 {
 		return w
 	}
 	return m.drain
+}
+
+// parityCap is the largest weight at which each of the candidate's warm, serving pods carries
+// no more than each of the stable color's serving pods: its share of both colors' serving
+// pods, floor(100 nc / (nc + ns)). A candidate pod that carries more than a stable pod queues
+// more, and its latencies are then judged against a lighter-loaded stable color (the cause of
+// false rollbacks on bursty traffic): the weight follows the warm pods, down when pods are lost
+// or still load the model, up to the step's weight as they warm. 100 (no cap) when the stable
+// color serves nothing (see stableServesNothing).
+func (m *machine) parityCap() int32 {
+	c, s := m.st.Candidate, m.st.Stable
+	ns := m.servingReady(s.Color, s.Revision)
+	if ns <= 0 {
+		return 100
+	}
+	nc := m.warmServing(c)
+	return int32(int64(nc) * 100 / int64(nc+ns))
+}
+
+// warmServing is how many of the candidate's pods serve: Ready and past the warm-up check (a
+// pod that is Ready while it still loads its model serves nothing), or the last pass's Ready
+// count while the Deployment's status is stale; never more than the ready endpoints of its
+// EndpointSlices, when it has any.
+func (m *machine) warmServing(c *v1alpha1.ColorStatus) int32 {
+	o, ok := m.colorObs(c.Color, c.Revision)
+	if !ok {
+		return 0
+	}
+	var n int32
+	switch {
+	case o.Stale:
+		n = m.lastReady(c.Color, c.Revision)
+	case o.Warm:
+		n = o.ReadyReplicas
+	default:
+		n = min(o.WarmPods, o.ReadyReplicas)
+	}
+	if o.EndpointsObserved {
+		n = min(n, o.ReadyEndpoints)
+	}
+	return n
 }
 
 // stableServesNothing: the stable color has no Ready pod of more than zero desired (it is
@@ -99,12 +142,12 @@ func (m *machine) loadMatched(w int32) int32 {
 	return max(w, share)
 }
 
-// trackUnready keeps ColorStatus.UnreadySince: set when the candidate went below what its
-// step's weight needs, cleared when it carries it again.
+// trackUnready keeps ColorStatus.UnreadySince: set when the candidate's Ready, warm pods went
+// below what its step's weight needs, cleared when they carry it again.
 func (m *machine) trackUnready() {
 	c := m.st.Candidate
 	w := m.candidateWeight()
-	if w == 0 || m.carryOf(c) >= w {
+	if w == 0 || min(m.carryOf(c), carries(m.total, m.warmServing(c))) >= w {
 		c.UnreadySince = nil
 		return
 	}

@@ -27,3 +27,14 @@ func Of(interval, scrapeInterval time.Duration) time.Duration {
 	}
 	return max(interval, ScrapesPerWindow*scrapeInterval)
 }
+
+// Settle is how long after a step's weight switch its analysis window opens: one scrape
+// interval (DefaultScrapeInterval when not positive). Histograms count requests as they
+// finish, so a window opened at the switch counts requests queued before it; by the first
+// scrape after the switch, the queues a burst built at the old weights have mostly drained.
+func Settle(scrapeInterval time.Duration) time.Duration {
+	if scrapeInterval <= 0 {
+		scrapeInterval = DefaultScrapeInterval
+	}
+	return scrapeInterval
+}

@@ -25,7 +25,7 @@ type simSettings struct {
 	sloTTFT, sloITL, coldStart time.Duration
 	minR, maxR                 int32
 	seed                       uint64
-	oracleTarget, msTarget     float64
+	msTarget                   float64
 	msWaiting                  int64
 	msDown, msUp               time.Duration
 	msTol, gpuSpeed            float64
@@ -60,11 +60,11 @@ func (s simSettings) policies(arr []fleet.Arrival, dur time.Duration, speed floa
 	policies := []policysim.Policy{
 		&policysim.Modelship{Label: "modelship", Start: start, Work: work, Spec: policysim.RecipeSpec(lo, hi, s.coldStart, s.msTarget, s.msWaiting, s.msDown, s.msUp, s.msTol)},
 		&policysim.Modelship{Label: "modelship-learnt", Start: start, Work: work, Spec: learnt},
+		&policysim.Modelship{Label: "modelship-slo", Start: start, Spec: policysim.SLOSpec(lo, hi, s.sloTTFT, s.sloITL, s.coldStart, s.msDown)},
 		&policysim.Modelship{Label: "modelship-gpu70", Start: start, Spec: v1alpha1.AutoscalingSpec{MinReplicas: lo, MaxReplicas: hi}},
 		&policysim.Modelship{Label: "modelship-saturation", Start: start, Spec: saturationSpec(lo, hi, s.msDown)},
 		policysim.NewHPA("hpa-gpu70", lo, hi, 70, false, func(sig policysim.Signals) (float64, bool) { return sig.GPUUtilization, sig.HasGPU }),
 		policysim.NewKEDA(lo, hi, 5),
-		&policysim.Oracle{Arrivals: arr, Capacity: capa, PerReplica: s.oracleTarget, Min: lo, Max: hi, Lookahead: time.Minute, Step: 15 * time.Second},
 	}
 	if s.only != "" {
 		keep := policies[:0]
@@ -78,15 +78,40 @@ func (s simSettings) policies(arr []fleet.Arrival, dur time.Duration, speed floa
 	return cfg, policies, nil
 }
 
-// runPolicies runs every policy on cfg, in parallel.
-func runPolicies(cfg policysim.Config, policies []policysim.Policy) []policysim.Result {
+// runPolicies runs every policy on cfg, and the offline optimum within [lo, hi], in parallel.
+func runPolicies(cfg policysim.Config, policies []policysim.Policy, lo, hi int32) ([]policysim.Result, policysim.OptimumResult) {
 	results := make([]policysim.Result, len(policies))
+	var opt policysim.OptimumResult
 	var wg sync.WaitGroup
+	wg.Go(func() { opt = policysim.Optimum(cfg, lo, hi) })
 	for i, p := range policies {
 		wg.Go(func() { results[i] = policysim.Run(cfg, p) })
 	}
 	wg.Wait()
-	return results
+	return results, opt
+}
+
+// printVersus prints each policy's figures against the optimum as key=value lines, under prefix.
+func printVersus(prefix string, results []policysim.Result, opt policysim.OptimumResult) {
+	infeasible := 0
+	for _, x := range opt.Infeasible {
+		if x {
+			infeasible++
+		}
+	}
+	fmt.Printf("%soptimum.slo_minutes=%.3f\n%soptimum.gpu_hours=%.3f\n%soptimum.infeasible_minutes=%d\n%soptimum.minutes_tried=%d\n",
+		prefix, opt.SLOMinutes, prefix, opt.GPUHours, prefix, infeasible, prefix, opt.Tries)
+	ms := policysim.Against(resultNamed(results, "modelship"), opt)
+	fmt.Printf("%sgpu_hours_vs_optimum=%.3f\n%sslo_gap_vs_optimum=%.3f\n", prefix, ms.GPUHoursRatio, prefix, ms.SLOGap)
+}
+
+func resultNamed(results []policysim.Result, name string) policysim.Result {
+	for _, r := range results {
+		if r.Policy == name {
+			return r
+		}
+	}
+	return policysim.Result{}
 }
 
 // matrixWorkloads resolves --workload: "matrix" (or "all") is every workload of the matrix, else
@@ -142,6 +167,13 @@ func runMatrix(names, base string, tr fleet.Trace, tracePath string, speed, rate
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err
 	}
+	var summary []workloadResults
+	type worstOf struct {
+		value    float64
+		workload string
+	}
+	worst := map[string][]worstOf{}
+	var order []string
 	for _, w := range ws {
 		g, err := w.Trace(set.seed)
 		if err != nil {
@@ -155,23 +187,83 @@ func runMatrix(names, base string, tr fleet.Trace, tracePath string, speed, rate
 		if err != nil {
 			return fmt.Errorf("workload %s: %w", w.Name, err)
 		}
-		results := runPolicies(cfg, policies)
+		results, opt := runPolicies(cfg, policies, set.minR, set.maxR)
+		results = append(results, opt.Result)
 		st := workloads.Measure(g, w.Duration)
 		meanWork := policysim.WorkBetween(arr, cfg.Capacity, 0, w.Duration)
 		fmt.Printf("workload=%s gpu_speed=%g duration=%s mean_work=%.2f %s\n  %s\n", w.Name, set.gpuSpeed*w.Speed(), w.Duration, meanWork, st, w.Summary)
-		fmt.Printf("  %-20s %10s %10s %8s %8s %10s %8s\n", "policy", "slo_min", "gpu_hours", "events", "osc/h", "requests", "errors")
-		for _, r := range results {
-			fmt.Printf("  %-20s %10.3f %10.2f %8d %8.1f %10d %8d\n", r.Policy, r.SLOMinutes, r.GPUHours, r.ScaleEvents, r.Oscillations, r.Requests, r.Errors)
-		}
+		printTable("  ", results, opt)
 		file := strings.NewReplacer(":", "-", "/", "-").Replace(w.Name)
 		if err := writeTimeline(filepath.Join(out, "sim-timeline-"+file+".csv"), results); err != nil {
 			return err
 		}
+		byPolicy := map[string]policysim.Result{}
 		for _, r := range results {
-			fmt.Printf("workload.%s.%s slo_minutes=%.3f gpu_hours=%.3f scale_events=%d oscillations_per_hour=%.1f errors=%d\n",
-				w.Name, r.Policy, r.SLOMinutes, r.GPUHours, r.ScaleEvents, r.Oscillations, r.Errors)
+			byPolicy[r.Policy] = r
+		}
+		summary = append(summary, workloadResults{w.Name, byPolicy})
+		if err := policysim.Plot(filepath.Join(out, "sim-"+file+".png"), results, set.sloTTFT); err != nil {
+			return err
+		}
+		infeasible := 0
+		for _, x := range opt.Infeasible {
+			if x {
+				infeasible++
+			}
+		}
+		fmt.Printf("workload.%s.optimum.search minutes_tried=%d infeasible_minutes=%d\n", w.Name, opt.Tries, infeasible)
+		for _, r := range results {
+			v := policysim.Against(r, opt)
+			fmt.Printf("workload.%s.%s slo_minutes=%.3f gpu_hours=%.3f scale_events=%d oscillations_per_hour=%.1f errors=%d slo_minutes_vs_optimum=%.3f optimum_slo_minutes=%.3f slo_gap=%.3f gpu_hours_vs_optimum=%.3f met_where_optimum_missed=%d\n",
+				w.Name, r.Policy, r.SLOMinutes, r.GPUHours, r.ScaleEvents, r.Oscillations, r.Errors, v.SLOMinutes, v.OptimumSLOMinutes, v.SLOGap, v.GPUHoursRatio, v.MetInfeasible)
+			if r.Policy == opt.Policy {
+				continue
+			}
+			w0 := worst[r.Policy]
+			if len(w0) == 0 {
+				w0 = []worstOf{{value: math.Inf(-1)}, {value: math.Inf(-1)}, {value: math.Inf(-1)}}
+			}
+			if v.SLOGap > w0[0].value {
+				w0[0] = worstOf{v.SLOGap, w.Name}
+			}
+			if v.GPUHoursRatio > w0[1].value {
+				w0[1] = worstOf{v.GPUHoursRatio, w.Name}
+			}
+			// Direction changes per hour over HPA-70's (a policy that never turns against an HPA
+			// that never turns: 1).
+			osc := 1.0
+			if h := resultNamed(results, "hpa-gpu70").Oscillations; h > 0 {
+				osc = r.Oscillations / h
+			} else if r.Oscillations > 0 {
+				osc = math.Inf(1)
+			}
+			if osc > w0[2].value {
+				w0[2] = worstOf{osc, w.Name}
+			}
+			if _, seen := worst[r.Policy]; !seen {
+				order = append(order, r.Policy)
+			}
+			worst[r.Policy] = w0
 		}
 	}
+	// Per policy, over the workloads: the largest SLO-minute shortfall below the optimum's, the
+	// largest GPU-hours ratio to it and the largest ratio of direction changes to HPA-70's, each
+	// with the workload that sets it.
+	for _, p := range order {
+		w0 := worst[p]
+		fmt.Printf("%s.slo_gap_max=%.3f workload=%s\n%s.gpu_hours_vs_optimum_max=%.3f workload=%s\n%s.oscillations_vs_hpa_max=%.3f workload=%s\n",
+			p, w0[0].value, w0[0].workload, p, w0[1].value, w0[1].workload, p, w0[2].value, w0[2].workload)
+	}
+	printSLOFirstSummary(os.Stdout, summary)
 	fmt.Printf("workloads=%d\nwall_seconds=%.1f\n", len(ws), time.Since(began).Seconds())
 	return nil
+}
+
+// printTable prints the policy table with each policy's figures against the optimum.
+func printTable(indent string, results []policysim.Result, opt policysim.OptimumResult) {
+	fmt.Printf("%s%-20s %10s %10s %8s %8s %10s %8s %10s %10s\n", indent, "policy", "slo_min", "gpu_hours", "events", "osc/h", "requests", "errors", "slo_vs_opt", "gpu_vs_opt")
+	for _, r := range results {
+		v := policysim.Against(r, opt)
+		fmt.Printf("%s%-20s %10.3f %10.2f %8d %8.1f %10d %8d %10.3f %10.3f\n", indent, r.Policy, r.SLOMinutes, r.GPUHours, r.ScaleEvents, r.Oscillations, r.Requests, r.Errors, v.SLOMinutes, v.GPUHoursRatio)
+	}
 }

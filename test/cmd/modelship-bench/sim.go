@@ -35,7 +35,6 @@ func runSim(args []string) error {
 	maxR := fs.Int("max-replicas", 30, "upper bound of every policy")
 	out := fs.String("out", ".work/bench", "directory for the timeline CSV and the PNG plot")
 	seed := fs.Uint64("seed", 1, "seed of the replay and the fleet")
-	oracleTarget := fs.Float64("oracle-work-per-replica", oraclePerReplica, "replicas' worth of work (fleet.Capacity.Work) the oracle gives each replica")
 	msTarget := fs.Float64("modelship-work-per-replica", 0.57, "modelship's prometheus work metric target per replica")
 	msWaiting := fs.Int64("modelship-waiting-per-replica", 2, "modelship's requestsWaiting target per replica (0: no queue metric)")
 	msDown := fs.Duration("modelship-scale-down-window", 180*time.Second, "modelship's scale-down stabilization window")
@@ -45,6 +44,10 @@ func runSim(args []string) error {
 	msTol := fs.Float64("modelship-tolerance", 0.1, "modelship's tolerance")
 	msUp := fs.Duration("modelship-scale-up-window", 0, "modelship's scale-up stabilization window")
 	only := fs.String("policies", "", "comma-separated policy names to run (default all)")
+	judgeSpec := fs.String("judge-workloads", "trace@1,trace@6,trace@7,bursty@4", "workloads of the judge matrix: comma-separated trace@SCALE, bursty@SCALE and matrix:NAME (\"\": none)")
+	judgeRuns := fs.Int("judge-runs", 200, "runs per workload and candidate (identical, 1.5x and 3x slower) of the judge matrix")
+	judgeOnly := fs.Bool("judge-only", false, "run only the judge matrix")
+	judgeCands := fs.String("judge-candidates", "1.25,1.5,3", "the judge matrix's slower candidates, as latency multipliers (an identical one always runs)")
 	gpuSpeed := fs.Float64("gpu-speed", 1, "the simulated GPUs' speed relative to the token rates modelship's work query assumes (0.7: 30% slower); with --workload it multiplies each workload's own")
 	workload := fs.String("workload", "", "run the autoscaling policies on workloads of the matrix (test/sim/workloads): a name, comma-separated names, or 'matrix' for all; --trace, when not the shipped trace, is added at --rate-scale")
 	matrixBase := fs.String("matrix-base", shippedTrace, "the shipped trace the matrix's replays are built from")
@@ -56,10 +59,24 @@ func runSim(args []string) error {
 	if err != nil {
 		return err
 	}
+	judgeWorkloads, err := parseJudgeWorkloads(*judgeSpec, tr)
+	if err != nil {
+		return err
+	}
+	candidates, err := parseJudgeCandidates(*judgeCands)
+	if err != nil {
+		return err
+	}
+	if *judgeOnly {
+		return runJudge(judgeWorkloads, candidates, *judgeRuns, fleet.DefaultCapacity().AtSpeed(*gpuSpeed), *seed, *sloTTFT, *coldStart)
+	}
 	set := simSettings{
 		sloTTFT: *sloTTFT, sloITL: *sloITL, coldStart: *coldStart, minR: int32(*minR), maxR: int32(*maxR), seed: *seed,
-		oracleTarget: *oracleTarget, msTarget: *msTarget, msWaiting: *msWaiting, msDown: *msDown, msUp: *msUp, msTol: *msTol,
+		msTarget: *msTarget, msWaiting: *msWaiting, msDown: *msDown, msUp: *msUp, msTol: *msTol,
 		gpuSpeed: *gpuSpeed, only: *only,
+	}
+	if *workload != "" && (*outage != "" || *nanSpan != "") {
+		return fmt.Errorf("--outage and --nan apply to the single-trace run, not with --workload %q", *workload)
 	}
 	if *workload != "" {
 		// The matrix: every named workload (or all), plus --trace when it is not the shipped one.
@@ -91,7 +108,8 @@ func runSim(args []string) error {
 		}
 		cfg.Outages = append(cfg.Outages, policysim.Outage{From: f, To: t, NaN: o.nan})
 	}
-	results := runPolicies(cfg, policies)
+	results, opt := runPolicies(cfg, policies, set.minR, set.maxR)
+	results = append(results, opt.Result)
 	autoscaleWall := time.Since(began)
 	byName := map[string]policysim.Result{}
 	for _, r := range results {
@@ -113,21 +131,19 @@ func runSim(args []string) error {
 		return err
 	}
 	fmt.Printf("trace=%s requests=%d duration=%s rate_scale=%g cold_start=%s slo_ttft=%s slo_itl=%s gpu_speed=%g outage=%q nan=%q\n", *tracePath, len(arr), dur, *rateScale, *coldStart, *sloTTFT, *sloITL, *gpuSpeed, *outage, *nanSpan)
-	fmt.Printf("%-20s %10s %10s %8s %8s %10s %8s\n", "policy", "slo_min", "gpu_hours", "events", "osc/h", "requests", "errors")
-	for _, r := range results {
-		fmt.Printf("%-20s %10.3f %10.2f %8d %8.1f %10d %8d\n", r.Policy, r.SLOMinutes, r.GPUHours, r.ScaleEvents, r.Oscillations, r.Requests, r.Errors)
-	}
+	printTable("", results, opt)
 	fmt.Printf("timeline=%s\nplot=%s\nautoscale_wall_seconds=%.1f\nwall_seconds=%.1f\n", csvPath, pngPath, autoscaleWall.Seconds(), time.Since(began).Seconds())
-	ms, hpa, orc := byName["modelship"], byName["hpa-gpu70"], byName["oracle"]
+	ms, hpa := byName["modelship"], byName["hpa-gpu70"]
 	fmt.Printf("slo_minutes=%.3f\n", ms.SLOMinutes)
 	fmt.Printf("gpu_hours_vs_hpa70=%.3f\n", ratio(ms.GPUHours, hpa.GPUHours))
-	fmt.Printf("gpu_hours_vs_oracle=%.3f\n", ratio(ms.GPUHours, orc.GPUHours))
+	printVersus("", results, opt)
 	fmt.Printf("oscillations_vs_hpa70=%.3f\n", ratio(ms.Oscillations, hpa.Oscillations))
 	fmt.Printf("bad_canary_requests_vs_flagger=%.3f\n", ratio(float64(rollouts["bad/modelship"].CandidateRequests), float64(rollouts["bad/flagger"].CandidateRequests)))
 	fmt.Printf("false_rollbacks=%d\n", aa.rolledBack)
 	for _, r := range results {
-		fmt.Printf("%s.slo_minutes=%.3f\n%s.gpu_hours=%.3f\n%s.scale_events=%d\n%s.oscillations_per_hour=%.1f\n%s.errors=%d\n",
-			r.Policy, r.SLOMinutes, r.Policy, r.GPUHours, r.Policy, r.ScaleEvents, r.Policy, r.Oscillations, r.Policy, r.Errors)
+		v := policysim.Against(r, opt)
+		fmt.Printf("%s.slo_minutes=%.3f\n%s.gpu_hours=%.3f\n%s.scale_events=%d\n%s.oscillations_per_hour=%.1f\n%s.errors=%d\n%s.slo_minutes_vs_optimum=%.3f\n%s.gpu_hours_vs_optimum=%.3f\n",
+			r.Policy, r.SLOMinutes, r.Policy, r.GPUHours, r.Policy, r.ScaleEvents, r.Policy, r.Oscillations, r.Policy, r.Errors, r.Policy, v.SLOMinutes, r.Policy, v.GPUHoursRatio)
 	}
 	fmt.Printf("aa_promoted=%d\naa_slowest_promotion_s=%.0f\n", aa.promoted, aa.slowest.Seconds())
 	for _, k := range sortedKeys(rollouts) {
@@ -136,18 +152,35 @@ func runSim(args []string) error {
 			k, r.Outcome, k, r.DecidedAfter.Seconds(), k, r.CandidateRequests, k, r.Unavailable)
 	}
 	fmt.Printf("aa_runs=%d\n", *aaRuns)
+	return runJudge(judgeWorkloads, candidates, *judgeRuns, capa, *seed, *sloTTFT, *coldStart)
+}
+
+// runJudge runs and prints the judge matrix (see judge.go).
+func runJudge(workloads []judgeWorkload, candidates []judgeCandidate, runs int, capa fleet.Capacity, seed uint64, slo, coldStart time.Duration) error {
+	if len(workloads) == 0 || runs <= 0 {
+		return nil
+	}
+	began := time.Now()
+	base := policysim.RolloutConfig{Replicas: rolloutReplicas, Capacity: capa, StartAt: 2 * time.Minute,
+		Horizon: 42 * time.Minute, Tick: 5 * time.Second, Step: 50 * time.Millisecond, SLOTTFT: slo, ColdStart: coldStart}
+	cells, err := runJudgeMatrix(workloads, candidates, runs, base, seed)
+	if err != nil {
+		return err
+	}
+	printJudgeMatrix(workloads, candidates, cells)
+	fmt.Printf("judge_runs=%d judge_wall_seconds=%.1f\n", runs, time.Since(began).Seconds())
 	return nil
 }
 
-// learnPercent is the share of the capacity at the SLO's edge that modelship's target is: the
-// oracle's share (oraclePerReplica) is the edge on the nominal GPU.
+// learnPercent is the share of the capacity at the SLO's edge that modelship's target is:
+// oraclePerReplica is the edge on the nominal GPU.
 func learnPercent(target float64) *int32 {
 	p := int32(math.Round(100 * target / oraclePerReplica))
 	return &p
 }
 
-// oraclePerReplica is the share of a replica's time the oracle fills: the work at which the
-// replica model still meets the default SLO.
+// oraclePerReplica is the share of a replica's time at which the replica model still meets the
+// default SLO (the old per-minute oracle's share; it sizes the initial fleet and learnPercent).
 const oraclePerReplica = 0.6
 
 // saturationSpec is the saturation metric with llm-d's thresholds (and the recipe's scale-down

@@ -1,8 +1,13 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/modelship/modelship/test/framework/fleet"
 )
 
 // TestEveryAARunStartsAtItsOwnPointOfTheTrace: 200 A/A runs are 200 scenarios, not 50 run four
@@ -20,5 +25,72 @@ func TestEveryAARunStartsAtItsOwnPointOfTheTrace(t *testing.T) {
 			t.Fatalf("run %d starts at %s, outside one pass of %s", i, off, cycle)
 		}
 		seen[off] = i
+	}
+}
+
+// TestWorkloadFlagResolvesTheMatrix: --workload takes names or "matrix"; an unknown name is an
+// error that lists the matrix; a --trace other than the shipped one joins at --rate-scale.
+func TestWorkloadFlagResolvesTheMatrix(t *testing.T) {
+	const shipped = "../../traces/azure-llm-2023-conv.csv"
+	tr, err := fleet.LoadTrace(shipped)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := matrixWorkloads("matrix", shipped, tr, shipped, 1, 12)
+	if err != nil || len(all) < 6 {
+		t.Fatalf("matrix: %d workloads, %v; want at least 6", len(all), err)
+	}
+	two, err := matrixWorkloads("code-bursty, flash-crowd", shipped, tr, shipped, 1, 12)
+	if err != nil || len(two) != 2 || two[0].Name != "code-bursty" || two[1].Name != "flash-crowd" {
+		t.Fatalf("two names: %v, %v", two, err)
+	}
+	if _, err := matrixWorkloads("nope", shipped, tr, shipped, 1, 12); err == nil || !strings.Contains(err.Error(), "code-bursty") {
+		t.Fatalf("unknown name: %v, want an error listing the matrix", err)
+	}
+	path := filepath.Join(t.TempDir(), "mine.csv")
+	csv := "TIMESTAMP,ContextTokens,GeneratedTokens\n2024-05-01 00:00:00.0000000,100,10\n2024-05-01 00:01:30.0000000,100,10\n2024-05-01 00:02:10.0000000,100,10\n"
+	if err := os.WriteFile(path, []byte(csv), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	mine, err := fleet.LoadTrace(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := matrixWorkloads("code-bursty", shipped, mine, path, 1, 3)
+	if err != nil || len(got) != 2 || got[1].Name != "trace:mine.csv" || got[1].RateScale != 3 {
+		t.Fatalf("with --trace: %+v, %v; want code-bursty then trace:mine.csv at 3x", got, err)
+	}
+}
+
+// TestTheJudgeMatrixRunsDistinctScenarios: two runs of a workload never see the same requests,
+// the bursty variant sends each 20-second bin's requests at once, and the candidates parse.
+func TestTheJudgeMatrixRunsDistinctScenarios(t *testing.T) {
+	tr, err := fleet.LoadTrace("../../traces/azure-llm-2023-conv.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws, err := parseJudgeWorkloads("trace@6,bursty@4", tr)
+	if err != nil || len(ws) != 2 {
+		t.Fatalf("workloads %v, %v", ws, err)
+	}
+	a, _ := ws[0].arrivals(2, 1, 200)
+	b, _ := ws[0].arrivals(3, 2, 200)
+	if len(a) == 0 || len(b) == 0 || a[0] == b[0] && a[1] == b[1] && a[2] == b[2] {
+		t.Fatalf("runs 1 and 2 start alike: %v / %v", a[:3], b[:3])
+	}
+	bursty, _ := ws[1].arrivals(2, 1, 200)
+	instants := map[time.Duration]bool{}
+	for _, x := range bursty[:200] {
+		instants[x.At] = true
+	}
+	if len(instants) > 20 {
+		t.Errorf("the bursty variant's first 200 requests arrive at %d instants, want a handful of bursts", len(instants))
+	}
+	cs, err := parseJudgeCandidates("1.25,1.5,3")
+	if err != nil || len(cs) != 4 || cs[0].mult != 1 || cs[2].name != "1.5x" {
+		t.Errorf("candidates %v, %v", cs, err)
+	}
+	if _, err := parseJudgeCandidates("0.9"); err == nil {
+		t.Error("a faster candidate was accepted as a regression")
 	}
 }

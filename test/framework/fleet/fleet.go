@@ -10,6 +10,7 @@ package fleet
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -143,6 +144,7 @@ type Fleet struct {
 	mu       sync.Mutex
 	cfg      Config
 	now      time.Time
+	src      *rand.PCG // rng's source, kept so that Clone can copy its state
 	rng      *rand.Rand
 	nextID   uint64
 	pods     map[string]*replica // by namespace/name
@@ -175,16 +177,54 @@ func New(cfg Config, start time.Time) *Fleet {
 	if cfg.Strategy == "" {
 		cfg.Strategy = LeastLoaded
 	}
+	src := rand.NewPCG(cfg.Seed, cfg.Seed^0x243f6a8885a308d3)
 	return &Fleet{
 		cfg:      cfg,
 		now:      start,
-		rng:      rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x243f6a8885a308d3)),
+		src:      src,
+		rng:      rand.New(src),
 		pods:     map[string]*replica{},
 		routes:   map[msKey]*route{},
 		gateway:  map[gatewayKey]uint64{},
 		windows:  map[msKey]*window{},
 		windowAt: start,
 	}
+}
+
+// Clone returns an independent copy of the fleet: its clock, pods with their queues, batches,
+// KV reservations, counters and histograms, routes, gateway counters, the open window and the
+// random source's state. The same calls on the fleet and on its clone give the same results, and
+// neither sees the other's (a simulator tries alternatives from one state this way). Requests
+// submitted to one pod (SubmitTo) are the exception: their clients stay with the original (the
+// clone sends them no notification and no token callback, and counts them at its Gateway).
+func (f *Fleet) Clone() *Fleet {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	src := *f.src
+	c := &Fleet{
+		cfg:      f.cfg,
+		now:      f.now,
+		src:      &src,
+		rng:      rand.New(&src),
+		nextID:   f.nextID,
+		pods:     make(map[string]*replica, len(f.pods)),
+		routes:   make(map[msKey]*route, len(f.routes)),
+		gateway:  make(map[gatewayKey]uint64, len(f.gateway)),
+		windows:  make(map[msKey]*window, len(f.windows)),
+		windowAt: f.windowAt,
+		pools:    append([]PoolRef(nil), f.pools...),
+	}
+	for k, r := range f.pods {
+		c.pods[k] = r.clone()
+	}
+	for k, rt := range f.routes {
+		c.routes[k] = &route{weights: maps.Clone(rt.weights), current: maps.Clone(rt.current), turn: maps.Clone(rt.turn)}
+	}
+	maps.Copy(c.gateway, f.gateway)
+	for k, w := range f.windows {
+		c.windows[k] = &window{requests: w.requests, errors: w.errors, ttft: slices.Clone(w.ttft)}
+	}
+	return c
 }
 
 // Now is the fleet's simulated time: the last step boundary it reached.

@@ -1,7 +1,9 @@
 package fleet
 
 import (
+	"maps"
 	"math"
+	"slices"
 	"sort"
 	"time"
 )
@@ -276,6 +278,37 @@ func newReplica(p Pod) *replica {
 		windowITL: newHistogram(ITLBuckets),
 		success:   map[string]uint64{},
 	}
+}
+
+// clone copies the replica deeply (its requests too).
+func (r *replica) clone() *replica {
+	c := *r
+	c.waiting = cloneRequests(r.waiting)
+	c.running = cloneRequests(r.running)
+	c.ttft, c.itl, c.e2e, c.windowITL = r.ttft.clone(), r.itl.clone(), r.e2e.clone(), r.windowITL.clone()
+	c.success = maps.Clone(r.success)
+	return &c
+}
+
+func cloneRequests(qs []*request) []*request {
+	if qs == nil {
+		return nil
+	}
+	out := make([]*request, len(qs))
+	for i, q := range qs {
+		c := *q
+		// A what-if must not talk to the original's clients: a request submitted to one pod
+		// (SubmitTo) keeps its cancellation but neither its notifications nor its token
+		// callback, and the clone counts it at its Gateway.
+		c.notify, c.onTokens = nil, nil
+		out[i] = &c
+	}
+	return out
+}
+
+func (h histogram) clone() histogram {
+	h.counts = slices.Clone(h.counts)
+	return h
 }
 
 // servingAt says whether the pod takes new requests at t: Ready, not terminating, model loaded.

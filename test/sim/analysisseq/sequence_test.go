@@ -159,8 +159,8 @@ func (w *windowQuerier) hist(query string) *simHist {
 
 func (w *windowQuerier) Scalar(_ context.Context, query string, _ time.Time) metrics.Sample {
 	switch {
-	case strings.Contains(query, "abort"):
-		return metrics.Sample{Status: metrics.OK, Value: 0}
+	case strings.Contains(query, "abort"), strings.Contains(query, `finished_reason="error"`):
+		return metrics.Sample{Status: metrics.OK, Value: 0} // no abort, no engine error
 	case strings.Contains(query, "histogram_quantile(0.95"):
 		return w.hist(query).quantile(0.95)
 	case strings.Contains(query, "request_success_total"):
@@ -331,6 +331,6 @@ func BenchmarkJudgeHistogram(b *testing.B) {
 	}
 	b.ResetTimer()
 	for b.Loop() {
-		analysis.JudgeHistogram(m, sampleOf(c), sampleOf(s), 20, now)
+		analysis.JudgeHistogram(m, sampleOf(c), sampleOf(s), 20, analysis.Look{}, now)
 	}
 }

@@ -3,6 +3,7 @@ package policysim
 import (
 	"fmt"
 	"math"
+	"sort"
 	"time"
 
 	"github.com/modelship/modelship/internal/metrics"
@@ -102,6 +103,9 @@ type podCounters struct {
 // ColorWindow is one color's activity over a window.
 type ColorWindow struct {
 	TTFT, ITL, E2E metrics.Histogram
+	// TTFTPods, ITLPods and E2EPods are the same per pod (as a bucket query grouped by pod
+	// returns them), in pod-name order.
+	TTFTPods, ITLPods, E2EPods []metrics.Histogram
 	// Finished requests and Failed among them.
 	Finished, Failed float64
 	// Refused are the requests routed to the color that the gateway answered 503 (none of its
@@ -133,7 +137,13 @@ func (v *View) Window(color string, d time.Duration) ColorWindow {
 	}
 	w := ColorWindow{}
 	var ttft, itl, e2e []float64
-	for name, c := range v.cur.pods {
+	names := make([]string, 0, len(v.cur.pods))
+	for name := range v.cur.pods {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		c := v.cur.pods[name]
 		if c.color != color {
 			continue
 		}
@@ -141,6 +151,9 @@ func (v *View) Window(color string, d time.Duration) ColorWindow {
 		ttft = addDelta(ttft, c.ttft, o.ttft)
 		itl = addDelta(itl, c.itl, o.itl)
 		e2e = addDelta(e2e, c.e2e, o.e2e)
+		w.TTFTPods = append(w.TTFTPods, toHistogram(fleet.TTFTBuckets, addDelta(nil, c.ttft, o.ttft)))
+		w.ITLPods = append(w.ITLPods, toHistogram(fleet.ITLBuckets, addDelta(nil, c.itl, o.itl)))
+		w.E2EPods = append(w.E2EPods, toHistogram(fleet.E2EBuckets, addDelta(nil, c.e2e, o.e2e)))
 		w.Finished += float64(c.ok+c.failed) - float64(o.ok+o.failed)
 		w.Failed += float64(c.failed) - float64(o.failed)
 	}

@@ -21,8 +21,9 @@ type Modelship struct {
 	// work per second) when the spec has a prometheus metric.
 	Work func(Signals) float64
 
-	prev *v1alpha1.AutoscalingStatus
-	work []sample // the work series, for its trend (autoscale.TrendQuery)
+	prev  *v1alpha1.AutoscalingStatus
+	work  []sample // the work series, for its trend (autoscale.TrendQuery)
+	loads []sample // the token work series of the slo, for its trend
 }
 
 type sample struct {
@@ -119,10 +120,15 @@ func (m *Modelship) Decide(s Signals) int32 {
 	if s.HasLatency && !s.MetricsMissing {
 		ttft.Status, itl.Status = metrics.OK, metrics.OK
 	}
-	out := autoscale.Decide(autoscale.Input{
+	in := autoscale.Input{
 		Spec: m.Spec, Current: s.Pods, Ready: s.Ready, Starting: s.Pods - s.Ready,
 		Observations: obs, RequestsWaiting: waiting, TTFTP95: ttft, ITLP95: itl, Previous: m.prev,
-	}, m.Start.Add(s.Now))
+		ServingWindow: autoscale.ServingWindow(m.Interval(), scrapeInterval),
+	}
+	if m.Spec.SLO != nil {
+		in.Load = m.load(s)
+	}
+	out := autoscale.Decide(in, m.Start.Add(s.Now))
 	st := out.Status
 	m.prev = &st
 	return out.Desired
@@ -160,4 +166,26 @@ func (p podSeries) Scalar(context.Context, string, time.Time) metrics.Sample {
 
 func (p podSeries) Vector(_ context.Context, q string, _ time.Time) ([]metrics.Series, error) {
 	return p[q], nil
+}
+
+// scrapeInterval is the simulated Prometheus's (policysim.Run scrapes every Config.ScrapeInterval,
+// 15s in every run of make bench-sim).
+const scrapeInterval = 15 * time.Second
+
+// load observes the token work the controller queries for spec.autoscaling.slo
+// (metrics.VLLMTokenWork: the prompt and generated token rates over the serving window), with
+// its trend as autoscale.TrendQuery measures it.
+func (m *Modelship) load(s Signals) autoscale.Observation {
+	o := autoscale.Observation{Metric: autoscale.MetricSLO, Status: metrics.OK, Value: metrics.TokenWork(s.PromptTPS, s.GeneratedTPS)}
+	if s.MetricsMissing {
+		return autoscale.Observation{Metric: autoscale.MetricSLO, Status: metrics.NoData, Message: "the query returned no series"}
+	}
+	m.loads = append(m.loads, sample{at: s.Now, v: o.Value})
+	for len(m.loads) > 0 && m.loads[0].at <= s.Now-autoscale.TrendWindow {
+		m.loads = m.loads[1:]
+	}
+	if s.Now-m.loads[0].at >= autoscale.TrendMinSpan {
+		o.Trend, o.HasTrend = Deriv(m.loads)
+	}
+	return o
 }

@@ -17,7 +17,7 @@ import (
 // queries) on the same histograms Prometheus would return for each color over
 // rollout.AnalysisWindow. The spec is the API's defaults (steps 10/25/50/100, 2m per step,
 // analysis every 30s with the vllm preset: TTFT, ITL and e2e p95 at most 1.2x stable, error
-// ratio at most 5%) with minSamples 20 and the simulated Prometheus's 15s scrape interval (a
+// ratio at most 5%), minSamples 20 and failureLimit 1, and the simulated Prometheus's 15s scrape interval (a
 // 1m window).
 type ModelshipRollout struct {
 	Total int32
@@ -38,7 +38,11 @@ type msDep struct {
 func NewModelshipRollout(total int32) *ModelshipRollout {
 	m := &ModelshipRollout{Total: total, start: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), deps: map[v1alpha1.Color]*msDep{}}
 	m.ms = &v1alpha1.ModelServer{ObjectMeta: metav1.ObjectMeta{Name: modelServer, Namespace: namespace, Generation: 1}}
+	// The API's defaults (the CRD's +kubebuilder:default markers), which a stored object
+	// always carries: minSamples 20, failureLimit 1, loadMatching None.
 	m.ms.Spec.Rollout.Analysis.MinSamples = 20
+	m.ms.Spec.Rollout.FailureLimit = 1
+	m.ms.Spec.Rollout.LoadMatching = v1alpha1.LoadMatchingNone
 	// The simulated Prometheus scrapes every 15s (as the peers' 1m queries assume): the window
 	// is then 4 scrapes, 1m, instead of the 4m a 60s scrape (the API's assumption) needs.
 	m.ms.Spec.Rollout.Analysis.ScrapeInterval = &v1alpha1.Duration{Duration: 15 * time.Second}
@@ -100,7 +104,8 @@ func (m *ModelshipRollout) Tick(v *View) (int32, int32, Outcome) {
 	}
 	var meas *rollout.Measurement
 	if rollout.MeasureDue(m.ms, now) {
-		meas = &rollout.Measurement{At: now, Results: m.measure(v, rollout.AnalysisWindow(m.ms), now)}
+		step, look := rollout.MeasureLook(m.ms, now)
+		meas = &rollout.Measurement{At: now, Results: m.measure(v, rollout.MeasureWindow(m.ms, now), analysis.Look{Step: step, Index: look}, now)}
 	}
 	d := m.pass("r2", now, meas, v)
 	cand := m.otherColor()
@@ -125,7 +130,7 @@ func (m *ModelshipRollout) otherColor() v1alpha1.Color {
 }
 
 // measure judges each effective metric of the spec on the colors' windows.
-func (m *ModelshipRollout) measure(v *View, window time.Duration, at time.Time) []v1alpha1.MetricResult {
+func (m *ModelshipRollout) measure(v *View, window time.Duration, look analysis.Look, at time.Time) []v1alpha1.MetricResult {
 	cand, stable := v.Window(candidateColor, window), v.Window(stableColor, window)
 	ms, _ := metrics.EffectiveMetrics(m.ms.Spec.Rollout.Analysis)
 	minSamples := m.ms.Spec.Rollout.Analysis.MinSamples
@@ -141,18 +146,27 @@ func (m *ModelshipRollout) measure(v *View, window time.Duration, at time.Time) 
 	var out []v1alpha1.MetricResult
 	for _, mt := range ms {
 		if mt.Histogram != nil {
-			pick := func(w ColorWindow) metrics.Histogram {
+			pick := func(w ColorWindow) analysis.HistogramSample {
 				switch mt.Name {
 				case metrics.MetricITLP95:
-					return w.ITL
+					return analysis.HistogramSample{Histogram: w.ITL, Groups: w.ITLPods, Requests: count(w)}
 				case metrics.MetricE2EP95:
-					return w.E2E
+					return analysis.HistogramSample{Histogram: w.E2E, Groups: w.E2EPods, Requests: count(w)}
 				}
-				return w.TTFT
+				return analysis.HistogramSample{Histogram: w.TTFT, Groups: w.TTFTPods, Requests: count(w)}
 			}
-			out = append(out, analysis.JudgeHistogram(mt,
-				analysis.HistogramSample{Histogram: pick(cand), Requests: count(cand)},
-				analysis.HistogramSample{Histogram: pick(stable), Requests: count(stable)}, minSamples, at))
+			out = append(out, analysis.JudgeHistogram(mt, pick(cand), pick(stable), minSamples, look, at))
+			continue
+		}
+		if mt.Name == metrics.MetricAbortRatio {
+			// The simulated clients never give up: no aborts on either color.
+			none := func(w ColorWindow) metrics.Sample {
+				if w.Finished == 0 {
+					return metrics.Sample{Status: metrics.NoData, Message: "no request finished"}
+				}
+				return metrics.Sample{Status: metrics.OK}
+			}
+			out = append(out, analysis.JudgeProportion(mt, none(cand), none(stable), count(cand), count(stable), minSamples, look, at))
 			continue
 		}
 		out = append(out, analysis.Judge(mt, errRatio(cand), errRatio(stable), count(cand), minSamples, at))

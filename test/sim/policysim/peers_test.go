@@ -68,25 +68,20 @@ func TestKEDAPollsEvery30sAndHPAReadsTheLastPolledValue(t *testing.T) {
 	}
 }
 
-func TestOracleSizesForTheComingLoad(t *testing.T) {
+// TestWorkBetweenIsTheReplicasWorthOfTheArrivals: fleet.Capacity.Work over a minute's arrivals.
+func TestWorkBetweenIsTheReplicasWorthOfTheArrivals(t *testing.T) {
 	c := fleet.DefaultCapacity()
-	// 60 requests of 800 prompt tokens in the next minute: 800 tokens/s, prefill 0.05, at most
-	// 0.5 of a step: 0.1 replica's work; decode 60*300/60 = 300 tokens/s = 0.1. Work 0.15 -> 1 at
-	// 0.6 per replica; ten times that is 1.5 -> 3.
+	// 600 requests of 800 prompt tokens in a minute: 8,000 tokens/s, prefill 0.5, at most 0.5
+	// of a step: 1 replica's work; decode 600*300/60 = 3,000 tokens/s = 1. Work max(1, 1.5) = 1.5.
 	var arr []fleet.Arrival
 	for i := range 600 {
 		arr = append(arr, fleet.Arrival{At: time.Duration(i) * 100 * time.Millisecond, ContextTokens: 800, GeneratedTokens: 300})
 	}
-	o := &Oracle{Arrivals: arr, Capacity: c, PerReplica: 0.6, Min: 1, Max: 30, Lookahead: time.Minute, Step: 15 * time.Second}
-	w := WorkBetween(arr, c, 0, time.Minute)
-	if math.Abs(w-1.5) > 1e-9 {
+	if w := WorkBetween(arr, c, 0, time.Minute); math.Abs(w-1.5) > 1e-9 {
 		t.Fatalf("work = %v, want 1.5", w)
 	}
-	if got := o.Decide(Signals{Now: 0}); got != 3 {
-		t.Fatalf("oracle: %d, want 3", got)
-	}
-	if got := o.Decide(Signals{Now: 2 * time.Minute}); got != 1 {
-		t.Fatalf("oracle after the load: %d, want the minimum 1", got)
+	if w := WorkBetween(arr, c, time.Minute, 2*time.Minute); w != 0 {
+		t.Fatalf("work after the arrivals = %v, want 0", w)
 	}
 }
 

@@ -1,8 +1,9 @@
 // Package policysim replays a request trace in virtual time against the shared GPU-replica model
 // (package fleet) once per autoscaling policy, and measures each: SLO minutes, GPU-hours, scale
 // events, oscillations. modelship's policy is package autoscale's Decide itself; the peers
-// (HPA on GPU utilization, KEDA's Prometheus scaler feeding HPA, an oracle) are each written
-// from their documented algorithm in their own file.
+// (HPA on GPU utilization, KEDA's Prometheus scaler feeding HPA) are each written from their
+// documented algorithm in their own file. Every policy is measured against the offline optimum
+// (Optimum: the fewest replicas meeting each minute's SLO, found by simulating the minute).
 package policysim
 
 import "time"
@@ -55,10 +56,4 @@ type Policy interface {
 	Interval() time.Duration
 	// Decide returns the replica count to run from now on.
 	Decide(s Signals) int32
-}
-
-// ColdStarter is implemented by policies that declare whether their new pods pay the cold
-// start; the oracle does not. Policies without it do.
-type ColdStarter interface {
-	ColdStart() bool
 }

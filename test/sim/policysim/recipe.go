@@ -40,3 +40,15 @@ func RecipeSpec(lo, hi int32, horizon time.Duration, work float64, waiting int64
 const WorkQuery = `(sum(rate(vllm:prompt_tokens_total{namespace="{{.Namespace}}"}[1m]))/8000 > ` +
 	`(sum(rate(vllm:prompt_tokens_total{namespace="{{.Namespace}}"}[1m]))/16000 + sum(rate(vllm:generation_tokens_total{namespace="{{.Namespace}}"}[1m]))/3000)) or ` +
 	`(sum(rate(vllm:prompt_tokens_total{namespace="{{.Namespace}}"}[1m]))/16000 + sum(rate(vllm:generation_tokens_total{namespace="{{.Namespace}}"}[1m]))/3000)`
+
+// SLOSpec is modelship's SLO-first autoscaling: the latency SLO and nothing to tune, with the
+// load projected horizon (the fleet's cold start) ahead and the scale-down window down.
+func SLOSpec(lo, hi int32, ttft, itl, horizon, down time.Duration) v1alpha1.AutoscalingSpec {
+	return v1alpha1.AutoscalingSpec{
+		MinReplicas: lo, MaxReplicas: hi, ProjectionHorizon: v1alpha1.Duration{Duration: horizon},
+		SLO: &v1alpha1.LatencySLO{TTFTP95: &v1alpha1.Duration{Duration: ttft}, ITLP95: &v1alpha1.Duration{Duration: itl}},
+		Behavior: v1alpha1.ScalingBehavior{
+			ScaleDown: &v1alpha1.ScalingRules{StabilizationWindow: &v1alpha1.Duration{Duration: down}},
+		},
+	}
+}

@@ -109,9 +109,6 @@ func Run(cfg Config, p Policy) Result {
 	f := fleet.New(fleet.Config{Step: cfg.Step, Seed: cfg.Seed}, start)
 	f.SetWeights(namespace, modelServer, map[string]int32{podColor: 100})
 	cold := cfg.ColdStart
-	if cs, ok := p.(ColdStarter); ok && !cs.ColdStart() {
-		cold = 0
-	}
 	var pods []*simPod
 	seq := 0
 	var gpuSeconds float64

@@ -122,8 +122,8 @@ func TestEveryWorkloadShowsItsSettings(t *testing.T) {
 			want := w.Expected()
 			rateTol := 0.03
 			if w.Arrivals.HighShare > 0 || w.Arrivals.Branching > 0 {
-				// Bursts of 30 requests, or clusters of children: fewer independent units.
-				rateTol = 0.06
+				// Bursts of 15 requests, or clusters of children: fewer independent units.
+				rateTol = 0.08
 			}
 			for seed := uint64(1); seed <= 3; seed++ {
 				got := Measure(generate(t, w, seed), w.Duration)
@@ -148,7 +148,7 @@ func TestEveryWorkloadShowsItsSettings(t *testing.T) {
 }
 
 // TestBurstyArrivalsAreNotPoisson: the same mean rate without bursts has a 1 s CV near
-// 1/sqrt(rate) and no empty bins; the bursty process is an order of magnitude more variable, and
+// 1/sqrt(rate) and no empty bins; the bursty process is at least six times as variable, and
 // the self-exciting one clusters (its 10 s CV at least twice a Poisson process's).
 func TestBurstyArrivalsAreNotPoisson(t *testing.T) {
 	m := Matrix(shipped(t))
@@ -163,8 +163,8 @@ func TestBurstyArrivalsAreNotPoisson(t *testing.T) {
 	if p.CV1s > 1.3/math.Sqrt(p.Rate) || p.Empty1s > 0.01 {
 		t.Errorf("Poisson at %.1f/s: CV 1 s %.2f, empty %.2f; want about %.2f and none", p.Rate, p.CV1s, p.Empty1s, 1/math.Sqrt(p.Rate))
 	}
-	if b.CV1s < 8*p.CV1s {
-		t.Errorf("bursty CV 1 s %.2f, Poisson %.2f: want at least 8x", b.CV1s, p.CV1s)
+	if b.CV1s < 6*p.CV1s {
+		t.Errorf("bursty CV 1 s %.2f, Poisson %.2f: want at least 6x", b.CV1s, p.CV1s)
 	}
 	hk, err := Find(m, "chat-hawkes")
 	if err != nil {

@@ -1,0 +1,215 @@
+package analysis
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
+	"github.com/modelship/modelship/internal/metrics"
+)
+
+// Inference on the right units, and an error budget spent over the whole rollout.
+//
+// Requests are not independent: a burst puts tens of requests through one pod's prefill queue
+// at once, and one long prompt delays every request behind it. Counted as independent, 60
+// requests from two bursts on one candidate pod look like strong evidence when they are
+// worth a handful of observations (lag-1 autocorrelation 0.7-0.99 measured on a production
+// trace). The rank test therefore divides each color's count by a design effect, estimated
+// from how much the pods' latency distributions differ within the window (DesignEffect).
+//
+// A rollout looks many times: every analysis interval of every step. Judged at a fixed 99% on
+// each look, an identical candidate fails one of them far more often than 1%. The failure
+// threshold rises with the looks instead (FailZ): the error budget Alpha is spent over the
+// steps and the looks within each, so that the chance that an identical candidate ever fails
+// a metric over the whole rollout is at most Alpha, however long it holds. A clear regression
+// still fails at the first look: its z grows with the square root of the samples, the threshold
+// only with the logarithm of the looks.
+
+// Alpha is the error budget of one metric over a whole rollout: the largest probability that a
+// candidate no slower than the bound ever fails the metric's rank test, over every look of
+// every step.
+const Alpha = 0.01
+
+// Look says which measurement of the rollout a judgement is: Step is the rollout's step (1 the
+// first), Index the measurement within the step (1 the first). Zero values count as 1.
+type Look struct {
+	Step, Index int
+}
+
+// FailZ is the one-sided threshold of the rank test's z at a look: the standard normal quantile
+// of 1 - Alpha / (s(s+1) k(k+1)) for step s and look k. Since the sum over s and k of
+// 1/(s(s+1) k(k+1)) is 1, the thresholds spend at most Alpha over any number of looks
+// (a union bound: it holds whatever the correlation between looks). First look of the first
+// step: 2.81; fourth look of the second step: 3.71.
+func FailZ(l Look) float64 {
+	s, k := float64(max(l.Step, 1)), float64(max(l.Index, 1))
+	return normalQuantile(1 - Alpha/(s*(s+1)*k*(k+1)))
+}
+
+// DesignEffect is how much the clustering of observations in groups (one histogram per pod
+// over the window) inflates the variance of a mean rank, against independent observations:
+// sum over groups of (the group's sum of centred mid-ranks)^2, over the sum of the squared
+// centred mid-ranks, with a small-sample factor G/(G-1). 1 for independent observations; the
+// mean group size for groups that differ completely. ok is false with fewer than two non-empty
+// groups (a single group says nothing of its own variance). Mid-ranks are read from the pooled
+// buckets, each bucket's observations spread uniformly within it (as in RankTest).
+func DesignEffect(groups []metrics.Histogram) (deff float64, ok bool) {
+	var pooled []float64 // non-cumulative counts per bucket of the pooled histogram
+	var bounds []float64
+	var per [][]float64
+	for _, g := range groups {
+		if g.Total() <= 0 {
+			continue
+		}
+		counts := make([]float64, len(g))
+		below := 0.0
+		for i, b := range g {
+			counts[i] = max(b.Count-below, 0)
+			below = max(below, b.Count)
+		}
+		if bounds == nil {
+			bounds = make([]float64, len(g))
+			for i, b := range g {
+				bounds[i] = b.UpperBound
+			}
+			pooled = make([]float64, len(g))
+		}
+		if len(g) != len(bounds) {
+			continue // buckets that do not line up: not one histogram's pods
+		}
+		for i := range counts {
+			pooled[i] += counts[i]
+		}
+		per = append(per, counts)
+	}
+	if len(per) < 2 {
+		return 1, false
+	}
+	h := make(metrics.Histogram, len(bounds))
+	cum := 0.0
+	for i, b := range bounds {
+		cum += pooled[i]
+		h[i] = metrics.Bucket{UpperBound: b, Count: cum}
+	}
+	n := cum
+	// Mid-rank (as a fraction of n) of an observation of each bucket among the pooled ones.
+	iv := bucketIntervals(h)
+	place := make([]float64, len(bounds))
+	for i := range bounds {
+		if pooled[i] == 0 {
+			continue
+		}
+		for j := range bounds {
+			if pooled[j] > 0 {
+				place[i] += pooled[j] * iv[i].greater(iv[j])
+			}
+		}
+		place[i] /= n
+	}
+	mean := 0.0
+	for i := range bounds {
+		mean += pooled[i] * place[i]
+	}
+	mean /= n
+	var within float64
+	for i := range bounds {
+		// Deviations of the bucket's mid-ranks from the mean, and the spread of the mid-ranks
+		// of its own observations (uniform over a width of its share).
+		d := place[i] - mean
+		share := pooled[i] / n
+		within += pooled[i] * (d*d + share*share/12)
+	}
+	if within <= 0 {
+		return 1, false
+	}
+	var between float64
+	for _, counts := range per {
+		s := 0.0
+		for i, c := range counts {
+			s += c * (place[i] - mean)
+		}
+		between += s * s
+	}
+	g := float64(len(per))
+	return max(between/within*g/(g-1), 0), true
+}
+
+// bucketIntervals is the intervals of every bucket of h, empty ones included, in its order.
+func bucketIntervals(h metrics.Histogram) []interval {
+	out := make([]interval, len(h))
+	lower := 0.0
+	for i, b := range h {
+		lo, hi := lower, b.UpperBound
+		if i == 0 && hi < 0 || math.IsInf(hi, 1) {
+			lo = hi
+		}
+		out[i] = interval{lo: lo, hi: hi}
+		lower = b.UpperBound
+	}
+	return out
+}
+
+// normalQuantile is the standard normal quantile of p in (0, 1).
+func normalQuantile(p float64) float64 {
+	if p <= 0 {
+		return math.Inf(-1)
+	}
+	if p >= 1 {
+		return math.Inf(1)
+	}
+	return -math.Sqrt2 * math.Erfcinv(2*p)
+}
+
+// minProportionExcess is the least excess of a candidate's share over the stable color's (one
+// percentage point) that a proportion metric fails on, however many requests show it.
+const minProportionExcess = 0.01
+
+// JudgeProportion judges a share of requests (abort-ratio: clients that gave up) relative to
+// the stable color's, as a proportion rather than a bare ratio of two values: with the stable
+// color at 0 aborts and the candidate at 1, a ratio says nothing and held rollouts forever.
+// It is pure.
+//
+// Verdicts, in this order: Inconclusive under the sample gate (as Judge), when a share or a
+// color's request count is unknown; Fail on an absolute bound (Max, Min); Fail when the
+// candidate's share exceeds MaxRatioToStable r x the stable's by a one-sided two-proportion
+// z at least FailZ(look) (pooled variance) and by at least one percentage point; else Pass.
+// A candidate whose users give up more often than the stable color's, over enough requests
+// to tell, fails; one whose users abort as the stable color's do, at any level, passes.
+func JudgeProportion(m v1alpha1.AnalysisMetric, cand, stable, candN, stableN metrics.Sample, minSamples int32, look Look, at time.Time) v1alpha1.MetricResult {
+	res := Judge(m, cand, stable, candN, minSamples, at)
+	if m.MaxRatioToStable == nil || res.Verdict == v1alpha1.VerdictFail && !strings.Contains(res.Message, "x stable") {
+		return res // absolute bounds only, or an absolute bound failed
+	}
+	inconclusive := func(msg string) v1alpha1.MetricResult {
+		res.Verdict, res.Message = v1alpha1.VerdictInconclusive, msg
+		return res
+	}
+	if minSamples > 0 && (candN.Status != metrics.OK || candN.Value < float64(minSamples)) {
+		return res // Judge's sample gate: Inconclusive
+	}
+	switch {
+	case cand.Status != metrics.OK:
+		return inconclusive("candidate: " + messageOf(cand))
+	case stable.Status != metrics.OK:
+		return inconclusive("stable: " + messageOf(stable))
+	case candN.Status != metrics.OK || stableN.Status != metrics.OK || candN.Value <= 0 || stableN.Value <= 0:
+		return inconclusive("request counts unknown: a share needs both colors' counts")
+	}
+	r := m.MaxRatioToStable.AsApproximateFloat64()
+	pc, ps, nc, ns := cand.Value, stable.Value, candN.Value, stableN.Value
+	excess := pc - r*ps
+	pooled := (pc*nc + ps*ns) / (nc + ns)
+	z := 0.0
+	if v := pooled * (1 - pooled) * (1/nc + r*r/ns); v > 0 {
+		z = excess / math.Sqrt(v)
+	}
+	desc := fmt.Sprintf("%s %s vs %sx stable %s (z %.2f, threshold %.2f; requests: candidate %s, stable %s)", m.Name, format(pc), format(r), format(ps), z, FailZ(look), format(nc), format(ns))
+	if excess > 0 && pc-ps >= minProportionExcess && z >= FailZ(look) {
+		res.Verdict, res.Message = v1alpha1.VerdictFail, desc+": more than the stable color's"
+		return res
+	}
+	res.Verdict, res.Message = v1alpha1.VerdictPass, desc
+	return res
+}

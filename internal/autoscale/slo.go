@@ -1,0 +1,313 @@
+package autoscale
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
+	"github.com/modelship/modelship/internal/metrics"
+)
+
+// SLO-first autoscaling (spec.autoscaling.slo).
+//
+// The load is the token work of the Ready pods (Input.Load, metrics.TokenWork: replicas' worth
+// of a nominal replica's time). One replica's capacity in these units, C, is learnt per
+// revision, once per serving window (Input.ServingWindow) of a steady fleet (no pod starting,
+// one color Ready, every replica asked for Ready), from u, the load per Ready replica, and the
+// window's p95 latencies against the SLO:
+//   - a miss (a p95 above the SLO, or at least SLOQueuedPerReplica requests queued per Ready
+//     replica) bounds C below u times the SLO's ratio to the latency seen (the queue's, 0.9),
+//     never below u/2 (as learnCapacity does); a bound below C moves C halfway to it, but
+//     never below the floor;
+//   - a window holding the SLO with margin (each p95 at most sloMargin of its SLO, no queue)
+//     at a load near C (u at least sloNear of C, or the load asks for more than Ready-1
+//     replicas at C: a small fleet cannot come nearer; a fleet held up by minReplicas or the
+//     scale-down window says nothing of C), after a
+//     window without a scale-down, raises C by sloProbe (twice that with each p95 at most a
+//     quarter of sloMargin), up to sloProbeCeiling times the floor: the next passes ask for fewer
+//     replicas, and the SLO says whether they hold;
+//   - a window that holds the SLO tightly (a p95 above sloMargin of its SLO) on a steady fleet
+//     shows the replicas at the edge: C comes back to the floor (about u), so that the next
+//     probe does not step off the cliff (a p95 grows slowly, then at once when requests queue,
+//     and the replicas a probe removed take a cold start to come back);
+//   - the ceiling is the lowest u seen missing the SLO, doubling every sloCeilingDoubling:
+//     probing does not take C above it (the replicas were seen beyond capacity there), and
+//     after a while probes again (the workload may have changed);
+//   - the floor is the highest u seen holding the SLO, halved every sloFloorHalfLife: a replica
+//     has carried it, so one odd minute (a burst inside the window, a slow pod) cannot lower C
+//     below it, and an old proof fades.
+//
+// Before anything was learnt, the first window with load seeds C: u over sloShare when it held
+// the SLO (the fleet is taken as rightly sized), the bound when it missed. A new revision
+// starts from the capacity of the one before (a new model version is rarely far from the old),
+// without its floor.
+//
+// The proposal is ceil(load / (sloShare x C)) with the tolerance, raised along a rising trend
+// as a prometheus metric is (spec.autoscaling.projectionHorizon), and by the fast path: when
+// the requests queue (SLOQueuedPerReplica or more per Ready replica), the replicas are beyond
+// capacity now and the load read (the tokens served) is not the load arriving; the proposal is
+// then at least the Ready replicas times 1 + queued/(sloQueueRef x Ready), up to twice them.
+// Decide's cold-start rule keeps this from cascading while the new pods load (a proposal not
+// above Current holds), and its scale-down window keeps the replicas after the burst.
+const (
+	// MetricSLO names the slo's proposal and its learnt capacity.
+	MetricSLO = "slo"
+	// SLOQueuedPerReplica is the requests queued per Ready replica from which the replicas are
+	// beyond capacity (a miss for learning, the fast path for the proposal).
+	SLOQueuedPerReplica = 1.0
+
+	sloShare           = 0.85
+	sloMargin          = 0.6
+	sloNear            = 0.7
+	sloProbe           = 0.05
+	sloProbeCeiling    = 1.6
+	sloFloorHalfLife   = 30 * time.Minute
+	sloCeilingDoubling = time.Hour
+	sloQueueRef        = 8.0
+	sloMaxFast         = 2.0
+)
+
+// sloSpec is the resolved SLO, in seconds (0: not set).
+type sloSpec struct{ ttft, itl float64 }
+
+func resolveSLO(spec *v1alpha1.LatencySLO) (sloSpec, bool) {
+	if spec == nil {
+		return sloSpec{}, false
+	}
+	var s sloSpec
+	if spec.TTFTP95 != nil && spec.TTFTP95.Duration > 0 {
+		s.ttft = spec.TTFTP95.Duration.Seconds()
+	}
+	if spec.ITLP95 != nil && spec.ITLP95.Duration > 0 {
+		s.itl = spec.ITLP95.Duration.Seconds()
+	}
+	return s, s.ttft > 0 || s.itl > 0
+}
+
+// latencyRatio is the worst of the p95 latencies over their SLO; false when a latency the SLO
+// states has no usable value.
+func (s sloSpec) latencyRatio(in Input) (float64, bool) {
+	r := 0.0
+	for _, x := range []struct {
+		slo float64
+		o   Observation
+	}{{s.ttft, in.TTFTP95}, {s.itl, in.ITLP95}} {
+		if x.slo <= 0 {
+			continue
+		}
+		if !usable(x.o) {
+			return 0, false
+		}
+		r = max(r, x.o.Value/x.slo)
+	}
+	return r, true
+}
+
+// sloState is the slo's learnt capacity (C) and floor.
+type sloState struct {
+	capacity, floor float64
+	ceiling         float64 // 0: none
+	samples         int32
+	last            time.Time
+	revision        string
+	known           bool
+}
+
+func sloStateOf(prev []v1alpha1.LearnedCapacity, revision string) sloState {
+	for _, c := range prev {
+		if c.Metric != MetricSLO {
+			continue
+		}
+		v, ok := learntValue(c)
+		if !ok {
+			return sloState{}
+		}
+		st := sloState{capacity: v, samples: c.Samples, last: c.LastSampleTime.Time, revision: c.Revision, known: true}
+		if f, err := strconv.ParseFloat(c.Floor, 64); err == nil && f > 0 && !math.IsInf(f, 0) {
+			st.floor = min(f, v)
+		}
+		if f, err := strconv.ParseFloat(c.Ceiling, 64); err == nil && f > 0 && !math.IsInf(f, 0) {
+			st.ceiling = f
+		}
+		if revision != "" && c.Revision != "" && c.Revision != revision {
+			// Another revision's capacity: the starting point, not a proof.
+			st.floor, st.ceiling, st.samples, st.last, st.revision = 0, 0, 0, time.Time{}, revision
+		}
+		return st
+	}
+	return sloState{revision: revision}
+}
+
+func (st sloState) status() v1alpha1.LearnedCapacity {
+	c := v1alpha1.LearnedCapacity{Metric: MetricSLO, PerReplica: strconv.FormatFloat(st.capacity, 'g', 6, 64), Samples: st.samples,
+		Revision: st.revision, LastSampleTime: metav1.NewTime(st.last)}
+	if st.floor > 0 {
+		c.Floor = strconv.FormatFloat(st.floor, 'g', 6, 64)
+	}
+	if st.ceiling > 0 {
+		c.Ceiling = strconv.FormatFloat(st.ceiling, 'g', 6, 64)
+	}
+	return c
+}
+
+// floorAt is the floor decayed to now.
+func (st sloState) floorAt(now time.Time) float64 {
+	if st.floor <= 0 || st.last.IsZero() || !now.After(st.last) {
+		return st.floor
+	}
+	return st.floor * math.Exp2(-now.Sub(st.last).Seconds()/sloFloorHalfLife.Seconds())
+}
+
+// ceilingAt is the ceiling risen to now (doubling every sloCeilingDoubling); 0 when none.
+func (st sloState) ceilingAt(now time.Time) float64 {
+	if st.ceiling <= 0 || st.last.IsZero() || !now.After(st.last) {
+		return st.ceiling
+	}
+	return st.ceiling * math.Exp2(now.Sub(st.last).Seconds()/sloCeilingDoubling.Seconds())
+}
+
+// learnSLO returns the slo's state after this pass (unchanged when nothing is learnt) and
+// whether there is one to keep.
+func learnSLO(s sloSpec, in Input, prev *v1alpha1.AutoscalingStatus, now time.Time) (sloState, bool) {
+	var learnt []v1alpha1.LearnedCapacity
+	if prev != nil {
+		learnt = prev.LearnedCapacities
+	}
+	st := sloStateOf(learnt, in.Revision)
+	win := in.ServingWindow
+	if win <= 0 {
+		win = time.Minute
+	}
+	if st.known && !st.last.IsZero() && now.Sub(st.last) < win {
+		return st, true // one sample per window
+	}
+	if in.Ready <= 0 || in.BothColorsReady || !usable(in.Load) || in.Load.Value <= 0 {
+		return st, st.known
+	}
+	// Pods starting serve nothing: the Ready ones carry the load, and a miss then is as much a
+	// proof as any (the minutes the fleet is short are those it scales up in). Only a margin
+	// needs the fleet steady.
+	steady := in.Starting <= 0 && in.Ready >= in.Current
+	r, ok := s.latencyRatio(in)
+	if !ok {
+		return st, st.known
+	}
+	u := in.Load.Value / float64(in.Ready)
+	queued := usable(in.RequestsWaiting) && in.RequestsWaiting.Value/float64(in.Ready) >= SLOQueuedPerReplica
+	floor, ceiling := st.floorAt(now), st.ceilingAt(now)
+	miss := r > 1 || queued
+	switch {
+	case miss:
+		factor := 1.0
+		if r > 1 {
+			factor = 1 / r
+		}
+		if queued {
+			factor = min(factor, queueFactor)
+		}
+		bound := u * max(factor, 0.5)
+		if ceiling <= 0 || u < ceiling {
+			ceiling = u
+		}
+		switch {
+		case !st.known:
+			st.capacity = bound
+		case bound < st.capacity:
+			st.capacity = max(min(st.capacity+learnWeight*(bound-st.capacity), ceiling), floor)
+		}
+	case !steady:
+		return st, st.known
+	default:
+		floor = max(floor, u)
+		switch {
+		case !st.known:
+			st.capacity = u / sloShare
+		case r <= sloMargin && (u >= sloNear*st.capacity || in.Load.Value/(sloShare*st.capacity) > float64(in.Ready-1)) && steadyFor(prev, now, win):
+			step := sloProbe
+			if r <= sloMargin/4 {
+				step *= 2 // far from the SLO: a bolder step
+			}
+			st.capacity *= 1 + step
+			if floor > 0 {
+				st.capacity = min(st.capacity, sloProbeCeiling*floor)
+			}
+			if ceiling > 0 {
+				st.capacity = max(min(st.capacity, ceiling), floor)
+			}
+		case r > sloMargin && steadyFor(prev, now, win):
+			// Held, but tightly: the replicas are at the edge, so C is about u. Probing
+			// stops here and C comes back to what was seen to hold.
+			st.capacity = min(st.capacity, floor)
+		}
+		st.capacity = max(st.capacity, floor)
+	}
+	st.floor, st.ceiling = min(floor, st.capacity), ceiling
+	st.samples++
+	st.last, st.revision, st.known = now, in.Revision, true
+	return st, true
+}
+
+// steadyFor: no scale-down within the last window, so the window's latencies were not
+// measured on more replicas than serve now (after a scale-up they were measured on fewer, which
+// only makes them worse, and Ready pods equal to Current says the new ones serve).
+func steadyFor(prev *v1alpha1.AutoscalingStatus, now time.Time, win time.Duration) bool {
+	if prev == nil {
+		return true
+	}
+	for _, e := range prev.Events {
+		if e.To < e.From && now.Sub(e.At.Time) < win {
+			return false
+		}
+	}
+	return true
+}
+
+// proposeSLO is the slo's proposal on the learnt state: the replicas for the load at sloShare
+// of the capacity, projected along a rising trend, at least the fast path's when requests
+// queue. Without a capacity yet (no window with load) it holds Current.
+func (s settings) proposeSLO(in Input, cur int32, st sloState, known bool) (v1alpha1.Proposal, bool) {
+	p := v1alpha1.Proposal{Metric: MetricSLO}
+	o := in.Load
+	switch {
+	case o.Status != metrics.OK:
+		p.Message = "token work: " + string(o.Status)
+		if o.Message != "" {
+			p.Message += ": " + o.Message
+		}
+		return p, false
+	case !usable(o):
+		p.Value = fmtNum(o.Value)
+		p.Message = "token work is not a finite non-negative number"
+		return p, false
+	}
+	p.Value = fmtNum(o.Value)
+	var n int32
+	if !known || !(st.capacity > 0) {
+		n, p.Message = cur, "no capacity learnt yet: holding"
+	} else {
+		tgt := sloShare * st.capacity
+		p.Target = fmt.Sprintf("%s (%s%% of %s learnt to hold the SLO)", fmtNum(tgt), fmtNum(100*sloShare), fmtNum(st.capacity))
+		n, p.Message, _ = replicas(total, o, tgt, s.tolerance, cur, in.Ready)
+		n, p.Message = s.project(o, tgt, cur, n, p.Message)
+	}
+	if w := in.RequestsWaiting; usable(w) && in.Ready > 0 && w.Value/float64(in.Ready) >= SLOQueuedPerReplica {
+		factor := min(1+w.Value/(sloQueueRef*float64(in.Ready)), sloMaxFast)
+		fast := max(ceil(float64(in.Ready)*factor), in.Ready+1)
+		if fast > n {
+			n = fast
+			p.Message = fmt.Sprintf("%s %s requests queued on %d Ready replicas: %d at once", fastPrefix, fmtNum(w.Value), in.Ready, fast)
+		}
+		if fast <= cur && n < cur {
+			n = cur // never below Current while requests queue
+		}
+	}
+	p.Replicas = &n
+	return p, true
+}
+
+// fastPrefix starts the message of a proposal raised by the fast path, which cause repeats.
+const fastPrefix = "fast path:"

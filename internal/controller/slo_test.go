@@ -1,0 +1,141 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
+	"github.com/modelship/modelship/internal/autoscale"
+)
+
+// sloServing is what the test Prometheus reports for a ModelServer's pods: the token work, the
+// p95 TTFT (seconds) and the requests queued on each pod.
+type sloServing struct {
+	work, ttft, waitingPerPod float64
+}
+
+// withSLO states a 2s p95 TTFT and 100ms p95 ITL and no metrics.
+func withSLO(a *v1alpha1.AutoscalingSpec) {
+	a.Metrics = nil
+	a.SLO = &v1alpha1.LatencySLO{TTFTP95: &v1alpha1.Duration{Duration: 2 * time.Second}, ITLP95: &v1alpha1.Duration{Duration: 100 * time.Millisecond}}
+}
+
+// startSLOServer creates an SLO-first ModelServer with replicas Ready pods serving s.
+func startSLOServer(t *testing.T, name string, replicas int, s sloServing, opts ...func(*v1alpha1.AutoscalingSpec)) (*v1alpha1.ModelServer, string) {
+	t.Helper()
+	ns := newNamespace(t)
+	node := gpuNode(t, ns, 8)
+	var pods []string
+	prometheus.set(ns, func(q string) promAnswer {
+		switch {
+		case strings.Contains(q, "vllm:prompt_tokens_total") && strings.Contains(q, "vllm:generation_tokens_total"):
+			return promAnswer{value: s.work}
+		case strings.Contains(q, "vllm:time_to_first_token_seconds_bucket"):
+			return promAnswer{value: s.ttft}
+		case strings.Contains(q, "vllm:inter_token_latency_seconds_bucket"):
+			return promAnswer{value: 0.04}
+		}
+		return promAnswer{noData: true}
+	})
+	prometheus.setSeries(ns, func(q string) []podSeries {
+		if !strings.Contains(q, "vllm:num_requests_waiting") {
+			return nil
+		}
+		var out []podSeries
+		for _, p := range pods {
+			out = append(out, podSeries{pod: p, value: s.waitingPerPod})
+		}
+		return out
+	})
+	t.Cleanup(func() { prometheus.set(ns, nil); prometheus.setSeries(ns, nil) })
+	ms := newModelServer(ns, name, onPool(ns), withReplicas(int32(replicas)), withAutoscaling(1, 8, 70, append([]func(*v1alpha1.AutoscalingSpec){withSLO}, opts...)...))
+	if err := k8s.Create(context.Background(), ms); err != nil {
+		t.Fatal(err)
+	}
+	waitReplicas(t, ns, name+"-blue", int32(replicas))
+	pods = runPods(t, ms, v1alpha1.Blue, replicas, node)
+	return ms, ns
+}
+
+func sloCapacity(a *v1alpha1.AutoscalingStatus) (float64, bool) {
+	for _, c := range a.LearnedCapacities {
+		if c.Metric == autoscale.MetricSLO {
+			v, err := strconv.ParseFloat(c.PerReplica, 64)
+			return v, err == nil
+		}
+	}
+	return 0, false
+}
+
+// Two Ready replicas carry 1.2 of token work at a p95 TTFT of 3s against a 2s SLO: the
+// controller reads the token work and the latencies of the ModelServer's pods, learns that a
+// replica carries at most 0.4 (0.6 each at 1.5x the SLO), keeps it in status, and scales up.
+func TestSLOAMissedSLOScalesUp(t *testing.T) {
+	t.Parallel()
+	ms, ns := startSLOServer(t, "slo-miss", 2, sloServing{work: 1.2, ttft: 3})
+	eventually(t, 30*time.Second, "learnt and scaled up", func() error {
+		got := getMS(t, ms)
+		a, err := autoscaling(got)
+		if err != nil {
+			return err
+		}
+		c, ok := sloCapacity(a)
+		if !ok || c > 0.41 {
+			return fmt.Errorf("learnt %+v, want the slo's capacity at most 0.4", a.LearnedCapacities)
+		}
+		if a.DesiredReplicas < 3 || !strings.Contains(a.LastScaleReason, "slo") {
+			return fmt.Errorf("desired %d reason %q", a.DesiredReplicas, a.LastScaleReason)
+		}
+		return nil
+	})
+	if n := deploymentReplicas(t, ns, "slo-miss-blue"); n < 3 {
+		t.Fatalf("the Deployment asks for %d replicas", n)
+	}
+}
+
+// Four replicas carry 2.0 of token work at a p95 TTFT of 0.4s: the SLO holds with a wide
+// margin, the capacity is probed up pass after pass, and the fleet comes down.
+func TestSLOAComfortableMarginProbesDown(t *testing.T) {
+	t.Parallel()
+	ms, _ := startSLOServer(t, "slo-margin", 4, sloServing{work: 2, ttft: 0.4}, scaleDownWindow(0))
+	var first float64
+	eventually(t, 30*time.Second, "probed down", func() error {
+		a, err := autoscaling(getMS(t, ms))
+		if err != nil {
+			return err
+		}
+		c, ok := sloCapacity(a)
+		if !ok {
+			return fmt.Errorf("nothing learnt: %+v", a)
+		}
+		if first == 0 {
+			first = c
+		}
+		if c <= first || a.DesiredReplicas >= 4 || !strings.Contains(a.LastScaleReason, "slo") {
+			return fmt.Errorf("capacity %g (first %g), desired %d, reason %q", c, first, a.DesiredReplicas, a.LastScaleReason)
+		}
+		return nil
+	})
+}
+
+// Two replicas with little token work and a good TTFT, but 40 requests queued on each: the
+// burst is beyond them now, and the fast path doubles the fleet at once.
+func TestSLOABurstTakesTheFastPath(t *testing.T) {
+	t.Parallel()
+	ms, ns := startSLOServer(t, "slo-burst", 2, sloServing{work: 0.5, ttft: 0.4, waitingPerPod: 40})
+	eventually(t, 30*time.Second, "fast path", func() error {
+		a, err := autoscaling(getMS(t, ms))
+		if err != nil {
+			return err
+		}
+		if a.DesiredReplicas != 4 || !strings.Contains(a.LastScaleReason, "fast path") {
+			return fmt.Errorf("desired %d, reason %q", a.DesiredReplicas, a.LastScaleReason)
+		}
+		return nil
+	})
+	waitReplicas(t, ns, "slo-burst-blue", 4)
+}

@@ -1,0 +1,270 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelship/modelship/test/framework/fleet"
+	"github.com/modelship/modelship/test/sim/policysim"
+	"github.com/modelship/modelship/test/sim/workloads"
+)
+
+// The judge matrix: for every workload, runs A/A rollouts (an identical candidate) and
+// rollouts of slower candidates, each run a scenario of its own (its own replay seed and its own
+// start in the workload), under modelship's rollout with the API's defaults, and prints per
+// workload the false rollbacks, the detection rate and the time to a verdict.
+
+// judgeWorkload makes one run's arrivals: seed and offset pick the scenario.
+type judgeWorkload struct {
+	name string
+	// arrivals returns the run's requests from its start (the candidate is deployed 2m in).
+	arrivals func(seed uint64, run, runs int) ([]fleet.Arrival, error)
+}
+
+// judgeCandidate is a candidate revision of the matrix: 1 is identical (A/A).
+type judgeCandidate struct {
+	name string
+	mult float64
+}
+
+// parseJudgeCandidates reads --judge-candidates: comma-separated latency multipliers above 1
+// (the regressions); the identical candidate (A/A) always runs first.
+func parseJudgeCandidates(spec string) ([]judgeCandidate, error) {
+	out := []judgeCandidate{{"aa", 1}}
+	for _, f := range strings.Split(spec, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		m, err := strconv.ParseFloat(f, 64)
+		if err != nil || m <= 1 {
+			return nil, fmt.Errorf("--judge-candidates %q: want latency multipliers above 1 such as 1.5", f)
+		}
+		out = append(out, judgeCandidate{strconv.FormatFloat(m, 'g', -1, 64) + "x", m})
+	}
+	return out, nil
+}
+
+// parseJudgeWorkloads reads --judge-workloads: comma-separated trace@SCALE (the trace at that
+// rollout rate scale), bursty@SCALE (the trace at that scale with every request moved to the
+// start of its 20-second bin, so that the bin's requests arrive at once) and matrix:NAME (a
+// workload of test/sim/workloads, shipped trace taken from --trace).
+func parseJudgeWorkloads(spec string, tr fleet.Trace) ([]judgeWorkload, error) {
+	var out []judgeWorkload
+	for _, w := range strings.Split(spec, ",") {
+		w = strings.TrimSpace(w)
+		if w == "" {
+			continue
+		}
+		if name, ok := strings.CutPrefix(w, "matrix:"); ok {
+			// A workload of the matrix (test/sim/workloads), each run its own seed's sequence.
+			wl, err := workloads.Find(workloads.Matrix(tr), name)
+			if err != nil {
+				return nil, fmt.Errorf("--judge-workloads %q: %w", w, err)
+			}
+			out = append(out, judgeWorkload{name: w, arrivals: func(seed uint64, _, _ int) ([]fleet.Arrival, error) {
+				return wl.Sequence(seed)
+			}})
+			continue
+		}
+		kind, scaleS, ok := strings.Cut(w, "@")
+		scale, err := strconv.ParseFloat(scaleS, 64)
+		if !ok || err != nil || scale <= 0 {
+			return nil, fmt.Errorf("--judge-workloads %q: want trace@SCALE or bursty@SCALE", w)
+		}
+		var burst time.Duration
+		switch kind {
+		case "trace":
+		case "bursty":
+			burst = 20 * time.Second
+		default:
+			return nil, fmt.Errorf("--judge-workloads %q: unknown kind %q (trace, bursty)", w, kind)
+		}
+		out = append(out, judgeWorkload{name: w, arrivals: traceArrivals(tr, scale, burst)})
+	}
+	return out, nil
+}
+
+// traceArrivals replays the trace at a rate scale, run i of runs starting at its own point of
+// one pass with its own replay seed; burst > 0 moves every arrival to the start of its bin of
+// that length (bins phased by the seed).
+func traceArrivals(tr fleet.Trace, scale float64, burst time.Duration) func(seed uint64, run, runs int) ([]fleet.Arrival, error) {
+	return func(seed uint64, run, runs int) ([]fleet.Arrival, error) {
+		r, err := fleet.NewReplay(tr, fleet.ReplayOptions{RateScale: scale, Seed: seed, Loop: true})
+		if err != nil {
+			return nil, err
+		}
+		off := aaOffset(run, runs, r.CycleDuration())
+		arr := shift(r.Until(off+40*time.Minute), off)
+		if burst > 0 {
+			phase := time.Duration(rand.New(rand.NewPCG(seed, 7)).Int64N(int64(burst)))
+			for i := range arr {
+				arr[i].At = (arr[i].At+phase)/burst*burst - phase + burst
+			}
+			sort.SliceStable(arr, func(i, j int) bool { return arr[i].At < arr[j].At })
+		}
+		return arr, nil
+	}
+}
+
+// judgeFigures are one (workload, candidate) cell of the matrix.
+type judgeFigures struct {
+	runs, rolledBack, promoted, undecided int
+	// decided are the times to the verdict of the runs that were rolled back (regressions) or
+	// promoted (A/A).
+	rollbackTimes, promoteTimes []time.Duration
+	// candRequests are the requests the candidate served, per run.
+	candRequests []uint64
+}
+
+// runJudgeMatrix runs the matrix, two runs at a time.
+func runJudgeMatrix(workloads []judgeWorkload, judgeCandidates []judgeCandidate, runs int, base policysim.RolloutConfig, seed uint64) (map[string]*judgeFigures, error) {
+	type job struct {
+		cell string
+		w    judgeWorkload
+		c    judgeCandidate
+		run  int
+	}
+	var jobs []job
+	for _, w := range workloads {
+		for _, c := range judgeCandidates {
+			for i := range runs {
+				jobs = append(jobs, job{cell: w.name + "/" + c.name, w: w, c: c, run: i})
+			}
+		}
+	}
+	results := make([]policysim.RolloutResult, len(jobs))
+	errs := make([]error, len(jobs))
+	sem := make(chan struct{}, 2)
+	var wg sync.WaitGroup
+	for i, j := range jobs {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			cfg := base
+			// Every run of a workload is a scenario of its own; a regression's run i sees the
+			// same requests as the A/A run i.
+			cfg.Seed = seed + uint64(j.run) + 1
+			cfg.StopWhenDecided = true
+			cfg.Candidate = fleet.Profile{LatencyMultiplier: j.c.mult}
+			arr, err := j.w.arrivals(cfg.Seed, j.run, runs)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			cfg.Arrivals = arr
+			results[i] = policysim.RunRollout(cfg, policysim.NewModelshipRollout(base.Replicas))
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	cells := map[string]*judgeFigures{}
+	for i, j := range jobs {
+		f := cells[j.cell]
+		if f == nil {
+			f = &judgeFigures{}
+			cells[j.cell] = f
+		}
+		r := results[i]
+		f.runs++
+		f.candRequests = append(f.candRequests, r.CandidateRequests)
+		switch r.Outcome {
+		case policysim.OutcomeRolledBack:
+			f.rolledBack++
+			f.rollbackTimes = append(f.rollbackTimes, r.DecidedAfter)
+		case policysim.OutcomePromoted:
+			f.promoted++
+			f.promoteTimes = append(f.promoteTimes, r.DecidedAfter)
+		default:
+			f.undecided++
+		}
+	}
+	return cells, nil
+}
+
+// printJudgeMatrix prints one line per workload and candidate, then the summary lines, each
+// with the workload that sets it.
+func printJudgeMatrix(workloads []judgeWorkload, judgeCandidates []judgeCandidate, cells map[string]*judgeFigures) {
+	type worst struct {
+		v        float64
+		workload string
+	}
+	var aaMax, slowest worst
+	detectMin := map[string]*worst{}
+	p50Max := map[string]*worst{}
+	for _, w := range workloads {
+		for _, c := range judgeCandidates {
+			f := cells[w.name+"/"+c.name]
+			if f == nil {
+				continue
+			}
+			key := "judge." + w.name + "." + c.name
+			if c.mult == 1 {
+				rate := float64(f.rolledBack) / float64(f.runs)
+				fmt.Printf("%s.false_rollbacks=%d of %d (%.1f%%) promoted=%d undecided=%d promotion_s_p50=%.0f p90=%.0f max=%.0f candidate_requests_p50=%d\n",
+					key, f.rolledBack, f.runs, 100*rate, f.promoted, f.undecided, seconds(f.promoteTimes, 0.5), seconds(f.promoteTimes, 0.9), seconds(f.promoteTimes, 1), quantileU(f.candRequests, 0.5))
+				if rate >= aaMax.v {
+					aaMax = worst{rate, w.name}
+				}
+				if s := seconds(f.promoteTimes, 1); s >= slowest.v {
+					slowest = worst{s, w.name}
+				}
+				continue
+			}
+			rate := float64(f.rolledBack) / float64(f.runs)
+			fmt.Printf("%s.detected=%d of %d (%.1f%%) promoted=%d undecided=%d detect_s_p50=%.0f p90=%.0f candidate_requests_p50=%d p90=%d\n",
+				key, f.rolledBack, f.runs, 100*rate, f.promoted, f.undecided, seconds(f.rollbackTimes, 0.5), seconds(f.rollbackTimes, 0.9), quantileU(f.candRequests, 0.5), quantileU(f.candRequests, 0.9))
+			if d := detectMin[c.name]; d == nil || rate < d.v {
+				detectMin[c.name] = &worst{rate, w.name}
+			}
+			if d := p50Max[c.name]; d == nil || seconds(f.rollbackTimes, 0.5) > d.v {
+				p50Max[c.name] = &worst{seconds(f.rollbackTimes, 0.5), w.name}
+			}
+		}
+	}
+	fmt.Printf("aa_false_rollback_rate_max=%.4f (%s)\n", aaMax.v, aaMax.workload)
+	fmt.Printf("aa_slowest_promotion_s_max=%.0f (%s)\n", slowest.v, slowest.workload)
+	for _, c := range judgeCandidates[1:] {
+		name := strings.ReplaceAll(c.name, ".", "_")
+		if d := detectMin[c.name]; d != nil {
+			fmt.Printf("detect_%s_rate_min=%.4f (%s)\n", name, d.v, d.workload)
+		}
+		if d := p50Max[c.name]; d != nil {
+			fmt.Printf("verdict_s_%s_p50_max=%.0f (%s)\n", name, d.v, d.workload)
+			if c.mult == 1.5 {
+				fmt.Printf("verdict_s_bad_p50_max=%.0f (%s)\n", d.v, d.workload)
+			}
+		}
+	}
+}
+
+// seconds is the q-quantile of ds in seconds (nearest rank), NaN without any.
+func seconds(ds []time.Duration, q float64) float64 {
+	if len(ds) == 0 {
+		return math.NaN()
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := min(len(s)-1, max(0, int(math.Ceil(q*float64(len(s))))-1))
+	return s[i].Seconds()
+}
+
+func quantileU(xs []uint64, q float64) uint64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[min(len(s)-1, max(0, int(math.Ceil(q*float64(len(s))))-1))]
+}
