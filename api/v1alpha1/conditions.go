@@ -74,6 +74,13 @@ const (
 	// ReasonRouteNotAccepted (Progressing False) says that the rollout holds because a Gateway
 	// did not accept the HTTPRoute: it neither advances nor promotes until it is accepted.
 	ReasonRouteNotAccepted = "RouteNotAccepted"
+	// ReasonGateHeld (Progressing False) says that a rollout gate (spec.rollout.gates) has not
+	// answered 2xx at this step: the rollout holds until it does; the message names the gate
+	// and its last answer.
+	ReasonGateHeld = "GateHeld"
+	// ReasonGateFailed is the rollback's reason when a gate failed more than
+	// spec.rollout.gateFailureLimit calls in a row.
+	ReasonGateFailed = "GateFailed"
 	// ReasonSuperseding (Reconciling, Progressing) says that a candidate superseded by a spec
 	// change still serves what the stable color cannot carry yet; the new revision starts once
 	// the stable color carries all traffic.

@@ -144,6 +144,23 @@ type ModelServerStatus struct {
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
+// GateStatus is what a rollout gate answered at a step.
+type GateStatus struct {
+	// Name of the gate.
+	Name string `json:"name"`
+	// Step the answers are for.
+	Step int32 `json:"step"`
+	// Passed is true once the gate answered 2xx at this step.
+	// +optional
+	Passed bool `json:"passed,omitempty"`
+	// Failures is how many calls in a row failed at this step.
+	// +optional
+	Failures int32 `json:"failures,omitempty"`
+	// Message is the last failure.
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
 // RolloutStatus is the rollout state machine's memory between passes: the step it holds, its
 // analysis, the revision it rolled back, the operation it last acted on, and until when the
 // color that serves no traffic keeps its pods, one field per reason (keepWarmUntil,
@@ -181,6 +198,12 @@ type RolloutStatus struct {
 	// LastMeasuredAt is when analysis last ran.
 	// +optional
 	LastMeasuredAt *metav1.Time `json:"lastMeasuredAt,omitempty"`
+
+	// Gates is the outcome of the rollout gates called at the current step (spec.rollout.gates).
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Gates []GateStatus `json:"gates,omitempty"`
 
 	// RolledBackRevision is the revision that was last rolled back or aborted. While the spec
 	// still asks for it, modelship does not retry it.

@@ -121,6 +121,50 @@ type ModelServerSpec struct {
 	// cleared. Serving and autoscaling go on.
 	// +optional
 	Paused bool `json:"paused,omitempty"`
+
+	// Notifications are webhooks that the ModelServer's rollout events (RolloutStarted,
+	// StepAdvanced, Paused, AwaitingPromotion, Promoted, RolledBack, Aborted, AnalysisStalled,
+	// NoRoomForCandidate) and scaling limits (ScalingLimited) are posted to as JSON, with a
+	// Slack-compatible "text" field, besides the cluster-wide URLs of the controller's
+	// --notify-url. Each URL is read from a Secret in the ModelServer's namespace, so that a URL
+	// holding a token is not in the spec. Delivery is retried with backoff; each event is sent
+	// once per target (its "id" lets a receiver drop a repeat after a controller restart).
+	// +kubebuilder:validation:MaxItems=8
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Notifications []NotificationTarget `json:"notifications,omitempty"`
+}
+
+// NotificationTarget is one webhook of spec.notifications.
+type NotificationTarget struct {
+	// Name of the target, unique in the list (in logs and events).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +required
+	Name string `json:"name"`
+
+	// URLSecretRef names the key of a Secret in the ModelServer's namespace whose value is the
+	// webhook's http or https URL. Only that URL is called; a redirect is not followed.
+	// +required
+	URLSecretRef SecretKeyRef `json:"urlSecretRef"`
+}
+
+// SecretKeyRef names one key of a Secret in the ModelServer's namespace.
+type SecretKeyRef struct {
+	// Name of the Secret.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Name string `json:"name"`
+
+	// Key in the Secret's data.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
+	// +required
+	Key string `json:"key"`
 }
 
 // GatewaySpec routes traffic to the model server: either an HTTPRoute that modelship owns
@@ -284,7 +328,7 @@ type RolloutSpec struct {
 	// interval; at least the passing verdict of the step's last measurement is needed to advance.
 	// A positive duration such as 2m or 90s; defaults to 2m.
 	// +kubebuilder:default="2m"
-	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="spec.rollout.stepDuration must be a positive duration such as 2m or 90s (units h, m, s, ms)"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[-+]?(0|(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+)$') || (duration(self) > duration('0s'))",message="spec.rollout.stepDuration must be a positive duration such as 2m or 90s (units h, m, s, ms)"
 	// +optional
 	StepDuration Duration `json:"stepDuration,omitempty,omitzero"`
 
@@ -313,7 +357,7 @@ type RolloutSpec struct {
 	// to zero. Also how long an aborted candidate keeps its pods.
 	// A positive duration such as 10m; defaults to 10m.
 	// +kubebuilder:default="10m"
-	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="spec.rollout.scaleDownDelay must be a positive duration such as 2m or 90s (units h, m, s, ms)"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[-+]?(0|(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+)$') || (duration(self) > duration('0s'))",message="spec.rollout.scaleDownDelay must be a positive duration such as 2m or 90s (units h, m, s, ms)"
 	// +optional
 	ScaleDownDelay Duration `json:"scaleDownDelay,omitempty,omitzero"`
 
@@ -339,7 +383,7 @@ type RolloutSpec struct {
 	// candidate that lost Ready pods its step needs may stay below (counted from the loss,
 	// status.candidate.unreadySince). A positive duration; defaults to 30m.
 	// +kubebuilder:default="30m"
-	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="spec.rollout.progressDeadline must be a positive duration such as 2m or 90s (units h, m, s, ms)"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[-+]?(0|(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+)$') || (duration(self) > duration('0s'))",message="spec.rollout.progressDeadline must be a positive duration such as 2m or 90s (units h, m, s, ms)"
 	// +optional
 	ProgressDeadline Duration `json:"progressDeadline,omitempty,omitzero"`
 
@@ -347,6 +391,87 @@ type RolloutSpec struct {
 	// +kubebuilder:default={}
 	// +optional
 	Analysis AnalysisSpec `json:"analysis,omitempty,omitzero"`
+
+	// HeaderRoute, when set, sends every request that carries this header with this value to
+	// the candidate only, from the moment the candidate has Ready, warm pods (step 0, at weight
+	// 0) until it is promoted, aborted or rolled back: testers, synthetic checks and internal
+	// users reach it before and while the weights move. modelship adds an HTTPRoute rule of its
+	// own (named modelship-<name>-header) to the route, owned or named by spec.gateway.routeRef,
+	// with the weighted rule's matches, each with the header match added, and the candidate's
+	// Service or InferencePool as its only backend; a rule with a header match is more specific
+	// than the weighted rule, so the Gateway prefers it for the requests that carry the header.
+	// Requests without the header follow the weights. The rule is removed when the rollout ends.
+	// +optional
+	HeaderRoute *HeaderRouteSpec `json:"headerRoute,omitempty"`
+
+	// Gates are webhooks that must answer 2xx before the rollout moves (Flagger's
+	// confirm-rollout, pre-rollout and confirm-promotion webhooks): a load test, an approval in
+	// a CD tool. Each is POSTed a JSON body (id, namespace, modelServer, gate, type, revision,
+	// step, weight) at the point its type names; a non-2xx answer, a redirect or a timeout
+	// holds the rollout there (Progressing False, reason GateHeld, naming the gate and its
+	// answer) and the gate is called again every analysis interval. Once it passed it is not
+	// called again for that step. A person's promote or abort does not wait for gates.
+	// +kubebuilder:validation:MaxItems=8
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Gates []RolloutGate `json:"gates,omitempty"`
+
+	// GateFailureLimit, when above 0, rolls the rollout back once one gate has failed more
+	// than this many calls in a row at one step. 0 (the default) holds until the gate passes
+	// (the progress of a held rollout is still bounded by nothing else: a person aborts it).
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000
+	// +optional
+	GateFailureLimit int32 `json:"gateFailureLimit,omitempty"`
+}
+
+// GateType is when a rollout gate is called.
+// +kubebuilder:validation:Enum=ConfirmRollout;PreStep;ConfirmPromotion
+type GateType string
+
+const (
+	// GateConfirmRollout is called at step 0, before the candidate gets its first weight.
+	GateConfirmRollout GateType = "ConfirmRollout"
+	// GatePreStep is called before each step's weight, the first one included (not before the
+	// promotion, which ConfirmPromotion gates).
+	GatePreStep GateType = "PreStep"
+	// GateConfirmPromotion is called before the candidate is promoted (it would get 100%).
+	GateConfirmPromotion GateType = "ConfirmPromotion"
+)
+
+// RolloutGate is one webhook of spec.rollout.gates.
+type RolloutGate struct {
+	// Name of the gate, unique in the list (in the condition's message and in status).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +required
+	Name string `json:"name"`
+
+	// Type says when the gate is called: ConfirmRollout, PreStep or ConfirmPromotion.
+	// +required
+	Type GateType `json:"type"`
+
+	// URLSecretRef names the key of a Secret in the ModelServer's namespace whose value is the
+	// gate's http or https URL. Only that URL is called; a redirect is not followed.
+	// +required
+	URLSecretRef SecretKeyRef `json:"urlSecretRef"`
+}
+
+// HeaderRouteSpec is spec.rollout.headerRoute: the header (exact match) that sends a request
+// to the candidate during a rollout.
+type HeaderRouteSpec struct {
+	// Name of the HTTP header, as the Gateway API's HTTPHeaderName (case-insensitive), e.g.
+	// x-canary.
+	// +required
+	Name gatewayv1.HTTPHeaderName `json:"name"`
+
+	// Value the header must have, matched exactly, e.g. always.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=4096
+	// +required
+	Value string `json:"value"`
 }
 
 // InconclusiveSpec is spec.rollout.inconclusive: how long a rollout may hold on inconclusive
@@ -356,13 +481,13 @@ type InconclusiveSpec struct {
 	// ModelServer reports Stalled (reason AnalysisInconclusive). It only reports: nothing is
 	// promoted or rolled back by it. A positive duration; defaults to 10m.
 	// +kubebuilder:default="10m"
-	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="spec.rollout.inconclusive.reportAfter must be a positive duration such as 2m or 90s (units h, m, s, ms)"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[-+]?(0|(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+)$') || (duration(self) > duration('0s'))",message="spec.rollout.inconclusive.reportAfter must be a positive duration such as 2m or 90s (units h, m, s, ms)"
 	// +optional
 	ReportAfter Duration `json:"reportAfter,omitempty,omitzero"`
 
 	// RollbackAfter, when set, rolls back a rollout that has held on inconclusive analysis for
 	// this long, a positive duration such as 15m. Unset (the default): hold until data returns.
-	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="spec.rollout.inconclusive.rollbackAfter must be a positive duration such as 2m or 90s (units h, m, s, ms)"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[-+]?(0|(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+)$') || (duration(self) > duration('0s'))",message="spec.rollout.inconclusive.rollbackAfter must be a positive duration such as 2m or 90s (units h, m, s, ms)"
 	// +optional
 	RollbackAfter *Duration `json:"rollbackAfter,omitempty"`
 }
@@ -445,7 +570,7 @@ type AnalysisSpec struct {
 
 	// Interval between measurements within a step, a positive duration. Defaults to 30s.
 	// +kubebuilder:default="30s"
-	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="spec.rollout.analysis.interval must be a positive duration such as 2m or 90s (units h, m, s, ms)"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[-+]?(0|(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+)$') || (duration(self) > duration('0s'))",message="spec.rollout.analysis.interval must be a positive duration such as 2m or 90s (units h, m, s, ms)"
 	// +optional
 	Interval Duration `json:"interval,omitempty,omitzero"`
 
@@ -453,7 +578,7 @@ type AnalysisSpec struct {
 	// span at least four scrape intervals (and the measurement interval), so that every rate
 	// has enough samples: at a 60s scrape interval the window is 4m. Defaults to the
 	// controller's --prometheus-scrape-interval (1m, Prometheus's own default).
-	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('10m')",message="spec.rollout.analysis.scrapeInterval must be a duration between 1s and 10m such as 30s or 1m"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[-+]?(0|(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+)$') || (duration(self) >= duration('1s') && duration(self) <= duration('10m'))",message="spec.rollout.analysis.scrapeInterval must be a duration between 1s and 10m such as 30s or 1m"
 	// +optional
 	ScrapeInterval *Duration `json:"scrapeInterval,omitempty"`
 
@@ -584,7 +709,7 @@ type AutoscalingSpec struct {
 
 	// Interval between evaluations, a positive duration. Defaults to 15s.
 	// +kubebuilder:default="15s"
-	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="spec.autoscaling.interval must be a positive duration such as 2m or 90s (units h, m, s, ms)"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[-+]?(0|(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+)$') || (duration(self) > duration('0s'))",message="spec.autoscaling.interval must be a positive duration such as 2m or 90s (units h, m, s, ms)"
 	// +optional
 	Interval Duration `json:"interval,omitempty,omitzero"`
 
@@ -603,7 +728,7 @@ type AutoscalingSpec struct {
 	// projects a scale-down, nor before the load has been measured for 2.5 minutes (the first
 	// samples of a new series are the rate window filling, not a trend). A duration from 0s to
 	// 1h; unset or 0s projects nothing.
-	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s') && duration(self) <= duration('1h')",message="spec.autoscaling.projectionHorizon must be a duration from 0s to 1h such as 3m or 90s (units h, m, s, ms)"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[-+]?(0|(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+)$') || (duration(self) >= duration('0s') && duration(self) <= duration('1h'))",message="spec.autoscaling.projectionHorizon must be a duration from 0s to 1h such as 3m or 90s (units h, m, s, ms)"
 	// +optional
 	ProjectionHorizon Duration `json:"projectionHorizon,omitempty,omitzero"`
 
@@ -864,14 +989,14 @@ type PrometheusMetric struct {
 type LatencySLO struct {
 	// TTFTP95 is the p95 time to first token to hold (vllm:time_to_first_token_seconds;
 	// SGLang's with the sglang analysis preset), from 10ms to 10m, such as 2s.
-	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('10ms') && duration(self) <= duration('10m')",message="spec.autoscaling.slo.ttftP95 must be a duration from 10ms to 10m, such as 2s or 500ms"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[-+]?(0|(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+)$') || (duration(self) >= duration('10ms') && duration(self) <= duration('10m'))",message="spec.autoscaling.slo.ttftP95 must be a duration from 10ms to 10m, such as 2s or 500ms"
 	// +optional
 	TTFTP95 *Duration `json:"ttftP95,omitempty"`
 
 	// ITLP95 is the p95 inter-token latency to hold (vllm:inter_token_latency_seconds, formerly
 	// vllm:time_per_output_token_seconds; SGLang's with the sglang analysis preset), from 1ms to
 	// 10m, such as 100ms.
-	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1ms') && duration(self) <= duration('10m')",message="spec.autoscaling.slo.itlP95 must be a duration from 1ms to 10m, such as 100ms"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[-+]?(0|(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+)$') || (duration(self) >= duration('1ms') && duration(self) <= duration('10m'))",message="spec.autoscaling.slo.itlP95 must be a duration from 1ms to 10m, such as 100ms"
 	// +optional
 	ITLP95 *Duration `json:"itlP95,omitempty"`
 }
@@ -891,12 +1016,12 @@ type CapacityLearning struct {
 	// TimeToFirstTokenP95 is the latency SLO on time to first token: a p95 over the serving
 	// window (the autoscaling interval, at least four scrape intervals) above it (vLLM's vllm:time_to_first_token_seconds, SGLang's with the sglang
 	// analysis preset) shows the replicas beyond their capacity.
-	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s') && duration(self) <= duration('10m')",message="spec.autoscaling.metrics[*].prometheus.learnCapacity.timeToFirstTokenP95 must be a duration above 0s and at most 10m, such as 2s or 100ms"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[-+]?(0|(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+)$') || (duration(self) > duration('0s') && duration(self) <= duration('10m'))",message="spec.autoscaling.metrics[*].prometheus.learnCapacity.timeToFirstTokenP95 must be a duration above 0s and at most 10m, such as 2s or 100ms"
 	// +optional
 	TimeToFirstTokenP95 *Duration `json:"timeToFirstTokenP95,omitempty"`
 
 	// InterTokenLatencyP95 is the latency SLO on inter-token latency, as TimeToFirstTokenP95.
-	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s') && duration(self) <= duration('10m')",message="spec.autoscaling.metrics[*].prometheus.learnCapacity.interTokenLatencyP95 must be a duration above 0s and at most 10m, such as 2s or 100ms"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[-+]?(0|(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+)$') || (duration(self) > duration('0s') && duration(self) <= duration('10m'))",message="spec.autoscaling.metrics[*].prometheus.learnCapacity.interTokenLatencyP95 must be a duration above 0s and at most 10m, such as 2s or 100ms"
 	// +optional
 	InterTokenLatencyP95 *Duration `json:"interTokenLatencyP95,omitempty"`
 
@@ -972,7 +1097,7 @@ type ScalingRules struct {
 	// StabilizationWindow: the count moves only as far as every recommendation of this window
 	// allows (the highest of the window when scaling down, the lowest when scaling up). From 0
 	// (none) to 1h, as HPA's.
-	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s') && duration(self) <= duration('1h')",message="spec.autoscaling.behavior.scaleUp/scaleDown.stabilizationWindow must be a duration from 0s to 1h, such as 5m or 300s"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[-+]?(0|(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+)$') || (duration(self) >= duration('0s') && duration(self) <= duration('1h'))",message="spec.autoscaling.behavior.scaleUp/scaleDown.stabilizationWindow must be a duration from 0s to 1h, such as 5m or 300s"
 	// +optional
 	StabilizationWindow *Duration `json:"stabilizationWindow,omitempty"`
 
@@ -1011,7 +1136,7 @@ type ScalingPolicy struct {
 	// +required
 	Value int32 `json:"value"`
 	// Period over which the change is counted, more than 0s and at most 30m (HPA's bounds).
-	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s') && duration(self) <= duration('30m')",message="spec.autoscaling.behavior.scaleUp/scaleDown.policies[*].period must be a positive duration of at most 30m, such as 15s or 1m"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[-+]?(0|(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+)$') || (duration(self) > duration('0s') && duration(self) <= duration('30m'))",message="spec.autoscaling.behavior.scaleUp/scaleDown.policies[*].period must be a positive duration of at most 30m, such as 15s or 1m"
 	// +required
 	Period Duration `json:"period"`
 }

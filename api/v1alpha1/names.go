@@ -82,3 +82,11 @@ func (ms *ModelServer) PoolName(c Color) string { return ms.Name + "-" + string(
 func (ms *ModelServer) UsesInferencePools() bool {
 	return ms.Spec.Gateway.Backend == BackendInferencePool
 }
+
+// HeaderRuleName is the name of the HTTPRoute rule that spec.rollout.headerRoute adds during a
+// rollout: modelship-<name>-header, the ModelServer's name made a DNS label as for its Services
+// (see ServiceNameOf), so that it is a valid rule name (a section name) and unique per
+// ModelServer in a route that several share.
+func (ms *ModelServer) HeaderRuleName() string {
+	return "modelship-" + ServiceNameOf(ms.Name, "header")
+}

@@ -19,9 +19,11 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
-	"github.com/modelship/modelship/internal/autoscale"
+	"github.com/modelship/modelship/cmd/modelship-controller/manager"
 	"github.com/modelship/modelship/internal/controller"
 	"github.com/modelship/modelship/internal/metrics"
+	"github.com/modelship/modelship/internal/notify"
+	"github.com/modelship/modelship/internal/signals"
 	"github.com/modelship/modelship/internal/warmup"
 	"github.com/modelship/modelship/internal/window"
 )
@@ -41,7 +43,9 @@ type config struct {
 	scrapeInterval         time.Duration
 	queryPolicy            string
 	gatewayMetricsNS       string
-	gpuExporter            autoscale.GPUExporter
+	gpuExporter            signals.GPUExporter
+	notifyURLs             string
+	notifyTimeout          time.Duration
 }
 
 func main() {
@@ -64,9 +68,11 @@ func main() {
 	flag.DurationVar(&c.scrapeInterval, "prometheus-scrape-interval", window.DefaultScrapeInterval, "How often Prometheus scrapes the model server pods (default of spec.rollout.analysis.scrapeInterval): analysis windows span at least four scrapes.")
 	flag.StringVar(&c.gatewayMetricsNS, "gateway-metrics-namespace", "", "The namespace label of the gateway's own Prometheus series (the namespace Traefik runs in, as its scrape target labels them): the gateway metrics (spec.rollout.analysis.gateway, the autoscaling metric gateway) read that target's series only; empty refuses them.")
 	flag.StringVar(&c.queryPolicy, "query-policy", string(metrics.DefaultQueryPolicy), "Which PromQL ModelServers may have the controller run with its Prometheus credentials: namespaced (presets, built-in signals, and custom queries whose every selector has namespace=\"{{.Namespace}}\" as they run; no external metrics); presets (presets and built-in signals only); any (every query and external metric: whoever writes a ModelServer then reads anything the controller's credentials read, an opt-in for clusters of one team).")
-	flag.StringVar(&c.gpuExporter.Namespace, "gpu-exporter-namespace", autoscale.DefaultGPUExporter.Namespace, "Namespace label of the GPU exporter's scrape targets (dcgm-exporter's namespace): only its series' exported_namespace/exported_pod name the pod holding a GPU. Empty: not checked.")
-	flag.StringVar(&c.gpuExporter.Job, "gpu-exporter-job", autoscale.DefaultGPUExporter.Job, "Job label of the GPU exporter's scrape targets, checked besides --gpu-exporter-namespace when set. With both empty, exported_* labels are never read.")
+	flag.StringVar(&c.gpuExporter.Namespace, "gpu-exporter-namespace", signals.DefaultGPUExporter.Namespace, "Namespace label of the GPU exporter's scrape targets (dcgm-exporter's namespace): only its series' exported_namespace/exported_pod name the pod holding a GPU. Empty: not checked.")
+	flag.StringVar(&c.gpuExporter.Job, "gpu-exporter-job", signals.DefaultGPUExporter.Job, "Job label of the GPU exporter's scrape targets, checked besides --gpu-exporter-namespace when set. With both empty, exported_* labels are never read.")
 	opts := zap.Options{}
+	flag.StringVar(&c.notifyURLs, "notify-url", "", "Comma-separated webhook URLs (http or https) that every ModelServer's rollout events and scaling limits are posted to as JSON, with a Slack-compatible text field (besides each ModelServer's spec.notifications).")
+	flag.DurationVar(&c.notifyTimeout, "notify-timeout", notify.DefaultTimeout, "Timeout of one notification webhook call and of one rollout gate call (each is retried).")
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
@@ -98,12 +104,12 @@ func run(c config) error {
 
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
 		Scheme:                  scheme,
-		Metrics:                 controller.MetricsServerOptions(c.metricsAddr, c.metricsSecure),
+		Metrics:                 manager.MetricsServerOptions(c.metricsAddr, c.metricsSecure),
 		HealthProbeBindAddress:  c.probeAddr,
 		LeaderElection:          c.leaderElect,
 		LeaderElectionID:        LeaderElectionID,
 		LeaderElectionNamespace: c.leaderElectNamespace,
-		Cache:                   controller.CacheOptions(splitNamespaces(c.watchNamespaces)...),
+		Cache:                   manager.CacheOptions(splitNamespaces(c.watchNamespaces)...),
 	})
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
@@ -115,7 +121,7 @@ func run(c config) error {
 	if c.scrapeInterval <= 0 {
 		return fmt.Errorf("--prometheus-scrape-interval must be positive, got %s", c.scrapeInterval)
 	}
-	apis, err := controller.NewKubeMetricsAPIs(mgr.GetConfig())
+	apis, err := signals.NewKubeMetricsAPIs(mgr.GetConfig())
 	if err != nil {
 		return err
 	}
@@ -133,15 +139,18 @@ func run(c config) error {
 
 		GatewayMetricsNamespace: c.gatewayMetricsNS,
 	}
+	sender := notify.NewSender(splitNamespaces(c.notifyURLs), nil, ctrl.Log.WithName("notify"))
+	sender.Client = warmup.NewClient(c.notifyTimeout)
+	r.Notifier = sender
 	if c.prometheus.URL != "" {
 		q, err := metrics.NewPrometheus(c.prometheus)
 		if err != nil {
 			return fmt.Errorf("prometheus client: %w", err)
 		}
 		r.Prometheus = q
-		sig := autoscale.DefaultSignals()
+		sig := signals.DefaultQueries()
 		sig.GPUExporter = c.gpuExporter
-		r.Signals = autoscale.NewSignalCache(q, sig, c.signalInterval)
+		r.Signals = signals.NewSnapshotCache(q, sig, c.signalInterval)
 	}
 	ctx := ctrl.SetupSignalHandler()
 	if err := r.SetupWithManager(ctx, mgr); err != nil {

@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
-	"github.com/modelship/modelship/internal/metrics"
+	"github.com/modelship/modelship/internal/sample"
 )
 
 // Decide computes the total replica count for one ModelServer at now.
@@ -277,7 +277,7 @@ func (s settings) propose(in Input, cur int32, learnt []v1alpha1.LearnedCapacity
 		switch {
 		case !ok:
 			p.Message = "not observed"
-		case o.Status != metrics.OK:
+		case o.Status != sample.OK:
 			p.Message = string(o.Status)
 			if o.Message != "" {
 				p.Message += ": " + o.Message

@@ -2,17 +2,18 @@ package autoscale
 
 import (
 	"encoding/json"
-	"k8s.io/apimachinery/pkg/api/equality"
 	"strings"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
 	"github.com/modelship/modelship/internal/capacity"
-	"github.com/modelship/modelship/internal/metrics"
+	"github.com/modelship/modelship/internal/sample"
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -92,10 +93,10 @@ func percent(n int32, period time.Duration) v1alpha1.ScalingPolicy {
 }
 
 func obs(metric string, v float64, n int32) Observation {
-	return Observation{Metric: metric, Status: metrics.OK, Value: v, Pods: n}
+	return Observation{Metric: metric, Status: sample.OK, Value: v, Pods: n}
 }
 
-func missingObs(metric string, st metrics.Status) Observation {
+func missingObs(metric string, st sample.Status) Observation {
 	return Observation{Metric: metric, Status: st, Message: "prometheus says nothing"}
 }
 
@@ -173,13 +174,13 @@ func TestDecide(t *testing.T) {
 		},
 		{
 			name:          "holds the count when no metric has data and never reads it as zero",
-			in:            Input{Spec: newSpec(1, 10, withGPU(70), noWindow), Current: 5, Ready: 5, Observations: []Observation{missingObs(gpu, metrics.NoData)}},
+			in:            Input{Spec: newSpec(1, 10, withGPU(70), noWindow), Current: 5, Ready: 5, Observations: []Observation{missingObs(gpu, sample.NoData)}},
 			want:          5,
 			wantAvailable: false,
 		},
 		{
 			name:          "holds the count when Prometheus answers with an error",
-			in:            Input{Spec: newSpec(1, 10, withGPU(70), noWindow), Current: 5, Ready: 5, Observations: []Observation{missingObs(gpu, metrics.Error)}},
+			in:            Input{Spec: newSpec(1, 10, withGPU(70), noWindow), Current: 5, Ready: 5, Observations: []Observation{missingObs(gpu, sample.Error)}},
 			want:          5,
 			wantAvailable: false,
 		},
@@ -192,14 +193,14 @@ func TestDecide(t *testing.T) {
 		{
 			name: "scales up on the metrics that have data while another is missing",
 			in: Input{Spec: newSpec(1, 10, withGPU(70), withKV("0.8")), Current: 2, Ready: 2,
-				Observations: []Observation{obs(gpu, 100, 2), missingObs(MetricKVCacheUsage, metrics.NoData)}},
+				Observations: []Observation{obs(gpu, 100, 2), missingObs(MetricKVCacheUsage, sample.NoData)}},
 			want:          3,
 			wantAvailable: false, wantReason: "2 -> 3: gpuUtilization 100 > target 70",
 		},
 		{
 			name: "does not scale down while any metric is missing",
 			in: Input{Spec: newSpec(1, 10, withGPU(70), withKV("0.8"), noWindow), Current: 4, Ready: 4,
-				Observations: []Observation{obs(gpu, 10, 4), missingObs(MetricKVCacheUsage, metrics.Error)}},
+				Observations: []Observation{obs(gpu, 10, 4), missingObs(MetricKVCacheUsage, sample.Error)}},
 			want:          4,
 			wantAvailable: false, wantHeld: "held while metrics are missing",
 		},
@@ -253,21 +254,21 @@ func TestDecide(t *testing.T) {
 		{
 			name: "has no proposal when no pod is Ready to average over",
 			in: Input{Spec: newSpec(0, 20, withGPU(70), noWindow), Current: 3, Ready: 0, Starting: 3,
-				Observations: []Observation{{Metric: gpu, Status: metrics.OK, Value: 0}}},
+				Observations: []Observation{{Metric: gpu, Status: sample.OK, Value: 0}}},
 			want:          3,
 			wantAvailable: false,
 		},
 		{
 			name: "counts Ready pods without samples as idle when scaling up",
 			in: Input{Spec: newSpec(1, 20, withGPU(70)), Current: 4, Ready: 4,
-				Observations: []Observation{{Metric: gpu, Status: metrics.OK, Value: 100, Pods: 2, MissingPods: 2}}},
+				Observations: []Observation{{Metric: gpu, Status: sample.OK, Value: 100, Pods: 2, MissingPods: 2}}},
 			want:          4, // 2*100/(4*70) = 0.71 flips the direction: hold
 			wantAvailable: true,
 		},
 		{
 			name: "counts Ready pods without samples as on target when scaling down",
 			in: Input{Spec: newSpec(1, 20, withGPU(70), noWindow), Current: 4, Ready: 4,
-				Observations: []Observation{{Metric: gpu, Status: metrics.OK, Value: 10, Pods: 2, MissingPods: 2}}},
+				Observations: []Observation{{Metric: gpu, Status: sample.OK, Value: 10, Pods: 2, MissingPods: 2}}},
 			want:          3, // (2*10 + 2*70)/(4*70) = 0.57 -> ceil(2.29); without them it would be 1
 			wantAvailable: true, wantReason: "4 -> 3",
 		},
@@ -277,7 +278,7 @@ func TestDecide(t *testing.T) {
 			// utilization far below target propose 8 (the e2e outage story, under CPU load).
 			name: "a utilization below target never proposes more than the current total, even with more Ready pods than the total",
 			in: Input{Spec: newSpec(2, 8, withGPU(40), noWindow), Current: 6, Ready: 9,
-				Observations: []Observation{{Metric: gpu, Status: metrics.OK, Value: 20.667, Pods: 3, MissingPods: 6}}},
+				Observations: []Observation{{Metric: gpu, Status: sample.OK, Value: 20.667, Pods: 3, MissingPods: 6}}},
 			want:          6, // (3*20.667 + 6*40)/(9*40) = 0.84 of 9 pods is 8: above the total, held
 			wantAvailable: true,
 		},
@@ -426,7 +427,7 @@ func TestDecide(t *testing.T) {
 		{
 			name: "a full cluster stays the limit through a pass without data",
 			in: Input{Spec: newSpec(1, 8, withGPU(5), withScaleDown(time.Minute, "")), Current: 4, Ready: 4,
-				Observations: []Observation{missingObs(gpu, metrics.NoData)},
+				Observations: []Observation{missingObs(gpu, sample.NoData)},
 				Previous:     recs(rec(20*time.Second, 37)),
 				Capacity:     &capacity.FitResult{MaxAdditional: 0, Reason: v1alpha1.ReasonGPUCapacityLimited, GPUsPerReplica: 4, MatchingNodes: 2}},
 			want:          4,
@@ -524,7 +525,7 @@ func TestDecide(t *testing.T) {
 
 func TestDecideRecordsProposals(t *testing.T) {
 	in := Input{Spec: newSpec(1, 20, withGPU(70), withWaiting(5), withKV("0.8")), Current: 4, Ready: 4,
-		Observations: []Observation{obs(MetricGPUUtilization, 35, 4), obs(MetricRequestsWaiting, 30, 4), missingObs(MetricKVCacheUsage, metrics.NoData)}}
+		Observations: []Observation{obs(MetricGPUUtilization, 35, 4), obs(MetricRequestsWaiting, 30, 4), missingObs(MetricKVCacheUsage, sample.NoData)}}
 	out := Decide(in, t0)
 	ps := out.Status.Proposals
 	if len(ps) != 3 {
@@ -547,7 +548,7 @@ func TestDecideRecordsProposals(t *testing.T) {
 func TestDecideMissingDataRecordsNoRecommendation(t *testing.T) {
 	prev := recs(rec(10*time.Second, 5))
 	out := Decide(Input{Spec: newSpec(1, 10, withGPU(70)), Current: 5, Ready: 5, Previous: prev,
-		Observations: []Observation{missingObs(MetricGPUUtilization, metrics.NoData)}}, t0)
+		Observations: []Observation{missingObs(MetricGPUUtilization, sample.NoData)}}, t0)
 	if len(out.Status.Recommendations) != 1 || out.Status.Recommendations[0].At.Time != prev.Recommendations[0].At.Time {
 		t.Errorf("recommendations = %+v, want the previous ones unchanged", out.Status.Recommendations)
 	}

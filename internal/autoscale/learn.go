@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
-	"github.com/modelship/modelship/internal/metrics"
+	"github.com/modelship/modelship/internal/sample"
 )
 
 // Capacity learning (spec.autoscaling.metrics[*].prometheus.learnCapacity).
@@ -143,7 +143,7 @@ const queueFactor = 0.9
 
 // usable: the observation has a finite, non-negative value.
 func usable(o Observation) bool {
-	return o.Status == metrics.OK && !math.IsNaN(o.Value) && !math.IsInf(o.Value, 0) && o.Value >= 0
+	return o.Status == sample.OK && !math.IsNaN(o.Value) && !math.IsInf(o.Value, 0) && o.Value >= 0
 }
 
 // learntValue parses a learnt capacity; false when it is unusable (a hand-edited status).

@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
-	"github.com/modelship/modelship/internal/metrics"
+	"github.com/modelship/modelship/internal/sample"
 )
 
 // learningSpec is a work metric targeting 0.9 per replica with capacity learning at 90% (a
@@ -26,7 +26,7 @@ func learningSpec() v1alpha1.AutoscalingSpec {
 	}
 }
 
-func ok(v float64) Observation { return Observation{Status: metrics.OK, Value: v} }
+func ok(v float64) Observation { return Observation{Status: sample.OK, Value: v} }
 
 func learnt(t *testing.T, st v1alpha1.AutoscalingStatus) (float64, int32) {
 	t.Helper()
@@ -45,7 +45,7 @@ func TestALatencyMissBelowTheBelievedCapacityLowersTheTarget(t *testing.T) {
 	// carries at most 0.6 * 2/3 = 0.4, under the capacity of 1 the spec implies. Half-way:
 	// 0.7, target 0.63, 6/0.63 = 9.5 is within the tolerance of 10.
 	in := Input{Spec: learningSpec(), Current: 10, Ready: 10,
-		Observations: []Observation{{Metric: MetricPrometheus, Status: metrics.OK, Value: 6}},
+		Observations: []Observation{{Metric: MetricPrometheus, Status: sample.OK, Value: 6}},
 		TTFTP95:      ok(3), RequestsWaiting: ok(0)}
 	out := Decide(in, t0)
 	c, n := learnt(t, out.Status)
@@ -91,7 +91,7 @@ func TestTheWorseLatencyRatioAndTheQueueBoundTheCapacity(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			in := Input{Spec: spec, Current: 10, Ready: 10,
-				Observations: []Observation{{Metric: MetricPrometheus, Status: metrics.OK, Value: 6}},
+				Observations: []Observation{{Metric: MetricPrometheus, Status: sample.OK, Value: 6}},
 				TTFTP95:      ok(c.ttft), ITLP95: ok(c.itl), RequestsWaiting: ok(c.waiting)}
 			got, _ := learnt(t, Decide(in, t0).Status)
 			if math.Abs(got-c.want) > 1e-3 {
@@ -105,7 +105,7 @@ func TestLearningOnlyLowersTheCapacity(t *testing.T) {
 	// A miss at 1.5 per replica, 1.1x the SLO (a bound of 1.36), above the believed capacity
 	// of 1, says nothing new.
 	in := Input{Spec: learningSpec(), Current: 4, Ready: 4,
-		Observations: []Observation{{Metric: MetricPrometheus, Status: metrics.OK, Value: 6}},
+		Observations: []Observation{{Metric: MetricPrometheus, Status: sample.OK, Value: 6}},
 		TTFTP95:      ok(2.2)}
 	out := Decide(in, t0)
 	if len(out.Status.LearnedCapacities) != 0 {
@@ -117,7 +117,7 @@ func TestLearningOnlyLowersTheCapacity(t *testing.T) {
 }
 
 func TestLearningReadsQueuesAndLatencyButNotMissingDataOrStartingPods(t *testing.T) {
-	work := []Observation{{Metric: MetricPrometheus, Status: metrics.OK, Value: 5}}
+	work := []Observation{{Metric: MetricPrometheus, Status: sample.OK, Value: 5}}
 	for _, c := range []struct {
 		name  string
 		in    Input
@@ -127,7 +127,7 @@ func TestLearningReadsQueuesAndLatencyButNotMissingDataOrStartingPods(t *testing
 		{"requests queued, under 1 per Ready replica", Input{Current: 10, Ready: 10, RequestsWaiting: ok(9)}, false},
 		{"TTFT over the SLO", Input{Current: 10, Ready: 10, TTFTP95: ok(2.5)}, true},
 		{"TTFT at the SLO", Input{Current: 10, Ready: 10, TTFTP95: ok(2)}, false},
-		{"TTFT over the SLO, no data", Input{Current: 10, Ready: 10, TTFTP95: Observation{Status: metrics.NoData, Value: 9}}, false},
+		{"TTFT over the SLO, no data", Input{Current: 10, Ready: 10, TTFTP95: Observation{Status: sample.NoData, Value: 9}}, false},
 		{"ITL has no SLO in the spec", Input{Current: 10, Ready: 10, ITLP95: ok(9)}, false},
 		{"TTFT NaN", Input{Current: 10, Ready: 10, TTFTP95: ok(math.NaN())}, false},
 		{"pods starting", Input{Current: 12, Ready: 10, Starting: 2, TTFTP95: ok(3)}, false},
@@ -145,7 +145,7 @@ func TestLearningReadsQueuesAndLatencyButNotMissingDataOrStartingPods(t *testing
 	}
 	// The work metric without data teaches nothing either.
 	in := Input{Spec: learningSpec(), Current: 10, Ready: 10, TTFTP95: ok(3),
-		Observations: []Observation{{Metric: MetricPrometheus, Status: metrics.NoData}}}
+		Observations: []Observation{{Metric: MetricPrometheus, Status: sample.NoData}}}
 	if out := Decide(in, t0); len(out.Status.LearnedCapacities) != 0 {
 		t.Fatalf("learnt %+v without the metric's value", out.Status.LearnedCapacities)
 	}
@@ -155,7 +155,7 @@ func TestRemovingLearnCapacityForgetsWhatWasLearnt(t *testing.T) {
 	spec := learningSpec()
 	prev := &v1alpha1.AutoscalingStatus{LearnedCapacities: []v1alpha1.LearnedCapacity{{Metric: MetricPrometheus, PerReplica: "0.5", Samples: 3}}}
 	in := Input{Spec: spec, Current: 10, Ready: 10, Previous: prev,
-		Observations: []Observation{{Metric: MetricPrometheus, Status: metrics.OK, Value: 4.5}}}
+		Observations: []Observation{{Metric: MetricPrometheus, Status: sample.OK, Value: 4.5}}}
 	// With it: target 0.45, 4.5 -> 10 replicas, within tolerance of 10.
 	if out := Decide(in, t0); out.Desired != 10 || len(out.Status.LearnedCapacities) != 1 {
 		t.Fatalf("desired %d, learnt %+v; want 10 on the learnt target, kept", out.Desired, out.Status.LearnedCapacities)
@@ -170,7 +170,7 @@ func TestRemovingLearnCapacityForgetsWhatWasLearnt(t *testing.T) {
 func TestAnUnparsableLearntCapacityFallsBackToTheSpec(t *testing.T) {
 	prev := &v1alpha1.AutoscalingStatus{LearnedCapacities: []v1alpha1.LearnedCapacity{{Metric: MetricPrometheus, PerReplica: "fast", Samples: 3}}}
 	in := Input{Spec: learningSpec(), Current: 5, Ready: 5, Previous: prev,
-		Observations: []Observation{{Metric: MetricPrometheus, Status: metrics.OK, Value: 4.5}}}
+		Observations: []Observation{{Metric: MetricPrometheus, Status: sample.OK, Value: 4.5}}}
 	if out := Decide(in, t0); out.Desired != 5 || out.Status.Proposals[0].Target != "0.9" {
 		t.Fatalf("desired %d target %q, want 5 on the spec's 0.9", out.Desired, out.Status.Proposals[0].Target)
 	}
@@ -179,7 +179,7 @@ func TestAnUnparsableLearntCapacityFallsBackToTheSpec(t *testing.T) {
 func TestAPromotionToAnotherRevisionForgetsTheCapacity(t *testing.T) {
 	prev := &v1alpha1.AutoscalingStatus{LearnedCapacities: []v1alpha1.LearnedCapacity{{Metric: MetricPrometheus, PerReplica: "0.5", Samples: 3, Revision: "r1"}}}
 	in := Input{Spec: learningSpec(), Current: 10, Ready: 10, Previous: prev, Revision: "r1",
-		Observations: []Observation{{Metric: MetricPrometheus, Status: metrics.OK, Value: 4.5}}}
+		Observations: []Observation{{Metric: MetricPrometheus, Status: sample.OK, Value: 4.5}}}
 	if out := Decide(in, t0); out.Desired != 10 || len(out.Status.LearnedCapacities) != 1 {
 		t.Fatalf("same revision: desired %d, learnt %+v; want 10 on the learnt 0.45", out.Desired, out.Status.LearnedCapacities)
 	}
@@ -203,7 +203,7 @@ func TestALearntCapacityNeverRaisesTheSpecsTarget(t *testing.T) {
 	spec.Metrics[0].Prometheus.Target = resource.MustParse("0.54")
 	prev := &v1alpha1.AutoscalingStatus{LearnedCapacities: []v1alpha1.LearnedCapacity{{Metric: MetricPrometheus, PerReplica: "0.8", Samples: 2}}}
 	in := Input{Spec: spec, Current: 10, Ready: 10, Previous: prev,
-		Observations: []Observation{{Metric: MetricPrometheus, Status: metrics.OK, Value: 5.4}}}
+		Observations: []Observation{{Metric: MetricPrometheus, Status: sample.OK, Value: 5.4}}}
 	out := Decide(in, t0)
 	if p := out.Status.Proposals[0]; p.Target != "0.54" || *p.Replicas != 10 {
 		t.Fatalf("proposal %+v, want the spec's 0.54 and 10 replicas", p)

@@ -8,7 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
-	"github.com/modelship/modelship/internal/metrics"
+	"github.com/modelship/modelship/internal/sample"
 )
 
 // spec.autoscaling.projectionHorizon: a rising total proposes the replicas of the load projected
@@ -19,7 +19,7 @@ func TestARisingTotalProposesForTheLoadAColdStartAhead(t *testing.T) {
 			Metrics: []v1alpha1.AutoscalingMetric{{Prometheus: &v1alpha1.PrometheusMetric{Query: "work", Target: resource.MustParse("1")}}}}
 	}
 	work := func(trend float64, has bool) []Observation {
-		return []Observation{{Metric: MetricPrometheus, Status: metrics.OK, Value: 10, Trend: trend, HasTrend: has}}
+		return []Observation{{Metric: MetricPrometheus, Status: sample.OK, Value: 10, Trend: trend, HasTrend: has}}
 	}
 	for _, c := range []struct {
 		name   string

@@ -5,7 +5,7 @@ import (
 	"math"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
-	"github.com/modelship/modelship/internal/metrics"
+	"github.com/modelship/modelship/internal/sample"
 )
 
 // Saturation-based scaling, after llm-d's workload variant autoscaler: a replica is saturated
@@ -97,9 +97,9 @@ func (s *Snapshot) observeSaturation(name string, st saturationSettings, ready [
 		return *bad
 	}
 	if len(ready) == 0 {
-		return Observation{Metric: name, Status: metrics.NoData, Message: "no Ready pods"}
+		return Observation{Metric: name, Status: sample.NoData, Message: "no Ready pods"}
 	}
-	var sample SaturationSample
+	var ss SaturationSample
 	var free int32
 	for _, p := range ready {
 		k, ok1 := kv.byPod[p]
@@ -107,26 +107,26 @@ func (s *Snapshot) observeSaturation(name string, st saturationSettings, ready [
 		if !ok1 || !ok2 {
 			continue
 		}
-		sample.Pods++
-		sample.KVCache += k
-		sample.Queue += w
+		ss.Pods++
+		ss.KVCache += k
+		ss.Queue += w
 		if k >= st.kv || w >= st.queue {
-			sample.Saturated++
+			ss.Saturated++
 			continue
 		}
 		free++
-		sample.SpareKVCache += st.kv - k
-		sample.SpareQueue += st.queue - w
+		ss.SpareKVCache += st.kv - k
+		ss.SpareQueue += st.queue - w
 	}
-	if sample.Pods == 0 {
-		return Observation{Metric: name, Status: metrics.NoData, Message: fmt.Sprintf("no KV-cache and queue series for any of %d Ready pods", len(ready))}
+	if ss.Pods == 0 {
+		return Observation{Metric: name, Status: sample.NoData, Message: fmt.Sprintf("no KV-cache and queue series for any of %d Ready pods", len(ready))}
 	}
 	if free > 0 {
-		sample.SpareKVCache /= float64(free)
-		sample.SpareQueue /= float64(free)
+		ss.SpareKVCache /= float64(free)
+		ss.SpareQueue /= float64(free)
 	}
-	return Observation{Metric: name, Status: metrics.OK, Value: float64(sample.Saturated), Pods: sample.Pods,
-		MissingPods: int32(len(ready)) - sample.Pods, Saturation: &sample}
+	return Observation{Metric: name, Status: sample.OK, Value: float64(ss.Saturated), Pods: ss.Pods,
+		MissingPods: int32(len(ready)) - ss.Pods, Saturation: &ss}
 }
 
 // proposeSaturation is a saturation metric's proposal (see the rules at the top of the file).
@@ -167,14 +167,14 @@ func proposeSaturation(st saturationSettings, o Observation, cur int32) (int32, 
 // running requests.
 func (s *Snapshot) observeEndpointPicker(name string, m *v1alpha1.EndpointPickerMetric, pools []Pool) Observation {
 	if len(pools) == 0 {
-		return Observation{Metric: name, Status: metrics.NoData, Message: "no InferencePools (spec.gateway.backend is not InferencePool)"}
+		return Observation{Metric: name, Status: sample.NoData, Message: "no InferencePools (spec.gateway.backend is not InferencePool)"}
 	}
-	key := signalPoolQueueSize
+	key := SignalPoolQueueSize
 	switch m.Signal {
 	case v1alpha1.EndpointPickerPoolSaturation:
-		key = signalPoolSaturation
+		key = SignalPoolSaturation
 	case v1alpha1.EndpointPickerRunningRequests:
-		key = signalObjectiveRunning
+		key = SignalObjectiveRunning
 	}
 	d, bad := s.usable(name, key)
 	if bad != nil {
@@ -183,9 +183,9 @@ func (s *Snapshot) observeEndpointPicker(name string, m *v1alpha1.EndpointPicker
 	if m.Signal == v1alpha1.EndpointPickerRunningRequests {
 		v, ok := d.byPod[PodKey{Namespace: pools[0].Key.Namespace, Name: m.Objective}]
 		if !ok {
-			return Observation{Metric: name, Status: metrics.NoData, Message: fmt.Sprintf("no running requests series for model_name %q in namespace %s", m.Objective, pools[0].Key.Namespace)}
+			return Observation{Metric: name, Status: sample.NoData, Message: fmt.Sprintf("no running requests series for model_name %q in namespace %s", m.Objective, pools[0].Key.Namespace)}
 		}
-		return Observation{Metric: name, Status: metrics.OK, Value: v}
+		return Observation{Metric: name, Status: sample.OK, Value: v}
 	}
 	var sum float64
 	var pods, missing int32
@@ -204,12 +204,12 @@ func (s *Snapshot) observeEndpointPicker(name string, m *v1alpha1.EndpointPicker
 	}
 	if pods == 0 {
 		if len(absent) == len(pools) {
-			return Observation{Metric: name, Status: metrics.NoData, Message: fmt.Sprintf("no endpoint picker series for pools %v", absent)}
+			return Observation{Metric: name, Status: sample.NoData, Message: fmt.Sprintf("no endpoint picker series for pools %v", absent)}
 		}
-		return Observation{Metric: name, Status: metrics.NoData, Message: "no Ready pods in the pools"}
+		return Observation{Metric: name, Status: sample.NoData, Message: "no Ready pods in the pools"}
 	}
 	if math.IsNaN(sum) {
-		return Observation{Metric: name, Status: metrics.NoData, Message: "no value"}
+		return Observation{Metric: name, Status: sample.NoData, Message: "no value"}
 	}
-	return Observation{Metric: name, Status: metrics.OK, Value: sum / float64(pods), Pods: pods, MissingPods: missing}
+	return Observation{Metric: name, Status: sample.OK, Value: sum / float64(pods), Pods: pods, MissingPods: missing}
 }

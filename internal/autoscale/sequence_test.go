@@ -12,7 +12,7 @@ import (
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
 	"github.com/modelship/modelship/internal/capacity"
-	"github.com/modelship/modelship/internal/metrics"
+	"github.com/modelship/modelship/internal/sample"
 )
 
 // The plant model of the sequence tests, stated:
@@ -227,17 +227,17 @@ func runSequence(t *testing.T, sc scenario, trace []bucket, scale float64, seed 
 		var observations []Observation
 		gpuMissing := outage > 0 || math.IsNaN(util)
 		if gpuMissing {
-			observations = append(observations, Observation{Metric: MetricGPUUtilization, Status: metrics.Error, Message: "injected outage"})
+			observations = append(observations, Observation{Metric: MetricGPUUtilization, Status: sample.Error, Message: "injected outage"})
 		} else {
-			observations = append(observations, Observation{Metric: MetricGPUUtilization, Status: metrics.OK, Value: util, Pods: ready})
+			observations = append(observations, Observation{Metric: MetricGPUUtilization, Status: sample.OK, Value: util, Pods: ready})
 		}
 		queueMissing := false
 		if sc.partial {
 			queueMissing = ready == 0
 			if queueMissing {
-				observations = append(observations, Observation{Metric: MetricRequestsWaiting, Status: metrics.NoData})
+				observations = append(observations, Observation{Metric: MetricRequestsWaiting, Status: sample.NoData})
 			} else {
-				observations = append(observations, Observation{Metric: MetricRequestsWaiting, Status: metrics.OK, Value: waiting, Pods: ready})
+				observations = append(observations, Observation{Metric: MetricRequestsWaiting, Status: sample.OK, Value: waiting, Pods: ready})
 			}
 		}
 		allMissing := gpuMissing && (!sc.partial || queueMissing)

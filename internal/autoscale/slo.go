@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
-	"github.com/modelship/modelship/internal/metrics"
+	"github.com/modelship/modelship/internal/sample"
 )
 
 // SLO-first autoscaling (spec.autoscaling.slo).
@@ -273,7 +273,7 @@ func (s settings) proposeSLO(in Input, cur int32, st sloState, known bool) (v1al
 	p := v1alpha1.Proposal{Metric: MetricSLO}
 	o := in.Load
 	switch {
-	case o.Status != metrics.OK:
+	case o.Status != sample.OK:
 		p.Message = "token work: " + string(o.Status)
 		if o.Message != "" {
 			p.Message += ": " + o.Message

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
-	"github.com/modelship/modelship/internal/metrics"
+	"github.com/modelship/modelship/internal/sample"
 )
 
 // sloSpecOf is an SLO-first spec: 2s p95 TTFT, 100ms p95 ITL, no scale-down window.
@@ -83,7 +83,7 @@ func TestAnSLOWithoutMetricsHasNoGPUDefault(t *testing.T) {
 // Missing token work holds the count, as any metric without data does: never read as no load.
 func TestAnSLOWithoutLoadDataHolds(t *testing.T) {
 	in := sloInput(sloSpecOf(1, 20), 6, 6, 0, 0.5, 0, nil)
-	in.Load = Observation{Status: metrics.NoData, Message: "no series"}
+	in.Load = Observation{Status: sample.NoData, Message: "no series"}
 	out := Decide(in, t0)
 	if out.Desired != 6 || out.MetricsAvailable {
 		t.Fatalf("desired %d, metrics available %v; want 6 held without data", out.Desired, out.MetricsAvailable)
@@ -205,7 +205,7 @@ func TestSLOSequences(t *testing.T) {
 			before := r.cur
 			in := sloInput(spec, r.cur, r.cur, load, ttft, waiting, r.prev)
 			if rng.IntN(20) == 0 {
-				in.Load = Observation{Status: metrics.NoData}
+				in.Load = Observation{Status: sample.NoData}
 			}
 			out := Decide(in, r.at)
 			st := out.Status
@@ -213,7 +213,7 @@ func TestSLOSequences(t *testing.T) {
 			if r.cur < spec.MinReplicas || r.cur > spec.MaxReplicas {
 				t.Fatalf("seed %d step %d: %d replicas outside [1, 60]", seed, i, r.cur)
 			}
-			if waiting/float64(before) >= SLOQueuedPerReplica && in.Load.Status == metrics.OK && r.cur < before {
+			if waiting/float64(before) >= SLOQueuedPerReplica && in.Load.Status == sample.OK && r.cur < before {
 				t.Fatalf("seed %d step %d: %d -> %d replicas while %g requests queue", seed, i, before, r.cur, waiting)
 			}
 			if i == 0 && len(st.LearnedCapacities) == 0 {
@@ -223,7 +223,7 @@ func TestSLOSequences(t *testing.T) {
 			if !(c > 0) || math.IsInf(c, 0) || c < floor*(1-1e-9) {
 				t.Fatalf("seed %d step %d: capacity %g, floor %g", seed, i, c, floor)
 			}
-			if lastCap > 0 && (ttft > 2 || waiting >= float64(before)) && in.Load.Status == metrics.OK && c > lastCap*(1+1e-9) {
+			if lastCap > 0 && (ttft > 2 || waiting >= float64(before)) && in.Load.Status == sample.OK && c > lastCap*(1+1e-9) {
 				t.Fatalf("seed %d step %d: a missed minute raised the capacity %g -> %g", seed, i, lastCap, c)
 			}
 			lastCap = c

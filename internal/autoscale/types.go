@@ -7,8 +7,9 @@
 //
 // Decide is pure and takes the clock as a parameter. Its memory (recent recommendations and
 // scale events) lives in v1alpha1.AutoscalingStatus, so a controller restart does not forget the
-// windows. Gathering is at the edge: SignalCache runs one PromQL query per built-in signal for
-// all ModelServers and Snapshot.Observe maps it onto one ModelServer's Ready pods in memory.
+// windows. Gathering is at the edge, in package signals: it runs one PromQL query per built-in
+// signal for all ModelServers into a Snapshot, which Snapshot.Observe maps onto one
+// ModelServer's Ready pods in memory. This package has no client.
 package autoscale
 
 import (
@@ -16,7 +17,7 @@ import (
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
 	"github.com/modelship/modelship/internal/capacity"
-	"github.com/modelship/modelship/internal/metrics"
+	"github.com/modelship/modelship/internal/sample"
 )
 
 // Event reasons of the autoscaler (UpperCamelCase, recorded on the ModelServer).
@@ -50,9 +51,12 @@ const (
 
 // Keys of the endpoint picker's signals in a Snapshot.
 const (
-	signalPoolQueueSize    = "poolQueueSize"
-	signalPoolSaturation   = "poolSaturation"
-	signalObjectiveRunning = "objectiveRunning"
+	// SignalPoolQueueSize is each InferencePool's average queue per pod.
+	SignalPoolQueueSize = "poolQueueSize"
+	// SignalPoolSaturation is each InferencePool's saturation, 0..1.
+	SignalPoolSaturation = "poolSaturation"
+	// SignalObjectiveRunning is each model name's running requests.
+	SignalObjectiveRunning = "objectiveRunning"
 )
 
 // Observation is one metric's measured value for one ModelServer.
@@ -67,8 +71,8 @@ type Observation struct {
 	// Metric is the name from MetricNames.
 	Metric string
 	// Status says whether Value is usable; NoData and Error give no proposal.
-	Status metrics.Status
-	// Value is meaningful only when Status is metrics.OK.
+	Status sample.Status
+	// Value is meaningful only when Status is sample.OK.
 	Value float64
 	// Pods is the number of pods the value was measured on (averages; 0 = use Input.Ready).
 	Pods int32

@@ -5,7 +5,7 @@ import (
 	"strings"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
-	"github.com/modelship/modelship/internal/metrics"
+	"github.com/modelship/modelship/internal/sample"
 )
 
 // SeesLoadWithoutPods reports whether a metric measures load while no pod of the ModelServer
@@ -60,7 +60,7 @@ func (s settings) unservedAtZero(obs []Observation, desired int32) string {
 		switch {
 		case !ok:
 			missing = append(missing, name+": not observed")
-		case o.Status != metrics.OK:
+		case o.Status != sample.OK:
 			missing = append(missing, fmt.Sprintf("%s: %s %s", name, o.Status, o.Message))
 		case o.Value > 0:
 			return fmt.Sprintf("0 replicas while %s reads %s: load with no pod to serve it", name, fmtNum(o.Value))

@@ -8,7 +8,7 @@ import (
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
 	"github.com/modelship/modelship/internal/capacity"
-	"github.com/modelship/modelship/internal/metrics"
+	"github.com/modelship/modelship/internal/sample"
 )
 
 func withPrometheusTotal(perReplica string) specOpt {
@@ -30,13 +30,13 @@ func TestUnservedAtZeroReplicas(t *testing.T) {
 		desired  int32
 		unserved string // substring; "" means none
 	}{
-		{name: "idle at zero: the request rate reads 0", obs: []Observation{missingObs(MetricGPUUtilization, metrics.NoData), obs(MetricPrometheus, 0, 0)},
+		{name: "idle at zero: the request rate reads 0", obs: []Observation{missingObs(MetricGPUUtilization, sample.NoData), obs(MetricPrometheus, 0, 0)},
 			desired: 0},
-		{name: "load at zero with no GPU left to scale up: not served", obs: []Observation{missingObs(MetricGPUUtilization, metrics.NoData), obs(MetricPrometheus, 12, 0)}, fit: noGPU,
+		{name: "load at zero with no GPU left to scale up: not served", obs: []Observation{missingObs(MetricGPUUtilization, sample.NoData), obs(MetricPrometheus, 12, 0)}, fit: noGPU,
 			desired: 0, unserved: "0 replicas while prometheus reads 12: load with no pod to serve it"},
-		{name: "the request rate has no data at zero: nothing shows that no request waits", obs: []Observation{missingObs(MetricGPUUtilization, metrics.NoData), missingObs(MetricPrometheus, metrics.NoData)},
+		{name: "the request rate has no data at zero: nothing shows that no request waits", obs: []Observation{missingObs(MetricGPUUtilization, sample.NoData), missingObs(MetricPrometheus, sample.NoData)},
 			desired: 0, unserved: "no metric that sees load without pods has data (prometheus: NoData"},
-		{name: "load at zero scales up: the count is above zero, nothing to say", obs: []Observation{missingObs(MetricGPUUtilization, metrics.NoData), obs(MetricPrometheus, 12, 0)},
+		{name: "load at zero scales up: the count is above zero, nothing to say", obs: []Observation{missingObs(MetricGPUUtilization, sample.NoData), obs(MetricPrometheus, 12, 0)},
 			desired: 3},
 		{name: "serving replicas: nothing to say", current: 2, obs: []Observation{obs(MetricGPUUtilization, 70, 2), obs(MetricPrometheus, 10, 2)},
 			desired: 2},

@@ -20,7 +20,7 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
-	"github.com/modelship/modelship/internal/health"
+	"github.com/modelship/modelship/internal/plan"
 	"github.com/modelship/modelship/internal/revision"
 )
 
@@ -166,7 +166,7 @@ func (h *harness) setStatus(name string, phase v1alpha1.Phase, opts ...statusOpt
 			Weights:            v1alpha1.Weights{Stable: 100},
 			Replicas:           2,
 			ReadyReplicas:      2,
-			Conditions:         health.Conditions(phase, ms.Generation),
+			Conditions:         plan.PhaseConditions(phase, ms.Generation),
 		}
 		switch phase {
 		case v1alpha1.PhaseProgressing, v1alpha1.PhasePaused, v1alpha1.PhaseAwaitingPromotion, v1alpha1.PhaseRolledBack:

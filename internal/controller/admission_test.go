@@ -110,6 +110,36 @@ func badSpecs() []badSpec {
 		return path + `: Invalid value: "` + value + `": must be a duration such as 90s, 2m or 1h30m`
 	}
 	return append(append(zeroSpellings(), childKindsOfMistake()...), []badSpec{
+		// Header route.
+		{name: "a header route whose header name has a space", mutate: func(ms *v1alpha1.ModelServer) {
+			ms.Spec.Rollout.HeaderRoute = &v1alpha1.HeaderRouteSpec{Name: "x canary", Value: "always"}
+		}, want: []string{"spec.rollout.headerRoute.name", "should match"}},
+		{name: "a header route on an HTTP/2 pseudo-header", mutate: func(ms *v1alpha1.ModelServer) {
+			ms.Spec.Rollout.HeaderRoute = &v1alpha1.HeaderRouteSpec{Name: ":authority", Value: "canary.example.com"}
+		}, want: []string{"spec.rollout.headerRoute.name", "should match"}},
+		{name: "a header route without a value", mutate: func(ms *v1alpha1.ModelServer) {
+			ms.Spec.Rollout.HeaderRoute = &v1alpha1.HeaderRouteSpec{Name: "x-canary"}
+		}, want: []string{"spec.rollout.headerRoute.value", "at least 1 chars long"}},
+		{name: "a header route without a header name", raw: set("rollout.headerRoute", map[string]any{"value": "always"}),
+			want: []string{"spec.rollout.headerRoute.name", "Required value"}},
+		// Rollout gates.
+		{name: "a gate of an unknown type", mutate: func(ms *v1alpha1.ModelServer) {
+			ms.Spec.Rollout.Gates = []v1alpha1.RolloutGate{{Name: "load", Type: "PreRollout", URLSecretRef: v1alpha1.SecretKeyRef{Name: "gates", Key: "load"}}}
+		}, want: []string{"spec.rollout.gates[0].type", "ConfirmRollout", "PreStep", "ConfirmPromotion"}},
+		{name: "a gate without a Secret", raw: set("rollout.gates", []any{map[string]any{"name": "load", "type": "PreStep"}}),
+			want: []string{"spec.rollout.gates[0].urlSecretRef", "Required value"}},
+		{name: "a negative gate failure limit", mutate: func(ms *v1alpha1.ModelServer) { ms.Spec.Rollout.GateFailureLimit = -1 },
+			want: []string{"spec.rollout.gateFailureLimit", "greater than or equal to 0"}},
+		// Notifications.
+		{name: "a notification target named with capitals", mutate: func(ms *v1alpha1.ModelServer) {
+			ms.Spec.Notifications = []v1alpha1.NotificationTarget{{Name: "Team", URLSecretRef: v1alpha1.SecretKeyRef{Name: "hooks", Key: "url"}}}
+		}, want: []string{"spec.notifications[0].name", "should match"}},
+		{name: "a notification target without a Secret key", raw: set("notifications", []any{map[string]any{"name": "team", "urlSecretRef": map[string]any{"name": "hooks"}}}),
+			want: []string{"spec.notifications[0].urlSecretRef.key", "Required value"}},
+		{name: "two notification targets of one name", mutate: func(ms *v1alpha1.ModelServer) {
+			t := v1alpha1.NotificationTarget{Name: "team", URLSecretRef: v1alpha1.SecretKeyRef{Name: "hooks", Key: "url"}}
+			ms.Spec.Notifications = []v1alpha1.NotificationTarget{t, t}
+		}, want: []string{"spec.notifications[1]", "Duplicate value"}},
 		// Durations.
 		{name: "a step duration in words", mutate: func(ms *v1alpha1.ModelServer) { ms.Spec.Rollout.StepDuration = text("2 minutes") },
 			want: []string{notADuration("spec.rollout.stepDuration", "2 minutes")}},
@@ -641,6 +671,13 @@ func TestRejectsInvalidSpecsAtAdmissionNamingTheField(t *testing.T) {
 					t.Errorf("error %q does not contain %q", err, w)
 				}
 			}
+			// A duration rule that errors (rather than answering false) says so twice and cannot
+			// ratchet: a stored object with that value could never have its status written again.
+			// (The quantity rules still error on text that is not a quantity: guarding them with
+			// isQuantity puts the CRD over the API server's CEL cost budget.)
+			if strings.Contains(err.Error(), "google.protobuf.Duration") {
+				t.Errorf("a rule failed to evaluate instead of answering: %v", err)
+			}
 		})
 	}
 }
@@ -809,6 +846,9 @@ func goodSpecs() []badSpec {
 		}},
 		{name: "restartPolicy Always", mutate: func(ms *v1alpha1.ModelServer) { ms.Spec.Template.Spec.RestartPolicy = corev1.RestartPolicyAlways }},
 		{name: "load matching on the stable pods", mutate: func(ms *v1alpha1.ModelServer) { ms.Spec.Rollout.LoadMatching = v1alpha1.LoadMatchingStablePods }},
+		{name: "a header route to the candidate", mutate: func(ms *v1alpha1.ModelServer) {
+			ms.Spec.Rollout.HeaderRoute = &v1alpha1.HeaderRouteSpec{Name: "X-Canary", Value: "always"}
+		}},
 		{name: "template keys with spaces and trim markers", mutate: func(ms *v1alpha1.ModelServer) {
 			ms.Spec.Rollout.Analysis.Metrics = []v1alpha1.AnalysisMetric{{Name: "ok", MaxRatioToStable: qty("2"),
 				Query: `sum(rate(x{namespace="{{ .Namespace }}",pod=~"{{- .Pods -}}",c="{{.Color}}",r="{{.Revision}}",n="{{.Name}}"}[{{.Window}}]))`}}

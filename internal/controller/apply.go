@@ -49,7 +49,7 @@ func (r *ModelServerReconciler) apply(ctx context.Context, ms *v1alpha1.ModelSer
 		errs = append(errs, r.applyObject(ctx, ms, workload.Service(ms, c, port)))
 	}
 	errs = append(errs, r.applyPools(ctx, ms, ports))
-	if err := r.applyRoute(ctx, ms, d.Weights, route); err != nil {
+	if err := r.applyRoute(ctx, ms, d.Weights, d.HeaderRoute, route); err != nil {
 		errs = append(errs, err)
 	} else {
 		routeWritten = true
@@ -120,10 +120,12 @@ func (r *ModelServerReconciler) applyColor(ctx context.Context, ms *v1alpha1.Mod
 }
 
 // applyRoute writes the weights into the route: the owned HTTPRoute, or modelship's backendRefs
-// in the user's route of spec.gateway.routeRef. After a change of spec.gateway.backend the old
-// backends keep the traffic until the new ones are ready (see backends).
-func (r *ModelServerReconciler) applyRoute(ctx context.Context, ms *v1alpha1.ModelServer, weights map[v1alpha1.Color]int32, route *gatewayv1.HTTPRoute) error {
+// in the user's route of spec.gateway.routeRef, with the header rule of spec.rollout.headerRoute
+// to color header while it is set (routing.HeaderRule). After a change of spec.gateway.backend
+// the old backends keep the traffic until the new ones are ready (see backends).
+func (r *ModelServerReconciler) applyRoute(ctx context.Context, ms *v1alpha1.ModelServer, weights map[v1alpha1.Color]int32, header v1alpha1.Color, route *gatewayv1.HTTPRoute) error {
 	b, _ := r.backends(ctx, ms, route, weights)
+	b.Header = header
 	switched := route != nil && b.Pending == "" && routing.Carrier(route, ms) != b.Carrier
 	if ref := ms.Spec.Gateway.RouteRef; ref != nil {
 		if route == nil {

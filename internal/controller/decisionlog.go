@@ -8,6 +8,7 @@ import (
 	"github.com/go-logr/logr"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
+	"github.com/modelship/modelship/internal/plan"
 	"github.com/modelship/modelship/internal/rollout"
 	"github.com/modelship/modelship/internal/routing"
 )
@@ -15,7 +16,10 @@ import (
 // logDecisions writes one info line for a rollout decision and one for a scaling decision, each
 // only when the pass changed something (phase, step, weights, stable or candidate; the desired
 // replica count), with the inputs that led to it. A pass that changes nothing logs nothing.
-func logDecisions(log logr.Logger, before, after *v1alpha1.ModelServerStatus, obs observed, d rollout.Decision, autoscaling *v1alpha1.AutoscalingSpec) {
+//
+// obs is the rollout's observation of the pass, p the plan.
+func logDecisions(log logr.Logger, before, after *v1alpha1.ModelServerStatus, obs rollout.Observation, p plan.Result, autoscaling *v1alpha1.AutoscalingSpec) {
+	d := p.Decision
 	if rolloutChanged(before, after) {
 		kv := []any{
 			"phase", transition(string(before.Phase), string(after.Phase)),
@@ -40,7 +44,7 @@ func logDecisions(log logr.Logger, before, after *v1alpha1.ModelServerStatus, ob
 		}
 		log.Info("Rollout decision", kv...)
 	}
-	s := obs.scale
+	s := p.Scale
 	if s == nil || autoscaling == nil {
 		return
 	}
@@ -103,7 +107,7 @@ func colorRevision(c *v1alpha1.ColorStatus) string {
 }
 
 // readyCounts is "blue 2/2 green 1/1": Ready pods of the replicas asked for, per color.
-func readyCounts(obs observed) string {
+func readyCounts(obs rollout.Observation) string {
 	var parts []string
 	for _, c := range routing.Colors {
 		if o, ok := obs.Colors[c]; ok {

@@ -10,6 +10,7 @@ import (
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
 	"github.com/modelship/modelship/internal/autoscale"
+	"github.com/modelship/modelship/internal/plan"
 	"github.com/modelship/modelship/internal/rollout"
 )
 
@@ -30,6 +31,11 @@ func TestLogDecisions(t *testing.T) {
 	advanced.Rollout.Step, advanced.Weights = 2, v1alpha1.Weights{Stable: 50, Candidate: 50}
 	scaled := *serving.DeepCopy()
 	scaled.Autoscaling.DesiredReplicas = 5
+	// observed is a pass's rollout observation and the autoscaler's decision.
+	type observed struct {
+		rollout.Observation
+		scale *autoscale.Output
+	}
 	obs := observed{Observation: rollout.Observation{Colors: map[v1alpha1.Color]rollout.ColorObservation{
 		v1alpha1.Blue: {Exists: true, Replicas: 2, ReadyReplicas: 2}, v1alpha1.Green: {Exists: true, Replicas: 1, ReadyReplicas: 1},
 	}}}
@@ -65,7 +71,7 @@ func TestLogDecisions(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			log, lines := capture()
-			logDecisions(log, &c.before, &c.after, c.obs, c.d, spec)
+			logDecisions(log, &c.before, &c.after, c.obs.Observation, plan.Result{Decision: c.d, Scale: c.obs.scale}, spec)
 			if len(*lines) != len(c.want) {
 				t.Fatalf("%d lines, want %d:\n%s", len(*lines), len(c.want), strings.Join(*lines, "\n"))
 			}

@@ -60,7 +60,7 @@ func withoutStepDurationRule(t *testing.T, ns string, stored func()) {
 				_ = k8s.Delete(ctx, probe)
 				return fmt.Errorf("still accepted")
 			}
-			if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.rollout.stepDuration must be a positive duration") {
+			if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.rollout.stepDuration") || !strings.Contains(err.Error(), "must be a duration such as") {
 				return fmt.Errorf("refused for another reason: %w", err)
 			}
 			return nil

@@ -32,11 +32,13 @@ import (
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
 	"github.com/modelship/modelship/internal/analysis"
-	"github.com/modelship/modelship/internal/autoscale"
 	"github.com/modelship/modelship/internal/metrics"
+	"github.com/modelship/modelship/internal/notify"
+	"github.com/modelship/modelship/internal/plan"
 	"github.com/modelship/modelship/internal/revision"
 	"github.com/modelship/modelship/internal/rollout"
 	"github.com/modelship/modelship/internal/routing"
+	"github.com/modelship/modelship/internal/signals"
 	"github.com/modelship/modelship/internal/telemetry"
 	"github.com/modelship/modelship/internal/warmup"
 )
@@ -72,9 +74,9 @@ type ModelServerReconciler struct {
 	Prober warmup.Prober
 	// Signals fetches the built-in autoscaling signals for all ModelServers at once; nil
 	// without Prometheus.
-	Signals *autoscale.SignalCache
+	Signals *signals.SnapshotCache
 	// MetricsAPIs reads metrics.k8s.io and external.metrics.k8s.io; nil when not configured.
-	MetricsAPIs MetricsAPIs
+	MetricsAPIs signals.MetricsAPIs
 	// ScrapeInterval is how often Prometheus scrapes model server pods, the default of
 	// spec.rollout.analysis.scrapeInterval (--prometheus-scrape-interval); zero means
 	// window.DefaultScrapeInterval.
@@ -126,18 +128,16 @@ type ModelServerReconciler struct {
 	// by SetupWithManager; nil runs them inline).
 	measurements *jobs[*rollout.Measurement]
 	warmups      *warmth
-}
-
-// observed is everything one pass saw.
-type observed struct {
-	rollout.Observation
-	route *gatewayv1.HTTPRoute
-	// accepted is the RouteAccepted condition: the route's and its InferencePools' acceptance.
-	accepted  metav1.Condition
-	scale     *autoscale.Output
-	conflicts []string
-	// cold is true when a pod whose containers are ready has not passed its warm-up check yet.
-	cold bool
+	// fetches runs the autoscaling signal sources off the workers (set by SetupWithManager;
+	// nil fetches inline).
+	fetches *signals.Cache
+	// Notifier posts rollout events and scaling limits to webhooks (spec.notifications and the
+	// cluster's --notify-url) on its own goroutines; nil sends none. SetupWithManager starts
+	// it, reading Secrets through LiveReader when it has no Resolve.
+	Notifier *notify.Sender
+	// gateCalls call the rollout gates off the workers (set by SetupWithManager; nil calls them
+	// inline).
+	gateCalls *jobs[rollout.GateResult]
 }
 
 // SetupWithManager registers the reconciler, its watches and its index.
@@ -198,6 +198,18 @@ func (r *ModelServerReconciler) SetupWithManager(ctx context.Context, mgr ctrl.M
 	}
 	r.measurements = newJobs[*rollout.Measurement](ctx, wait, DefaultJobTimeout, wake)
 	r.warmups = newWarmth(ctx, wait, DefaultJobTimeout, wake)
+	r.fetches = signals.NewCache(ctx, wait, DefaultJobTimeout, wake)
+	r.gateCalls = newJobs[rollout.GateResult](ctx, wait, gateCallTimeout, wake)
+	if r.Notifier != nil {
+		if r.Notifier.Resolve == nil {
+			reader := r.LiveReader
+			if reader == nil {
+				reader = r.Client
+			}
+			r.Notifier.Resolve = secretURL(reader)
+		}
+		r.Notifier.Start(ctx, notify.DefaultWorkers)
+	}
 	b := ctrl.NewControllerManagedBy(mgr).WithOptions(controller.Options{MaxConcurrentReconciles: workers})
 	if served {
 		b = b.Owns(routing.NewPool())
@@ -239,11 +251,10 @@ func (r *ModelServerReconciler) modelServersForRoute(ctx context.Context, o clie
 	return reqs
 }
 
-// Reconcile implements reconcile.Reconciler.
-// Reconcile is one pass: get, freshness, finalizer, the spec to act on, then observe, decide
-// (rollout.Next), apply, and one status write (deferred, whatever the exit), after which what
-// must follow a successful write runs (the valid spec kept, a handled operation's annotation
-// removed).
+// Reconcile is one pass: get, freshness, finalizer, the spec to act on, one status write
+// deferred whatever the exit (after which what must follow a successful write runs: the valid
+// spec kept, a handled operation's annotation removed), validate, observe (reads only), plan
+// (pure: package plan decides and sets every condition), apply.
 func (r *ModelServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, err error) {
 	ms := &v1alpha1.ModelServer{}
 	if err := r.Get(ctx, req.NamespacedName, ms); err != nil {
@@ -276,47 +287,66 @@ func (r *ModelServerReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 			err = after()
 		}
 	}()
-	if msg := spec.refusal(); msg != "" {
-		// Nothing valid was ever kept: nothing is applied until it is fixed.
-		stall(ms, spec.reason, msg)
-		return ctrl.Result{}, nil
+	if res, refused, err := r.refuse(ctx, before, ms, spec); refused || err != nil {
+		return res, err
 	}
-	if msg := r.poolAPIMissing(ms); msg != "" {
-		stall(ms, v1alpha1.ReasonInferencePoolAPIMissing, msg)
-		return ctrl.Result{}, nil
-	}
-	if conflict, err := r.nameConflict(ctx, ms); err != nil || conflict != "" {
-		return r.refuseConflict(ctx, before, ms, conflict), err
-	}
-
 	obs, err := r.observe(ctx, ms, now, spec.held)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	// A route the spec moved is taken over first (status.route, and the notes the plan reports).
 	if err := r.moveRoute(ctx, ms, &obs); err != nil {
 		return ctrl.Result{}, err
 	}
-	req0 := readRequest(ms)
-	obs.Operation = req0.op
-	decision := rollout.Next(ms, obs.Observation, now)
+	op := readRequest(ms)
+	obs.Rollout.Operation = op.op
+	obs.Rollout.GateResults = r.callGates(ctx, ms)
+	p := plan.Plan(ms, obs, now)
+	res, after, err = r.applyPlan(ctx, before, ms, spec, op, obs, p)
+	return res, err
+}
 
-	routeWritten, applyErr := r.apply(ctx, ms, obs.Observation, decision, obs.route)
+// refuse stalls a ModelServer the pass must not act on: a spec with nothing valid ever kept, the
+// InferencePool API missing, or a child's name held by another owner. refused: the pass stops
+// here (its status, Stalled, is still written).
+func (r *ModelServerReconciler) refuse(ctx context.Context, before, ms *v1alpha1.ModelServer, spec specChoice) (res ctrl.Result, refused bool, err error) {
+	if msg := spec.refusal(); msg != "" {
+		// Nothing valid was ever kept: nothing is applied until it is fixed.
+		plan.Stall(ms, spec.reason, msg)
+		return ctrl.Result{}, true, nil
+	}
+	if msg := r.poolAPIMissing(ms); msg != "" {
+		plan.Stall(ms, v1alpha1.ReasonInferencePoolAPIMissing, msg)
+		return ctrl.Result{}, true, nil
+	}
+	conflict, err := r.nameConflict(ctx, ms)
+	if err != nil || conflict != "" {
+		return r.refuseConflict(ctx, before, ms, conflict), true, err
+	}
+	return ctrl.Result{}, false, nil
+}
+
+// applyPlan applies the plan p and puts its status in ms.Status, for the pass's one status
+// write; after is what follows that write when it succeeds.
+func (r *ModelServerReconciler) applyPlan(ctx context.Context, before, ms *v1alpha1.ModelServer, spec specChoice, op request, obs plan.Observation, p plan.Result) (ctrl.Result, func() error, error) {
+	routeWritten, applyErr := r.apply(ctx, ms, obs.Rollout, p.Decision, obs.Route)
 	var nc *nameConflictError
 	switch {
 	case errors.As(applyErr, &nc):
-		return r.refuseConflict(ctx, before, ms, nc.object), nil
+		return r.refuseConflict(ctx, before, ms, nc.object), nil, nil
 	case apierrors.HasStatusCause(applyErr, corev1.NamespaceTerminatingCause):
-		return ctrl.Result{}, nil // the namespace goes away with everything in it
+		return ctrl.Result{}, nil, nil // the namespace goes away with everything in it
 	}
-	applyErr = errors.Join(applyErr, r.recordRevision(ctx, ms, obs.Revision))
+	applyErr = errors.Join(applyErr, r.recordRevision(ctx, ms, obs.Rollout.Revision))
 
 	// The decision is recorded even when part of it could not be applied (a rollback whose
 	// candidate Deployment a webhook refuses is still a rollback).
-	ms.Status = decision.Status
-	clear := req0.record(&ms.Status, &before.Status, decision.KeepOperation)
-	r.completeStatus(ms, before, obs, decision, statusNotes{routeWritten: routeWritten, applyErr: applyErr, invalid: spec.invalidMessage(), invalidReason: spec.reason})
-	r.recordEvents(ms, obs, decision)
-	after = func() error {
+	ms.Status = p.Status
+	clear := op.record(&ms.Status, &before.Status, p.Decision.KeepOperation)
+	plan.Finish(ms, before, plan.Notes{RouteWritten: routeWritten, ApplyErr: applyErr, Invalid: spec.invalidMessage(), InvalidReason: spec.reason})
+	r.recordEvents(ms, p)
+	after := func() error {
+		r.notifyDecision(ms, before, p.Decision)
 		if applyErr != nil {
 			return applyErr // retried with backoff; the next pass decides again
 		}
@@ -326,16 +356,16 @@ func (r *ModelServerReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 			}
 		}
 		telemetry.Record(ms)
-		if s := obs.scale; s != nil && s.Event != nil {
+		if s := p.Scale; s != nil && s.Event != nil {
 			telemetry.Decision(ms, s.Event.Reason)
 		}
-		logDecisions(ctrl.LoggerFrom(ctx), &before.Status, &ms.Status, obs, decision, ms.Spec.Autoscaling)
+		logDecisions(ctrl.LoggerFrom(ctx), &before.Status, &ms.Status, obs.Rollout, p, ms.Spec.Autoscaling)
 		if clear {
 			return r.clearOperations(ctx, before, ms)
 		}
 		return nil
 	}
-	return ctrl.Result{RequeueAfter: requeueAfter(obs, decision)}, nil
+	return ctrl.Result{RequeueAfter: p.RequeueAfter}, after, nil
 }
 
 // forget drops what the controller keeps in memory about a ModelServer that is gone.
@@ -344,6 +374,8 @@ func (r *ModelServerReconciler) forget(key types.NamespacedName) {
 	r.fresh.forget(key)
 	r.measurements.forget(key)
 	r.warmups.forget(key)
+	r.fetches.Forget(key)
+	r.gateCalls.forget(key)
 	children := []string{key.Name, key.Name + "-" + string(v1alpha1.Blue), key.Name + "-" + string(v1alpha1.Green),
 		v1alpha1.ServiceNameOf(key.Name, v1alpha1.Blue), v1alpha1.ServiceNameOf(key.Name, v1alpha1.Green)}
 	r.applied.forget(key.Namespace, children...)
@@ -363,27 +395,14 @@ func (r *ModelServerReconciler) addFinalizer(ctx context.Context, ms *v1alpha1.M
 	return nil
 }
 
-// recordEvents records the decision's events and the autoscaler's.
-func (r *ModelServerReconciler) recordEvents(ms *v1alpha1.ModelServer, obs observed, d rollout.Decision) {
-	for _, e := range d.Events {
+// recordEvents records the plan's events: the rollout machine's and the autoscaler's.
+func (r *ModelServerReconciler) recordEvents(ms *v1alpha1.ModelServer, p plan.Result) {
+	for _, e := range p.Decision.Events {
 		r.Recorder.Eventf(ms, nil, e.Type, e.Reason, e.Reason, "%s", e.Message)
 	}
-	if s := obs.scale; s != nil && s.Event != nil {
+	if s := p.Scale; s != nil && s.Event != nil {
 		r.Recorder.Eventf(ms, nil, s.Event.Type, s.Event.Reason, s.Event.Reason, "%s", s.Event.Message)
 	}
-}
-
-// requeueAfter is the soonest of the rollout's and the autoscaler's next looks, and the warm-up
-// poll while a pod still loads.
-func requeueAfter(obs observed, d rollout.Decision) time.Duration {
-	requeue := d.RequeueAfter
-	if s := obs.scale; s != nil && (requeue == 0 || (s.RequeueAfter > 0 && s.RequeueAfter < requeue)) {
-		requeue = s.RequeueAfter
-	}
-	if obs.cold && (requeue == 0 || rollout.WarmupPollInterval < requeue) {
-		requeue = rollout.WarmupPollInterval // a pod still loading is probed again
-	}
-	return requeue
 }
 
 // nameConflictRecheck is how often a ModelServer stalled on a name conflict looks again.
@@ -411,7 +430,7 @@ func (r *ModelServerReconciler) refuseConflict(ctx context.Context, before, ms *
 	if !strings.HasSuffix(conflict, ".") {
 		msg = conflict + " exists and is not controlled by this ModelServer: rename or delete it; modelship does not take it over"
 	}
-	stall(ms, v1alpha1.ReasonNameConflict, msg)
+	plan.Stall(ms, v1alpha1.ReasonNameConflict, msg)
 	if !meta.IsStatusConditionTrue(before.Status.Conditions, v1alpha1.ConditionStalled) {
 		ctrl.LoggerFrom(ctx).Info("Refusing to take over an object of another owner", "object", conflict)
 		r.Recorder.Eventf(ms, nil, corev1.EventTypeWarning, v1alpha1.ReasonNameConflict, "Refuse", "%s", msg)
@@ -534,7 +553,7 @@ func validate(ms *v1alpha1.ModelServer, policy metrics.QueryPolicy) error {
 			if err := metrics.Validate(m.Prometheus.Query); err != nil {
 				return fmt.Errorf("spec.autoscaling.metrics[%d].prometheus.query: %w", i, err)
 			}
-			if err := policy.CheckQuery(m.Prometheus.Query, bothColors(ms)); err != nil {
+			if err := policy.CheckQuery(m.Prometheus.Query, signals.BothColors(ms)); err != nil {
 				return fmt.Errorf("spec.autoscaling.metrics[%d].prometheus.query: %w", i, err)
 			}
 		}
@@ -562,18 +581,18 @@ func analysisVars(ms *v1alpha1.ModelServer) []metrics.Vars {
 	return out
 }
 
-// observe gathers what Next needs: both colors' Deployments, warm-up of their pods, the
-// route, a measurement when one is due, and a human's operation.
+// observe reads what the plan needs into one Observation and changes nothing: both colors'
+// Deployments, warm-up of their pods, the route and its InferencePools' acceptance, a
+// measurement when one is due, the autoscaling signals and the cluster's room for the GPUs.
 //
 // held (a spec the query policy refuses): no measurement and no autoscaling query runs; the
 // desired replicas stay the last decision's.
-func (r *ModelServerReconciler) observe(ctx context.Context, ms *v1alpha1.ModelServer, now time.Time, held bool) (observed, error) {
-	var o observed
+func (r *ModelServerReconciler) observe(ctx context.Context, ms *v1alpha1.ModelServer, now time.Time, held bool) (plan.Observation, error) {
+	var o plan.Observation
 	obs := rollout.Observation{
-		Revision:        revision.Of(&ms.Spec.Template),
-		Image:           revision.Image(&ms.Spec.Template),
-		Colors:          map[v1alpha1.Color]rollout.ColorObservation{},
-		DesiredReplicas: desiredReplicas(ms),
+		Revision: revision.Of(&ms.Spec.Template),
+		Image:    revision.Image(&ms.Spec.Template),
+		Colors:   map[v1alpha1.Color]rollout.ColorObservation{},
 	}
 	for _, c := range routing.Colors {
 		d := &appsv1.Deployment{}
@@ -603,12 +622,12 @@ func (r *ModelServerReconciler) observe(ctx context.Context, ms *v1alpha1.ModelS
 	if err != nil {
 		return o, err
 	}
-	o.cold = cold
+	o.Cold = cold
 	route, err := r.getRoute(ctx, ms)
 	if err != nil {
 		return o, err
 	}
-	o.route = route
+	o.Route = route
 	// A route a Gateway rejected holds the rollout; Unknown (no Gateway answered) does not.
 	// So does an accepted route whose backends a Gateway did not resolve (ResolvedRefs False).
 	// InferencePools join in: one its Gateway has not accepted holds it too.
@@ -616,7 +635,7 @@ func (r *ModelServerReconciler) observe(ctx context.Context, ms *v1alpha1.ModelS
 	if ms.UsesInferencePools() {
 		accepted = routing.WithPools(accepted, r.readPools(ctx, ms))
 	}
-	o.accepted = accepted
+	o.Accepted = accepted
 	obs.RouteAccepted, obs.RouteMessage = accepted.Status, accepted.Message
 	if !held && rollout.MeasureDue(ms, now) {
 		m, err := r.measure(ctx, ms, now)
@@ -625,35 +644,25 @@ func (r *ModelServerReconciler) observe(ctx context.Context, ms *v1alpha1.ModelS
 		}
 		obs.Measurement = m
 	}
-	if ms.Spec.Autoscaling != nil && !held {
-		if o.scale, err = r.autoscale(ctx, ms, obs, now); err != nil {
-			return o, err
-		}
-		ms.Status.Autoscaling = &o.scale.Status
-		obs.DesiredReplicas = o.scale.Desired
-		if o.conflicts, err = r.conflictingAutoscalers(ctx, ms); err != nil {
+	o.Rollout = obs
+	autoscaled := ms.Spec.Autoscaling != nil && !held
+	// A rollout needs room for both colors (swap mode when they do not fit).
+	rolling := ms.Status.Stable != nil && (ms.Status.Stable.Revision != obs.Revision || ms.Status.Candidate != nil)
+	if !autoscaled && !rolling {
+		return o, nil
+	}
+	var pods corev1.PodList
+	if err := r.List(ctx, &pods, r.podsOf(ms, client.MatchingLabels(ms.SelectorLabels()))...); err != nil {
+		return o, fmt.Errorf("listing pods: %w", err)
+	}
+	if autoscaled {
+		if o.Autoscaling, err = r.observeSignals(ctx, ms, pods.Items, now); err != nil {
 			return o, err
 		}
 	}
-	if st := ms.Status.Stable; st != nil && (st.Revision != obs.Revision || ms.Status.Candidate != nil) {
-		// A rollout needs room for both colors: say how much the cluster has (swap mode).
-		var current int32
-		for _, c := range obs.Colors {
-			current += c.Replicas
-		}
-		var own corev1.PodList
-		if err := r.List(ctx, &own, r.podsOf(ms, client.MatchingLabels(ms.SelectorLabels()))...); err != nil {
-			return o, fmt.Errorf("listing pods: %w", err)
-		}
-		fit, err := r.capacity(ctx, ms, own.Items, current, obs.DesiredReplicas)
-		if err != nil {
-			return o, err
-		}
-		if fit != nil && fit.Limited {
-			obs.Capacity = current + fit.MaxAdditional
-		}
+	if o.Capacity, err = r.observeCapacity(ctx, ms, pods.Items); err != nil {
+		return o, err
 	}
-	o.Observation = obs
 	return o, nil
 }
 
@@ -678,17 +687,6 @@ func derefReplicas(p *int32) int32 {
 		return 1
 	}
 	return *p
-}
-
-func desiredReplicas(ms *v1alpha1.ModelServer) int32 {
-	n := derefReplicas(ms.Spec.Replicas)
-	if a := ms.Spec.Autoscaling; a != nil {
-		if s := ms.Status.Autoscaling; s != nil {
-			n = s.DesiredReplicas
-		}
-		n = max(a.MinReplicas, min(a.MaxReplicas, n))
-	}
-	return n
 }
 
 func podReady(p *corev1.Pod) bool {

@@ -16,6 +16,7 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
+	"github.com/modelship/modelship/internal/plan"
 	"github.com/modelship/modelship/internal/routing"
 )
 
@@ -55,9 +56,9 @@ func describeRoute(ms *v1alpha1.ModelServer, s v1alpha1.RouteStatus) string {
 // backendRefs are removed from a user's route (from the old rule only, when only the rule
 // changed). Then it records the new place. Until then, and while a change of
 // spec.gateway.backend waits for its new backends, the RouteAccepted message says so.
-func (r *ModelServerReconciler) moveRoute(ctx context.Context, ms *v1alpha1.ModelServer, o *observed) error {
+func (r *ModelServerReconciler) moveRoute(ctx context.Context, ms *v1alpha1.ModelServer, o *plan.Observation) error {
 	var notes []string
-	if b, why := r.backends(ctx, ms, o.route, routing.Weights(routeOrEmpty(o.route), ms)); b.Pending != "" {
+	if b, why := r.backends(ctx, ms, o.Route, routing.Weights(routeOrEmpty(o.Route), ms)); b.Pending != "" {
 		notes = append(notes, fmt.Sprintf("spec.gateway.backend is %s but the route keeps sending traffic to the %ss until %s", b.Pending, b.Carrier, why))
 	}
 	target := routeTarget(ms)
@@ -74,7 +75,7 @@ func (r *ModelServerReconciler) moveRoute(ctx context.Context, ms *v1alpha1.Mode
 	}
 	switch {
 	case prev != nil && *prev == target:
-	case !routing.Holds(o.route, ms, ruleNameOf(target)) || o.accepted.Status == metav1.ConditionFalse:
+	case !routing.Holds(o.Route, ms, ruleNameOf(target)) || o.Accepted.Status == metav1.ConditionFalse:
 		if prev != nil {
 			notes = append(notes, fmt.Sprintf("%s keeps the ModelServer's backendRefs until %s carries its traffic and is not refused by a Gateway",
 				describeRoute(ms, *prev), describeRoute(ms, target)))
@@ -88,8 +89,8 @@ func (r *ModelServerReconciler) moveRoute(ctx context.Context, ms *v1alpha1.Mode
 		ms.Status.Route = &target
 	}
 	if len(notes) > 0 {
-		o.accepted.Message += "; " + strings.Join(notes, "; ")
-		o.RouteMessage = o.accepted.Message
+		o.Accepted.Message += "; " + strings.Join(notes, "; ")
+		o.Rollout.RouteMessage = o.Accepted.Message
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
 	"github.com/modelship/modelship/internal/metrics"
+	"github.com/modelship/modelship/internal/signals"
 )
 
 // The autoscaler's ModelServer-wide queries (the p95 latencies capacity learning reads, a
@@ -38,10 +39,10 @@ func TestTheServingWindowSpansFourScrapes(t *testing.T) {
 			}
 			r := &ModelServerReconciler{ScrapeInterval: tc.flag}
 			r.defaultSpec(ms)
-			if got := bothColors(ms).Window; got != tc.want {
+			if got := signals.BothColors(ms).Window; got != tc.want {
 				t.Fatalf("window %q, want %q", got, tc.want)
 			}
-			q, err := metrics.Render(metrics.VLLMTTFTP95, bothColors(ms))
+			q, err := metrics.Render(metrics.VLLMTTFTP95, signals.BothColors(ms))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -16,6 +17,7 @@ import (
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
 	"github.com/modelship/modelship/internal/metrics"
 	"github.com/modelship/modelship/internal/rollout"
+	"github.com/modelship/modelship/internal/signals"
 )
 
 // hungPrometheus accepts every query and answers none until released, ignoring deadlines, as a
@@ -92,5 +94,38 @@ func TestAHungPrometheusHoldsNoWorkerAndAnAbortGoesThrough(t *testing.T) {
 	got := getMS(t, ms)
 	if got.Status.Phase != v1alpha1.PhaseRolledBack || len(got.Status.History) == 0 || got.Status.History[0].Outcome != v1alpha1.OutcomeAborted {
 		t.Fatalf("the abort waited on the hung Prometheus: phase %s history %+v", got.Status.Phase, got.Status.History)
+	}
+}
+
+// TestAHungAutoscalingSourceHoldsNoWorker: an autoscaled ModelServer's custom metric queries a
+// Prometheus that never answers; its signal sources run off the worker (signals.Cache), so each
+// pass returns, the count stays the spec's last decision, and the ModelServer still comes up.
+// (With the sources fetched inline the first pass never returns.)
+func TestAHungAutoscalingSourceHoldsNoWorker(t *testing.T) {
+	r := manualReconciler(t, interceptor.Funcs{})
+	hung := &hungPrometheus{release: make(chan struct{})}
+	defer close(hung.release)
+	r.Prometheus = hung
+	r.fetches = signals.NewCache(context.Background(), 50*time.Millisecond, time.Minute, nil)
+	ms := newModelServer(manualNamespace, fmt.Sprintf("hungscale-%d", time.Now().UnixNano()%1e6), func(ms *v1alpha1.ModelServer) {
+		ms.Spec.Replicas = nil
+		ms.Spec.Autoscaling = &v1alpha1.AutoscalingSpec{MinReplicas: 2, MaxReplicas: 4, Metrics: []v1alpha1.AutoscalingMetric{
+			{Prometheus: &v1alpha1.PrometheusMetric{Query: `sum(vllm:num_requests_running{namespace="{{.Namespace}}"})`, Target: resource.MustParse("4")}},
+		}}
+	})
+	if err := k8s.Create(context.Background(), ms); err != nil {
+		t.Fatal(err)
+	}
+	passWithin(t, r, ms)
+	markReady(t, ms.Namespace, ms.DeploymentName(v1alpha1.Blue))
+	for range 3 {
+		passWithin(t, r, ms)
+	}
+	if hung.calls.Load() == 0 {
+		t.Fatal("the custom metric was never queried")
+	}
+	got := getMS(t, ms)
+	if got.Status.Phase != v1alpha1.PhaseHealthy || got.Status.Replicas != 2 {
+		t.Errorf("phase %s with %d replicas, want Healthy at minReplicas 2 while the metric hangs", got.Status.Phase, got.Status.Replicas)
 	}
 }

@@ -24,8 +24,9 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
-	"github.com/modelship/modelship/internal/autoscale"
+	"github.com/modelship/modelship/cmd/modelship-controller/manager"
 	"github.com/modelship/modelship/internal/metrics"
+	"github.com/modelship/modelship/internal/signals"
 	"github.com/modelship/modelship/internal/testenv"
 	"github.com/modelship/modelship/internal/warmup"
 )
@@ -70,7 +71,7 @@ func TestMain(m *testing.M) {
 		}
 		// The running controller never sees manualNamespace: tests there call Reconcile themselves.
 		// The product's cache options, without the manual namespace.
-		cacheOpts := CacheOptions()
+		cacheOpts := manager.CacheOptions()
 		cacheOpts.DefaultNamespaces = map[string]cache.Config{
 			cache.AllNamespaces: {FieldSelector: fields.OneTermNotEqualSelector("metadata.namespace", manualNamespace)}}
 		mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, Cache: cacheOpts})
@@ -85,8 +86,9 @@ func TestMain(m *testing.M) {
 			// Analysis windows of four 100ms scrapes: the analysis interval (1s in the rollout
 			// stories) decides. Custom queries must be scoped to their namespace.
 			ScrapeInterval: 100 * time.Millisecond, QueryPolicy: metrics.QueryPolicyNamespaced, CapacityInterval: signalInterval,
-			Signals:     autoscale.NewSignalCache(prom, autoscale.DefaultSignals(), signalInterval),
+			Signals:     signals.NewSnapshotCache(prom, signals.DefaultQueries(), signalInterval),
 			MetricsAPIs: kubeMetrics,
+			Notifier:    testNotifier(),
 			// The gateway's series are those of Traefik's scrape target in namespace traefik.
 			GatewayMetricsNamespace: "traefik",
 		}

@@ -3,7 +3,8 @@
 // and `kubectl modelship wait`. It is pure: no client, no clock.
 //
 // The controller sets these kstatus conditions in each phase (reasons in parentheses are
-// examples; the status values are the contract):
+// examples; the status values are the contract; package plan sets them, and its
+// PhaseConditions gives each row as conditions, for tests):
 //
 //	Phase              Ready              Reconciling                    Stalled            kstatus     Argo CD      wait
 //	Pending            False              True  (DeploymentsNotReady)    False              InProgress  Progressing  waits
@@ -48,77 +49,6 @@ import (
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
 )
-
-// Conditions returns the Ready, Reconciling and Stalled conditions the controller sets in phase,
-// per the table of the package doc, with generation as their observedGeneration. An unknown
-// phase gets nil.
-func Conditions(phase v1alpha1.Phase, generation int64) []metav1.Condition {
-	c := func(t string, s metav1.ConditionStatus, reason, msg string) metav1.Condition {
-		return metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: generation}
-	}
-	const (
-		t, f = metav1.ConditionTrue, metav1.ConditionFalse
-	)
-	switch phase {
-	case v1alpha1.PhasePending:
-		return []metav1.Condition{
-			c(v1alpha1.ConditionReady, f, v1alpha1.ReasonDeploymentsNotReady, "the first revision is coming up"),
-			c(v1alpha1.ConditionReconciling, t, v1alpha1.ReasonDeploymentsNotReady, "the first revision is coming up"),
-			c(v1alpha1.ConditionStalled, f, v1alpha1.ReasonReconciled, ""),
-		}
-	case v1alpha1.PhaseProgressing:
-		return []metav1.Condition{
-			c(v1alpha1.ConditionReady, f, v1alpha1.ReasonRolloutInProgress, "the candidate does not serve all traffic yet"),
-			c(v1alpha1.ConditionReconciling, t, v1alpha1.ReasonRolloutInProgress, "rollout in progress"),
-			c(v1alpha1.ConditionStalled, f, v1alpha1.ReasonReconciled, ""),
-		}
-	case v1alpha1.PhasePaused:
-		return []metav1.Condition{
-			c(v1alpha1.ConditionReady, f, v1alpha1.ReasonPaused, "the rollout is paused (spec.paused)"),
-			c(v1alpha1.ConditionReconciling, f, v1alpha1.ReasonPaused, "the rollout is paused (spec.paused)"),
-			c(v1alpha1.ConditionStalled, f, v1alpha1.ReasonPaused, ""),
-		}
-	case v1alpha1.PhaseAwaitingPromotion:
-		return []metav1.Condition{
-			c(v1alpha1.ConditionReady, f, v1alpha1.ReasonAwaitingPromotion, "the rollout waits for a promotion"),
-			c(v1alpha1.ConditionReconciling, f, v1alpha1.ReasonAwaitingPromotion, "the rollout waits for a promotion"),
-			c(v1alpha1.ConditionStalled, f, v1alpha1.ReasonAwaitingPromotion, ""),
-		}
-	case v1alpha1.PhaseHealthy:
-		return []metav1.Condition{
-			c(v1alpha1.ConditionReady, t, v1alpha1.ReasonAvailable, "the spec's revision serves all traffic"),
-			c(v1alpha1.ConditionReconciling, f, v1alpha1.ReasonReconciled, ""),
-			c(v1alpha1.ConditionStalled, f, v1alpha1.ReasonReconciled, ""),
-		}
-	case v1alpha1.PhaseRolledBack:
-		return []metav1.Condition{
-			c(v1alpha1.ConditionReady, f, v1alpha1.ReasonRolledBack, "the spec's revision was rolled back"),
-			c(v1alpha1.ConditionReconciling, f, v1alpha1.ReasonRolledBack, ""),
-			c(v1alpha1.ConditionStalled, t, v1alpha1.ReasonRolledBack, "the spec's revision was rolled back; change the spec to roll out again"),
-		}
-	case v1alpha1.PhaseDegraded:
-		return []metav1.Condition{
-			c(v1alpha1.ConditionReady, f, v1alpha1.ReasonDeploymentsNotReady, "no available replicas"),
-			c(v1alpha1.ConditionReconciling, t, v1alpha1.ReasonDeploymentsNotReady, "no available replicas"),
-			c(v1alpha1.ConditionStalled, f, v1alpha1.ReasonReconciled, ""),
-		}
-	}
-	return nil
-}
-
-// StalledProgressing returns the Ready, Reconciling and Stalled conditions of a rollout in phase
-// Progressing that has held on inconclusive analysis past the stall deadline (the "Progressing,
-// stalled" row of the package doc's table), with generation as their observedGeneration.
-func StalledProgressing(generation int64) []metav1.Condition {
-	c := func(t string, s metav1.ConditionStatus, msg string) metav1.Condition {
-		return metav1.Condition{Type: t, Status: s, Reason: v1alpha1.ReasonAnalysisInconclusive, Message: msg, ObservedGeneration: generation}
-	}
-	return []metav1.Condition{
-		c(v1alpha1.ConditionReady, metav1.ConditionFalse, "the candidate does not serve all traffic yet"),
-		c(v1alpha1.ConditionReconciling, metav1.ConditionFalse, "analysis has been inconclusive for too long"),
-		c(v1alpha1.ConditionStalled, metav1.ConditionTrue, "analysis has been inconclusive for too long"),
-	}
-}
 
 // Result is what `kubectl modelship wait` makes of a ModelServer.
 type Result struct {

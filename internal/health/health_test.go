@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
+	"github.com/modelship/modelship/internal/plan"
 )
 
 // fixture is a ModelServer as the controller leaves it, and what each reader must make of it.
@@ -44,7 +45,7 @@ func newModelServer(phase v1alpha1.Phase, opts ...msOption) *v1alpha1.ModelServe
 			Phase:              phase,
 			Revision:           "rev-b",
 			Stable:             &v1alpha1.ColorStatus{Color: v1alpha1.Blue, Revision: "rev-a"},
-			Conditions:         Conditions(phase, 3),
+			Conditions:         plan.PhaseConditions(phase, 3),
 		},
 	}
 	switch phase {
@@ -121,7 +122,7 @@ func fixtures() []fixture {
 			ms:    newModelServer(v1alpha1.PhaseRolledBack, withGeneration(4, 3)),
 			kstat: status.InProgressStatus, argo: "Progressing"},
 		{name: "a rollout stalled on inconclusive analysis has failed for every reader, though its phase is Progressing",
-			ms:    newModelServer(v1alpha1.PhaseProgressing, withConditions(StalledProgressing(3))),
+			ms:    newModelServer(v1alpha1.PhaseProgressing, withConditions(plan.StalledProgressing(3))),
 			kstat: status.FailedStatus, argo: "Degraded", done: true, code: CodeFailed},
 		{name: "a first revision whose spec cannot run has failed",
 			ms:    newModelServer(v1alpha1.PhasePending, withStalled(v1alpha1.ReasonInvalidSpec)),
@@ -155,8 +156,8 @@ func TestEveryPhaseHasAFixtureAndConditions(t *testing.T) {
 		if !covered[p] {
 			t.Errorf("phase %s has no fixture", p)
 		}
-		if len(Conditions(p, 1)) != 3 {
-			t.Errorf("phase %s: want Ready, Reconciling and Stalled, got %v", p, Conditions(p, 1))
+		if len(plan.PhaseConditions(p, 1)) != 3 {
+			t.Errorf("phase %s: want Ready, Reconciling and Stalled, got %v", p, plan.PhaseConditions(p, 1))
 		}
 	}
 }
@@ -165,7 +166,7 @@ func TestConditionsTableKeepsTheKstatusRules(t *testing.T) {
 	for _, p := range []v1alpha1.Phase{v1alpha1.PhasePending, v1alpha1.PhaseProgressing, v1alpha1.PhasePaused,
 		v1alpha1.PhaseAwaitingPromotion, v1alpha1.PhaseHealthy, v1alpha1.PhaseRolledBack, v1alpha1.PhaseDegraded} {
 		got := map[string]metav1.ConditionStatus{}
-		for _, c := range Conditions(p, 7) {
+		for _, c := range plan.PhaseConditions(p, 7) {
 			got[c.Type] = c.Status
 			if c.ObservedGeneration != 7 {
 				t.Errorf("phase %s: condition %s has observedGeneration %d, want 7", p, c.Type, c.ObservedGeneration)
@@ -181,7 +182,7 @@ func TestConditionsTableKeepsTheKstatusRules(t *testing.T) {
 			t.Errorf("phase %s: Ready is %s; it must be True exactly in Healthy", p, got[v1alpha1.ConditionReady])
 		}
 	}
-	if Conditions("Unknown", 1) != nil {
+	if plan.PhaseConditions("Unknown", 1) != nil {
 		t.Errorf("an unknown phase must get no conditions")
 	}
 }

@@ -21,6 +21,7 @@ import (
 	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
 
+	"github.com/modelship/modelship/internal/sample"
 	"github.com/modelship/modelship/internal/telemetry"
 )
 
@@ -226,12 +227,8 @@ func (p *Prometheus) query(ctx context.Context, query string, at time.Time) (mod
 	return nil, fmt.Errorf("prometheus request failed: %w", err)
 }
 
-// ErrPartialData is what a query whose answer warns of missing data is (errors.Is): a Thanos
-// Querier that could not reach a store (partial response), a VictoriaMetrics cluster missing
-// storage nodes (isPartial), a Prometheus whose remote read failed, PromQL dropping series it
-// could not evaluate. Part of the data is no data: a
-// scale-down or a promotion must not follow half of the pods or half of the replicas.
-var ErrPartialData = errors.New("prometheus answered with partial data")
+// ErrPartialData is sample.ErrPartialData: an answer that warns of missing data.
+var ErrPartialData = sample.ErrPartialData
 
 // PartialWarning returns the first warning of a query's answer that says its data may be
 // incomplete, and whether there is one. Every warning counts except the informational

@@ -5,35 +5,29 @@ package metrics
 import (
 	"context"
 	"time"
+
+	"github.com/modelship/modelship/internal/sample"
 )
 
-// Status says whether a query gave a usable value.
-type Status string
+// The typed outcomes live in package sample, which has no client, so that the pure decision
+// packages need not import this adapter; these names are the same types.
+type (
+	// Status says whether a query gave a usable value (sample.Status).
+	Status = sample.Status
+	// Sample is the typed outcome of an instant query expected to return one value.
+	Sample = sample.Sample
+	// Series is one element of an instant vector.
+	Series = sample.Series
+)
 
 const (
 	// OK means: Value holds a finite number.
-	OK Status = "OK"
-	// NoData means: the query succeeded but returned nothing usable (empty, NaN, Inf, stale,
-	// or partial: an answer with a warning that data may be missing, see ErrPartialData).
-	NoData Status = "NoData"
-	// Error means: Prometheus could not be asked or answered with an error (unreachable, timeout, bad query).
-	Error Status = "Error"
+	OK = sample.OK
+	// NoData means: the query succeeded but returned nothing usable.
+	NoData = sample.NoData
+	// Error means: Prometheus could not be asked or answered with an error.
+	Error = sample.Error
 )
-
-// Sample is the typed outcome of an instant query expected to return one value.
-type Sample struct {
-	Status Status
-	// Value is meaningful only when Status is OK.
-	Value float64
-	// Message says why there is no value (for NoData and Error).
-	Message string
-}
-
-// Series is one element of an instant vector.
-type Series struct {
-	Labels map[string]string
-	Value  float64
-}
 
 // Querier runs PromQL instant queries. Implementations must be safe for concurrent use
 // (analysis.Run runs a measurement's queries in parallel).

@@ -120,7 +120,7 @@ func runStory(st story) string {
 			obs.Measurement = &Measurement{At: s.now, Results: results(s.now, st.verdicts(s, measurements[rev])...)}
 			measurements[rev]++
 		}
-		d := Next(s.ms, obs, s.now)
+		d := next(s.ms, obs, s.now)
 		b.WriteString(s.logLine(pass, obs, d))
 		b.WriteString("\n")
 		s.apply(d)

@@ -39,7 +39,7 @@ func TestLoadMatching(t *testing.T) {
 				phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, tc.stableReady),
 				inRollout(revB, tc.step, t0.Add(-5*time.Second), steps[tc.step-1])))
 			obs := newObs(revB, tc.total, deploy(blue, revA, tc.total, tc.stableReady), deploy(green, revB, tc.candReady, tc.candReady))
-			d := Next(ms, obs, t0)
+			d := next(ms, obs, t0)
 			if d.Status.Rollout.Step != tc.step {
 				t.Fatalf("step = %d, want %d (the case must hold its step)", d.Status.Rollout.Step, tc.step)
 			}
@@ -58,7 +58,7 @@ func TestLoadMatching(t *testing.T) {
 func TestLoadMatchingHoldsWhilePaused(t *testing.T) {
 	ms := newModelServer(withSteps(10, 25, 50, 100), withLoadMatching(v1alpha1.LoadMatchingStablePods), withPaused(true), withStatus(
 		phase(v1alpha1.PhasePaused), stableOn(blue, revA, 6), inRollout(revB, 1, t0.Add(-time.Hour), 14)))
-	d := Next(ms, newObs(revB, 6, deploy(blue, revA, 6, 5), deploy(green, revB, 1, 1)), t0)
+	d := next(ms, newObs(revB, 6, deploy(blue, revA, 6, 5), deploy(green, revB, 1, 1)), t0)
 	if d.Status.Phase != v1alpha1.PhasePaused || d.Status.Rollout.Step != 1 {
 		t.Fatalf("phase %s step %d, want Paused at step 1", d.Status.Phase, d.Status.Rollout.Step)
 	}
@@ -67,7 +67,7 @@ func TestLoadMatchingHoldsWhilePaused(t *testing.T) {
 	}
 	ms.Spec.Paused = false
 	ms.Status.Phase = v1alpha1.PhaseProgressing
-	if d := Next(ms, newObs(revB, 6, deploy(blue, revA, 6, 5), deploy(green, revB, 1, 1)), t0); d.Status.Weights.Candidate != 16 {
+	if d := next(ms, newObs(revB, 6, deploy(blue, revA, 6, 5), deploy(green, revB, 1, 1)), t0); d.Status.Weights.Candidate != 16 {
 		t.Errorf("resumed: candidate weight = %d, want 16", d.Status.Weights.Candidate)
 	}
 }
@@ -76,7 +76,7 @@ func TestLoadMatchingHoldsWhilePaused(t *testing.T) {
 func TestLoadMatchingEventSaysTheRaisedWeight(t *testing.T) {
 	ms := newModelServer(withSteps(10, 25, 50, 100), withLoadMatching(v1alpha1.LoadMatchingStablePods), withStatus(
 		phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 6), inRollout(revB, 0, t0.Add(-time.Minute), 0)))
-	d := Next(ms, newObs(revB, 6, deploy(blue, revA, 6, 6), deploy(green, revB, 1, 1)), t0)
+	d := next(ms, newObs(revB, 6, deploy(blue, revA, 6, 6), deploy(green, revB, 1, 1)), t0)
 	if d.Status.Rollout.Step != 1 || d.Status.Weights.Candidate != 14 {
 		t.Fatalf("step %d weights %+v, want step 1 at 14%%", d.Status.Rollout.Step, d.Status.Weights)
 	}
@@ -113,7 +113,7 @@ func TestWeightsFollowWarmPods(t *testing.T) {
 			if tc.warm < 8 {
 				opts = append(opts, cold(green), warmPods(green, tc.warm))
 			}
-			d := Next(at50, newObs(revB, 8, opts...), t0)
+			d := next(at50, newObs(revB, 8, opts...), t0)
 			if got := d.Weights[green]; got != tc.wantWeight {
 				t.Errorf("candidate weight %d, want %d", got, tc.wantWeight)
 			}
@@ -129,14 +129,14 @@ func TestWeightsFollowWarmPods(t *testing.T) {
 		step, weight, want int32
 	}{{1, 10, 3}, {2, 25, 8}} {
 		ms := newModelServer(steps, withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 8), inRollout(revB, tc.step, t0.Add(-30*time.Second), tc.weight)))
-		d := Next(ms, newObs(revB, 8, deploy(blue, revA, 8, 8), deploy(green, revB, 1, 1)), t0)
+		d := next(ms, newObs(revB, 8, deploy(blue, revA, 8, 8), deploy(green, revB, 1, 1)), t0)
 		if got := d.Plans[green].Replicas; got != tc.want {
 			t.Errorf("at %d%%: candidate planned %d, want %d", tc.weight, got, tc.want)
 		}
 	}
 	// Where the cluster has no room for them, what fits beside the stable total.
 	ms := newModelServer(steps, withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 8), inRollout(revB, 2, t0.Add(-30*time.Second), 25)))
-	if got := Next(ms, newObs(revB, 8, deploy(blue, revA, 8, 8), deploy(green, revB, 4, 4), withCapacity(13)), t0).Plans[green].Replicas; got != 5 {
+	if got := next(ms, newObs(revB, 8, deploy(blue, revA, 8, 8), deploy(green, revB, 4, 4), withCapacity(13)), t0).Plans[green].Replicas; got != 5 {
 		t.Errorf("with room for 13 pods: candidate planned %d for 50%%, want 5", got)
 	}
 }

@@ -179,23 +179,23 @@ func TestAnalysisWindow(t *testing.T) {
 // on fewer pods, so the sizing (and with it the next measurement's window) waits for them.
 func TestTheCandidateIsSizedOnlyOnceItsPodsAreWarm(t *testing.T) {
 	ms := newModelServer(withSteps(25, 50, 100), withStatus(stableOn(blue, revA, 8), inRollout(revB, 2, t0.Add(-time.Minute), 50), unsized()))
-	loading := Next(ms, newObs(revB, 8, deploy(blue, revA, 8, 8), deploy(green, revB, 8, 8), cold(green)), t0)
+	loading := next(ms, newObs(revB, 8, deploy(blue, revA, 8, 8), deploy(green, revB, 8, 8), cold(green)), t0)
 	if s := loading.Status.Candidate.SizedSince; s != nil {
 		t.Errorf("sized at %v with its 8 Ready pods not warm yet, want unsized", s)
 	}
-	warm := Next(ms, newObs(revB, 8, deploy(blue, revA, 8, 8), deploy(green, revB, 8, 8)), t0)
+	warm := next(ms, newObs(revB, 8, deploy(blue, revA, 8, 8), deploy(green, revB, 8, 8)), t0)
 	if s := warm.Status.Candidate.SizedSince; s == nil || !s.Time.Equal(t0) {
 		t.Errorf("sized at %v with its 8 Ready pods warm, want %v", s, t0)
 	}
 	// Its 50% on the 4 of them that serve would be twice the stable pods' load: the weight is
 	// held to their share, 4 of 12 pods (33%), at which they carry what a stable pod carries.
-	half := Next(ms, newObs(revB, 8, deploy(blue, revA, 8, 8), deploy(green, revB, 8, 8), cold(green), warmPods(green, 4)), t0)
+	half := next(ms, newObs(revB, 8, deploy(blue, revA, 8, 8), deploy(green, revB, 8, 8), cold(green), warmPods(green, 4)), t0)
 	if w := half.Weights[green]; w != 33 {
 		t.Errorf("candidate weight %d with 4 of 8 pods serving at a 50%% step, want 33 (its share of serving pods)", w)
 	}
 	// At 10% (planned for 25%: 2 pods), the one pod that serves carries less than a stable pod.
 	ms10 := newModelServer(withSteps(10, 25, 50, 100), withStatus(stableOn(blue, revA, 8), inRollout(revB, 1, t0.Add(-time.Minute), 10), unsized()))
-	d := Next(ms10, newObs(revB, 8, deploy(blue, revA, 8, 8), deploy(green, revB, 2, 2), cold(green), warmPods(green, 1)), t0)
+	d := next(ms10, newObs(revB, 8, deploy(blue, revA, 8, 8), deploy(green, revB, 2, 2), cold(green), warmPods(green, 1)), t0)
 	if s := d.Status.Candidate.SizedSince; s == nil || !s.Time.Equal(t0) {
 		t.Errorf("sized at %v with 1 pod serving 10%% beside 8 stable pods, want %v", s, t0)
 	}

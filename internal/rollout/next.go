@@ -171,6 +171,7 @@ var holdRank = map[string]int{
 	v1alpha1.ReasonNoRoomForCandidate: 3,
 	v1alpha1.ReasonSuperseding:        2,
 	v1alpha1.ReasonRouteNotAccepted:   1,
+	v1alpha1.ReasonGateHeld:           1,
 }
 
 // holdFor records a hold for this pass unless a stronger one is already recorded; it reports
@@ -188,6 +189,20 @@ func (m *machine) holdFor(reason, message string) bool {
 func (m *machine) candidateLive() bool {
 	c := m.st.Candidate
 	return c != nil && c.Revision == m.obs.Revision && m.inProgress()
+}
+
+// headerRoute is the color spec.rollout.headerRoute sends to (see Decision.HeaderRoute): the
+// live candidate's, once it has a Ready, warm pod; a candidate superseded and draining is not
+// live, nor is one rolled back or aborted, and a promoted one is no longer the candidate.
+func (m *machine) headerRoute() v1alpha1.Color {
+	c := m.st.Candidate
+	if m.ms.Spec.Rollout.HeaderRoute == nil || !m.candidateLive() || m.heldFor(v1alpha1.ReasonSuperseding) {
+		return ""
+	}
+	if !c.Warm || c.ReadyReplicas < 1 {
+		return ""
+	}
+	return c.Color
 }
 
 // heldFor reports whether this pass holds for reason.
@@ -224,7 +239,7 @@ func (m *machine) run() {
 	}
 }
 
-// decision finishes the pass: weights, conditions, requeue.
+// decision finishes the pass: weights, the report the conditions are derived from, requeue.
 func (m *machine) decision() Decision {
 	st := m.st
 	cw := m.servedWeight()
@@ -240,39 +255,35 @@ func (m *machine) decision() Decision {
 		}
 	}
 	ready, avail := m.stableCounts()
-	f := facts{
-		generation:      m.ms.Generation,
-		specRevision:    m.obs.Revision,
-		total:           m.total,
-		stableReady:     ready,
-		stableAvailable: avail,
-		wasServing:      m.wasServing(),
-		hold:            m.held,
-		stableDead:      m.candidateLive() && m.stableServesNothing(),
-		stall:           m.inconclusiveStalled(),
-		stallReason:     v1alpha1.ReasonAnalysisInconclusive,
+	r := Report{
+		Generation:      m.ms.Generation,
+		SpecRevision:    m.obs.Revision,
+		Total:           m.total,
+		StableReady:     ready,
+		StableAvailable: avail,
+		WasServing:      m.wasServing(),
+		HoldReason:      m.held.reason,
+		HoldMessage:     m.held.message,
+		StableDead:      m.candidateLive() && m.stableServesNothing(),
+		Stall:           m.inconclusiveStalled(),
+		StallReason:     v1alpha1.ReasonAnalysisInconclusive,
 	}
 	if m.heldFor(v1alpha1.ReasonNoRoomForCandidate) {
-		f.hold = hold{} // reported as a stall, when it still applies
+		r.HoldReason, r.HoldMessage = "", "" // reported as a stall, when it still applies
 		if st.Phase == v1alpha1.PhaseProgressing && m.candidateLive() {
-			f.stall, f.stallReason = m.held.message, v1alpha1.ReasonNoRoomForCandidate
+			r.Stall, r.StallReason = m.held.message, v1alpha1.ReasonNoRoomForCandidate
 		}
 	}
 	if c := st.Candidate; c != nil && c.UnreadySince != nil {
-		f.unreadyDeadline = c.UnreadySince.Add(m.pol.progressDeadline)
+		r.UnreadyDeadline = c.UnreadySince.Add(m.pol.progressDeadline)
 	}
-	if f.stall != "" && !hasReason(m.ms.Status, v1alpha1.ConditionStalled, f.stallReason) {
+	if r.Stall != "" && !hasReason(m.ms.Status, v1alpha1.ConditionStalled, r.StallReason) {
 		ev := EventAnalysisStalled
-		if f.stallReason == v1alpha1.ReasonNoRoomForCandidate {
+		if r.StallReason == v1alpha1.ReasonNoRoomForCandidate {
 			ev = EventNoRoomForCandidate
 		}
-		m.event(corev1.EventTypeWarning, ev, "%s", f.stall)
+		m.event(corev1.EventTypeWarning, ev, "%s", r.Stall)
 	}
-	setReadyCondition(st, f)
-	setReconcilingCondition(st, f)
-	setStalledCondition(st, f)
-	setProgressingCondition(st, f)
-	setDegradedCondition(st, f)
 
 	var requeue time.Duration
 	for _, t := range m.wake {
@@ -284,9 +295,11 @@ func (m *machine) decision() Decision {
 		Status:        *st,
 		Plans:         m.plans,
 		Weights:       weights,
+		HeaderRoute:   m.headerRoute(),
 		Events:        m.events,
 		RequeueAfter:  requeue,
 		KeepOperation: m.keepOp,
+		Report:        r,
 	}
 }
 

@@ -1281,7 +1281,7 @@ func TestNext(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			before := tc.ms.DeepCopy()
-			d := Next(tc.ms, tc.obs, tc.now)
+			d := next(tc.ms, tc.obs, tc.now)
 			if !equality.Semantic.DeepEqual(before, tc.ms) {
 				t.Fatalf("Next modified its input")
 			}
@@ -1374,7 +1374,7 @@ func TestHistoryKeepsTheTenNewestRecordsNewestFirst(t *testing.T) {
 	for i := range 10 {
 		ms.Status.History = append(ms.Status.History, v1alpha1.RevisionRecord{Revision: fmt.Sprintf("old-%d", i), Outcome: v1alpha1.OutcomePromoted})
 	}
-	d := Next(ms, newObs(revB, 2, deploy(blue, revA, 2, 2), deploy(green, revB, 2, 2), measurement(t0, pass)), t0)
+	d := next(ms, newObs(revB, 2, deploy(blue, revA, 2, 2), deploy(green, revB, 2, 2), measurement(t0, pass)), t0)
 	h := d.Status.History
 	if len(h) != historyLimit || h[0].Revision != revB || h[0].Outcome != v1alpha1.OutcomePromoted || h[1].Revision != "old-0" || h[9].Revision != "old-8" {
 		t.Errorf("history = %+v, want %s Promoted first then old-0..old-8", h, revB)

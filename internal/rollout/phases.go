@@ -100,6 +100,7 @@ func (m *machine) startRollout() {
 	st.Rollout.StepStartedAt = m.timeP(m.now)
 	st.Rollout.Failures = 0
 	st.Rollout.Analysis = nil
+	st.Rollout.Gates = nil
 	st.Rollout.InconclusiveSince = nil
 	st.Rollout.RolledBackRevision = ""
 	st.Rollout.KeepWarmUntil, st.Rollout.InspectUntil, st.Rollout.DrainUntil = nil, nil, nil
@@ -125,6 +126,7 @@ func (m *machine) progress() {
 	m.planStable()
 	c.ReadyReplicas = m.readyOf(c.Color, c.Revision)
 	c.Warm = m.warmOf(c.Color, c.Revision)
+	m.recordGates()
 	m.trackUnready()
 	next := m.nextStepWeight() // the weight the candidate gets next; 100 means promotion
 	m.planCandidate(next)
@@ -269,6 +271,9 @@ func (m *machine) advance(next int32, why string) {
 		m.keepOp = m.obs.Operation == OpPromote || m.obs.Operation == OpPromoteFull
 		return
 	}
+	if m.obs.Operation == OpNone && m.gatesHold() {
+		return // a person's request does not wait for gates
+	}
 	if next >= 100 {
 		if !m.pol.autoPromote && m.obs.Operation != OpPromote && m.obs.Operation != OpPromoteFull {
 			if m.prevPhase != v1alpha1.PhaseAwaitingPromotion {
@@ -334,6 +339,7 @@ func (m *machine) rollback(outcome v1alpha1.Outcome, reason string) {
 	served := st.Rollout.Step >= 1 || m.ms.Status.Weights.Candidate > 0
 	m.record(c, outcome, reason)
 	st.Rollout.RolledBackRevision = c.Revision
+	st.Rollout.Gates = nil
 	st.Rollout.KeepWarmUntil, st.Rollout.InspectUntil, st.Rollout.DrainUntil = nil, nil, nil
 	switch {
 	case outcome == v1alpha1.OutcomeAborted:
@@ -355,4 +361,5 @@ func (m *machine) clearRollout() {
 	st.Rollout.StepStartedAt = nil
 	st.Rollout.InconclusiveSince = nil
 	st.Rollout.Failures = 0
+	st.Rollout.Gates = nil
 }

@@ -111,7 +111,7 @@ func TestRollbackToTheWarmPreviousRevisionIsInstant(t *testing.T) {
 			if i == 2 {
 				now = t0.Add(8 * time.Minute)
 			}
-			d := Next(tc.ms, tc.obs, now)
+			d := next(tc.ms, tc.obs, now)
 			checkWant(t, d, tc.want)
 		})
 	}
@@ -121,19 +121,19 @@ func TestRollbackToTheWarmPreviousRevisionIsInstant(t *testing.T) {
 // new apply of the abandoned revision, which is rolled out progressively (it was rolled back).
 func TestInstantRollbackDrainsThenSettles(t *testing.T) {
 	ms := newModelServer(promotedBKeepingA())
-	d := Next(ms, newObs(revA, 10, deploy(blue, revA, 7, 7), deploy(green, revB, 10, 10)), t0)
+	d := next(ms, newObs(revA, 10, deploy(blue, revA, 7, 7), deploy(green, revB, 10, 10)), t0)
 	ms.Status = d.Status
 	if ms.Status.Weights.Candidate != 30 {
 		t.Fatalf("weights %+v after the revert, want B draining 30", ms.Status.Weights)
 	}
 
 	// Blue's new pods come up: 9 of 10 carry 90.
-	d = Next(ms, newObs(revA, 10, deploy(blue, revA, 10, 9), deploy(green, revB, 10, 10)), t0.Add(5*time.Second))
+	d = next(ms, newObs(revA, 10, deploy(blue, revA, 10, 9), deploy(green, revB, 10, 10)), t0.Add(5*time.Second))
 	checkWant(t, d, want{phase: v1alpha1.PhaseProgressing, weights: w(90, 10), noEvent: []string{EventRolloutStarted, EventRevertedToWarm}})
 	ms.Status = d.Status
 
 	// All Ready: done; green keeps its pods until the scale-down delay.
-	d = Next(ms, newObs(revA, 10, deploy(blue, revA, 10, 10), deploy(green, revB, 10, 10)), t0.Add(10*time.Second))
+	d = next(ms, newObs(revA, 10, deploy(blue, revA, 10, 10), deploy(green, revB, 10, 10)), t0.Add(10*time.Second))
 	checkWant(t, d, want{
 		phase: v1alpha1.PhaseHealthy, weights: w(100, 0),
 		plans: map[v1alpha1.Color]ColorPlan{blue: {Revision: revA, Replicas: 10}, green: {Revision: revB, Replicas: 10}},
@@ -146,7 +146,7 @@ func TestInstantRollbackDrainsThenSettles(t *testing.T) {
 
 	// B applied again: it was rolled back, so it is judged step by step, on the color that
 	// still runs it.
-	d = Next(ms, newObs(revB, 10, deploy(blue, revA, 10, 10), deploy(green, revB, 10, 10)), t0.Add(time.Minute))
+	d = next(ms, newObs(revB, 10, deploy(blue, revA, 10, 10), deploy(green, revB, 10, 10)), t0.Add(time.Minute))
 	checkWant(t, d, want{phase: v1alpha1.PhaseProgressing, events: []string{EventRolloutStarted}, noEvent: []string{EventRevertedToWarm}})
 	if c := d.Status.Candidate; c == nil || c.Color != green || c.Revision != revB {
 		t.Errorf("candidate %+v, want B on green", c)
@@ -173,7 +173,7 @@ func TestEditedStepsNeverMoveTheWeightBackwards(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			d := Next(newModelServer(withSteps(tc.steps...), at50), obs, t0)
+			d := next(newModelServer(withSteps(tc.steps...), at50), obs, t0)
 			checkWant(t, d, want{phase: v1alpha1.PhaseProgressing, weights: w(50, 50), step: i32(tc.wantStep)})
 			if d.Status.Rollout.StepWeight != 50 {
 				t.Errorf("stepWeight = %d, want 50", d.Status.Rollout.StepWeight)
@@ -183,7 +183,7 @@ func TestEditedStepsNeverMoveTheWeightBackwards(t *testing.T) {
 			ms.Status = d.Status
 			ms.Status.Rollout.StepStartedAt = mt(t0.Add(-time.Hour))
 			// The candidate runs the pods that carry 75% at a stable pod's load (12 beside 4).
-			d = Next(ms, newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 12, 12), measurement(t0.Add(time.Second), pass)), t0.Add(time.Second))
+			d = next(ms, newObs(revB, 4, deploy(blue, revA, 4, 4), deploy(green, revB, 12, 12), measurement(t0.Add(time.Second), pass)), t0.Add(time.Second))
 			got := d.Status.Weights.Candidate
 			if tc.next == 100 {
 				if d.Status.Phase != v1alpha1.PhaseHealthy {
@@ -207,7 +207,7 @@ func TestAFixForADeadStableCarriesWhatItsWarmPodsCan(t *testing.T) {
 			st.Stable.ReadyReplicas = 0
 			st.Conditions = append(st.Conditions, metav1.Condition{Type: v1alpha1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonDeploymentsNotReady})
 		})
-	d := Next(newModelServer(withSteps(10, 50, 100), dead), newObs(revB, 4, deploy(blue, revA, 4, 0), deploy(green, revB, 3, 3)), t0)
+	d := next(newModelServer(withSteps(10, 50, 100), dead), newObs(revB, 4, deploy(blue, revA, 4, 0), deploy(green, revB, 3, 3)), t0)
 	checkWant(t, d, want{
 		phase: v1alpha1.PhaseProgressing, weights: w(25, 75), step: i32(1),
 		plans: map[v1alpha1.Color]ColorPlan{blue: {Revision: revA, Replicas: 4}, green: {Revision: revB, Replicas: 4}},
@@ -222,6 +222,6 @@ func TestAFixForADeadStableCarriesWhatItsWarmPodsCan(t *testing.T) {
 	// A stable color coming up from zero is not dead: the step's weight holds.
 	fromZero := withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 0), inRollout(revB, 1, t0.Add(-time.Second), 10),
 		func(st *v1alpha1.ModelServerStatus) { st.Stable.Replicas = 0 })
-	d = Next(newModelServer(withSteps(10, 50, 100), fromZero), newObs(revB, 4, deploy(blue, revA, 4, 0), deploy(green, revB, 3, 3)), t0)
+	d = next(newModelServer(withSteps(10, 50, 100), fromZero), newObs(revB, 4, deploy(blue, revA, 4, 0), deploy(green, revB, 3, 3)), t0)
 	checkWant(t, d, want{weights: w(90, 10)})
 }

@@ -13,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
-	"github.com/modelship/modelship/internal/health"
 )
 
 // outcomes counts what the random runs went through, so that a run that never exercises a
@@ -140,7 +139,7 @@ func runRandom(seed uint64, passes int, log *passLog) (outcomes, error) {
 		}
 		prev := ms.Status.DeepCopy()
 		before := ms.DeepCopy()
-		d := Next(ms, obs, s.now)
+		d := next(ms, obs, s.now)
 		log.add(loggedPass{pass, s.now, s.start, ms.Spec.Paused, obs, d})
 		if !reflect.DeepEqual(before, ms) {
 			return o, fmt.Errorf("pass %d: Next modified its input", pass)
@@ -179,7 +178,7 @@ func runRandom(seed uint64, passes int, log *passLog) (outcomes, error) {
 			if v, _ := Verdict(m.Results); v == v1alpha1.VerdictInconclusive {
 				without := obs
 				without.Measurement = nil
-				d0 := Next(ms, without, s.now)
+				d0 := next(ms, without, s.now)
 				if err := checkInconclusive(prev, d, d0); err != nil {
 					return o, fmt.Errorf("pass %d: %w", pass, err)
 				}
@@ -209,15 +208,15 @@ func checkContract(st v1alpha1.ModelServerStatus) error {
 		}
 		return nil
 	}
-	want := health.Conditions(st.Phase, 0)
+	want := phaseConditions(st.Phase, 0)
 	if c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionStalled); st.Phase == v1alpha1.PhaseProgressing && c != nil && c.Reason == v1alpha1.ReasonAnalysisInconclusive {
 		if st.Rollout.InconclusiveSince == nil {
 			return fmt.Errorf("stalled on inconclusive analysis without inconclusiveSince")
 		}
-		want = health.StalledProgressing(0)
+		want = stalledProgressing(0)
 	}
 	if c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionStalled); st.Phase == v1alpha1.PhaseProgressing && c != nil && c.Reason == v1alpha1.ReasonNoRoomForCandidate {
-		want = health.StalledProgressing(0)
+		want = stalledProgressing(0)
 	}
 	for _, want := range want {
 		got := meta.FindStatusCondition(st.Conditions, want.Type)
@@ -782,7 +781,7 @@ func TestCandidateLosingItsPodsAtStep2IsRolledBackAtTheProgressDeadline(t *testi
 			}
 			obs.Measurement = &Measurement{At: s.now, Results: results(s.now, verdict)}
 		}
-		d := Next(ms, obs, s.now)
+		d := next(ms, obs, s.now)
 		log.add(loggedPass{i, s.now, s.start, false, obs, d})
 		st := d.Status
 		lose := false

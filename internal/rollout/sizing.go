@@ -179,3 +179,26 @@ func (m *machine) idleKeptUntil() (time.Time, bool) {
 	}
 	return until, !until.IsZero()
 }
+
+// PodsFor returns how many pods both colors run for a total replica count: the replicas of the
+// plans of a pass of the machine at that total, on obs otherwise. Outside a rollout it is the
+// total; during one the candidate is sized for its next weight on top of the stable color's
+// total, and after a promotion the previous color is kept warm. The autoscaler is given it as a
+// function value (autoscale.Input.PodsFor) to count the pods a total costs; Next is pure, so
+// asking it costs no I/O, and each total is computed once.
+func PodsFor(ms *v1alpha1.ModelServer, obs Observation, now time.Time) func(int32) int32 {
+	memo := map[int32]int32{}
+	return func(total int32) int32 {
+		if n, ok := memo[total]; ok {
+			return n
+		}
+		o := obs
+		o.DesiredReplicas = total
+		var n int32
+		for _, p := range Next(ms, o, now).Plans {
+			n += p.Replicas
+		}
+		memo[total] = n
+		return n
+	}
+}

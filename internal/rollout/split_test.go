@@ -32,7 +32,7 @@ func TestTheSplitOfAnUnchangedTotalNeverGrowsTheStableColor(t *testing.T) {
 						if m == "inconclusive" {
 							opts = append(opts, measurement(now, v1alpha1.VerdictInconclusive))
 						}
-						d := Next(ms, newObs(revB, total, opts...), now)
+						d := next(ms, newObs(revB, total, opts...), now)
 						// Green holds its step's 25% only as far as its Ready pods carry it, and
 						// at most its share of both colors' serving pods.
 						if want := min(25, carries(total, ready), ready*100/(ready+6)); d.Status.Rollout.Step != 2 || d.Weights[green] != want {

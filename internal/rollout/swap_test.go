@@ -54,7 +54,7 @@ func TestSwapModeWhenBothColorsDoNotFit(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			d := Next(tc.ms, tc.obs, later)
+			d := next(tc.ms, tc.obs, later)
 			if tc.wantPromote {
 				if d.Status.Stable.Color != green || d.Status.Candidate != nil {
 					t.Fatalf("not promoted: stable %+v candidate %+v", d.Status.Stable, d.Status.Candidate)
@@ -146,7 +146,7 @@ func TestSwapModeRollbackAbortAndSupersedeMoveWeightBackInStepWithTheStableColor
 						obs.Measurement = &Measurement{At: now, Results: results(now, fail)}
 					}
 				}
-				d := Next(ms, obs, now)
+				d := next(ms, obs, now)
 				if want := v1alpha1.PhaseRolledBack; !supersede && d.Status.Phase != want || supersede && d.Status.Phase != v1alpha1.PhaseProgressing {
 					t.Fatalf("pass %d: phase %s", i, d.Status.Phase)
 				}
@@ -190,7 +190,7 @@ func TestSwapModeRollbackAbortAndSupersedeMoveWeightBackInStepWithTheStableColor
 					t.Errorf("draining candidate has %d replicas, more than the room %d beside the stable total", c.replicas[green], capacity-total)
 				}
 				now = now.Add(RollbackDrain)
-				d := Next(ms, c.observe(spec, total), now)
+				d := next(ms, c.observe(spec, total), now)
 				ms.Status = d.Status
 				c.apply(d)
 			}
@@ -234,7 +234,7 @@ func TestSwapModeRollbackDrainYieldsTheGPUsToTheStableColorFirst(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			d := Next(ms(), tc.obs, t0)
+			d := next(ms(), tc.obs, t0)
 			if d.Status.Phase != v1alpha1.PhaseRolledBack || d.Status.History[0].Outcome != v1alpha1.OutcomeRolledBack {
 				t.Fatalf("phase %s history %+v, want RolledBack", d.Status.Phase, d.Status.History)
 			}
@@ -266,7 +266,7 @@ func TestSwapModeDrainNeverHoldsTheGPUTheStableColorWaitsFor(t *testing.T) {
 	ms := newModelServer(withSteps(25, 50, 100), withStatus(stableOn(blue, revA, 3), rolledBack(revB, v1alpha1.OutcomeRolledBack, "ttft"),
 		weights(75, 25), drainingUntil(t0.Add(-time.Second))))
 	obs := newObs(revB, 4, deploy(blue, revA, 4, 3), deploy(green, revB, 1, 1), withCapacity(4))
-	d := Next(ms, obs, t0)
+	d := next(ms, obs, t0)
 	if got := d.Weights[green]; got != 0 {
 		t.Errorf("candidate weight %d, want 0: the stable color's last pod waits for the candidate's GPU", got)
 	}
@@ -279,7 +279,7 @@ func TestSwapModeDrainNeverHoldsTheGPUTheStableColorWaitsFor(t *testing.T) {
 
 	// With a free GPU the stable color grows on its own: the candidate keeps its share meanwhile.
 	obs = newObs(revB, 4, deploy(blue, revA, 4, 3), deploy(green, revB, 1, 1), withCapacity(5))
-	if d := Next(ms, obs, t0); d.Weights[green] != 25 || d.Plans[green].Replicas != 1 {
+	if d := next(ms, obs, t0); d.Weights[green] != 25 || d.Plans[green].Replicas != 1 {
 		t.Errorf("with room for the stable color's 4th pod: candidate weight %d plan %+v, want 25%% on its 1 pod", d.Weights[green], d.Plans[green])
 	}
 }
@@ -316,7 +316,7 @@ func TestTightSwapModeRolloutsRollBackWholeOrReportNoRoom(t *testing.T) {
 						}
 						obs.Measurement = &Measurement{At: s.now, Results: results(s.now, v)}
 					}
-					d := Next(ms, obs, s.now)
+					d := next(ms, obs, s.now)
 					log.add(loggedPass{i, s.now, s.start, false, obs, d})
 					st := d.Status
 					if c := cond(st, v1alpha1.ConditionStalled); rolledBackAt.IsZero() && c != nil && c.Status == "True" && c.Reason == v1alpha1.ReasonNoRoomForCandidate {
@@ -366,7 +366,7 @@ func TestNoRoomForTheNextStepHoldsReportsAndLetsPromoteFullSwap(t *testing.T) {
 	ms := newModelServer(withSteps(25, 50, 100), withStepDuration(time.Minute),
 		withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 3), inRollout(revB, 1, t0.Add(-10*time.Minute), 25)))
 	obs := newObs(revB, 3, deploy(blue, revA, 3, 3), deploy(green, revB, 1, 1), withCapacity(4), measurement(t0, pass))
-	d := Next(ms, obs, t0)
+	d := next(ms, obs, t0)
 	if d.Status.Rollout.Step != 1 || d.Weights[green] != 25 || d.Plans[green].Replicas != 1 || d.Plans[blue].Replicas != 3 {
 		t.Fatalf("step %d weights %v plans %v; want held at step 1 (25%%) on green's 1 pod beside blue's 3", d.Status.Rollout.Step, d.Weights, d.Plans)
 	}
@@ -379,7 +379,7 @@ func TestNoRoomForTheNextStepHoldsReportsAndLetsPromoteFullSwap(t *testing.T) {
 	}
 	ms.Status = d.Status
 	obs = newObs(revB, 3, deploy(blue, revA, 3, 3), deploy(green, revB, 1, 1), withCapacity(4), op(OpPromoteFull))
-	if d := Next(ms, obs, t0.Add(time.Second)); d.Status.Stable.Revision != revB || d.Weights[green] != 100 {
+	if d := next(ms, obs, t0.Add(time.Second)); d.Status.Stable.Revision != revB || d.Weights[green] != 100 {
 		t.Fatalf("after promote-full: stable %s weights %v; want %s on green with all traffic", d.Status.Stable.Revision, d.Weights, revB)
 	}
 }

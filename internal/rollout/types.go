@@ -101,6 +101,19 @@ type Observation struct {
 	RouteAccepted metav1.ConditionStatus
 	// RouteMessage says why the route was not accepted, for the status message.
 	RouteMessage string
+	// GateResults are the answers of the rollout gates (spec.rollout.gates) that the
+	// controller called and that ended since the last pass, for the step they were called at.
+	GateResults []GateResult
+}
+
+// GateResult is one call of a rollout gate.
+type GateResult struct {
+	Name string
+	// Step is status.rollout.step when the gate was called.
+	Step   int32
+	Passed bool
+	// Message says why it did not pass (the status code, a timeout).
+	Message string
 }
 
 // ColorPlan is what one color's Deployment should be.
@@ -122,15 +135,19 @@ type Event struct {
 
 // Decision is the outcome of one pass of the state machine.
 type Decision struct {
-	// Status is the complete next status (phase, stable, candidate, weights, step, analysis,
-	// failures, history, and the conditions Ready, Reconciling, Stalled, Progressing, Degraded).
-	// The controller adds replicas totals, selector, MetricsAvailable, RouteAccepted and
-	// autoscaling before writing it.
+	// Status is the next status (phase, stable, candidate, weights, step, analysis, failures,
+	// history). Its conditions are the last pass's: the plan sets them (package plan's status
+	// file), from Report, with replica totals, selector and the controller's own conditions.
 	Status v1alpha1.ModelServerStatus
 	// Plans for each color that should exist.
 	Plans map[v1alpha1.Color]ColorPlan
 	// Weights are the route's backendRef weights per color; they sum to 100.
 	Weights map[v1alpha1.Color]int32
+	// HeaderRoute is the color the header route of spec.rollout.headerRoute sends to in this
+	// pass: the live candidate's once it has Ready, warm pods (from step 0, at weight 0), up to
+	// its promotion; "" means no header route (none asked, no live candidate, a candidate not
+	// warm yet, or one promoted, rolled back, aborted or superseded).
+	HeaderRoute v1alpha1.Color
 	// Events to record.
 	Events []Event
 	// RequeueAfter is when to look again (0: only on change).
@@ -140,4 +157,6 @@ type Decision struct {
 	// the controller then leaves its annotation in place. False: the operation was carried out
 	// (or had nothing to act on) and its annotation can be removed.
 	KeepOperation bool
+	// Report is what the conditions are derived from besides Status.
+	Report Report
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -28,6 +29,9 @@ type Backends struct {
 	Weights map[v1alpha1.Color]int32
 	Carrier v1alpha1.BackendKind
 	Pending v1alpha1.BackendKind
+	// Header is the color that the header rule of spec.rollout.headerRoute sends to (a backendRef
+	// of the Carrier kind); "" means no header rule: the route has none, and one left is removed.
+	Header v1alpha1.Color
 }
 
 // Direct is Backends that carry the weights on the kind the spec asks for.
@@ -44,7 +48,8 @@ func SpecKind(ms *v1alpha1.ModelServer) v1alpha1.BackendKind {
 }
 
 // OwnedRoute is the HTTPRoute modelship owns for ms: its parentRefs and hostnames, one rule with
-// its matches (everything when empty) and ms's backendRefs as b says.
+// its matches (everything when empty) and ms's backendRefs as b says, and, while b.Header is
+// set, the header rule before it (see HeaderRule).
 func OwnedRoute(ms *v1alpha1.ModelServer, b Backends) *gatewayv1.HTTPRoute {
 	route := &gatewayv1.HTTPRoute{
 		TypeMeta:   metav1.TypeMeta{APIVersion: gatewayv1.GroupVersion.String(), Kind: "HTTPRoute"},
@@ -59,11 +64,64 @@ func OwnedRoute(ms *v1alpha1.ModelServer, b Backends) *gatewayv1.HTTPRoute {
 		},
 	}
 	if len(route.Spec.Rules[0].Matches) == 0 {
-		route.Spec.Rules[0].Matches = []gatewayv1.HTTPRouteMatch{{Path: &gatewayv1.HTTPPathMatch{
-			Type: ptr.To(gatewayv1.PathMatchPathPrefix), Value: ptr.To("/"),
-		}}}
+		route.Spec.Rules[0].Matches = []gatewayv1.HTTPRouteMatch{matchAll()}
+	}
+	if hr, ok := HeaderRule(ms, route.Spec.Rules[0], b); ok {
+		route.Spec.Rules = append([]gatewayv1.HTTPRouteRule{hr}, route.Spec.Rules...)
 	}
 	return route
+}
+
+// matchAll is the match of a rule without matches: every path.
+func matchAll() gatewayv1.HTTPRouteMatch {
+	return gatewayv1.HTTPRouteMatch{Path: &gatewayv1.HTTPPathMatch{Type: ptr.To(gatewayv1.PathMatchPathPrefix), Value: ptr.To("/")}}
+}
+
+// HeaderRule is the rule spec.rollout.headerRoute adds while b.Header is set (ok false
+// otherwise): named ms.HeaderRuleName(), with each match of the weighted rule (its path,
+// method, headers and query parameters; every path when it has none) and the header match
+// added to it, the weighted rule's filters, and one backendRef, b.Header's Service or
+// InferencePool (of the kind that carries the traffic). A rule with more header matches is more
+// specific, so a Gateway sends the requests that carry the header to it rather than to the
+// weighted rule, whose matches stay as they are for every other request.
+func HeaderRule(ms *v1alpha1.ModelServer, weighted gatewayv1.HTTPRouteRule, b Backends) (gatewayv1.HTTPRouteRule, bool) {
+	hr := ms.Spec.Rollout.HeaderRoute
+	if hr == nil || b.Header == "" {
+		return gatewayv1.HTTPRouteRule{}, false
+	}
+	header := gatewayv1.HTTPHeaderMatch{Type: ptr.To(gatewayv1.HeaderMatchExact), Name: hr.Name, Value: hr.Value}
+	src := weighted.Matches
+	if len(src) == 0 {
+		src = []gatewayv1.HTTPRouteMatch{matchAll()}
+	}
+	matches := make([]gatewayv1.HTTPRouteMatch, 0, len(src))
+	for _, m := range src {
+		m = *m.DeepCopy()
+		// A Gateway reads only the first match of a header name: one of the same name goes.
+		kept := m.Headers[:0]
+		for _, h := range m.Headers {
+			if !strings.EqualFold(string(h.Name), string(hr.Name)) {
+				kept = append(kept, h)
+			}
+		}
+		m.Headers = append(kept, header)
+		matches = append(matches, m)
+	}
+	var filters []gatewayv1.HTTPRouteFilter
+	for _, f := range weighted.Filters {
+		filters = append(filters, *f.DeepCopy())
+	}
+	return gatewayv1.HTTPRouteRule{
+		Name:        ptr.To(gatewayv1.SectionName(ms.HeaderRuleName())),
+		Matches:     matches,
+		Filters:     filters,
+		BackendRefs: []gatewayv1.HTTPBackendRef{backendRef(ms, b.Header, b.Carrier, 1)},
+	}, true
+}
+
+// isHeaderRule reports whether rule is ms's header rule (by its name).
+func isHeaderRule(rule gatewayv1.HTTPRouteRule, ms *v1alpha1.ModelServer) bool {
+	return rule.Name != nil && string(*rule.Name) == ms.HeaderRuleName()
 }
 
 func backendRefs(ms *v1alpha1.ModelServer, b Backends) []gatewayv1.HTTPBackendRef {
@@ -132,6 +190,9 @@ func ownedRef(ms *v1alpha1.ModelServer, ref gatewayv1.BackendObjectReference) (c
 
 // hasOurs reports whether a rule references any of ms's Services or InferencePools.
 func hasOurs(rule gatewayv1.HTTPRouteRule, ms *v1alpha1.ModelServer) bool {
+	if isHeaderRule(rule, ms) {
+		return false
+	}
 	for _, b := range rule.BackendRefs {
 		if _, _, ours := ownedRef(ms, b.BackendObjectReference); ours {
 			return true
@@ -150,7 +211,7 @@ func targetRules(route *gatewayv1.HTTPRoute, ms *v1alpha1.ModelServer, ruleName 
 	var targets []int
 	if ruleName != nil {
 		for i, r := range route.Spec.Rules {
-			if r.Name != nil && *r.Name == *ruleName {
+			if r.Name != nil && *r.Name == *ruleName && !isHeaderRule(r, ms) {
 				targets = append(targets, i)
 			}
 		}
@@ -165,7 +226,12 @@ func targetRules(route *gatewayv1.HTTPRoute, ms *v1alpha1.ModelServer, ruleName 
 		}
 	}
 	if len(targets) == 0 {
-		targets = []int{0}
+		for i, r := range route.Spec.Rules {
+			if !isHeaderRule(r, ms) {
+				return []int{i}, nil
+			}
+		}
+		return nil, fmt.Errorf("HTTPRoute %s/%s has no rules to add the ModelServer's backends to", route.Namespace, route.Name)
 	}
 	return targets, nil
 }
@@ -173,7 +239,9 @@ func targetRules(route *gatewayv1.HTTPRoute, ms *v1alpha1.ModelServer, ruleName 
 // SetBackendWeights edits a user-owned route in place so that ms's backendRefs are as b says,
 // touching nothing else: other rules, matches, filters and other backends stay. The rule is the
 // one named ruleName when set; else every rule that already references ms's backends; else the
-// first rule. It reports whether the route changed.
+// first rule. ms's header rule (see HeaderRule, from the matches of those rules and the first
+// one's filters) is added at the end of the rules while b.Header is set, kept up to date, and
+// removed otherwise. It reports whether the route changed.
 func SetBackendWeights(route *gatewayv1.HTTPRoute, ms *v1alpha1.ModelServer, ruleName *gatewayv1.SectionName, b Backends) (bool, error) {
 	targets, err := targetRules(route, ms, ruleName)
 	if err != nil {
@@ -185,7 +253,40 @@ func SetBackendWeights(route *gatewayv1.HTTPRoute, ms *v1alpha1.ModelServer, rul
 			changed = true
 		}
 	}
+	weighted := gatewayv1.HTTPRouteRule{Filters: route.Spec.Rules[targets[0]].Filters}
+	for _, i := range targets {
+		m := route.Spec.Rules[i].Matches
+		if len(m) == 0 {
+			m = []gatewayv1.HTTPRouteMatch{matchAll()}
+		}
+		weighted.Matches = append(weighted.Matches, m...)
+	}
+	if setHeaderRule(route, ms, weighted, b) {
+		changed = true
+	}
 	return changed, nil
+}
+
+// setHeaderRule makes ms's header rule in a user's route what HeaderRule says: added at the end,
+// replaced where it differs, or removed. It reports whether the route changed.
+func setHeaderRule(route *gatewayv1.HTTPRoute, ms *v1alpha1.ModelServer, weighted gatewayv1.HTTPRouteRule, b Backends) bool {
+	want, on := HeaderRule(ms, weighted, b)
+	at := slices.IndexFunc(route.Spec.Rules, func(r gatewayv1.HTTPRouteRule) bool { return isHeaderRule(r, ms) })
+	switch {
+	case !on && at < 0:
+		return false
+	case !on:
+		route.Spec.Rules = slices.Delete(route.Spec.Rules, at, at+1)
+	case at < 0:
+		route.Spec.Rules = append(route.Spec.Rules, want)
+	case apiequality.Semantic.DeepEqual(route.Spec.Rules[at], want):
+		return false
+	default:
+		// Fields a Gateway API server defaults (a match's type) are written as HeaderRule has
+		// them, so a rule read back equals the one written.
+		route.Spec.Rules[at] = want
+	}
+	return true
 }
 
 func setRuleWeights(rule *gatewayv1.HTTPRouteRule, ms *v1alpha1.ModelServer, b Backends) bool {
@@ -237,6 +338,9 @@ func Carrier(route *gatewayv1.HTTPRoute, ms *v1alpha1.ModelServer) v1alpha1.Back
 	}
 	var other v1alpha1.BackendKind
 	for _, r := range route.Spec.Rules {
+		if isHeaderRule(r, ms) {
+			continue
+		}
 		for _, b := range r.BackendRefs {
 			_, kind, ours := ownedRef(ms, b.BackendObjectReference)
 			if !ours || ptr.Deref(b.Weight, 1) == 0 {
@@ -261,7 +365,7 @@ func Holds(route *gatewayv1.HTTPRoute, ms *v1alpha1.ModelServer, ruleName *gatew
 		return false
 	}
 	for _, r := range route.Spec.Rules {
-		if ruleName != nil && (r.Name == nil || *r.Name != *ruleName) {
+		if (ruleName != nil && (r.Name == nil || *r.Name != *ruleName)) || isHeaderRule(r, ms) {
 			continue
 		}
 		for _, b := range r.BackendRefs {
@@ -299,6 +403,9 @@ func Shares(route *gatewayv1.HTTPRoute, ms, other *v1alpha1.ModelServer, ruleNam
 // weight counts as 1, as the Gateway API defines.
 func Weights(route *gatewayv1.HTTPRoute, ms *v1alpha1.ModelServer) map[v1alpha1.Color]int32 {
 	for _, r := range route.Spec.Rules {
+		if isHeaderRule(r, ms) {
+			continue
+		}
 		w := map[v1alpha1.Color]int32{}
 		for _, b := range r.BackendRefs {
 			if c, _, ours := ownedRef(ms, b.BackendObjectReference); ours {
@@ -432,8 +539,8 @@ func mentions(msg, name string) bool {
 	}
 }
 
-// RemoveBackends deletes ms's backendRefs from every rule of a user-owned route and reports
-// whether the route changed.
+// RemoveBackends deletes ms's backendRefs from every rule of a user-owned route, and ms's
+// header rule, and reports whether the route changed.
 func RemoveBackends(route *gatewayv1.HTTPRoute, ms *v1alpha1.ModelServer) bool {
 	return removeBackends(route, ms, nil)
 }
@@ -446,6 +553,12 @@ func RemoveBackendsOutside(route *gatewayv1.HTTPRoute, ms *v1alpha1.ModelServer,
 
 func removeBackends(route *gatewayv1.HTTPRoute, ms *v1alpha1.ModelServer, keep *gatewayv1.SectionName) bool {
 	changed := false
+	if keep == nil {
+		if at := slices.IndexFunc(route.Spec.Rules, func(r gatewayv1.HTTPRouteRule) bool { return isHeaderRule(r, ms) }); at >= 0 {
+			route.Spec.Rules = slices.Delete(route.Spec.Rules, at, at+1)
+			changed = true
+		}
+	}
 	for i := range route.Spec.Rules {
 		rule := &route.Spec.Rules[i]
 		if keep != nil && rule.Name != nil && *rule.Name == *keep {

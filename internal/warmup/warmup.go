@@ -36,7 +36,15 @@ type HTTPProber struct {
 // tenant's pod could otherwise send the controller to the cloud metadata endpoint or to any
 // in-cluster service.
 func NewHTTPProber(timeout time.Duration, urlTemplate string) *HTTPProber {
-	return &HTTPProber{Client: &http.Client{Timeout: timeout, CheckRedirect: noRedirect}, URLTemplate: urlTemplate}
+	return &HTTPProber{Client: NewClient(timeout), URLTemplate: urlTemplate}
+}
+
+// NewClient is the HTTP client of every call the controller makes to an address that a tenant
+// or a cluster's configuration names (warm-up checks, notification webhooks): a timeout per
+// request, and a redirect is an answer, never followed, so that the address named is the only
+// one called.
+func NewClient(timeout time.Duration) *http.Client {
+	return &http.Client{Timeout: timeout, CheckRedirect: noRedirect}
 }
 
 // noRedirect stops a client at the first response: a redirect is an answer, not a warm pod.

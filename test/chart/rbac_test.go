@@ -22,6 +22,7 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
+	"github.com/modelship/modelship/cmd/modelship-controller/manager"
 	"github.com/modelship/modelship/internal/controller"
 	"github.com/modelship/modelship/internal/testenv"
 )
@@ -128,7 +129,7 @@ func TestTheChartAppliesAndItsServiceAccountRunsTheControllerWithLeastPrivilege(
 
 	// The reconciler itself, as the ServiceAccount, in namespaced mode, serves a ModelServer.
 	mgr, err := ctrl.NewManager(sa, ctrl.Options{Scheme: testenv.Scheme(), Metrics: metricsserver.Options{BindAddress: "0"},
-		Cache: controller.CacheOptions("team-a", "team-b")})
+		Cache: manager.CacheOptions("team-a", "team-b")})
 	if err != nil {
 		t.Fatal(err)
 	}

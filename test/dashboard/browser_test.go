@@ -24,7 +24,7 @@ import (
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
 	"github.com/modelship/modelship/internal/cli"
-	"github.com/modelship/modelship/internal/health"
+	"github.com/modelship/modelship/internal/plan"
 	"github.com/modelship/modelship/internal/testenv"
 )
 
@@ -145,7 +145,7 @@ func (k *cluster) setStatus(name string, phase v1alpha1.Phase, step int32) {
 			Weights:            v1alpha1.Weights{Stable: 100},
 			Replicas:           4,
 			ReadyReplicas:      4,
-			Conditions:         health.Conditions(phase, ms.Generation),
+			Conditions:         plan.PhaseConditions(phase, ms.Generation),
 			History: []v1alpha1.RevisionRecord{{Revision: "rev-a", Image: "vllm/vllm-openai:v0.9.1", Outcome: v1alpha1.OutcomePromoted,
 				At: metav1.NewTime(now.Add(-time.Hour))}},
 			Autoscaling: &v1alpha1.AutoscalingStatus{DesiredReplicas: 5, Proposals: []v1alpha1.Proposal{

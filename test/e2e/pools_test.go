@@ -17,8 +17,8 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
-	"github.com/modelship/modelship/internal/autoscale"
 	"github.com/modelship/modelship/internal/routing"
+	"github.com/modelship/modelship/internal/signals"
 	"github.com/modelship/modelship/test/framework/fleet"
 	"github.com/modelship/modelship/test/framework/gateway"
 )
@@ -95,7 +95,7 @@ func storyInferencePools(t *testing.T) {
 		t.Errorf("epp-queue measurement %+v, want a Pass with the candidate pool's value (analysis %+v)", epp, v1.ms.Status.Rollout.Analysis)
 	}
 	and(t, "the autoscaler's grouped endpoint picker queries find the serving pool and the model's running requests")
-	for _, q := range []string{autoscale.QueryPoolQueueSize, autoscale.QueryObjectiveRunning} {
+	for _, q := range []string{signals.QueryPoolQueueSize, signals.QueryObjectiveRunning} {
 		series, err := prom.Vector(context.Background(), q, time.Now())
 		if err != nil {
 			t.Fatalf("%s: %v", q, err)
@@ -106,10 +106,10 @@ func storyInferencePools(t *testing.T) {
 				found[s.Labels["name"]+s.Labels["model_name"]] = true
 			}
 		}
-		if q == autoscale.QueryPoolQueueSize && !found[ms.PoolName(v1.stableColor())] {
+		if q == signals.QueryPoolQueueSize && !found[ms.PoolName(v1.stableColor())] {
 			t.Errorf("%s: no series for pool %s (%v)", q, ms.PoolName(v1.stableColor()), series)
 		}
-		if q == autoscale.QueryObjectiveRunning && len(found) == 0 {
+		if q == signals.QueryObjectiveRunning && len(found) == 0 {
 			t.Errorf("%s: no running requests series in %s (%v)", q, ns, series)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
 	"github.com/modelship/modelship/internal/autoscale"
 	"github.com/modelship/modelship/internal/metrics"
+	"github.com/modelship/modelship/internal/signals"
 )
 
 // Modelship is modelship's autoscaler: package autoscale's Decide, the function the controller
@@ -22,7 +23,7 @@ type Modelship struct {
 	Work func(Signals) float64
 
 	prev  *v1alpha1.AutoscalingStatus
-	work  []sample // the work series, for its trend (autoscale.TrendQuery)
+	work  []sample // the work series, for its trend (signals.TrendQuery)
 	loads []sample // the token work series of the slo, for its trend
 }
 
@@ -97,11 +98,11 @@ func (m *Modelship) Decide(s Signals) int32 {
 			}
 			o.Value = m.Work(s)
 			m.work = append(m.work, sample{at: s.Now, v: o.Value})
-			for len(m.work) > 0 && m.work[0].at <= s.Now-autoscale.TrendWindow {
+			for len(m.work) > 0 && m.work[0].at <= s.Now-signals.TrendWindow {
 				m.work = m.work[1:]
 			}
-			// As autoscale.TrendQuery: no trend until the load was measured over TrendMinSpan.
-			if s.Now-m.work[0].at >= autoscale.TrendMinSpan {
+			// As signals.TrendQuery: no trend until the load was measured over TrendMinSpan.
+			if s.Now-m.work[0].at >= signals.TrendMinSpan {
 				o.Trend, o.HasTrend = Deriv(m.work)
 			}
 		case autoscale.MetricSaturation:
@@ -138,17 +139,17 @@ func (m *Modelship) Decide(s Signals) int32 {
 const simNamespace = "sim"
 
 // saturation observes the saturation metric as the controller does: the grouped per-pod
-// KV-cache and queue series through autoscale.Fetch and Snapshot.Observe over the serving pods.
+// KV-cache and queue series through signals.Fetch and Snapshot.Observe over the serving pods.
 func (m *Modelship) saturation(s Signals) autoscale.Observation {
 	q := podSeries{}
 	var ready []autoscale.PodKey
 	for _, p := range s.PerPod {
 		l := map[string]string{"namespace": simNamespace, "pod": p.Name}
-		q[autoscale.QueryKVCacheUsage] = append(q[autoscale.QueryKVCacheUsage], metrics.Series{Labels: l, Value: p.KVCacheUsage})
-		q[autoscale.QueryRequestsWaiting] = append(q[autoscale.QueryRequestsWaiting], metrics.Series{Labels: l, Value: p.Waiting})
+		q[signals.QueryKVCacheUsage] = append(q[signals.QueryKVCacheUsage], metrics.Series{Labels: l, Value: p.KVCacheUsage})
+		q[signals.QueryRequestsWaiting] = append(q[signals.QueryRequestsWaiting], metrics.Series{Labels: l, Value: p.Waiting})
 		ready = append(ready, autoscale.PodKey{Namespace: simNamespace, Name: p.Name})
 	}
-	snap, _ := autoscale.Fetch(context.Background(), q, autoscale.Signals{KVCacheUsage: autoscale.QueryKVCacheUsage, RequestsWaiting: autoscale.QueryRequestsWaiting}, m.Start.Add(s.Now))
+	snap, _ := signals.Fetch(context.Background(), q, signals.Queries{KVCacheUsage: signals.QueryKVCacheUsage, RequestsWaiting: signals.QueryRequestsWaiting}, m.Start.Add(s.Now))
 	for _, o := range snap.Observe(m.Spec, ready) {
 		if o.Metric == autoscale.MetricSaturation {
 			return o
@@ -174,17 +175,17 @@ const scrapeInterval = 15 * time.Second
 
 // load observes the token work the controller queries for spec.autoscaling.slo
 // (metrics.VLLMTokenWork: the prompt and generated token rates over the serving window), with
-// its trend as autoscale.TrendQuery measures it.
+// its trend as signals.TrendQuery measures it.
 func (m *Modelship) load(s Signals) autoscale.Observation {
 	o := autoscale.Observation{Metric: autoscale.MetricSLO, Status: metrics.OK, Value: metrics.TokenWork(s.PromptTPS, s.GeneratedTPS)}
 	if s.MetricsMissing {
 		return autoscale.Observation{Metric: autoscale.MetricSLO, Status: metrics.NoData, Message: "the query returned no series"}
 	}
 	m.loads = append(m.loads, sample{at: s.Now, v: o.Value})
-	for len(m.loads) > 0 && m.loads[0].at <= s.Now-autoscale.TrendWindow {
+	for len(m.loads) > 0 && m.loads[0].at <= s.Now-signals.TrendWindow {
 		m.loads = m.loads[1:]
 	}
-	if s.Now-m.loads[0].at >= autoscale.TrendMinSpan {
+	if s.Now-m.loads[0].at >= signals.TrendMinSpan {
 		o.Trend, o.HasTrend = Deriv(m.loads)
 	}
 	return o

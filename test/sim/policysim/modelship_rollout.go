@@ -8,6 +8,7 @@ import (
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
 	"github.com/modelship/modelship/internal/analysis"
 	"github.com/modelship/modelship/internal/metrics"
+	"github.com/modelship/modelship/internal/plan"
 	"github.com/modelship/modelship/internal/rollout"
 )
 
@@ -83,6 +84,7 @@ func (m *ModelshipRollout) pass(rev string, now time.Time, meas *rollout.Measure
 	o := m.observe(rev, v)
 	o.Measurement = meas
 	d := rollout.Next(m.ms, o, now)
+	plan.RolloutConditions(&d.Status, d.Report) // as the controller's plan does: the next pass reads them
 	for c, p := range d.Plans {
 		dep := m.deps[c]
 		if dep == nil {

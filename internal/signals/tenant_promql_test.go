@@ -1,4 +1,4 @@
-package autoscale
+package signals
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/modelship/modelship/internal/autoscale"
 
 	"github.com/modelship/modelship/internal/metrics"
 )
@@ -103,19 +105,19 @@ func TestATenantsForgedSeriesDoNotSteerAnotherTenantsAutoscaling(t *testing.T) {
 	})
 
 	q := &fakeQuerier{series: map[string][]metrics.Series{QueryGPUUtilization: gpu, QueryRequestsWaiting: waiting, QueryKVCacheUsage: kv}}
-	snap, err := Fetch(context.Background(), q, DefaultSignals(), t0)
+	snap, err := Fetch(context.Background(), q, DefaultQueries(), t0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	spec := newSpec(1, 10, withGPU(70), withWaiting(5), withKV("0.8"))
 	for _, c := range []struct {
-		pod  PodKey
+		pod  autoscale.PodKey
 		want []float64 // GPU utilization, requests waiting, KV-cache usage
 	}{
 		{pod("b", "b-llama-0"), []float64{90, 2, 0.5}},
 		{pod("a", "a-llama-0"), []float64{0, 1000, 1}},
 	} {
-		got := snap.Observe(spec, []PodKey{c.pod})
+		got := snap.Observe(spec, []autoscale.PodKey{c.pod})
 		for i, o := range got {
 			if o.Status != metrics.OK || o.Value != c.want[i] {
 				t.Errorf("%s reads %s %v (%s), want %v", c.pod.Namespace+"/"+c.pod.Name, o.Metric, o.Value, o.Status, c.want[i])

@@ -1,4 +1,4 @@
-package controller
+package manager
 
 import (
 	"context"
@@ -7,9 +7,11 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/modelship/modelship/internal/testenv"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -53,7 +55,7 @@ func TestMetricsEndpointRefusesUnauthenticatedAndUnauthorizedClients(t *testing.
 	cs := kubernetes.NewForConfigOrDie(cfg)
 
 	// The shipped metrics-reader ClusterRole, bound to the scraper's ServiceAccount.
-	raw, err := os.ReadFile("../../config/rbac/metrics_reader_role.yaml")
+	raw, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "config", "rbac", "metrics_reader_role.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}

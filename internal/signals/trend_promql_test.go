@@ -1,4 +1,4 @@
-package autoscale
+package signals
 
 import (
 	"cmp"

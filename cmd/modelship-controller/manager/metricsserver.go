@@ -1,4 +1,4 @@
-package controller
+package manager
 
 import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"

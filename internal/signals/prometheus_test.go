@@ -1,4 +1,4 @@
-package autoscale
+package signals
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/modelship/modelship/internal/autoscale"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
 	"github.com/modelship/modelship/internal/metrics"
@@ -46,7 +48,7 @@ func series(v float64, kv ...string) metrics.Series {
 	return metrics.Series{Labels: l, Value: v}
 }
 
-func pod(ns, name string) PodKey { return PodKey{Namespace: ns, Name: name} }
+func pod(ns, name string) autoscale.PodKey { return autoscale.PodKey{Namespace: ns, Name: name} }
 
 func TestSnapshotObserve(t *testing.T) {
 	q := &fakeQuerier{series: map[string][]metrics.Series{
@@ -71,59 +73,59 @@ func TestSnapshotObserve(t *testing.T) {
 			series(9, "namespace", "other", "pod", "llama-c"),
 		},
 	}, fail: map[string]error{QueryKVCacheUsage: errors.New("connection refused")}}
-	snap, err := Fetch(context.Background(), q, DefaultSignals(), t0)
+	snap, err := Fetch(context.Background(), q, DefaultQueries(), t0)
 	if err == nil || !strings.Contains(err.Error(), "kvCacheUsage") || !strings.Contains(err.Error(), "connection refused") {
 		t.Errorf("Fetch error = %v, want the failed kvCacheUsage query wrapped", err)
 	}
-	ready := []PodKey{pod("ml", "llama-a"), pod("ml", "llama-b"), pod("ml", "llama-c")}
+	ready := []autoscale.PodKey{pod("ml", "llama-a"), pod("ml", "llama-b"), pod("ml", "llama-c")}
 
 	cases := []struct {
 		name  string
 		spec  v1alpha1.AutoscalingSpec
-		ready []PodKey
-		want  []Observation
+		ready []autoscale.PodKey
+		want  []autoscale.Observation
 	}{
 		{
 			name:  "averages GPU utilization over the Ready pods only, ignoring other and deleted pods",
 			spec:  newSpec(1, 10, withGPU(70)),
 			ready: ready,
-			want:  []Observation{{Metric: MetricGPUUtilization, Status: metrics.OK, Value: 70, Pods: 3}},
+			want:  []autoscale.Observation{{Metric: autoscale.MetricGPUUtilization, Status: metrics.OK, Value: 70, Pods: 3}},
 		},
 		{
 			name:  "observes the default GPU utilization metric when the spec lists none",
 			spec:  newSpec(1, 10),
 			ready: ready[:2],
-			want:  []Observation{{Metric: MetricGPUUtilization, Status: metrics.OK, Value: 80, Pods: 2}},
+			want:  []autoscale.Observation{{Metric: autoscale.MetricGPUUtilization, Status: metrics.OK, Value: 80, Pods: 2}},
 		},
 		{
 			name:  "sums the queue of the Ready pods in the ModelServer's namespace and counts pods without a series",
 			spec:  newSpec(1, 10, withWaiting(5)),
 			ready: ready,
-			want:  []Observation{{Metric: MetricRequestsWaiting, Status: metrics.OK, Value: 7, Pods: 2, MissingPods: 1}},
+			want:  []autoscale.Observation{{Metric: autoscale.MetricRequestsWaiting, Status: metrics.OK, Value: 7, Pods: 2, MissingPods: 1}},
 		},
 		{
 			name:  "reports a failed query as an error, not as zero",
 			spec:  newSpec(1, 10, withKV("0.8")),
 			ready: ready,
-			want:  []Observation{{Metric: MetricKVCacheUsage, Status: metrics.Error}},
+			want:  []autoscale.Observation{{Metric: autoscale.MetricKVCacheUsage, Status: metrics.Error}},
 		},
 		{
 			name:  "files a GPU under exported_namespace when the exporter was scraped with a namespace but no pod target label",
 			spec:  newSpec(1, 10, withGPU(70)),
-			ready: []PodKey{pod("ml", "llama-d")},
-			want:  []Observation{{Metric: MetricGPUUtilization, Status: metrics.OK, Value: 30, Pods: 1}},
+			ready: []autoscale.PodKey{pod("ml", "llama-d")},
+			want:  []autoscale.Observation{{Metric: autoscale.MetricGPUUtilization, Status: metrics.OK, Value: 30, Pods: 1}},
 		},
 		{
 			name:  "has no data when none of the Ready pods has a series",
 			spec:  newSpec(1, 10, withGPU(70)),
-			ready: []PodKey{pod("ml", "llama-new")},
-			want:  []Observation{{Metric: MetricGPUUtilization, Status: metrics.NoData}},
+			ready: []autoscale.PodKey{pod("ml", "llama-new")},
+			want:  []autoscale.Observation{{Metric: autoscale.MetricGPUUtilization, Status: metrics.NoData}},
 		},
 		{
 			name:  "has no data without Ready pods",
 			spec:  newSpec(1, 10, withGPU(70), withWaiting(5)),
 			ready: nil,
-			want:  []Observation{{Metric: MetricGPUUtilization, Status: metrics.NoData}, {Metric: MetricRequestsWaiting, Status: metrics.NoData}},
+			want:  []autoscale.Observation{{Metric: autoscale.MetricGPUUtilization, Status: metrics.NoData}, {Metric: autoscale.MetricRequestsWaiting, Status: metrics.NoData}},
 		},
 		{
 			name: "leaves custom metrics to the controller",
@@ -133,7 +135,7 @@ func TestSnapshotObserve(t *testing.T) {
 				return s
 			}(),
 			ready: ready,
-			want:  []Observation{{Metric: MetricGPUUtilization, Status: metrics.OK, Value: 70, Pods: 3}},
+			want:  []autoscale.Observation{{Metric: autoscale.MetricGPUUtilization, Status: metrics.OK, Value: 70, Pods: 3}},
 		},
 	}
 	for _, tc := range cases {
@@ -155,9 +157,9 @@ func TestSnapshotObserve(t *testing.T) {
 	}
 }
 
-func TestSignalCacheRefreshesAtMostOncePerInterval(t *testing.T) {
+func TestSnapshotCacheRefreshesAtMostOncePerInterval(t *testing.T) {
 	q := &fakeQuerier{series: map[string][]metrics.Series{}}
-	c := NewSignalCache(q, DefaultSignals(), 15*time.Second)
+	c := NewSnapshotCache(q, DefaultQueries(), 15*time.Second)
 	ctx := context.Background()
 	var wg sync.WaitGroup
 	for i := 0; i < 20; i++ {
@@ -185,15 +187,15 @@ func TestSignalCacheRefreshesAtMostOncePerInterval(t *testing.T) {
 	}
 }
 
-func TestSignalCacheDoesNotRetryAFailureWithinTheInterval(t *testing.T) {
+func TestSnapshotCacheDoesNotRetryAFailureWithinTheInterval(t *testing.T) {
 	q := &fakeQuerier{fail: map[string]error{QueryGPUUtilization: errors.New("timeout")}}
-	c := NewSignalCache(q, Signals{GPUUtilization: QueryGPUUtilization}, 15*time.Second)
+	c := NewSnapshotCache(q, Queries{GPUUtilization: QueryGPUUtilization}, 15*time.Second)
 	for i := 0; i < 3; i++ {
 		s, err := c.Get(context.Background(), t0.Add(time.Duration(i)*time.Second))
 		if err == nil || s == nil {
 			t.Fatalf("Get = %v, %v; want a snapshot and the error", s, err)
 		}
-		if o := s.Observe(newSpec(1, 2), []PodKey{pod("a", "b")}); o[0].Status != metrics.Error {
+		if o := s.Observe(newSpec(1, 2), []autoscale.PodKey{pod("a", "b")}); o[0].Status != metrics.Error {
 			t.Errorf("observation = %+v, want Error", o[0])
 		}
 	}
@@ -206,7 +208,7 @@ func TestSignalCacheDoesNotRetryAFailureWithinTheInterval(t *testing.T) {
 func BenchmarkSnapshotObserve(b *testing.B) {
 	const servers, perServer = 1000, 4
 	q := &fakeQuerier{series: map[string][]metrics.Series{}}
-	ready := make([][]PodKey, servers)
+	ready := make([][]autoscale.PodKey, servers)
 	for s := 0; s < servers; s++ {
 		ns := fmt.Sprintf("team-%d", s%50)
 		for p := 0; p < perServer; p++ {
@@ -217,7 +219,7 @@ func BenchmarkSnapshotObserve(b *testing.B) {
 			q.series[QueryKVCacheUsage] = append(q.series[QueryKVCacheUsage], series(0.5, "namespace", ns, "pod", name))
 		}
 	}
-	snap, err := Fetch(context.Background(), q, DefaultSignals(), t0)
+	snap, err := Fetch(context.Background(), q, DefaultQueries(), t0)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -245,10 +247,10 @@ func (b *blockingQuerier) Vector(ctx context.Context, q string, at time.Time) ([
 	return b.fakeQuerier.Vector(ctx, q, at)
 }
 
-func TestSignalCacheServesThePreviousSnapshotWhileASlowRefreshRuns(t *testing.T) {
+func TestSnapshotCacheServesThePreviousSnapshotWhileASlowRefreshRuns(t *testing.T) {
 	q := &blockingQuerier{fakeQuerier: fakeQuerier{series: map[string][]metrics.Series{}}, release: make(chan struct{})}
 	close(q.release)
-	c := NewSignalCache(q, DefaultSignals(), 15*time.Second)
+	c := NewSnapshotCache(q, DefaultQueries(), 15*time.Second)
 	ctx := context.Background()
 	if _, err := c.Get(ctx, t0); err != nil {
 		t.Fatal(err)
@@ -273,7 +275,7 @@ func TestSignalCacheServesThePreviousSnapshotWhileASlowRefreshRuns(t *testing.T)
 		}
 		time.Sleep(time.Millisecond)
 	}
-	got := make(chan *Snapshot, 1)
+	got := make(chan *autoscale.Snapshot, 1)
 	go func() { s, _ := c.Get(ctx, t0.Add(21*time.Second)); got <- s }()
 	select {
 	case s := <-got:
@@ -291,9 +293,9 @@ func TestSignalCacheServesThePreviousSnapshotWhileASlowRefreshRuns(t *testing.T)
 }
 
 // A cluster without InferencePools does not query the endpoint picker's signals.
-func TestSignalCacheSkipsTheEndpointPickerWhenAsked(t *testing.T) {
+func TestSnapshotCacheSkipsTheEndpointPickerWhenAsked(t *testing.T) {
 	q := &fakeQuerier{series: map[string][]metrics.Series{}}
-	c := NewSignalCache(q, DefaultSignals(), 15*time.Second)
+	c := NewSnapshotCache(q, DefaultQueries(), 15*time.Second)
 	c.SkipEndpointPicker()
 	if _, err := c.Get(context.Background(), t0); err != nil {
 		t.Fatal(err)

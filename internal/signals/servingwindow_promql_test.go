@@ -1,8 +1,10 @@
-package autoscale
+package signals
 
 import (
 	"testing"
 	"time"
+
+	"github.com/modelship/modelship/internal/autoscale"
 
 	"github.com/modelship/modelship/internal/metrics"
 )
@@ -21,8 +23,8 @@ func TestLatencyQueriesAnswerAtTheDefaultScrapeInterval(t *testing.T) {
 		}
 		return q
 	}
-	if w := ServingWindow(DefaultInterval, 15*time.Second); w != time.Minute {
-		t.Fatalf("ServingWindow(15s, 15s) = %s, want the last minute", w)
+	if w := autoscale.ServingWindow(autoscale.DefaultInterval, 15*time.Second); w != time.Minute {
+		t.Fatalf("autoscale.ServingWindow(15s, 15s) = %s, want the last minute", w)
 	}
 	// 120 requests a minute, every TTFT under 0.5s and every token under 0.05s. The samples are
 	// taken at whole minutes and the queries evaluated half a minute later, as a real scrape is
@@ -43,9 +45,9 @@ func TestLatencyQueriesAnswerAtTheDefaultScrapeInterval(t *testing.T) {
 	// histogram_quantile interpolates within the bucket: the p95 of (0.1, 0.5] is
 	// 0.1 + 0.4 * 0.95 = 0.48; of (0, 0.05], 0.0475.
 	runPromtool(t, []promCase{
-		{name: "the p95 TTFT over the serving window at a 60s scrape", interval: "60s", series: series, expr: render(metrics.VLLMTTFTP95, ServingWindow(DefaultInterval, scrape)), at: "10m30s", want: num(0.48)},
-		{name: "the p95 ITL over the serving window at a 60s scrape", interval: "60s", series: series, expr: render(metrics.VLLMITLP95, ServingWindow(DefaultInterval, scrape)), at: "10m30s", want: num(0.0475)},
-		{name: "the token work over the serving window at a 60s scrape", interval: "60s", series: series, expr: "abs((" + render(metrics.VLLMTokenWork, ServingWindow(DefaultInterval, scrape)) + ") - 1) < bool 0.001", at: "10m30s", want: num(1)},
+		{name: "the p95 TTFT over the serving window at a 60s scrape", interval: "60s", series: series, expr: render(metrics.VLLMTTFTP95, autoscale.ServingWindow(autoscale.DefaultInterval, scrape)), at: "10m30s", want: num(0.48)},
+		{name: "the p95 ITL over the serving window at a 60s scrape", interval: "60s", series: series, expr: render(metrics.VLLMITLP95, autoscale.ServingWindow(autoscale.DefaultInterval, scrape)), at: "10m30s", want: num(0.0475)},
+		{name: "the token work over the serving window at a 60s scrape", interval: "60s", series: series, expr: "abs((" + render(metrics.VLLMTokenWork, autoscale.ServingWindow(autoscale.DefaultInterval, scrape)) + ") - 1) < bool 0.001", at: "10m30s", want: num(1)},
 		{name: "no token work over a fixed 1m window at a 60s scrape", interval: "60s", series: series, expr: render(metrics.VLLMTokenWork, time.Minute), at: "10m30s"},
 		{name: "no p95 TTFT over a fixed 1m window at a 60s scrape", interval: "60s", series: series, expr: render(metrics.VLLMTTFTP95, time.Minute), at: "10m30s"},
 		{name: "no p95 ITL over a fixed 1m window at a 60s scrape", interval: "60s", series: series, expr: render(metrics.VLLMITLP95, time.Minute), at: "10m30s"},

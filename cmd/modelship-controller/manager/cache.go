@@ -1,4 +1,8 @@
-package controller
+// Package manager is the wiring of the controller's manager: what its informer caches hold and
+// how its own metrics endpoint is served. The command (cmd/modelship-controller) turns its flags
+// into these options; the reconciler (internal/controller) knows none of them, and tests that
+// run it under a manager take CacheOptions from here.
+package manager
 
 import (
 	appsv1 "k8s.io/api/apps/v1"

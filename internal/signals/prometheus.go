@@ -1,4 +1,10 @@
-package autoscale
+// Package signals gathers what the autoscaler decides on. Each way of measuring is a Source
+// (in the style of KEDA's scalers): the built-in signals, one grouped PromQL query per signal
+// for all ModelServers (SnapshotCache); a custom PromQL query; the resource and external
+// metrics APIs; the latency SLOs. Sources builds a ModelServer's sources from its autoscaling
+// spec, and Cache runs them off the reconcile workers. The decisions are package autoscale's,
+// which has no client.
+package signals
 
 import (
 	"context"
@@ -8,12 +14,12 @@ import (
 	"sync"
 	"time"
 
-	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
+	"github.com/modelship/modelship/internal/autoscale"
 	"github.com/modelship/modelship/internal/metrics"
 )
 
 // PromQL of the built-in signals. Each is one query for every pod (or pool) of every
-// ModelServer, grouped by pod (or pool); Snapshot.Observe picks a ModelServer's pods in memory.
+// ModelServer, grouped by pod (or pool); autoscale.Snapshot.Observe picks a ModelServer's pods in memory.
 //
 // A series is filed under the pod its scrape target is (namespace and pod, the labels
 // Prometheus sets from the target and that a target's own exposition cannot override with
@@ -83,7 +89,7 @@ func (e GPUExporter) owns(l map[string]string) bool {
 // that collide with a target label, so dcgm-exporter scraped with a namespace target label but
 // no pod target label gives exported_namespace (the workload's) beside pod (the workload's
 // too), and namespace is then the exporter's own. Any other series is its target's pod.
-func (e GPUExporter) podOf(l map[string]string) PodKey {
+func (e GPUExporter) podOf(l map[string]string) autoscale.PodKey {
 	if !e.owns(l) {
 		return targetPod(l)
 	}
@@ -97,9 +103,9 @@ func (e GPUExporter) podOf(l map[string]string) PodKey {
 	return k
 }
 
-// Signals are the queries of the built-in signals; an empty query is not run (its metric then
+// Queries are the queries of the built-in signals; an empty query is not run (its metric then
 // has no data).
-type Signals struct {
+type Queries struct {
 	// GPUUtilization returns per-pod GPU utilization in percent.
 	GPUUtilization string
 	// RequestsWaiting returns per-pod queued requests.
@@ -116,74 +122,54 @@ type Signals struct {
 	GPUExporter GPUExporter
 }
 
-// DefaultSignals are the vLLM/SGLang, DCGM and endpoint picker queries above, with the GPU
+// DefaultQueries are the vLLM/SGLang, DCGM and endpoint picker queries above, with the GPU
 // Operator's dcgm-exporter.
-func DefaultSignals() Signals {
-	return Signals{
+func DefaultQueries() Queries {
+	return Queries{
 		GPUUtilization: QueryGPUUtilization, RequestsWaiting: QueryRequestsWaiting, KVCacheUsage: QueryKVCacheUsage,
 		PoolQueueSize: QueryPoolQueueSize, PoolSaturation: QueryPoolSaturation, ObjectiveRunning: QueryObjectiveRunning,
 		GPUExporter: DefaultGPUExporter,
 	}
 }
 
-// PodKey names a pod.
-type PodKey struct {
-	Namespace string
-	Name      string
-}
-
-// signalData is one signal's per-pod values, or why there are none.
-type signalData struct {
-	queried bool
-	err     error
-	byPod   map[PodKey]float64
-}
-
-// Snapshot is the built-in signals for all pods at one instant.
-type Snapshot struct {
-	// At is when the queries ran.
-	At      time.Time
-	signals map[string]signalData
-}
-
-// SignalCache fetches the built-in signals for all ModelServers at most once per Interval and
+// SnapshotCache fetches the built-in signals for all ModelServers at most once per Interval and
 // shares the snapshot between reconciles. It is safe for concurrent use: the reconcile that finds
 // the snapshot stale refreshes it without holding the lock, the others meanwhile go on with the
 // previous snapshot (and wait only for the very first one), so a slow Prometheus never holds
 // every reconcile worker.
-type SignalCache struct {
+type SnapshotCache struct {
 	querier  metrics.Querier
-	signals  Signals
+	queries  Queries
 	interval time.Duration
 
 	mu       sync.Mutex
-	snap     *Snapshot
+	snap     *autoscale.Snapshot
 	err      error
 	fetching chan struct{} // closed when the refresh under way ends; nil when none is
 }
 
-// NewSignalCache returns a cache running signals on querier at most once per interval
+// NewSnapshotCache returns a cache running signals on querier at most once per interval
 // (DefaultInterval when not positive; use the shortest spec.autoscaling.interval you serve).
-func NewSignalCache(querier metrics.Querier, signals Signals, interval time.Duration) *SignalCache {
+func NewSnapshotCache(querier metrics.Querier, queries Queries, interval time.Duration) *SnapshotCache {
 	if interval <= 0 {
-		interval = DefaultInterval
+		interval = autoscale.DefaultInterval
 	}
-	return &SignalCache{querier: querier, signals: signals, interval: interval}
+	return &SnapshotCache{querier: querier, queries: queries, interval: interval}
 }
 
 // SkipEndpointPicker stops querying the endpoint picker's signals, for a cluster that serves no
 // InferencePools (no picker reports on a pool there). Call it before the first Get.
-func (c *SignalCache) SkipEndpointPicker() {
+func (c *SnapshotCache) SkipEndpointPicker() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.signals.PoolQueueSize, c.signals.PoolSaturation, c.signals.ObjectiveRunning = "", "", ""
+	c.queries.PoolQueueSize, c.queries.PoolSaturation, c.queries.ObjectiveRunning = "", "", ""
 }
 
 // Get returns the snapshot, refreshing it when it is older than the interval at now. The
 // snapshot is never nil: a signal whose query failed is kept as failed (Observe reports
 // metrics.Error for it) and the error says which ones failed. A failed refresh is not retried
 // before the next interval, so an outage does not multiply queries.
-func (c *SignalCache) Get(ctx context.Context, now time.Time) (*Snapshot, error) {
+func (c *SnapshotCache) Get(ctx context.Context, now time.Time) (*autoscale.Snapshot, error) {
 	c.mu.Lock()
 	if c.snap != nil && !now.Before(c.snap.At) && now.Sub(c.snap.At) < c.interval {
 		defer c.mu.Unlock()
@@ -206,7 +192,7 @@ func (c *SignalCache) Get(ctx context.Context, now time.Time) (*Snapshot, error)
 	}
 	done := make(chan struct{})
 	c.fetching = done
-	sig := c.signals
+	sig := c.queries
 	c.mu.Unlock()
 	snap, err := Fetch(ctx, c.querier, sig, now)
 	c.mu.Lock()
@@ -217,19 +203,19 @@ func (c *SignalCache) Get(ctx context.Context, now time.Time) (*Snapshot, error)
 }
 
 // Fetch runs each signal's query once, at now, all at once, and indexes the series by pod.
-func Fetch(ctx context.Context, q metrics.Querier, sig Signals, now time.Time) (*Snapshot, error) {
+func Fetch(ctx context.Context, q metrics.Querier, sig Queries, now time.Time) (*autoscale.Snapshot, error) {
 	queries := []struct {
 		metric, query string
-		key           func(map[string]string) PodKey
+		key           func(map[string]string) autoscale.PodKey
 	}{
-		{MetricGPUUtilization, sig.GPUUtilization, sig.GPUExporter.podOf},
-		{MetricRequestsWaiting, sig.RequestsWaiting, targetPod},
-		{MetricKVCacheUsage, sig.KVCacheUsage, targetPod},
-		{signalPoolQueueSize, sig.PoolQueueSize, keyOf("name")},
-		{signalPoolSaturation, sig.PoolSaturation, keyOf("inference_pool", "name")},
-		{signalObjectiveRunning, sig.ObjectiveRunning, keyOf("model_name")},
+		{autoscale.MetricGPUUtilization, sig.GPUUtilization, sig.GPUExporter.podOf},
+		{autoscale.MetricRequestsWaiting, sig.RequestsWaiting, targetPod},
+		{autoscale.MetricKVCacheUsage, sig.KVCacheUsage, targetPod},
+		{autoscale.SignalPoolQueueSize, sig.PoolQueueSize, keyOf("name")},
+		{autoscale.SignalPoolSaturation, sig.PoolSaturation, keyOf("inference_pool", "name")},
+		{autoscale.SignalObjectiveRunning, sig.ObjectiveRunning, keyOf("model_name")},
 	}
-	data := make([]signalData, len(queries))
+	data := make([]*autoscale.SignalValues, len(queries))
 	var wg sync.WaitGroup
 	for i, x := range queries {
 		if x.query == "" {
@@ -238,32 +224,32 @@ func Fetch(ctx context.Context, q metrics.Querier, sig Signals, now time.Time) (
 		wg.Go(func() {
 			series, err := q.Vector(ctx, x.query, now)
 			if err != nil {
-				data[i] = signalData{queried: true, err: fmt.Errorf("query %s: %w", x.metric, err)}
+				data[i] = &autoscale.SignalValues{Err: fmt.Errorf("query %s: %w", x.metric, err)}
 				return
 			}
-			data[i] = signalData{queried: true, byPod: index(series, x.key)}
+			data[i] = &autoscale.SignalValues{ByPod: index(series, x.key)}
 		})
 	}
 	wg.Wait()
-	s := &Snapshot{At: now, signals: map[string]signalData{}}
+	values := map[string]autoscale.SignalValues{}
 	var errs []error
 	for i, x := range queries {
-		if !data[i].queried {
+		if data[i] == nil {
 			continue
 		}
-		s.signals[x.metric] = data[i]
-		if data[i].err != nil {
-			errs = append(errs, data[i].err)
+		values[x.metric] = *data[i]
+		if data[i].Err != nil {
+			errs = append(errs, data[i].Err)
 		}
 	}
-	return s, errors.Join(errs...)
+	return autoscale.NewSnapshot(now, values), errors.Join(errs...)
 }
 
 // index maps series to the pod (or pool, or model name) key names, and averages series that
 // land on the same key. NaN and ±Inf values are skipped: no value is not zero.
-func index(series []metrics.Series, key func(map[string]string) PodKey) map[PodKey]float64 {
-	sums := make(map[PodKey]float64, len(series))
-	counts := make(map[PodKey]int, len(series))
+func index(series []metrics.Series, key func(map[string]string) autoscale.PodKey) map[autoscale.PodKey]float64 {
+	sums := make(map[autoscale.PodKey]float64, len(series))
+	counts := make(map[autoscale.PodKey]int, len(series))
 	for _, s := range series {
 		if math.IsNaN(s.Value) || math.IsInf(s.Value, 0) {
 			continue
@@ -287,9 +273,9 @@ func index(series []metrics.Series, key func(map[string]string) PodKey) map[PodK
 var targetPod = keyOf("pod")
 
 // keyOf reads a series' namespace (the target's) and its name from the first of names it has.
-func keyOf(names ...string) func(map[string]string) PodKey {
-	return func(l map[string]string) PodKey {
-		k := PodKey{Namespace: l["namespace"]}
+func keyOf(names ...string) func(map[string]string) autoscale.PodKey {
+	return func(l map[string]string) autoscale.PodKey {
+		k := autoscale.PodKey{Namespace: l["namespace"]}
 		for _, n := range names {
 			if v := l[n]; v != "" {
 				k.Name = v
@@ -298,101 +284,4 @@ func keyOf(names ...string) func(map[string]string) PodKey {
 		}
 		return k
 	}
-}
-
-// Pool is one of a ModelServer's InferencePools (spec.gateway.backend InferencePool) and the
-// number of its Ready pods, the weight of its endpoint picker's averages.
-type Pool struct {
-	// Key is the pool's namespace and name.
-	Key PodKey
-	// Ready is the number of Ready pods the pool selects.
-	Ready int32
-}
-
-// Observe maps the snapshot onto one ModelServer: for each built-in metric of spec (the
-// default gpuUtilization when spec has none), an Observation over the given Ready pods (and,
-// for endpointPicker metrics, its InferencePools). Series of other pods, deleted pods or pods
-// not Ready are not looked at. Custom metrics (prometheus, resource, external) are not in the
-// snapshot; the controller measures them and appends their observations, named with
-// MetricNames.
-func (s *Snapshot) Observe(spec v1alpha1.AutoscalingSpec, ready []PodKey, pools ...Pool) []Observation {
-	ms := spec.Metrics
-	if len(ms) == 0 {
-		ms = []v1alpha1.AutoscalingMetric{{GPUUtilization: &v1alpha1.GPUUtilizationMetric{}}}
-	}
-	names := MetricNames(ms)
-	var out []Observation
-	for i, m := range ms {
-		var key string
-		switch {
-		case m.GPUUtilization != nil:
-			key = MetricGPUUtilization
-		case m.RequestsWaiting != nil:
-			key = MetricRequestsWaiting
-		case m.KVCacheUsage != nil:
-			key = MetricKVCacheUsage
-		case m.Saturation != nil:
-			out = append(out, s.observeSaturation(names[i], resolveSaturation(m.Saturation), ready))
-			continue
-		case m.EndpointPicker != nil:
-			out = append(out, s.observeEndpointPicker(names[i], m.EndpointPicker, pools))
-			continue
-		default:
-			continue
-		}
-		k, _ := target(m)
-		out = append(out, s.observe(names[i], key, k, ready))
-	}
-	return out
-}
-
-// RequestsWaiting is the total of the requests queued in the Ready pods, for Input.RequestsWaiting.
-func (s *Snapshot) RequestsWaiting(ready []PodKey) Observation {
-	return s.observe(MetricRequestsWaiting, MetricRequestsWaiting, total, ready)
-}
-
-// usable returns a signal's data, or an observation saying why there is none: NoData for a
-// signal not queried or answered with partial data, Error for a failed query.
-func (s *Snapshot) usable(name, key string) (signalData, *Observation) {
-	d := s.signals[key]
-	switch {
-	case !d.queried:
-		return d, &Observation{Metric: name, Status: metrics.NoData, Message: "signal not queried"}
-	case errors.Is(d.err, metrics.ErrPartialData):
-		// Part of the pods' series is no data: their average or total would be read low.
-		return d, &Observation{Metric: name, Status: metrics.NoData, Message: d.err.Error()}
-	case d.err != nil:
-		return d, &Observation{Metric: name, Status: metrics.Error, Message: d.err.Error()}
-	}
-	return d, nil
-}
-
-func (s *Snapshot) observe(name, key string, k kind, ready []PodKey) Observation {
-	o := Observation{Metric: name}
-	d, bad := s.usable(name, key)
-	switch {
-	case bad != nil:
-		return *bad
-	case len(ready) == 0:
-		o.Status, o.Message = metrics.NoData, "no Ready pods"
-		return o
-	}
-	var sum float64
-	var n int32
-	for _, p := range ready {
-		if v, ok := d.byPod[p]; ok {
-			sum += v
-			n++
-		}
-	}
-	if n == 0 {
-		o.Status, o.Message = metrics.NoData, fmt.Sprintf("no series for any of %d Ready pods", len(ready))
-		return o
-	}
-	o.Status, o.Pods, o.MissingPods = metrics.OK, n, int32(len(ready))-n
-	o.Value = sum
-	if k == average {
-		o.Value = sum / float64(n)
-	}
-	return o
 }

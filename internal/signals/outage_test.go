@@ -1,4 +1,4 @@
-package autoscale
+package signals
 
 import (
 	"context"
@@ -7,9 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelship/modelship/internal/autoscale"
+
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
 	"github.com/modelship/modelship/internal/capacity"
-	"github.com/modelship/modelship/internal/metrics"
+	"github.com/modelship/modelship/internal/sample"
 )
 
 // TestPrometheusOutageHoldsFromTheFirstPassThatSeesIt replays the e2e story "Prometheus stopped
@@ -30,8 +32,8 @@ func TestPrometheusOutageHoldsFromTheFirstPassThatSeesIt(t *testing.T) {
 		interval = 2 * time.Second
 	)
 	spec := newSpec(2, 8, withGPU(40))
-	ready := func(n int32) []PodKey {
-		var out []PodKey
+	ready := func(n int32) []autoscale.PodKey {
+		var out []autoscale.PodKey
 		for i := int32(0); i < n; i++ {
 			out = append(out, pod("ml", fmt.Sprintf("llama-blue-%d", i)))
 		}
@@ -39,12 +41,12 @@ func TestPrometheusOutageHoldsFromTheFirstPassThatSeesIt(t *testing.T) {
 	}
 	// load exports the utilization of the n running pods.
 	load := func(q *fakeQuerier, util float64, n int32) {
-		var ss []metrics.Series
+		var ss []sample.Series
 		for i := int32(0); i < n; i++ {
 			ss = append(ss, series(util, "namespace", "ml", "pod", fmt.Sprintf("llama-blue-%d", i)))
 		}
 		q.mu.Lock()
-		q.series = map[string][]metrics.Series{QueryGPUUtilization: ss}
+		q.series = map[string][]sample.Series{QueryGPUUtilization: ss}
 		q.mu.Unlock()
 	}
 	full := &capacity.FitResult{MaxAdditional: 0, Limited: true, Reason: v1alpha1.ReasonGPUCapacityLimited, GPUsPerReplica: 1, MatchingNodes: 2}
@@ -65,11 +67,11 @@ func TestPrometheusOutageHoldsFromTheFirstPassThatSeesIt(t *testing.T) {
 			late := 0
 			for offset := time.Duration(0); offset < interval; offset += 100 * time.Millisecond {
 				q := &fakeQuerier{}
-				cache := NewSignalCache(q, Signals{GPUUtilization: QueryGPUUtilization}, interval)
+				cache := NewSnapshotCache(q, Queries{GPUUtilization: QueryGPUUtilization}, interval)
 				stop := t0.Add(30*time.Second + offset)
 				cur := int32(6)
 				work := 40.0 * 6 // GPU percent summed over the replicas
-				var prev *Output
+				var prev *autoscale.Output
 				var seen time.Time // the first pass that fetched no data
 				sawRise := false   // a refresh fell between the rise and the stop
 				for now := t0; now.Before(stop.Add(2 * time.Minute)); now = now.Add(every) {
@@ -88,11 +90,11 @@ func TestPrometheusOutageHoldsFromTheFirstPassThatSeesIt(t *testing.T) {
 						capa = full
 					}
 					snap, _ := cache.Get(context.Background(), now)
-					in := Input{Spec: spec, Current: cur, Ready: cur, Observations: snap.Observe(spec, ready(cur)), Capacity: capa}
+					in := autoscale.Input{Spec: spec, Current: cur, Ready: cur, Observations: snap.Observe(spec, ready(cur)), Capacity: capa}
 					if prev != nil {
 						in.Previous = &prev.Status
 					}
-					out := Decide(in, now)
+					out := autoscale.Decide(in, now)
 					fetchedAfter := !snap.At.Before(stop)
 					sawRise = sawRise || (!fetchedAfter && !snap.At.Before(stop.Add(-tc.rise)))
 					if fetchedAfter && seen.IsZero() {

@@ -1,4 +1,4 @@
-package controller
+package signals
 
 import (
 	"context"
@@ -12,6 +12,15 @@ import (
 	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
 	externalclient "k8s.io/metrics/pkg/client/external_metrics"
 )
+
+// MetricsAPIs reads the Kubernetes metrics APIs for resource and external autoscaling metrics
+// (metrics-server, prometheus-adapter, KEDA's metrics server).
+type MetricsAPIs interface {
+	// PodMetrics lists metrics.k8s.io usage of the pods matching selector.
+	PodMetrics(ctx context.Context, namespace string, selector labels.Selector) ([]metricsv1beta1.PodMetrics, error)
+	// External lists one external metric's values.
+	External(ctx context.Context, namespace, metric string, selector labels.Selector) (*externalv1beta1.ExternalMetricValueList, error)
+}
 
 // KubeMetricsAPIs reads metrics.k8s.io and external.metrics.k8s.io through k8s.io/metrics.
 type KubeMetricsAPIs struct {

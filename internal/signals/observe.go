@@ -1,4 +1,4 @@
-package autoscale
+package signals
 
 import (
 	"fmt"
@@ -9,32 +9,20 @@ import (
 	externalv1beta1 "k8s.io/metrics/pkg/apis/external_metrics/v1beta1"
 	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 
+	"github.com/modelship/modelship/internal/autoscale"
 	"github.com/modelship/modelship/internal/metrics"
-	"github.com/modelship/modelship/internal/window"
 )
-
-// ServingWindow is the window of the ModelServer-wide serving queries the autoscaler runs (the
-// p95 latencies capacity learning and an SLO read, the SLO's token work, a prometheus metric's
-// {{.Window}}) for an evaluation interval (spec.autoscaling.interval) and a scrape interval,
-// derived as the analysis window is (window.Of): the interval, but at least
-// window.ScrapesPerWindow scrape intervals. At Prometheus's default 60s scrape interval a 1m
-// window holds one sample per series, every rate over it is empty, and learning from latency
-// would silently never happen; the window is then 4m. At the default 15s interval and a 15s
-// scrape, the last minute.
-func ServingWindow(interval, scrapeInterval time.Duration) time.Duration {
-	return window.Of(interval, scrapeInterval)
-}
 
 // Observations of the custom metrics, built by the controller from what it fetched (the hook
 // for spec metrics the snapshot does not cover). Name them with MetricNames.
 
 // FromSample turns the outcome of a custom prometheus metric's query (rendered by the
 // controller for one ModelServer, returning its total load) into an observation.
-func FromSample(metric string, s metrics.Sample) Observation {
+func FromSample(metric string, s metrics.Sample) autoscale.Observation {
 	if s.Status != metrics.OK {
-		return Observation{Metric: metric, Status: s.Status, Message: s.Message}
+		return autoscale.Observation{Metric: metric, Status: s.Status, Message: s.Message}
 	}
-	return Observation{Metric: metric, Status: metrics.OK, Value: s.Value}
+	return autoscale.Observation{Metric: metric, Status: metrics.OK, Value: s.Value}
 }
 
 // TrendWindow is the range over which a total metric's trend is measured for spec.autoscaling.projectionHorizon,
@@ -61,7 +49,7 @@ func TrendQuery(q string) string {
 
 // WithTrend attaches the outcome of TrendQuery to an observation; a trend without data leaves
 // the observation without one (no projection), never a zero trend.
-func WithTrend(o Observation, s metrics.Sample) Observation {
+func WithTrend(o autoscale.Observation, s metrics.Sample) autoscale.Observation {
 	if o.Status == metrics.OK && s.Status == metrics.OK && !math.IsNaN(s.Value) && !math.IsInf(s.Value, 0) {
 		o.Trend, o.HasTrend = s.Value, true
 	}
@@ -73,15 +61,15 @@ func WithTrend(o Observation, s metrics.Sample) Observation {
 // requests of the pods that have usage). Usage of pods not in ready (deleted, other
 // workloads, not Ready) is ignored; Ready pods without usage are MissingPods. A Ready pod
 // without a request for the resource makes the metric unusable, as in HPA.
-func ResourceObservation(metric string, res corev1.ResourceName, ready []corev1.Pod, usage []metricsv1beta1.PodMetrics) Observation {
-	o := Observation{Metric: metric}
+func ResourceObservation(metric string, res corev1.ResourceName, ready []corev1.Pod, usage []metricsv1beta1.PodMetrics) autoscale.Observation {
+	o := autoscale.Observation{Metric: metric}
 	if len(ready) == 0 {
 		o.Status, o.Message = metrics.NoData, "no Ready pods"
 		return o
 	}
-	byPod := make(map[PodKey]*metricsv1beta1.PodMetrics, len(usage))
+	byPod := make(map[autoscale.PodKey]*metricsv1beta1.PodMetrics, len(usage))
 	for i := range usage {
-		byPod[PodKey{usage[i].Namespace, usage[i].Name}] = &usage[i]
+		byPod[autoscale.PodKey{Namespace: usage[i].Namespace, Name: usage[i].Name}] = &usage[i]
 	}
 	var used, requested int64
 	for i := range ready {
@@ -95,7 +83,7 @@ func ResourceObservation(metric string, res corev1.ResourceName, ready []corev1.
 			}
 			req += q.MilliValue()
 		}
-		pm, ok := byPod[PodKey{p.Namespace, p.Name}]
+		pm, ok := byPod[autoscale.PodKey{Namespace: p.Namespace, Name: p.Name}]
 		if !ok {
 			o.MissingPods++
 			continue
@@ -119,8 +107,8 @@ func ResourceObservation(metric string, res corev1.ResourceName, ready []corev1.
 // ExternalObservation is an external metric's total: the sum of the values the external
 // metrics API returned for the metric and selector. An error is metrics.Error, an empty list
 // NoData (never zero).
-func ExternalObservation(metric string, list *externalv1beta1.ExternalMetricValueList, err error) Observation {
-	o := Observation{Metric: metric}
+func ExternalObservation(metric string, list *externalv1beta1.ExternalMetricValueList, err error) autoscale.Observation {
+	o := autoscale.Observation{Metric: metric}
 	switch {
 	case err != nil:
 		o.Status, o.Message = metrics.Error, fmt.Errorf("external metrics API: %w", err).Error()

@@ -1,4 +1,4 @@
-package autoscale
+package signals
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
+	"github.com/modelship/modelship/internal/autoscale"
 	"github.com/modelship/modelship/internal/metrics"
 )
 
@@ -25,7 +26,7 @@ func TestRunningRequestsReadLLMDsEndpointPickerName(t *testing.T) {
 		{Labels: map[string]string{"namespace": "ml", "model_name": "other"}, Value: 7},
 	})
 	q := &fakeQuerier{series: map[string][]metrics.Series{QueryObjectiveRunning: running}}
-	snap, err := Fetch(context.Background(), q, DefaultSignals(), t0)
+	snap, err := Fetch(context.Background(), q, DefaultQueries(), t0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +34,7 @@ func TestRunningRequestsReadLLMDsEndpointPickerName(t *testing.T) {
 		s.Metrics = append(s.Metrics, v1alpha1.AutoscalingMetric{EndpointPicker: &v1alpha1.EndpointPickerMetric{
 			Signal: v1alpha1.EndpointPickerRunningRequests, Target: resource.MustParse("16"), Objective: "meta-llama/Llama-3.1-8B-Instruct"}})
 	}, noWindow)
-	pools := []Pool{{Key: pod("ml", "llama-blue"), Ready: 2}, {Key: pod("ml", "llama-green"), Ready: 0}}
+	pools := []autoscale.Pool{{Key: pod("ml", "llama-blue"), Ready: 2}, {Key: pod("ml", "llama-green"), Ready: 0}}
 	got := snap.Observe(spec, nil, pools...)
 	if len(got) != 1 || got[0].Status != metrics.OK || got[0].Value != 48 {
 		t.Errorf("RunningRequests observed %+v, want 48 from llm_d_epp_request_running", got)

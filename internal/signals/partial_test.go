@@ -1,4 +1,4 @@
-package autoscale
+package signals
 
 import (
 	"context"
@@ -7,7 +7,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/modelship/modelship/internal/autoscale"
+
 	"github.com/modelship/modelship/internal/metrics"
+	"github.com/modelship/modelship/internal/sample"
 )
 
 // partialPrometheus speaks Prometheus' HTTP API as a Thanos Querier does when one of its stores
@@ -48,17 +51,17 @@ func partialPrometheus(t *testing.T, warn bool) *metrics.Prometheus {
 // the rules see as data.
 func TestAPartialResponseIsNoDataAndHoldsTheCount(t *testing.T) {
 	spec := newSpec(1, 8, withGPU(70), noWindow)
-	ready := []PodKey{pod("ml", "llama-blue-0"), pod("ml", "llama-blue-1"), pod("ml", "llama-blue-2"), pod("ml", "llama-blue-3")}
+	ready := []autoscale.PodKey{pod("ml", "llama-blue-0"), pod("ml", "llama-blue-1"), pod("ml", "llama-blue-2"), pod("ml", "llama-blue-3")}
 
-	snap, err := Fetch(context.Background(), partialPrometheus(t, true), DefaultSignals(), t0)
+	snap, err := Fetch(context.Background(), partialPrometheus(t, true), DefaultQueries(), t0)
 	if err == nil || !strings.Contains(err.Error(), "partial") {
 		t.Errorf("Fetch error = %v, want one naming the partial answer", err)
 	}
 	got := snap.Observe(spec, ready)
-	if len(got) != 1 || got[0].Status != metrics.NoData || !strings.Contains(got[0].Message, "partial response") {
+	if len(got) != 1 || got[0].Status != sample.NoData || !strings.Contains(got[0].Message, "partial response") {
 		t.Fatalf("observations = %+v, want one NoData naming the partial response", got)
 	}
-	out := Decide(Input{Spec: spec, Current: 4, Ready: 4, Observations: got}, t0)
+	out := autoscale.Decide(autoscale.Input{Spec: spec, Current: 4, Ready: 4, Observations: got}, t0)
 	if out.Desired != 4 {
 		t.Errorf("desired = %d on a partial answer, want 4 held", out.Desired)
 	}
@@ -68,15 +71,15 @@ func TestAPartialResponseIsNoDataAndHoldsTheCount(t *testing.T) {
 
 	// Without the warning the two idle pods are data: the rules act on them (they count the
 	// two pods without a sample at target, and scale down to 3).
-	snap, err = Fetch(context.Background(), partialPrometheus(t, false), DefaultSignals(), t0)
+	snap, err = Fetch(context.Background(), partialPrometheus(t, false), DefaultQueries(), t0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	got = snap.Observe(spec, ready)
-	if len(got) != 1 || got[0].Status != metrics.OK {
+	if len(got) != 1 || got[0].Status != sample.OK {
 		t.Fatalf("observations without the warning = %+v, want OK", got)
 	}
-	if out := Decide(Input{Spec: spec, Current: 4, Ready: 4, Observations: got}, t0); out.Desired >= 4 {
+	if out := autoscale.Decide(autoscale.Input{Spec: spec, Current: 4, Ready: 4, Observations: got}, t0); out.Desired >= 4 {
 		t.Errorf("desired = %d without the warning, want a scale-down: the test's answer must be one the rules act on", out.Desired)
 	}
 }

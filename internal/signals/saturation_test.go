@@ -1,4 +1,4 @@
-package autoscale
+package signals
 
 import (
 	"context"
@@ -9,11 +9,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelship/modelship/internal/autoscale"
+
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
-	"github.com/modelship/modelship/internal/metrics"
+	"github.com/modelship/modelship/internal/sample"
 )
 
 func withSaturation(m v1alpha1.SaturationMetric) specOpt {
@@ -27,17 +29,17 @@ type replicaLoad struct{ kv, queue float64 }
 
 // saturationSnapshot is a snapshot of the signals for pods llama-0... with the given loads, as
 // Prometheus would answer the grouped queries.
-func saturationSnapshot(t *testing.T, loads []replicaLoad) (*Snapshot, []PodKey) {
+func saturationSnapshot(t *testing.T, loads []replicaLoad) (*autoscale.Snapshot, []autoscale.PodKey) {
 	t.Helper()
-	q := &fakeQuerier{series: map[string][]metrics.Series{}}
-	var ready []PodKey
+	q := &fakeQuerier{series: map[string][]sample.Series{}}
+	var ready []autoscale.PodKey
 	for i, l := range loads {
 		name := fmt.Sprintf("llama-%d", i)
 		ready = append(ready, pod("ml", name))
 		q.series[QueryKVCacheUsage] = append(q.series[QueryKVCacheUsage], series(l.kv, "namespace", "ml", "pod", name))
 		q.series[QueryRequestsWaiting] = append(q.series[QueryRequestsWaiting], series(l.queue, "namespace", "ml", "pod", name))
 	}
-	snap, err := Fetch(context.Background(), q, DefaultSignals(), t0)
+	snap, err := Fetch(context.Background(), q, DefaultQueries(), t0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +55,7 @@ func even(n int, kv, queue float64) []replicaLoad {
 }
 
 // TestSaturationProposals: llm-d's thresholds (saturated at 80% KV-cache or 5 queued, spare room
-// 10% or 3), observed from the grouped signals and decided by Decide without a scale-down window.
+// 10% or 3), observed from the grouped signals and decided by autoscale.Decide without a scale-down window.
 func TestSaturationProposals(t *testing.T) {
 	defaults := withSaturation(v1alpha1.SaturationMetric{})
 	cases := []struct {
@@ -105,13 +107,13 @@ func TestSaturationProposals(t *testing.T) {
 				}
 			}
 			o := snap.Observe(tc.spec, keys)
-			out := Decide(Input{Spec: tc.spec, Current: tc.current, Ready: int32(len(keys)), Observations: o}, t0)
+			out := autoscale.Decide(autoscale.Input{Spec: tc.spec, Current: tc.current, Ready: int32(len(keys)), Observations: o}, t0)
 			if out.Desired != tc.want {
 				t.Errorf("Desired = %d, want %d (proposals %+v)", out.Desired, tc.want, out.Status.Proposals)
 			}
 			p := out.Status.Proposals[0]
-			if p.Metric != MetricSaturation || !strings.Contains(p.Message, tc.wantReason) {
-				t.Errorf("proposal %+v, want metric %s and a message containing %q", p, MetricSaturation, tc.wantReason)
+			if p.Metric != autoscale.MetricSaturation || !strings.Contains(p.Message, tc.wantReason) {
+				t.Errorf("proposal %+v, want metric %s and a message containing %q", p, autoscale.MetricSaturation, tc.wantReason)
 			}
 			if out.Desired != tc.current && out.Event == nil {
 				t.Error("a change without an event")
@@ -123,24 +125,24 @@ func TestSaturationProposals(t *testing.T) {
 // TestSaturationMissingDataHolds: a failed or absent signal is no data, never an idle fleet.
 func TestSaturationMissingDataHolds(t *testing.T) {
 	spec := newSpec(1, 20, withSaturation(v1alpha1.SaturationMetric{}), noWindow)
-	ready := []PodKey{pod("ml", "llama-0"), pod("ml", "llama-1")}
+	ready := []autoscale.PodKey{pod("ml", "llama-0"), pod("ml", "llama-1")}
 	for _, tc := range []struct {
 		name string
 		q    *fakeQuerier
-		want metrics.Status
+		want sample.Status
 	}{
-		{"KV-cache query failed", &fakeQuerier{series: map[string][]metrics.Series{QueryRequestsWaiting: {series(0, "namespace", "ml", "pod", "llama-0")}}, fail: map[string]error{QueryKVCacheUsage: errors.New("503")}}, metrics.Error},
-		{"queue query failed", &fakeQuerier{series: map[string][]metrics.Series{QueryKVCacheUsage: {series(0, "namespace", "ml", "pod", "llama-0")}}, fail: map[string]error{QueryRequestsWaiting: errors.New("timeout")}}, metrics.Error},
-		{"no pod has both series", &fakeQuerier{series: map[string][]metrics.Series{QueryKVCacheUsage: {series(0, "namespace", "ml", "pod", "llama-0")}, QueryRequestsWaiting: {series(0, "namespace", "ml", "pod", "llama-1")}}}, metrics.NoData},
-		{"NaN samples", &fakeQuerier{series: map[string][]metrics.Series{QueryKVCacheUsage: {series(math.NaN(), "namespace", "ml", "pod", "llama-0")}, QueryRequestsWaiting: {series(0, "namespace", "ml", "pod", "llama-0")}}}, metrics.NoData},
+		{"KV-cache query failed", &fakeQuerier{series: map[string][]sample.Series{QueryRequestsWaiting: {series(0, "namespace", "ml", "pod", "llama-0")}}, fail: map[string]error{QueryKVCacheUsage: errors.New("503")}}, sample.Error},
+		{"queue query failed", &fakeQuerier{series: map[string][]sample.Series{QueryKVCacheUsage: {series(0, "namespace", "ml", "pod", "llama-0")}}, fail: map[string]error{QueryRequestsWaiting: errors.New("timeout")}}, sample.Error},
+		{"no pod has both series", &fakeQuerier{series: map[string][]sample.Series{QueryKVCacheUsage: {series(0, "namespace", "ml", "pod", "llama-0")}, QueryRequestsWaiting: {series(0, "namespace", "ml", "pod", "llama-1")}}}, sample.NoData},
+		{"NaN samples", &fakeQuerier{series: map[string][]sample.Series{QueryKVCacheUsage: {series(math.NaN(), "namespace", "ml", "pod", "llama-0")}, QueryRequestsWaiting: {series(0, "namespace", "ml", "pod", "llama-0")}}}, sample.NoData},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			snap, _ := Fetch(context.Background(), tc.q, DefaultSignals(), t0)
+			snap, _ := Fetch(context.Background(), tc.q, DefaultQueries(), t0)
 			o := snap.Observe(spec, ready)
 			if o[0].Status != tc.want {
 				t.Fatalf("observation %+v, want %s", o[0], tc.want)
 			}
-			out := Decide(Input{Spec: spec, Current: 5, Ready: 2, Observations: o}, t0)
+			out := autoscale.Decide(autoscale.Input{Spec: spec, Current: 5, Ready: 2, Observations: o}, t0)
 			if out.Desired != 5 || out.MetricsAvailable {
 				t.Errorf("Desired %d (available %v), want 5 held without data", out.Desired, out.MetricsAvailable)
 			}
@@ -148,7 +150,7 @@ func TestSaturationMissingDataHolds(t *testing.T) {
 	}
 }
 
-// TestSaturationSettlesWithoutOscillating drives Decide on a fleet whose KV-cache load spreads
+// TestSaturationSettlesWithoutOscillating drives autoscale.Decide on a fleet whose KV-cache load spreads
 // evenly over the Ready replicas (each new replica Ready at the next pass): it settles on the
 // fewest replicas that keep the trigger's room, and a drop in load walks it down one replica
 // at a time, never back and forth.
@@ -161,7 +163,7 @@ func TestSaturationSettlesWithoutOscillating(t *testing.T) {
 	run := func(load float64, passes int) int32 {
 		for range passes {
 			snap, keys := saturationSnapshot(t, even(int(cur), load/float64(cur), 0))
-			out := Decide(Input{Spec: spec, Current: cur, Ready: cur, Observations: snap.Observe(spec, keys), Previous: prev}, now)
+			out := autoscale.Decide(autoscale.Input{Spec: spec, Current: cur, Ready: cur, Observations: snap.Observe(spec, keys), Previous: prev}, now)
 			if out.Desired != cur {
 				changes++
 			}
@@ -193,7 +195,7 @@ func TestSaturationSettlesWithoutOscillating(t *testing.T) {
 }
 
 func TestEndpointPickerObservations(t *testing.T) {
-	q := &fakeQuerier{series: map[string][]metrics.Series{
+	q := &fakeQuerier{series: map[string][]sample.Series{
 		QueryPoolQueueSize: {
 			series(4, "namespace", "ml", "name", "llama-blue"),
 			series(1, "namespace", "ml", "name", "llama-green"),
@@ -211,12 +213,12 @@ func TestEndpointPickerObservations(t *testing.T) {
 			series(7, "namespace", "ml", "model_name", "other-model"),
 		},
 	}}
-	snap, err := Fetch(context.Background(), q, DefaultSignals(), t0)
+	snap, err := Fetch(context.Background(), q, DefaultQueries(), t0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	pools := func(blue, green int32) []Pool {
-		return []Pool{{Key: pod("ml", "llama-blue"), Ready: blue}, {Key: pod("ml", "llama-green"), Ready: green}}
+	pools := func(blue, green int32) []autoscale.Pool {
+		return []autoscale.Pool{{Key: pod("ml", "llama-blue"), Ready: blue}, {Key: pod("ml", "llama-green"), Ready: green}}
 	}
 	epp := func(sig v1alpha1.EndpointPickerSignal, target, objective string) v1alpha1.AutoscalingSpec {
 		return newSpec(1, 20, func(s *v1alpha1.AutoscalingSpec) {
@@ -226,32 +228,32 @@ func TestEndpointPickerObservations(t *testing.T) {
 	cases := []struct {
 		name     string
 		spec     v1alpha1.AutoscalingSpec
-		pools    []Pool
-		want     Observation
+		pools    []autoscale.Pool
+		want     autoscale.Observation
 		current  int32
 		desired  int32
 		wantNote string
 	}{
 		{name: "queue size averages both colors' pools by their Ready pods", spec: epp(v1alpha1.EndpointPickerQueueSize, "2", ""), pools: pools(3, 1),
-			want: Observation{Status: metrics.OK, Value: 3.25, Pods: 4}, current: 4, desired: 7},
+			want: autoscale.Observation{Status: sample.OK, Value: 3.25, Pods: 4}, current: 4, desired: 7},
 		{name: "queue size of a single serving color", spec: epp(v1alpha1.EndpointPickerQueueSize, "2", ""), pools: pools(0, 4),
-			want: Observation{Status: metrics.OK, Value: 1, Pods: 4}, current: 4, desired: 2},
+			want: autoscale.Observation{Status: sample.OK, Value: 1, Pods: 4}, current: 4, desired: 2},
 		{name: "pool saturation reads inference_pool and falls back to name", spec: epp(v1alpha1.EndpointPickerPoolSaturation, "0.6", ""), pools: pools(2, 2),
-			want: Observation{Status: metrics.OK, Value: 0.6, Pods: 4}, current: 4, desired: 4},
+			want: autoscale.Observation{Status: sample.OK, Value: 0.6, Pods: 4}, current: 4, desired: 4},
 		{name: "running requests of the objective, per replica", spec: epp(v1alpha1.EndpointPickerRunningRequests, "8", "meta-llama/Llama-3.1-8B-Instruct"), pools: pools(3, 0),
-			want: Observation{Status: metrics.OK, Value: 48}, current: 3, desired: 6},
+			want: autoscale.Observation{Status: sample.OK, Value: 48}, current: 3, desired: 6},
 		{name: "a pool the endpoint picker does not report is missing, not idle", spec: epp(v1alpha1.EndpointPickerQueueSize, "2", ""),
-			pools: []Pool{{Key: pod("ml", "llama-blue"), Ready: 2}, {Key: pod("ml", "llama-absent"), Ready: 2}},
-			want:  Observation{Status: metrics.OK, Value: 4, Pods: 2, MissingPods: 2}, current: 4, desired: 4},
+			pools: []autoscale.Pool{{Key: pod("ml", "llama-blue"), Ready: 2}, {Key: pod("ml", "llama-absent"), Ready: 2}},
+			want:  autoscale.Observation{Status: sample.OK, Value: 4, Pods: 2, MissingPods: 2}, current: 4, desired: 4},
 		{name: "a series another namespace's pod wrote with exported_namespace is not the pool's", spec: epp(v1alpha1.EndpointPickerQueueSize, "2", ""),
-			pools: []Pool{{Key: pod("team", "chat-blue"), Ready: 2}},
-			want:  Observation{Status: metrics.NoData}, current: 2, desired: 2, wantNote: "no endpoint picker series"},
+			pools: []autoscale.Pool{{Key: pod("team", "chat-blue"), Ready: 2}},
+			want:  autoscale.Observation{Status: sample.NoData}, current: 2, desired: 2, wantNote: "no endpoint picker series"},
 		{name: "no series for any pool is no data", spec: epp(v1alpha1.EndpointPickerQueueSize, "2", ""),
-			pools: []Pool{{Key: pod("ml", "x-blue"), Ready: 2}}, want: Observation{Status: metrics.NoData}, current: 2, desired: 2, wantNote: "no endpoint picker series"},
+			pools: []autoscale.Pool{{Key: pod("ml", "x-blue"), Ready: 2}}, want: autoscale.Observation{Status: sample.NoData}, current: 2, desired: 2, wantNote: "no endpoint picker series"},
 		{name: "an unknown model name is no data", spec: epp(v1alpha1.EndpointPickerRunningRequests, "8", "mistral"), pools: pools(2, 0),
-			want: Observation{Status: metrics.NoData}, current: 2, desired: 2, wantNote: `model_name "mistral"`},
+			want: autoscale.Observation{Status: sample.NoData}, current: 2, desired: 2, wantNote: `model_name "mistral"`},
 		{name: "without pools there is nothing to read", spec: epp(v1alpha1.EndpointPickerQueueSize, "2", ""),
-			want: Observation{Status: metrics.NoData}, current: 2, desired: 2, wantNote: "spec.gateway.backend is not InferencePool"},
+			want: autoscale.Observation{Status: sample.NoData}, current: 2, desired: 2, wantNote: "spec.gateway.backend is not InferencePool"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -260,13 +262,13 @@ func TestEndpointPickerObservations(t *testing.T) {
 				t.Fatalf("observations %+v, want one", got)
 			}
 			g, w := got[0], tc.want
-			if !strings.HasPrefix(g.Metric, MetricEndpointPicker+"/") || g.Status != w.Status || g.Pods != w.Pods || g.MissingPods != w.MissingPods || (w.Status == metrics.OK && g.Value != w.Value) {
+			if !strings.HasPrefix(g.Metric, autoscale.MetricEndpointPicker+"/") || g.Status != w.Status || g.Pods != w.Pods || g.MissingPods != w.MissingPods || (w.Status == sample.OK && g.Value != w.Value) {
 				t.Errorf("observation %+v, want %+v", g, w)
 			}
 			if !strings.Contains(g.Message, tc.wantNote) {
 				t.Errorf("message %q, want %q", g.Message, tc.wantNote)
 			}
-			out := Decide(Input{Spec: tc.spec, Current: tc.current, Ready: tc.current, Observations: got}, t0)
+			out := autoscale.Decide(autoscale.Input{Spec: tc.spec, Current: tc.current, Ready: tc.current, Observations: got}, t0)
 			if out.Desired != tc.desired {
 				t.Errorf("Desired = %d, want %d (%+v)", out.Desired, tc.desired, out.Status.Proposals)
 			}

@@ -1,10 +1,12 @@
-package autoscale
+package signals
 
 import (
 	"maps"
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/modelship/modelship/internal/autoscale"
 
 	"github.com/modelship/modelship/internal/metrics"
 )
@@ -13,7 +15,7 @@ func TestIndexByPod(t *testing.T) {
 	cases := []struct {
 		name   string
 		series []metrics.Series
-		want   map[PodKey]float64
+		want   map[autoscale.PodKey]float64
 	}{
 		{
 			name: "reads namespace and pod of a directly scraped model server",
@@ -21,7 +23,7 @@ func TestIndexByPod(t *testing.T) {
 				{Labels: map[string]string{"namespace": "ml", "pod": "llama-blue-7d9c-abcde"}, Value: 3},
 				{Labels: map[string]string{"namespace": "ml", "pod": "llama-blue-7d9c-fghij"}, Value: 0},
 			},
-			want: map[PodKey]float64{
+			want: map[autoscale.PodKey]float64{
 				{Namespace: "ml", Name: "llama-blue-7d9c-abcde"}: 3,
 				{Namespace: "ml", Name: "llama-blue-7d9c-fghij"}: 0,
 			},
@@ -32,14 +34,14 @@ func TestIndexByPod(t *testing.T) {
 				"namespace": "gpu-operator", "pod": "nvidia-dcgm-exporter-x7k2p",
 				"exported_namespace": "ml", "exported_pod": "llama-blue-7d9c-abcde",
 			}, Value: 91}},
-			want: map[PodKey]float64{{Namespace: "ml", Name: "llama-blue-7d9c-abcde"}: 91},
+			want: map[autoscale.PodKey]float64{{Namespace: "ml", Name: "llama-blue-7d9c-abcde"}: 91},
 		},
 		{
 			name: "reads the exporter's labels kept as namespace and pod with honor_labels",
 			series: []metrics.Series{{Labels: map[string]string{
 				"namespace": "ml", "pod": "llama-blue-7d9c-abcde", "container": "vllm", "gpu": "0",
 			}, Value: 55}},
-			want: map[PodKey]float64{{Namespace: "ml", Name: "llama-blue-7d9c-abcde"}: 55},
+			want: map[autoscale.PodKey]float64{{Namespace: "ml", Name: "llama-blue-7d9c-abcde"}: 55},
 		},
 		{
 			name: "averages the GPUs of one pod",
@@ -48,7 +50,7 @@ func TestIndexByPod(t *testing.T) {
 				{Labels: map[string]string{"namespace": "gpu-operator", "exported_namespace": "ml", "exported_pod": "p", "gpu": "1"}, Value: 70},
 				{Labels: map[string]string{"namespace": "gpu-operator", "exported_namespace": "ml", "exported_pod": "q", "gpu": "2"}, Value: 10},
 			},
-			want: map[PodKey]float64{{Namespace: "ml", Name: "p"}: 80, {Namespace: "ml", Name: "q"}: 10},
+			want: map[autoscale.PodKey]float64{{Namespace: "ml", Name: "p"}: 80, {Namespace: "ml", Name: "q"}: 10},
 		},
 		{
 			name: "keeps pods of the same name in different namespaces apart",
@@ -56,14 +58,14 @@ func TestIndexByPod(t *testing.T) {
 				{Labels: map[string]string{"namespace": "a", "pod": "p"}, Value: 1},
 				{Labels: map[string]string{"namespace": "b", "pod": "p"}, Value: 2},
 			},
-			want: map[PodKey]float64{{Namespace: "a", Name: "p"}: 1, {Namespace: "b", Name: "p"}: 2},
+			want: map[autoscale.PodKey]float64{{Namespace: "a", Name: "p"}: 1, {Namespace: "b", Name: "p"}: 2},
 		},
 		{
 			name: "falls back to the target's namespace when only the pod label was renamed",
 			series: []metrics.Series{
 				{Labels: map[string]string{"namespace": "gpu-operator", "pod": "exporter", "exported_pod": "p"}, Value: 4},
 			},
-			want: map[PodKey]float64{{Namespace: "gpu-operator", Name: "p"}: 4},
+			want: map[autoscale.PodKey]float64{{Namespace: "gpu-operator", Name: "p"}: 4},
 		},
 		{
 			name: "files a series of another target under that target, whatever exported_* it wrote",
@@ -71,14 +73,14 @@ func TestIndexByPod(t *testing.T) {
 				{Labels: map[string]string{"namespace": "a", "pod": "a-llama-0", "exported_namespace": "b", "exported_pod": "b-llama-0"}, Value: 0},
 				{Labels: map[string]string{"namespace": "gpu-operator", "pod": "dcgm", "exported_namespace": "b", "exported_pod": "b-llama-0"}, Value: 90},
 			},
-			want: map[PodKey]float64{{Namespace: "a", Name: "a-llama-0"}: 0, {Namespace: "b", Name: "b-llama-0"}: 90},
+			want: map[autoscale.PodKey]float64{{Namespace: "a", Name: "a-llama-0"}: 0, {Namespace: "b", Name: "b-llama-0"}: 90},
 		},
 		{
 			name: "reads the workload's namespace from exported_namespace when only the namespace label was renamed",
 			series: []metrics.Series{
 				{Labels: map[string]string{"namespace": "gpu-operator", "exported_namespace": "ml", "pod": "llama-blue-7d9c-abcde", "gpu": "0"}, Value: 60},
 			},
-			want: map[PodKey]float64{{Namespace: "ml", Name: "llama-blue-7d9c-abcde"}: 60},
+			want: map[autoscale.PodKey]float64{{Namespace: "ml", Name: "llama-blue-7d9c-abcde"}: 60},
 		},
 		{
 			name: "skips series that name no pod, and an empty exported_pod falls back to pod",
@@ -87,7 +89,7 @@ func TestIndexByPod(t *testing.T) {
 				{Labels: map[string]string{}, Value: 1},
 				{Labels: map[string]string{"namespace": "gpu-operator", "pod": "exporter", "exported_pod": ""}, Value: 0},
 			},
-			want: map[PodKey]float64{{Namespace: "gpu-operator", Name: "exporter"}: 0},
+			want: map[autoscale.PodKey]float64{{Namespace: "gpu-operator", Name: "exporter"}: 0},
 		},
 		{
 			name: "skips NaN and infinite values rather than averaging them in",
@@ -96,12 +98,12 @@ func TestIndexByPod(t *testing.T) {
 				{Labels: map[string]string{"namespace": "ml", "pod": "p"}, Value: 40},
 				{Labels: map[string]string{"namespace": "ml", "pod": "q"}, Value: math.Inf(1)},
 			},
-			want: map[PodKey]float64{{Namespace: "ml", Name: "p"}: 40},
+			want: map[autoscale.PodKey]float64{{Namespace: "ml", Name: "p"}: 40},
 		},
 		{
 			name:   "no series is no pod, not pods at zero",
 			series: nil,
-			want:   map[PodKey]float64{},
+			want:   map[autoscale.PodKey]float64{},
 		},
 	}
 	for _, tc := range cases {
@@ -122,7 +124,7 @@ func TestOnlyTheGPUExportersSeriesNameAWorkloadInExportedLabels(t *testing.T) {
 		name     string
 		exporter GPUExporter
 		labels   map[string]string
-		want     PodKey
+		want     autoscale.PodKey
 	}{
 		{"the GPU Operator's exporter names the workload", DefaultGPUExporter, exporter, pod("b", "b-llama-0")},
 		{"a tenant's pod is its own target, whatever it wrote", DefaultGPUExporter, forged, pod("a", "a-llama-0")},
