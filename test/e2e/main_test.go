@@ -109,7 +109,7 @@ func run(m *testing.M) int {
 	began := time.Now()
 	s, err := stack.Start(ctx, stack.Options{
 		Dir: dir, Speed: 10, RateScale: rateScale, GPUNodes: gpuNodes, Seed: 7,
-		Profiles: []string{slowProfile, degradeProfile}, Logger: log,
+		Profiles: []string{slowProfile, degradeProfile, erroringProfile}, Logger: log,
 		SimulatedGateway: os.Getenv(simulatedGatewayEnv) != "",
 	})
 	cancel()

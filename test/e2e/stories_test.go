@@ -17,6 +17,7 @@ func TestStoriesSharingTheStack(t *testing.T) {
 	t.Run("an abort reaches the Gateway while a webhook refuses every Deployment write", storyAbortDuringWebhookOutage)
 	t.Run("at the data plane, each step serves each color its route weight within 3 points", storyDataPlaneSplit)
 	t.Run("requests with the canary header reach only the candidate from step 0 until its promotion", storyHeaderRoute)
+	t.Run("a version answering 5xx is rolled back on the error ratio Traefik counts", storyGatewayErrorsRolledBack)
 }
 
 // TestStoriesDisruptingTheStack runs, after them and one after the other, the stories that

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
 	"github.com/modelship/modelship/test/framework/stack"
@@ -80,6 +81,7 @@ func (m Modelship) Name() string {
 // start), or RolloutReplicas fixed replicas.
 func ModelServer(ns, image string, autoscaled, recipe bool, lm v1alpha1.LoadMatching) *v1alpha1.ModelServer {
 	ms := stack.ModelServer(ns, WorkloadName, image)
+	ms.Spec.Gateway.Hostnames = []gatewayv1.Hostname{gatewayv1.Hostname(Hostname(ns))}
 	ms.Spec.Replicas = ptr.To(int32(RolloutReplicas))
 	ms.Spec.Rollout.Steps = []int32{10, 25, 50, 100}
 	ms.Spec.Rollout.LoadMatching = cmp.Or(lm, v1alpha1.LoadMatchingStablePods)

@@ -32,6 +32,11 @@ func deploymentState(ctx context.Context, c client.Client, ns, name string) (*ap
 	return d, c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, d)
 }
 
+// Hostname is the hostname of a contender's route in namespace ns: one of its own, so that
+// Traefik never merges two contenders' routes (a namespace being deleted may still hold the
+// previous one's route when the next contender's comes).
+func Hostname(ns string) string { return ns + ".local" }
+
 // gatewayParent is the local Gateway, the parent of every contender's route.
 func gatewayParent() gatewayv1.ParentReference {
 	return gatewayv1.ParentReference{Name: devenv.DefaultGatewayName, Namespace: ptr.To(gatewayv1.Namespace(devenv.DefaultGatewayNamespace))}
@@ -77,7 +82,7 @@ func (k KEDAHPA) Deploy(ctx context.Context, c client.Client, ns, image string, 
 		}},
 		&gatewayv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: WorkloadName}, Spec: gatewayv1.HTTPRouteSpec{
 			CommonRouteSpec: gatewayv1.CommonRouteSpec{ParentRefs: []gatewayv1.ParentReference{gatewayParent()}},
-			Hostnames:       []gatewayv1.Hostname{"llm.local"},
+			Hostnames:       []gatewayv1.Hostname{gatewayv1.Hostname(Hostname(ns))},
 			Rules: []gatewayv1.HTTPRouteRule{{BackendRefs: []gatewayv1.HTTPBackendRef{{BackendRef: gatewayv1.BackendRef{
 				BackendObjectReference: gatewayv1.BackendObjectReference{Name: WorkloadName, Port: ptr.To(gatewayv1.PortNumber(8000))},
 			}}}}},
@@ -146,7 +151,7 @@ var FlaggerChecks = []struct{ Name, Histogram string }{
 // rollout (10, 25, 50%), rollback after 5 failed checks (Flagger's documented examples), and
 // FlaggerChecks.
 func FlaggerCanary(ns string) peers.Canary {
-	c := peers.Canary{Name: WorkloadName, Namespace: ns, GatewayName: devenv.DefaultGatewayName,
+	c := peers.Canary{Name: WorkloadName, Namespace: ns, GatewayName: devenv.DefaultGatewayName, Hosts: []string{Hostname(ns)},
 		GatewayNamespace: devenv.DefaultGatewayNamespace, Interval: 10 * time.Second, Threshold: 5,
 		StepWeights: []int{10, 25, 50}}
 	for _, m := range FlaggerChecks {
@@ -254,7 +259,7 @@ func ArgoCanary(ns, image, prometheusURL string) peers.ArgoCanary {
 			ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{peers.AppLabel: WorkloadName, peers.ServerLabel: WorkloadName}},
 			Spec:       podSpec(image),
 		},
-		GatewayName: devenv.DefaultGatewayName, GatewayNamespace: devenv.DefaultGatewayNamespace,
+		GatewayName: devenv.DefaultGatewayName, GatewayNamespace: devenv.DefaultGatewayNamespace, Hostname: Hostname(ns),
 		StepWeights: []int{10, 25, 50}, StepPause: 20 * time.Second,
 		PrometheusURL: prometheusURL, Interval: 10 * time.Second, InitialDelay: 10 * time.Second,
 		FailureLimit: 4, StartingStep: 1,

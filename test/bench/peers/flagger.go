@@ -148,6 +148,8 @@ type Canary struct {
 	Name, Namespace string
 	// GatewayName and GatewayNamespace are the Gateway the HTTPRoute attaches to.
 	GatewayName, GatewayNamespace string
+	// Hosts are the HTTPRoute's hostnames (spec.service.hosts); none matches every host.
+	Hosts []string
 	// Interval is the analysis interval; Flagger raises anything under 10 s to 10 s.
 	Interval time.Duration
 	// Threshold is how many failed checks roll back (analysis.threshold; 0 means 1).
@@ -216,6 +218,13 @@ func (c Canary) Object() *unstructured.Unstructured {
 			}},
 		},
 		"analysis": analysis,
+	}
+	if len(c.Hosts) > 0 {
+		hosts := make([]any, 0, len(c.Hosts))
+		for _, h := range c.Hosts {
+			hosts = append(hosts, h)
+		}
+		spec["service"].(map[string]any)["hosts"] = hosts
 	}
 	if c.ProgressDeadline > 0 {
 		spec["progressDeadlineSeconds"] = int64(c.ProgressDeadline / time.Second)

@@ -99,10 +99,12 @@ func runPeers(args []string) error {
 	}
 	st, err := stack.Start(ctx, stack.Options{
 		Dir: abs, GPUNodes: 4, RateScale: *rate, Logger: log, CRDDirs: crds,
-		// The peers' figures count the simulated Gateway's responses; through Traefik is left
-		// (docs/gateway.md).
-		SimulatedGateway: true,
-		Profiles:         []string{"revision=" + slowMarker + ":latency=1.5"},
+		// Every contender's requests go through Traefik to the pods' addresses; the load
+		// generator counts the answers (fleet.MetricGatewayResponses, which the figures read).
+		// Argo Rollouts' Traefik router writes TraefikServices: Traefik's kubernetescrd
+		// provider serves them (the traefik.io CRDs are among ArgoCRDDirs).
+		TraefikKubernetesCRD: want["argo-rollouts"],
+		Profiles:             []string{"revision=" + slowMarker + ":latency=1.5"},
 	})
 	if err != nil {
 		return err

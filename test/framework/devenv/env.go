@@ -119,6 +119,10 @@ type Options struct {
 	// TraefikBinary is the traefik program. Defaults to gateway.FindBinary's (make gateway
 	// builds it once into the cache).
 	TraefikBinary string
+	// TraefikKubernetesCRD enables Traefik's kubernetescrd provider beside the Gateway API one
+	// (gateway.Options.KubernetesCRD: TraefikServices, for Argo Rollouts' Traefik router). The
+	// traefik.io CRDs must be among CRDDirs.
+	TraefikKubernetesCRD bool
 	// GatewayClassName, GatewayControllerName, GatewayName and GatewayNamespace name the demo
 	// Gateway objects. Default to the Default* constants.
 	GatewayClassName, GatewayControllerName, GatewayName, GatewayNamespace string

@@ -316,7 +316,8 @@ func (e *Env) startGateway(ctx context.Context) error {
 			return fmt.Errorf("traefik: %w", err)
 		}
 	}
-	opts := gateway.Options{Binary: bin, Kubeconfig: e.kubeconfig, Dir: e.opts.Dir, WebPort: web, AdminPort: admin, LogToStdout: true}
+	opts := gateway.Options{Binary: bin, Kubeconfig: e.kubeconfig, Dir: e.opts.Dir, WebPort: web, AdminPort: admin, LogToStdout: true,
+		KubernetesCRD: e.opts.TraefikKubernetesCRD}
 	p, err := e.launchEnv(PartTraefik, append([]string{bin}, opts.Args()...), []string{"KUBECONFIG=" + e.kubeconfig})
 	if err != nil {
 		return fmt.Errorf("traefik: %w", err)

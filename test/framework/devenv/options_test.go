@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"sigs.k8s.io/yaml"
+
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/modelship/modelship/test/framework/gateway"
@@ -142,6 +144,29 @@ func TestPrometheusScrapesTraefik(t *testing.T) {
 		if !strings.Contains(with, want) {
 			t.Errorf("config lacks %q:\n%s", want, with)
 		}
+	}
+	// Traefik's series carry the namespace label the controller's gateway queries select
+	// (--gateway-metrics-namespace).
+	var cfg struct {
+		ScrapeConfigs []struct {
+			JobName       string `json:"job_name"`
+			StaticConfigs []struct {
+				Targets []string          `json:"targets"`
+				Labels  map[string]string `json:"labels"`
+			} `json:"static_configs"`
+		} `json:"scrape_configs"`
+	}
+	if err := yaml.Unmarshal([]byte(with), &cfg); err != nil {
+		t.Fatalf("config: %v\n%s", err, with)
+	}
+	labelled := false
+	for _, sc := range cfg.ScrapeConfigs {
+		for _, st := range sc.StaticConfigs {
+			labelled = labelled || sc.JobName == TraefikJob && st.Labels["namespace"] == TraefikMetricsNamespace
+		}
+	}
+	if !labelled {
+		t.Errorf("Traefik's target has no label namespace=%s:\n%s", TraefikMetricsNamespace, with)
 	}
 	if without := prometheusConfig("/t.json", ""); strings.Contains(without, TraefikJob) {
 		t.Errorf("config without Traefik scrapes it:\n%s", without)

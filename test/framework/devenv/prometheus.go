@@ -19,10 +19,17 @@ const PrometheusJob = "modelship-dev"
 // traefik_service_request_duration_seconds, traefik_entrypoint_requests_total...).
 const TraefikJob = "traefik"
 
+// TraefikMetricsNamespace is the namespace label Prometheus gives Traefik's series (Traefik's
+// own have none): the namespace Traefik "runs in", as a scrape target in a cluster labels it.
+// The controller's gateway metrics read only that target's series: start it with
+// --gateway-metrics-namespace=TraefikMetricsNamespace.
+const TraefikMetricsNamespace = "traefik"
+
 // prometheusConfig is Prometheus' configuration: a 1 s scrape of the targets listed in
 // targetsFile (file service discovery, so that SetScrapeTargets needs no restart), keeping the
 // labels the targets export (the fleet simulator labels its series as if from many pods), and of
-// Traefik's /metrics at traefik (host:port; none when empty) as job TraefikJob.
+// Traefik's /metrics at traefik (host:port; none when empty) as job TraefikJob, with the label
+// namespace=TraefikMetricsNamespace.
 func prometheusConfig(targetsFile, traefik string) string {
 	cfg := fmt.Sprintf(`# Written by modelship's test/framework/devenv; regenerated at every start.
 global:
@@ -40,7 +47,9 @@ scrape_configs:
 		cfg += fmt.Sprintf(`  - job_name: %s
     static_configs:
       - targets: [%q]
-`, TraefikJob, traefik)
+        labels:
+          namespace: %s
+`, TraefikJob, traefik, TraefikMetricsNamespace)
 	}
 	return cfg
 }

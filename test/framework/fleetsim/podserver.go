@@ -47,6 +47,8 @@ type PodEndpoint struct {
 	IP string
 	// Port the pod serves on (the Service's targetPort); 0 binds any free port (tests).
 	Port int32
+	// UID of the pod: a new pod given the same name or address is another server.
+	UID string
 }
 
 // Key is the pod's namespace/name.
@@ -58,10 +60,11 @@ func (e PodEndpoint) Address() string {
 }
 
 // PodEndpointOf is where a pod serves: its podIP and port (0 takes the model container's
-// first declared containerPort, else DefaultPodPort). ok is false without a podIP or for a
-// finished pod.
+// first declared containerPort, else DefaultPodPort). ok is false without a podIP, for a
+// finished pod and for a terminating one (its server stops listening, as vLLM does on SIGTERM).
 func PodEndpointOf(pod *corev1.Pod, port int32) (PodEndpoint, bool) {
-	if pod.Status.PodIP == "" || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+	if pod.Status.PodIP == "" || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed ||
+		pod.DeletionTimestamp != nil {
 		return PodEndpoint{}, false
 	}
 	if port <= 0 {
@@ -72,7 +75,7 @@ func PodEndpointOf(pod *corev1.Pod, port int32) (PodEndpoint, bool) {
 	if port <= 0 {
 		port = DefaultPodPort
 	}
-	return PodEndpoint{Namespace: pod.Namespace, Name: pod.Name, IP: pod.Status.PodIP, Port: port}, true
+	return PodEndpoint{Namespace: pod.Namespace, Name: pod.Name, IP: pod.Status.PodIP, Port: port, UID: string(pod.UID)}, true
 }
 
 // PodServers serves every simulated pod on its own address, as a vLLM process on the pod would:
@@ -154,6 +157,39 @@ func (s *PodServers) Sync(ctx context.Context, eps []PodEndpoint) error {
 	return errors.Join(errs...)
 }
 
+// Observe stops a pod's server at once when the pod it serves is deleted, terminating, finished,
+// moved to another address or replaced by a new pod of the same name (another UID), rather than
+// at the next Sync: kwok hands a deleted pod's address to the next pod, whose warm-up checks
+// must not be answered by the old pod's server (a real kubelet tears the old sandbox down
+// first). deleted says the pod is gone from the cluster. A terminating pod's server stops
+// listening and finishes the requests it holds (for at most 30 s, as a graceful shutdown); the
+// others drop their connections. It returns whether a server stopped.
+func (s *PodServers) Observe(pod *corev1.Pod, deleted bool) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	key := pod.Namespace + "/" + pod.Name
+	ps, ok := s.servers[key]
+	if !ok || (ps.ep.UID != "" && pod.UID != "" && string(pod.UID) != ps.ep.UID && deleted) {
+		return false // not served, or the deletion of an older pod of that name
+	}
+	ep, live := PodEndpointOf(pod, ps.ep.Port)
+	graceful := pod.DeletionTimestamp != nil && !deleted
+	switch {
+	case deleted, !live:
+	case ep.IP != ps.ep.IP, ps.ep.UID != "" && ep.UID != ps.ep.UID:
+	default:
+		return false
+	}
+	delete(s.servers, key)
+	if graceful {
+		ps.shutdown()
+	} else {
+		ps.close()
+	}
+	s.Log.V(1).Info("Pod server stopped with its pod", "pod", key, "address", ps.addr, "deleted", deleted, "graceful", graceful)
+	return true
+}
+
 // Addresses returns the bound address of every served pod, by namespace/name.
 func (s *PodServers) Addresses() map[string]string {
 	s.mu.Lock()
@@ -184,7 +220,7 @@ func (s *PodServers) serve(ctx context.Context, ep PodEndpoint) (*podServer, err
 	if err != nil {
 		return nil, err
 	}
-	h, err := s.handler(ep.Key())
+	h, err := s.handler(ep)
 	if err != nil {
 		_ = ln.Close()
 		return nil, err
@@ -206,6 +242,19 @@ func (ps *podServer) close() {
 	<-ps.done
 }
 
+// shutdown closes the listener now and lets the requests in flight finish, in the background,
+// for at most 30 s; then it drops what is left.
+func (ps *podServer) shutdown() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	go func() {
+		defer cancel()
+		if ps.srv.Shutdown(ctx) != nil {
+			_ = ps.srv.Close()
+		}
+	}()
+	<-ps.done // Serve returns as soon as its listener is closed
+}
+
 func (s *PodServers) now() time.Time {
 	if s.Now != nil {
 		return s.Now()
@@ -214,7 +263,8 @@ func (s *PodServers) now() time.Time {
 }
 
 // handler serves one pod.
-func (s *PodServers) handler(key string) (http.Handler, error) {
+func (s *PodServers) handler(ep PodEndpoint) (http.Handler, error) {
+	key := ep.Key()
 	reg := prometheus.NewRegistry()
 	ns, name, _ := strings.Cut(key, "/")
 	if err := reg.Register(s.Fleet.PodCollector(ns, name)); err != nil {
@@ -226,6 +276,11 @@ func (s *PodServers) handler(key string) (http.Handler, error) {
 		if !ok {
 			openAIError(w, http.StatusNotFound, "NotFoundError", fmt.Sprintf("pod %s is not served here", key))
 			return
+		}
+		if ep.UID != "" && pod.UID != "" && pod.UID != ep.UID {
+			// The fleet knows another pod of that name now: this server's pod is gone, and
+			// its address no longer answers (its connection drops, as a torn-down sandbox's).
+			panic(http.ErrAbortHandler)
 		}
 		w.Header().Set(HeaderPod, key)
 		w.Header().Set(HeaderColor, pod.Color)

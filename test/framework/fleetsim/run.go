@@ -10,9 +10,11 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -172,6 +174,31 @@ type loop struct {
 	load   *LoadGenerator // nil: the fleet routes by the weights
 }
 
+// watchPods stops a pod's server as soon as the pod watch says the pod went, is terminating or
+// moved (PodServers.Observe), not at the next sync: the address may be handed to a new pod.
+func (l *loop) watchPods(ctx context.Context) error {
+	inf, err := l.cache.GetInformer(ctx, &corev1.Pod{})
+	if err != nil {
+		return fmt.Errorf("watching pods: %w", err)
+	}
+	observe := func(obj any, deleted bool) {
+		if tomb, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+			obj = tomb.Obj
+		}
+		if pod, ok := obj.(*corev1.Pod); ok {
+			l.syncer.Servers.Observe(pod, deleted)
+		}
+	}
+	_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(_, obj any) { observe(obj, false) },
+		DeleteFunc: func(obj any) { observe(obj, true) },
+	})
+	if err != nil {
+		return fmt.Errorf("watching pods: %w", err)
+	}
+	return nil
+}
+
 func (l *loop) run(ctx context.Context) error {
 	if !l.cache.WaitForCacheSync(ctx) {
 		return errors.New("the cache did not sync")
@@ -181,11 +208,14 @@ func (l *loop) run(ctx context.Context) error {
 		// cache synced (the fleet's clock is only a clock here; arrivals carry no time).
 		l.start = time.Now()
 	}
-	tick := time.NewTicker(l.cfg.TickInterval)
-	defer tick.Stop()
 	if l.syncer.Servers != nil {
 		defer l.syncer.Servers.Close()
+		if err := l.watchPods(ctx); err != nil {
+			return err
+		}
 	}
+	tick := time.NewTicker(l.cfg.TickInterval)
+	defer tick.Stop()
 	if l.load != nil {
 		defer l.load.Wait()
 	}

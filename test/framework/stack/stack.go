@@ -58,10 +58,12 @@ type Options struct {
 	ControllerArgs []string
 	// Seed makes the simulator deterministic.
 	Seed int64
+	// TraefikKubernetesCRD enables Traefik's kubernetescrd provider (TraefikServices, for Argo
+	// Rollouts' Traefik router); the traefik.io CRDs must be among CRDDirs.
+	TraefikKubernetesCRD bool
 	// SimulatedGateway keeps the simulator's old mode: it splits the trace's requests by the
 	// routes' weights itself and writes their status, and Traefik (still running) serves
-	// nothing. For what Traefik cannot serve (InferencePool backends) and the peers' bench,
-	// which counts the simulated Gateway's responses.
+	// nothing. For what Traefik cannot serve (InferencePool backends).
 	SimulatedGateway bool
 	// Logger receives progress messages.
 	Logger logr.Logger
@@ -155,7 +157,8 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	}
 	env, err := devenv.Start(ctx, devenv.Options{
 		Dir: filepath.Join(o.Dir, "env"), RepoRoot: root, GPUNodes: o.GPUNodes, GPUsPerNode: o.GPUsPerNode, CRDDirs: crds,
-		WithPrometheus: true, PrometheusScrapeTargets: []string{simAddr}, Logger: o.Logger,
+		TraefikKubernetesCRD: o.TraefikKubernetesCRD,
+		WithPrometheus:       true, PrometheusScrapeTargets: []string{simAddr}, Logger: o.Logger,
 	})
 	if err != nil {
 		return nil, err
@@ -201,7 +204,8 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 // StartController starts the controller binary with its normal flags, pointed at the local
 // Prometheus. Its warm-up checks go to the pods' own addresses (http://<podIP>:<port>/<path>,
 // served by the simulator's pod servers in the environment's network namespace), or, with
-// SimulatedGateway, to the simulator's /pods/{namespace}/{pod}/{path}.
+// SimulatedGateway, to the simulator's /pods/{namespace}/{pod}/{path}. Through Traefik it reads
+// the gateway metrics from Traefik's series (--gateway-metrics-namespace).
 func (s *Stack) StartController(extra ...string) error {
 	p, err := s.StartControllerNamed("controller", extra...)
 	if err != nil {
@@ -219,6 +223,10 @@ func (s *Stack) StartControllerNamed(name string, extra ...string) (*devenv.Proc
 		"--prometheus-url", s.Env.PrometheusURL(), "--prometheus-timeout", "3s"}
 	if s.simulatedGateway {
 		args = append(args, "--warmup-url-template", s.SimulatorURL+"/pods/{namespace}/{pod}/{path}")
+	} else {
+		// Traefik's series in the local Prometheus carry namespace=traefik: the gateway
+		// metrics (analysis.gateway, the autoscaling metric gateway) read them.
+		args = append(args, "--gateway-metrics-namespace", devenv.TraefikMetricsNamespace)
 	}
 	args = append(append(args,
 		"--metrics-bind-address", "0", "--health-probe-bind-address", "0",
