@@ -321,7 +321,7 @@ func storyGPUsRunOut(t *testing.T) {
 	v := follow(t, ns, ms.Name, 3*time.Minute, "ScalingLimited=True GPUCapacityLimited", unschedulable, limited)
 	tookLimit := time.Since(began)
 	then(t, "ScalingLimited is True with reason GPUCapacityLimited: %s", v.condition(v1alpha1.ConditionScalingLimited).Message)
-	v = follow(t, ns, ms.Name, time.Minute, fmt.Sprintf("%d Ready replicas", fit), unschedulable, func(v view) bool {
+	follow(t, ns, ms.Name, time.Minute, fmt.Sprintf("%d Ready replicas", fit), unschedulable, func(v view) bool {
 		return v.ms.Status.ReadyReplicas == fit
 	})
 	tookReady := time.Since(began)
