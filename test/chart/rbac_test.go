@@ -86,8 +86,14 @@ func TestTheChartAppliesAndItsServiceAccountRunsTheControllerWithLeastPrivilege(
 		t.Fatal(err)
 	}
 	refused := map[string]func() error{
-		"reading Secrets in a watched namespace": func() error {
-			return as.Get(ctx, client.ObjectKey{Namespace: "team-a", Name: "any"}, &corev1.Secret{})
+		// Webhook URLs come from Secrets the ModelServer names, read one by one in its own
+		// namespace: the controller may get a Secret there, never list or watch them, and
+		// nothing outside the watched namespaces.
+		"listing Secrets in a watched namespace": func() error {
+			return as.List(ctx, &corev1.SecretList{}, client.InNamespace("team-a"))
+		},
+		"reading a Secret outside the watched namespaces": func() error {
+			return as.Get(ctx, client.ObjectKey{Namespace: "team-c", Name: "any"}, &corev1.Secret{})
 		},
 		"creating a Deployment outside the watched namespaces": func() error {
 			return as.Create(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "team-c", Name: "x"},
@@ -110,6 +116,9 @@ func TestTheChartAppliesAndItsServiceAccountRunsTheControllerWithLeastPrivilege(
 		if err := try(); !apierrors.IsForbidden(err) {
 			t.Errorf("%s as the chart's ServiceAccount: %v, want Forbidden", what, err)
 		}
+	}
+	if err := as.Get(ctx, client.ObjectKey{Namespace: "team-a", Name: "any"}, &corev1.Secret{}); !apierrors.IsNotFound(err) {
+		t.Errorf("reading a named Secret (a webhook URL) in a watched namespace as the ServiceAccount: %v, want NotFound (allowed)", err)
 	}
 	if err := as.List(ctx, &corev1.NodeList{}); err != nil {
 		t.Errorf("listing nodes (the GPU capacity check) as the ServiceAccount: %v", err)
