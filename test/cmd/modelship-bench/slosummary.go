@@ -17,15 +17,11 @@ type workloadResults struct {
 	results map[string]policysim.Result
 }
 
-// reference is the policy every figure is relative to: the offline optimum when the run has
-// one, else the oracle.
+// reference is the policy every figure is relative to: the offline optimum (the oracle it
+// replaced is gone).
 func reference(r map[string]policysim.Result) (string, policysim.Result, bool) {
-	for _, n := range []string{"optimum", "oracle"} {
-		if x, ok := r[n]; ok {
-			return n, x, true
-		}
-	}
-	return "", policysim.Result{}, false
+	x, ok := r["optimum"]
+	return "optimum", x, ok
 }
 
 // printSLOFirstSummary prints, per workload, the SLO-first policy's SLO minutes and GPU-hours
