@@ -4,6 +4,7 @@
 package testenv
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -102,6 +103,11 @@ func Start(extra ...string) (*envtest.Environment, *rest.Config, error) {
 	}
 	cfg, err := env.Start()
 	if err != nil {
+		// envtest leaves etcd and kube-apiserver running when a later step (installing the
+		// CRDs) fails: stop them, or every failed start leaks two processes.
+		if stopErr := env.Stop(); stopErr != nil {
+			err = errors.Join(err, stopErr)
+		}
 		return nil, nil, fmt.Errorf("starting envtest: %w", err)
 	}
 	return env, cfg, nil
