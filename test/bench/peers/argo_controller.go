@@ -6,11 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
-	"syscall"
 	"time"
 
 	"github.com/modelship/modelship/test/framework/devenv"
@@ -61,21 +58,16 @@ type ArgoOptions struct {
 	LogLevel string
 }
 
-// ArgoController is a running Argo Rollouts controller.
+// ArgoController is a running Argo Rollouts controller: a devenv.Process (Stop, Exited, Args,
+// LogPath) with its endpoints.
 type ArgoController struct {
+	*devenv.Process
 	// Health answers 200 once the controller runs.
 	Health string
 	// Metrics is its Prometheus endpoint.
 	Metrics string
-	// LogPath is its log.
-	LogPath string
 	// Ready is how long it took from start to a healthy answer.
 	Ready time.Duration
-	args  []string
-	cmd   *exec.Cmd
-	log   *os.File
-	done  chan struct{}
-	err   error
 }
 
 // Args are the controller's flags: the kubeconfig, no leader election (one replica), the two
@@ -116,35 +108,20 @@ func StartArgoRollouts(ctx context.Context, o ArgoOptions) (*ArgoController, err
 			*port = p
 		}
 	}
-	logPath := filepath.Join(o.Dir, "rollouts-controller.log")
-	log, err := os.Create(logPath)
+	began := time.Now()
+	// Out of any cluster: the kubeconfig, never an in-cluster configuration (the service
+	// variables and KUBECONFIG cleared); its own namespace (leases, its ConfigMap, which it does
+	// without) is Argo's default.
+	proc, err := devenv.StartProcess("rollouts-controller", o.Dir, append([]string{o.Binary}, o.Args()...),
+		[]string{"POD_NAMESPACE=argo-rollouts", "KUBECONFIG=", "KUBERNETES_SERVICE_HOST=", "KUBERNETES_SERVICE_PORT="})
 	if err != nil {
 		return nil, fmt.Errorf("argo rollouts: %w", err)
 	}
 	a := &ArgoController{
+		Process: proc,
 		Health:  fmt.Sprintf("http://127.0.0.1:%d/healthz", o.HealthzPort),
 		Metrics: fmt.Sprintf("http://127.0.0.1:%d/metrics", o.MetricsPort),
-		LogPath: logPath, args: o.Args(), log: log, done: make(chan struct{}),
 	}
-	cmd := exec.Command(o.Binary, a.args...) //nolint:noctx // a long-lived process: Stop ends it
-	// Out of any cluster: the kubeconfig, never an in-cluster configuration; its own namespace
-	// (leases, its ConfigMap, which it does without) is Argo's default.
-	env := []string{"POD_NAMESPACE=argo-rollouts"}
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "KUBERNETES_SERVICE_") && !strings.HasPrefix(kv, "KUBECONFIG=") && !strings.HasPrefix(kv, "POD_NAMESPACE=") {
-			env = append(env, kv)
-		}
-	}
-	cmd.Env = env
-	cmd.Stdout, cmd.Stderr = log, log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	began := time.Now()
-	if err := cmd.Start(); err != nil {
-		_ = log.Close()
-		return nil, fmt.Errorf("argo rollouts: starting %s: %w", o.Binary, err)
-	}
-	a.cmd = cmd
-	go func() { a.err = cmd.Wait(); close(a.done) }()
 
 	client := &http.Client{Timeout: time.Second}
 	deadline := time.Now().Add(2 * time.Minute)
@@ -158,8 +135,8 @@ func StartArgoRollouts(ctx context.Context, o ArgoOptions) (*ArgoController, err
 			}
 		}
 		select {
-		case <-a.done:
-			return nil, fmt.Errorf("argo rollouts: the controller exited at start (%v); see %s", a.err, logPath)
+		case <-a.Exited():
+			return nil, fmt.Errorf("argo rollouts: the controller exited at start (%v); see %s", a.ExitErr(), a.LogPath())
 		case <-ctx.Done():
 			_ = a.Stop()
 			return nil, ctx.Err()
@@ -167,31 +144,7 @@ func StartArgoRollouts(ctx context.Context, o ArgoOptions) (*ArgoController, err
 		}
 		if time.Now().After(deadline) {
 			_ = a.Stop()
-			return nil, fmt.Errorf("argo rollouts: no answer on %s within 2 minutes; see %s", a.Health, logPath)
+			return nil, fmt.Errorf("argo rollouts: no answer on %s within 2 minutes; see %s", a.Health, a.LogPath())
 		}
 	}
-}
-
-// Args is the command line the controller runs with.
-func (a *ArgoController) Args() []string { return append([]string(nil), a.args...) }
-
-// Exited is closed when the process exits.
-func (a *ArgoController) Exited() <-chan struct{} { return a.done }
-
-// Stop sends SIGTERM to the controller's process group, SIGKILL after 5 seconds, and waits.
-func (a *ArgoController) Stop() error {
-	defer func() { _ = a.log.Close() }()
-	select {
-	case <-a.done:
-		return nil
-	default:
-	}
-	_ = syscall.Kill(-a.cmd.Process.Pid, syscall.SIGTERM)
-	select {
-	case <-a.done:
-	case <-time.After(5 * time.Second):
-		_ = syscall.Kill(-a.cmd.Process.Pid, syscall.SIGKILL)
-		<-a.done
-	}
-	return nil
 }

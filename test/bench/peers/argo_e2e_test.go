@@ -142,7 +142,7 @@ func TestArgoRolloutsCanaryThroughTraefik(t *testing.T) {
 	defer func() {
 		_ = argo.Stop()
 		if t.Failed() {
-			for _, p := range []string{argo.LogPath, tr.LogPath} {
+			for _, p := range []string{argo.LogPath(), tr.LogPath} {
 				if b, err := os.ReadFile(p); err == nil {
 					t.Logf("--- %s ---\n%s", p, lastLines(string(b), 40))
 				}

@@ -99,6 +99,21 @@ func newProcess(name, logDir string, argv, env []string) (*Process, error) {
 	}, nil
 }
 
+// StartProcess starts a program the way the environment starts its parts: its own process
+// group (Stop reaches its children; it dies with this program), stdout and stderr in
+// <logDir>/<name>.log, env added to this process's environment (a later entry wins, so
+// "NAME=" clears a variable). For peers and tools that run beside an Env.
+func StartProcess(name, logDir string, argv, env []string) (*Process, error) {
+	p, err := newProcess(name, logDir, argv, env)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.start(true); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
 // Name is the name the process was started under; its log is <Dir>/<Name>.log.
 func (p *Process) Name() string { return p.name }
 
