@@ -48,7 +48,7 @@ func Decide(in Input, now time.Time) Output {
 	var slo sloState
 	var sloKnown bool
 	if s.hasSLO {
-		if slo, sloKnown = learnSLO(s.slo, in, in.Previous, now); sloKnown {
+		if slo, sloKnown = learnSLO(s.slo, in, in.Previous, now, s.sloColdStart(in.ServingWindow)); sloKnown {
 			st.LearnedCapacities = append(st.LearnedCapacities, slo.status())
 		}
 	}
@@ -187,6 +187,11 @@ func Decide(in Input, now time.Time) Output {
 
 	// Memory for the next pass, and the change.
 	recKeep, evKeep := s.keepFor()
+	if s.hasSLO {
+		// The slo judges a window by the scale events within it and within a cold start
+		// before it (learnSLO): they are kept that long, not only for the rate limits.
+		evKeep = max(evKeep, s.sloMemory(in.ServingWindow))
+	}
 	events := append([]v1alpha1.ScaleEvent(nil), prev.Events...)
 	if desired != cur {
 		events = append(events, v1alpha1.ScaleEvent{At: metav1.NewTime(now), From: cur, To: desired})

@@ -172,7 +172,9 @@ func (st sloState) ceilingAt(now time.Time) float64 {
 
 // learnSLO returns the slo's state after this pass (unchanged when nothing is learnt) and
 // whether there is one to keep.
-func learnSLO(s sloSpec, in Input, prev *v1alpha1.AutoscalingStatus, now time.Time) (sloState, bool) {
+// cold is how long a new pod takes to serve (spec.autoscaling.projectionHorizon, else the
+// window).
+func learnSLO(s sloSpec, in Input, prev *v1alpha1.AutoscalingStatus, now time.Time, cold time.Duration) (sloState, bool) {
 	var learnt []v1alpha1.LearnedCapacity
 	if prev != nil {
 		learnt = prev.LearnedCapacities
@@ -196,11 +198,18 @@ func learnSLO(s sloSpec, in Input, prev *v1alpha1.AutoscalingStatus, now time.Ti
 	if !ok {
 		return st, st.known
 	}
+	// Pods that came Ready within the window served part of it only: the load per Ready
+	// replica then reads low, and a miss measured on the fewer replicas before them says
+	// nothing of what each carries now (it would set a ceiling far below the capacity, and
+	// stop the probing for an hour).
+	settled := in.Starting > 0 || !scaledUpWithin(prev, now, 2*win+cold)
 	u := in.Load.Value / float64(in.Ready)
 	queued := usable(in.RequestsWaiting) && in.RequestsWaiting.Value/float64(in.Ready) >= SLOQueuedPerReplica
 	floor, ceiling := st.floorAt(now), st.ceilingAt(now)
 	miss := r > 1 || queued
 	switch {
+	case miss && !settled:
+		return st, st.known
 	case miss:
 		factor := 1.0
 		if r > 1 {
@@ -238,7 +247,7 @@ func learnSLO(s sloSpec, in Input, prev *v1alpha1.AutoscalingStatus, now time.Ti
 			if ceiling > 0 {
 				st.capacity = max(min(st.capacity, ceiling), floor)
 			}
-		case r > sloMargin && steadyFor(prev, now, win):
+		case r > sloMargin:
 			// Held, but tightly: the replicas are at the edge, so C is about u. Probing
 			// stops here and C comes back to what was seen to hold.
 			st.capacity = min(st.capacity, floor)
@@ -249,6 +258,37 @@ func learnSLO(s sloSpec, in Input, prev *v1alpha1.AutoscalingStatus, now time.Ti
 	st.samples++
 	st.last, st.revision, st.known = now, in.Revision, true
 	return st, true
+}
+
+// scaledUpWithin: a scale-up within d before now (its pods may have come Ready since).
+func scaledUpWithin(prev *v1alpha1.AutoscalingStatus, now time.Time, d time.Duration) bool {
+	if prev == nil {
+		return false
+	}
+	for _, e := range prev.Events {
+		if e.To > e.From && now.Sub(e.At.Time) < d {
+			return true
+		}
+	}
+	return false
+}
+
+// sloColdStart is the time a new pod takes to serve, as the slo assumes it: the projection
+// horizon, else the serving window.
+func (s settings) sloColdStart(win time.Duration) time.Duration {
+	if win <= 0 {
+		win = time.Minute
+	}
+	return max(s.projectionHorizon, win)
+}
+
+// sloMemory is how long the slo needs the scale events kept: a cold start and two windows
+// (the window the latencies were measured over may have ended a window ago).
+func (s settings) sloMemory(win time.Duration) time.Duration {
+	if win <= 0 {
+		win = time.Minute
+	}
+	return 2*win + s.sloColdStart(win)
 }
 
 // steadyFor: no scale-down within the last window, so the window's latencies were not

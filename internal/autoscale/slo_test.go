@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
 	"github.com/modelship/modelship/internal/sample"
 )
@@ -266,6 +268,102 @@ func TestATightMarginStopsProbing(t *testing.T) {
 		r.step(5, 0.4, 0)
 	}
 	before, _ := sloOf(t, *r.prev)
+	r.step(5, 1.5, 0)
+	after, floor := sloOf(t, *r.prev)
+	if after >= before || math.Abs(after-floor) > 1e-9 {
+		t.Fatalf("capacity %g -> %g (floor %g), want it back to the floor", before, after, floor)
+	}
+}
+
+// Passes every 15s with a 30s scale-down window: each probe lowers the proposal, and the
+// scale-down comes 30s later, between two of the slo's once-a-minute samples. The scale event
+// stays in status long enough for the next sample to see it (not only the rate limits' 15s),
+// so no probe is taken on a window measured on more replicas than serve now: the capacity
+// never rises within a window after a scale-down.
+func TestNoProbeOnAWindowMeasuredBeforeAScaleDown(t *testing.T) {
+	spec := sloSpecOf(1, 20)
+	spec.Behavior.ScaleDown.StabilizationWindow = &v1alpha1.Duration{Duration: 30 * time.Second}
+	var prev *v1alpha1.AutoscalingStatus
+	cur, at := int32(10), t0
+	lastCap, lastDown := 0.0, time.Time{}
+	probes, downs := 0, 0
+	for range 4 * 40 {
+		out := Decide(sloInput(spec, cur, cur, 5, 0.4, 0, prev), at)
+		st := out.Status
+		prev = &st
+		if c, _ := sloOf(t, st); lastCap > 0 && c > lastCap*(1+1e-9) {
+			probes++
+			if !lastDown.IsZero() && at.Sub(lastDown) < time.Minute {
+				t.Fatalf("at %s the capacity was probed %g -> %g on a window with a scale-down %s before", at.Sub(t0), lastCap, c, at.Sub(lastDown))
+			}
+			lastCap = c
+		} else if lastCap == 0 || c < lastCap {
+			lastCap = c
+		}
+		if out.Desired < cur {
+			downs++
+			lastDown = at
+		}
+		cur, at = out.Desired, at.Add(15*time.Second)
+	}
+	if probes == 0 || downs == 0 {
+		t.Fatalf("%d probes, %d scale-downs in 40 comfortable minutes: the sequence shows nothing", probes, downs)
+	}
+}
+
+// Six replicas fall behind (a queue): the ceiling is set near their load, and the fast path
+// doubles the fleet. Three minutes later (the cold start, projectionHorizon) the new pods are
+// Ready, while the latency window still shows the backlog the six could not serve. That miss
+// was measured on six replicas, not twelve: it must not set a ceiling at half the load per
+// replica, which would stop the probing for an hour.
+func TestAMissMeasuredBeforeTheNewPodsServedSetsNoCeiling(t *testing.T) {
+	spec := sloSpecOf(1, 20)
+	spec.ProjectionHorizon = v1alpha1.Duration{Duration: 3 * time.Minute}
+	var prev *v1alpha1.AutoscalingStatus
+	at := t0
+	pass := func(cur, ready int32, load, ttft, waiting float64) Output {
+		out := Decide(sloInput(spec, cur, ready, load, ttft, waiting, prev), at)
+		st := out.Status
+		prev, at = &st, at.Add(time.Minute)
+		return out
+	}
+	for range 3 {
+		pass(6, 6, 5.4, 0.5, 0)
+	}
+	out := pass(6, 6, 6, 1.5, 60) // 10 queued per replica at 1 each: beyond capacity
+	if out.Desired != 12 {
+		t.Fatalf("desired %d, want the fast path to 12", out.Desired)
+	}
+	ceilingOf := func() float64 {
+		for _, c := range prev.LearnedCapacities {
+			if c.Metric == MetricSLO {
+				v, _ := strconv.ParseFloat(c.Ceiling, 64)
+				return v
+			}
+		}
+		return 0
+	}
+	if c := ceilingOf(); c < 0.99 || c > 1.01 {
+		t.Fatalf("ceiling %g after the miss at 1 per replica, want 1", c)
+	}
+	pass(12, 6, 6, 3, 80)
+	pass(12, 6, 6, 3.5, 40)
+	pass(12, 12, 6, 3.5, 0) // the new pods serve; the window is the backlog's
+	if c := ceilingOf(); c < 0.9 {
+		t.Fatalf("ceiling %g after the new pods came Ready under the old window, want about 1 (not 6/12)", c)
+	}
+}
+
+// Held tightly in the window right after a scale-down: the window was measured on more
+// replicas than serve now, so the edge is nearer still, and the capacity comes back to the
+// floor (a scale-down blocks the probe, not the retreat).
+func TestATightMarginAfterAScaleDownStillStopsProbing(t *testing.T) {
+	r := &sloRun{spec: sloSpecOf(1, 20), cur: 10, at: t0}
+	for range 10 {
+		r.step(5, 0.4, 0)
+	}
+	before, _ := sloOf(t, *r.prev)
+	r.prev.Events = append(r.prev.Events, v1alpha1.ScaleEvent{At: metav1.NewTime(r.at.Add(-30 * time.Second)), From: r.cur + 1, To: r.cur})
 	r.step(5, 1.5, 0)
 	after, floor := sloOf(t, *r.prev)
 	if after >= before || math.Abs(after-floor) > 1e-9 {
