@@ -16,9 +16,11 @@ import (
 //
 // The load is the token work of the Ready pods (Input.Load, metrics.TokenWork: replicas' worth
 // of a nominal replica's time). One replica's capacity in these units, C, is learnt per
-// revision, once per serving window (Input.ServingWindow) of a steady fleet (no pod starting,
-// one color Ready, every replica asked for Ready), from u, the load per Ready replica, and the
-// window's p95 latencies against the SLO:
+// revision, once per serving window (Input.ServingWindow) with one color Ready, from u, the load
+// per Ready replica (pods still starting serve nothing), and the window's p95 latencies against
+// the SLO. A miss in a window at whose start new pods may not have served yet (a scale-up within
+// two windows and a cold start, none starting now) teaches nothing: the window's latencies
+// belong to the fewer replicas before them.
 //   - a miss (a p95 above the SLO, or at least SLOQueuedPerReplica requests queued per Ready
 //     replica) bounds C below u times the SLO's ratio to the latency seen (the queue's, 0.9),
 //     never below u/2 (as learnCapacity does); a bound below C moves C halfway to it, but
@@ -29,17 +31,22 @@ import (
 //     scale-down window says nothing of C), after a
 //     window without a scale-down, raises C by sloProbe (twice that with each p95 at most a
 //     quarter of sloMargin), up to sloProbeCeiling times the floor: the next passes ask for fewer
-//     replicas, and the SLO says whether they hold;
-//   - a window that holds the SLO tightly (a p95 above sloMargin of its SLO) on a steady fleet
-//     shows the replicas at the edge: C comes back to the floor (about u), so that the next
+//     replicas, and the SLO says whether they hold. The fleet is so never sized for more than
+//     sloShare x sloProbeCeiling (1.15) times the load per replica seen holding with margin:
+//     the cliff where requests queue shows in no latency before it is crossed (measured: p95
+//     ITL and TTFT at 0.46 of the SLO one replica before it, 0.57 on it), and a probe that
+//     crosses it costs a cold start of missed minutes;
+//   - a window that holds the SLO tightly (a p95 above sloMargin of its SLO), even just after a
+//     scale-down, shows the replicas at the edge: C comes back to the floor (about u), so that the next
 //     probe does not step off the cliff (a p95 grows slowly, then at once when requests queue,
 //     and the replicas a probe removed take a cold start to come back);
 //   - the ceiling is the lowest u seen missing the SLO, doubling every sloCeilingDoubling:
 //     probing does not take C above it (the replicas were seen beyond capacity there), and
 //     after a while probes again (the workload may have changed);
-//   - the floor is the highest u seen holding the SLO, halved every sloFloorHalfLife: a replica
-//     has carried it, so one odd minute (a burst inside the window, a slow pod) cannot lower C
-//     below it, and an old proof fades.
+//   - the floor is the highest u seen holding the SLO with margin, halved every
+//     sloFloorHalfLife: a replica has carried it, so one odd minute (a burst inside the window,
+//     a slow pod) cannot lower C below it, and an old proof fades. A window that held only just
+//     proves nothing for the next (on bursty traffic it is the burst that happened to miss it).
 //
 // Before anything was learnt, the first window with load seeds C: u over sloShare when it held
 // the SLO (the fleet is taken as rightly sized), the bound when it missed. A new revision
@@ -47,7 +54,9 @@ import (
 // without its floor.
 //
 // The proposal is ceil(load / (sloShare x C)) with the tolerance, raised along a rising trend
-// as a prometheus metric is (spec.autoscaling.projectionHorizon), and by the fast path: when
+// beyond the tolerance as a prometheus metric is (spec.autoscaling.projectionHorizon), never
+// below the replicas of the load projected along a rising trend (projectSLO), and raised by the
+// fast path: when
 // the requests queue (SLOQueuedPerReplica or more per Ready replica), the replicas are beyond
 // capacity now and the load read (the tokens served) is not the load arriving; the proposal is
 // then at least the Ready replicas times 1 + queued/(sloQueueRef x Ready), up to twice them.
@@ -64,7 +73,7 @@ const (
 	sloMargin          = 0.6
 	sloNear            = 0.7
 	sloProbe           = 0.05
-	sloProbeCeiling    = 1.6
+	sloProbeCeiling    = 1.35
 	sloFloorHalfLife   = 30 * time.Minute
 	sloCeilingDoubling = time.Hour
 	sloQueueRef        = 8.0
@@ -190,10 +199,9 @@ func learnSLO(s sloSpec, in Input, prev *v1alpha1.AutoscalingStatus, now time.Ti
 	if in.Ready <= 0 || in.BothColorsReady || !usable(in.Load) || in.Load.Value <= 0 {
 		return st, st.known
 	}
-	// Pods starting serve nothing: the Ready ones carry the load, and a miss then is as much a
-	// proof as any (the minutes the fleet is short are those it scales up in). Only a margin
-	// needs the fleet steady.
-	steady := in.Starting <= 0 && in.Ready >= in.Current
+	// Pods starting serve nothing: the Ready ones carry the load, so a window with pods starting
+	// proves what each Ready replica carried as well as any (the minutes the fleet is short are
+	// those it scales up in, and those that learn most).
 	r, ok := s.latencyRatio(in)
 	if !ok {
 		return st, st.known
@@ -228,10 +236,12 @@ func learnSLO(s sloSpec, in Input, prev *v1alpha1.AutoscalingStatus, now time.Ti
 		case bound < st.capacity:
 			st.capacity = max(min(st.capacity+learnWeight*(bound-st.capacity), ceiling), floor)
 		}
-	case !steady:
-		return st, st.known
 	default:
-		floor = max(floor, u)
+		if r <= sloMargin {
+			// Held with margin: a replica carried u. A window that held only just (a burst
+			// that happened to miss it) is no proof that the next one holds at u.
+			floor = max(floor, u)
+		}
 		switch {
 		case !st.known:
 			st.capacity = u / sloShare
@@ -249,8 +259,9 @@ func learnSLO(s sloSpec, in Input, prev *v1alpha1.AutoscalingStatus, now time.Ti
 			}
 		case r > sloMargin:
 			// Held, but tightly: the replicas are at the edge, so C is about u. Probing
-			// stops here and C comes back to what was seen to hold.
-			st.capacity = min(st.capacity, floor)
+			// stops here and C comes back to what was seen to hold (u, or the floor when a
+			// window with margin proved more).
+			st.capacity = min(st.capacity, max(floor, u))
 		}
 		st.capacity = max(st.capacity, floor)
 	}
@@ -332,7 +343,7 @@ func (s settings) proposeSLO(in Input, cur int32, st sloState, known bool) (v1al
 		tgt := sloShare * st.capacity
 		p.Target = fmt.Sprintf("%s (%s%% of %s learnt to hold the SLO)", fmtNum(tgt), fmtNum(100*sloShare), fmtNum(st.capacity))
 		n, p.Message, _ = replicas(total, o, tgt, s.tolerance, cur, in.Ready)
-		n, p.Message = s.project(o, tgt, cur, n, p.Message)
+		n, p.Message = s.projectSLO(o, tgt, cur, n, p.Message)
 	}
 	if w := in.RequestsWaiting; usable(w) && in.Ready > 0 && w.Value/float64(in.Ready) >= SLOQueuedPerReplica {
 		factor := min(1+w.Value/(sloQueueRef*float64(in.Ready)), sloMaxFast)
@@ -351,3 +362,22 @@ func (s settings) proposeSLO(in Input, cur int32, st sloState, known bool) (v1al
 
 // fastPrefix starts the message of a proposal raised by the fast path, which cause repeats.
 const fastPrefix = "fast path:"
+
+// projectSLO is the slo's projection along a rising trend (spec.autoscaling.projectionHorizon,
+// the cold start): the replicas for the load a horizon ahead. It raises the proposal when that
+// load is beyond the tolerance of Current (project's rule, without which a flat trend's noise
+// adds a replica that the next pass removes), and it keeps a scale-down from going below it:
+// replicas removed now would be asked back within a cold start, two direction changes for none.
+func (s settings) projectSLO(o Observation, tgt float64, cur, n int32, msg string) (int32, string) {
+	if s.projectionHorizon <= 0 || !o.HasTrend || !(o.Trend > 0) || math.IsInf(o.Trend, 0) {
+		return n, msg
+	}
+	ahead := o.Value + o.Trend*s.projectionHorizon.Seconds()
+	if cur > 0 && ahead/(tgt*float64(cur))-1 > s.tolerance {
+		return s.project(o, tgt, cur, n, msg)
+	}
+	if need := min(ceil(ahead/tgt), cur); need > n {
+		return need, fmt.Sprintf("%s %s/s: %d needed in %s", risingPrefix, fmtNum(o.Trend), need, s.projectionHorizon)
+	}
+	return n, msg
+}

@@ -34,6 +34,19 @@ func TestSLOFirstSummary(t *testing.T) {
 			t.Errorf("summary lacks %q:\n%s", want, out)
 		}
 	}
+	// Within every target: met. A policy that turns where HPA-70 never does is not.
+	b.Reset()
+	met := []workloadResults{{"a", map[string]policysim.Result{"optimum": res(1, 10, 0), sloFirstPolicy: res(0.995, 11.4, 2), "hpa-gpu70": res(0.9, 9, 2)}}}
+	printSLOFirstSummary(&b, met)
+	if !strings.Contains(b.String(), "slo_first_target_met=true") {
+		t.Errorf("within the targets, the summary says:\n%s", b.String())
+	}
+	b.Reset()
+	met[0].results["hpa-gpu70"] = res(0.9, 9, 0)
+	printSLOFirstSummary(&b, met)
+	if !strings.Contains(b.String(), "oscillations_vs_hpa_max=+Inf workload=a") || !strings.Contains(b.String(), "slo_first_target_met=false") {
+		t.Errorf("turning where HPA-70 never does, the summary says:\n%s", b.String())
+	}
 	b.Reset()
 	printSLOFirstSummary(&b, []workloadResults{{"c", map[string]policysim.Result{"optimum": res(1, 1, 0)}}})
 	if b.Len() != 0 {
