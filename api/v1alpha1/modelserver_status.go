@@ -161,6 +161,17 @@ type GateStatus struct {
 	Message string `json:"message,omitempty"`
 }
 
+// ShadowStatus is the shadow phase of a rollout.
+type ShadowStatus struct {
+	// StartedAt is when the Gateway was asked to mirror requests to the candidate.
+	StartedAt metav1.Time `json:"startedAt"`
+	// Percent is the share of the requests mirrored, in percent.
+	Percent int32 `json:"percent"`
+	// PassedAt is when the shadow phase passed (the weighted steps follow).
+	// +optional
+	PassedAt *metav1.Time `json:"passedAt,omitempty"`
+}
+
 // RolloutStatus is the rollout state machine's memory between passes: the step it holds, its
 // analysis, the revision it rolled back, the operation it last acted on, and until when the
 // color that serves no traffic keeps its pods, one field per reason (keepWarmUntil,
@@ -204,6 +215,11 @@ type RolloutStatus struct {
 	// +listMapKey=name
 	// +optional
 	Gates []GateStatus `json:"gates,omitempty"`
+
+	// Shadow is the shadow phase of the rollout (spec.rollout.shadow): when mirroring to the
+	// candidate started and, once it passed, when. Unset before it starts and without one.
+	// +optional
+	Shadow *ShadowStatus `json:"shadow,omitempty"`
 
 	// RolledBackRevision is the revision that was last rolled back or aborted. While the spec
 	// still asks for it, modelship does not retry it.
