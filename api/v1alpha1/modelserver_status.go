@@ -159,6 +159,10 @@ type GateStatus struct {
 	// Message is the last failure.
 	// +optional
 	Message string `json:"message,omitempty"`
+	// LastFailureAt is when the last failed call was recorded: the next call is made one
+	// analysis interval later.
+	// +optional
+	LastFailureAt *metav1.Time `json:"lastFailureAt,omitempty"`
 }
 
 // ShadowStatus is the shadow phase of a rollout.

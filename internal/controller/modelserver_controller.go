@@ -306,7 +306,7 @@ func (r *ModelServerReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	}
 	op := readRequest(ms)
 	obs.Rollout.Operation = op.op
-	obs.Rollout.GateResults = r.callGates(ctx, ms)
+	obs.Rollout.GateResults = r.callGates(ctx, ms, now)
 	p := plan.Plan(ms, obs, now)
 	res, after, err = r.applyPlan(ctx, before, ms, spec, op, obs, p)
 	return res, err

@@ -101,6 +101,9 @@ func policyOf(ms *v1alpha1.ModelServer) policy {
 	return p
 }
 
+// AnalysisInterval is spec.rollout.analysis.interval with its default.
+func AnalysisInterval(ms *v1alpha1.ModelServer) time.Duration { return policyOf(ms).interval }
+
 // AnalysisWindow is the window a measurement of ms looks back over: the analysis interval, at
 // least four of spec.rollout.analysis.scrapeInterval (window.DefaultScrapeInterval when
 // unset; the controller fills it from its flag). A

@@ -120,6 +120,13 @@ func storyGateAndNotifications(t *testing.T) {
 	if !sawHeld {
 		t.Errorf("the rollout never said it was held by the gate: Progressing %+v", held.condition(v1alpha1.ConditionProgressing))
 	}
+	hooks.mu.Lock()
+	hits := hooks.gateHits
+	hooks.mu.Unlock()
+	interval := ms.Spec.Rollout.Analysis.Interval.Duration
+	if most := int(opened.Sub(began)/interval) + 2; hits > most {
+		t.Errorf("the gate was called %d times in %s: more than once per analysis interval (%s), at most %d", hits, secs(opened.Sub(began)), interval, most)
+	}
 	at := settleScrape()
 	if n := served(t, ns, ms.Name, newColor, ".*", began, at); n != 0 {
 		t.Errorf("the candidate answered %.0f requests through Traefik while the gate was closed, want 0", n)
