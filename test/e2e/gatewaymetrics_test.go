@@ -12,6 +12,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
 	"github.com/modelship/modelship/internal/metrics"
@@ -116,6 +117,7 @@ func storyScaleFromZeroOnGatewayRequests(t *testing.T) {
 	ms := newModelServer(ns, "llama", imageV1, func(ms *v1alpha1.ModelServer) {
 		a := ms.Spec.Autoscaling
 		a.MinReplicas, a.MaxReplicas = 0, 4
+		ms.Spec.Replicas = ptr.To(int32(0)) // the count it starts from, as a Deployment's for an HPA
 		a.Metrics = []v1alpha1.AutoscalingMetric{{Gateway: &v1alpha1.GatewayRequestsMetric{Target: resource.MustParse("1000")}}}
 	})
 	given(t, "a %s, from 0 replicas, scaled on the requests per second Traefik counts at its HTTPRoute (1000 per replica)", describe(ms))
@@ -135,6 +137,9 @@ func storyScaleFromZeroOnGatewayRequests(t *testing.T) {
 		return nil
 	}, func(v view) bool { return v.ms.Status.ReadyReplicas >= 1 })
 	upAt := last.at
+	if !sawZero {
+		t.Errorf("the ModelServer never stood at 0 replicas: the story did not start from zero")
+	}
 	waitServing(t, ns, ms.Name, 3*time.Minute)
 	served200 := served(t, ns, ms.Name, last.stableColor(), "200", began, settleScrape())
 
