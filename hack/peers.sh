@@ -87,12 +87,11 @@ if [ "$what" = all ] || [ "$what" = argo-rollouts ]; then
 			chmod 0644 "$out"/crds.tmp/*.yaml && mv "$out/crds.tmp" "$out/crds"
 	fi
 	if [ ! -d "$out/traefik-crds" ]; then
-		# Its Traefik router writes a TraefikService (traefik.io/v1alpha1); Traefik's kubernetescrd
-		# provider lists every traefik.io kind before it serves, so all of Traefik's CRDs go in.
-		mod=$(cd "$HERE/tools/traefik" && go mod download -json github.com/traefik/traefik/v3 | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')
-		mkdir -p "$out/traefik-crds.tmp" &&
-			cp "$mod/docs/content/reference/dynamic-configuration/kubernetes-crd-definition-v1.yml" "$out/traefik-crds.tmp/traefik-crds.yaml" &&
-			chmod 0644 "$out"/traefik-crds.tmp/*.yaml && mv "$out/traefik-crds.tmp" "$out/traefik-crds"
+		# Its Traefik router writes a TraefikService (traefik.io/v1alpha1): Traefik's CRDs, as
+		# hack/traefik.sh keeps them beside its binary.
+		crds="$(dirname "$("$HERE/traefik.sh" | tail -n1)")/crds"
+		mkdir -p "$out/traefik-crds.tmp" && cp "$crds"/*.yaml "$out/traefik-crds.tmp/" &&
+			mv "$out/traefik-crds.tmp" "$out/traefik-crds"
 	fi
 fi
 echo "$DIR"

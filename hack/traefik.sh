@@ -5,8 +5,8 @@
 # through a real Gateway to the pods' addresses. hack/tools/traefik is the wrapper module (it
 # carries the replace and exclude lines of Traefik's own go.mod).
 #
-# Usage: hack/traefik.sh   Prints the binary's path on its last line of stdout, and nothing else
-# there: progress goes to stderr. A first run takes about 6 minutes on 2 quiet cores once its
+# Usage: hack/traefik.sh   Prints the binary's path on its last line of stdout (Traefik's CRDs
+# are in crds/ beside it), and nothing else there: progress goes to stderr. A first run takes about 6 minutes on 2 quiet cores once its
 # 764 modules are downloaded (a minute or two more to download them); 11 minutes were measured
 # with a CI run sharing the machine. MODELSHIP_CACHE moves the cache.
 set -euo pipefail
@@ -36,5 +36,14 @@ if [ ! -x "$BIN" ]; then
 	[ "${PIPESTATUS[0]}" -eq 0 ] || { log "build of traefik failed"; rm -f "$BIN.tmp"; exit 1; }
 	mv "$BIN.tmp" "$BIN"
 	log "built traefik in $(( $(date +%s) - start ))s ($(du -m "$BIN" | cut -f1) MiB)"
+fi
+if [ ! -f "$DIR/crds/traefik-crds.yaml" ]; then
+	# Traefik's own CRDs (traefik.io/v1alpha1), for its kubernetescrd provider: TraefikServices
+	# (the shadow phase's mirror, Argo Rollouts' Traefik router). The provider lists every
+	# traefik.io kind before it serves, so all of them go in.
+	mod=$(cd "$HERE/tools/traefik" && go mod download -json github.com/traefik/traefik/v3 | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')
+	mkdir -p "$DIR/crds.tmp" &&
+		cp "$mod/docs/content/reference/dynamic-configuration/kubernetes-crd-definition-v1.yml" "$DIR/crds.tmp/traefik-crds.yaml" &&
+		chmod 0644 "$DIR"/crds.tmp/*.yaml && rm -rf "$DIR/crds" && mv "$DIR/crds.tmp" "$DIR/crds"
 fi
 echo "$BIN"

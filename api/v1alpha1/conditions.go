@@ -78,6 +78,12 @@ const (
 	// answered 2xx at this step: the rollout holds until it does; the message names the gate
 	// and its last answer.
 	ReasonGateHeld = "GateHeld"
+	// ReasonMirrorUnsupported (Progressing False) says that spec.rollout.shadow asks for a
+	// shadow phase that the Gateway cannot run as asked (its GatewayClass does not list
+	// RequestMirror among its supported features, no Gateway has reported on the route yet, or
+	// the TraefikService API is not served): the rollout holds at step 0, with no user request
+	// on the candidate, until it can, or spec.rollout.shadow is removed.
+	ReasonMirrorUnsupported = "MirrorUnsupported"
 	// ReasonGateFailed is the rollback's reason when a gate failed more than
 	// spec.rollout.gateFailureLimit calls in a row.
 	ReasonGateFailed = "GateFailed"

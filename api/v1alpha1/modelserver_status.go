@@ -159,6 +159,21 @@ type GateStatus struct {
 	// Message is the last failure.
 	// +optional
 	Message string `json:"message,omitempty"`
+	// LastFailureAt is when the last failed call was recorded: the next call is made one
+	// analysis interval later.
+	// +optional
+	LastFailureAt *metav1.Time `json:"lastFailureAt,omitempty"`
+}
+
+// ShadowStatus is the shadow phase of a rollout.
+type ShadowStatus struct {
+	// StartedAt is when the Gateway was asked to mirror requests to the candidate.
+	StartedAt metav1.Time `json:"startedAt"`
+	// Percent is the share of the requests mirrored, in percent.
+	Percent int32 `json:"percent"`
+	// PassedAt is when the shadow phase passed (the weighted steps follow).
+	// +optional
+	PassedAt *metav1.Time `json:"passedAt,omitempty"`
 }
 
 // RolloutStatus is the rollout state machine's memory between passes: the step it holds, its
@@ -204,6 +219,11 @@ type RolloutStatus struct {
 	// +listMapKey=name
 	// +optional
 	Gates []GateStatus `json:"gates,omitempty"`
+
+	// Shadow is the shadow phase of the rollout (spec.rollout.shadow): when mirroring to the
+	// candidate started and, once it passed, when. Unset before it starts and without one.
+	// +optional
+	Shadow *ShadowStatus `json:"shadow,omitempty"`
 
 	// RolledBackRevision is the revision that was last rolled back or aborted. While the spec
 	// still asks for it, modelship does not retry it.

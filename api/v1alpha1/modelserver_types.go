@@ -424,6 +424,62 @@ type RolloutSpec struct {
 	// +kubebuilder:validation:Maximum=1000
 	// +optional
 	GateFailureLimit int32 `json:"gateFailureLimit,omitempty"`
+
+	// Shadow, when set, runs a shadow phase before the first weighted step: once the candidate
+	// has Ready, warm pods for the mirrored share, the Gateway mirrors that share of the live
+	// requests to it (the mirrored responses are discarded: users are answered by the stable
+	// color only) and each measurement judges the candidate's own metrics against the stable
+	// color's, as at any step. A Fail beyond spec.rollout.failureLimit rolls back with no user
+	// request served by the candidate; a pass after spec.rollout.shadow.duration goes on to
+	// the weighted steps. The mirrored requests are served twice (by both colors): the
+	// candidate is sized for its share, like any step, and its GPUs are checked the same way.
+	// Where the Gateway does not mirror (spec.rollout.shadow.mirror), the rollout holds at step
+	// 0 with Progressing False, reason MirrorUnsupported, naming what is missing.
+	// +optional
+	Shadow *ShadowSpec `json:"shadow,omitempty"`
+}
+
+// ShadowMirror says how the Gateway is asked to mirror requests to the candidate.
+// +kubebuilder:validation:Enum=RequestMirror;TraefikService
+type ShadowMirror string
+
+const (
+	// ShadowMirrorRequestMirror adds the Gateway API RequestMirror filter (with its percent) to
+	// the weighted rule. Only a Gateway whose GatewayClass lists the feature HTTPRouteRequestMirror
+	// (and HTTPRouteRequestPercentageMirror below 100%) in status.supportedFeatures is asked:
+	// a Gateway that does not implement the filter may answer every request of the rule with an
+	// error (Traefik v3.6 answers 500).
+	ShadowMirrorRequestMirror ShadowMirror = "RequestMirror"
+	// ShadowMirrorTraefikService sends the weighted rule to a TraefikService (traefik.io/v1alpha1,
+	// Traefik's kubernetescrd provider) named <name>-shadow that modelship writes: its mirroring
+	// service answers from the stable color's Service and mirrors the share to the candidate's.
+	// For Traefik, whose Gateway API provider has no RequestMirror filter. The TraefikService is
+	// removed when the shadow phase ends.
+	ShadowMirrorTraefikService ShadowMirror = "TraefikService"
+)
+
+// ShadowSpec is spec.rollout.shadow: the share of live requests mirrored to the candidate
+// before it serves any user, and for how long.
+type ShadowSpec struct {
+	// Percent of the live requests mirrored to the candidate, 1 to 100; defaults to 100.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	// +kubebuilder:default=100
+	// +optional
+	Percent int32 `json:"percent,omitempty"`
+
+	// Duration of the shadow phase: the candidate goes on to the weighted steps on the first
+	// passing measurement after it. A positive duration; defaults to 5m.
+	// +kubebuilder:default="5m"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[-+]?(0|(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+)$') || (duration(self) > duration('0s'))",message="spec.rollout.shadow.duration must be a positive duration such as 2m or 90s (units h, m, s, ms)"
+	// +optional
+	Duration Duration `json:"duration,omitempty,omitzero"`
+
+	// Mirror says how the Gateway is asked to mirror: RequestMirror (the Gateway API filter,
+	// the default) or TraefikService (for Traefik). See ShadowMirror.
+	// +kubebuilder:default=RequestMirror
+	// +optional
+	Mirror ShadowMirror `json:"mirror,omitempty"`
 }
 
 // GateType is when a rollout gate is called.

@@ -90,3 +90,8 @@ func (ms *ModelServer) UsesInferencePools() bool {
 func (ms *ModelServer) HeaderRuleName() string {
 	return "modelship-" + ServiceNameOf(ms.Name, "header")
 }
+
+// ShadowServiceName is the name of the TraefikService that spec.rollout.shadow.mirror
+// TraefikService writes for the shadow phase: the ModelServer's name made a DNS label as for its
+// Services (see ServiceNameOf), with "shadow".
+func (ms *ModelServer) ShadowServiceName() string { return ServiceNameOf(ms.Name, "shadow") }

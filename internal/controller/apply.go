@@ -49,11 +49,22 @@ func (r *ModelServerReconciler) apply(ctx context.Context, ms *v1alpha1.ModelSer
 		errs = append(errs, r.applyObject(ctx, ms, workload.Service(ms, c, port)))
 	}
 	errs = append(errs, r.applyPools(ctx, ms, ports))
-	if err := r.applyRoute(ctx, ms, d.Weights, d.HeaderRoute, route); err != nil {
+	mirror := routeMirror(ms, d)
+	if mirror != nil && mirror.Via == v1alpha1.ShadowMirrorTraefikService {
+		// The TraefikService exists before the route sends to it.
+		if err := r.applyShadowService(ctx, ms, mirror); err != nil {
+			errs = append(errs, err)
+			mirror = nil // the route keeps the weights alone: no user request meets a missing service
+		}
+	}
+	if err := r.applyRoute(ctx, ms, d.Weights, d.HeaderRoute, mirror, route); err != nil {
 		errs = append(errs, err)
 	} else {
 		routeWritten = true
 		errs = append(errs, r.prunePools(ctx, ms))
+		if mirror == nil || mirror.Via != v1alpha1.ShadowMirrorTraefikService {
+			errs = append(errs, r.applyShadowService(ctx, ms, nil)) // gone from the route first
+		}
 	}
 	var leaving []v1alpha1.Color
 	for _, c := range routing.Colors {
@@ -121,11 +132,12 @@ func (r *ModelServerReconciler) applyColor(ctx context.Context, ms *v1alpha1.Mod
 
 // applyRoute writes the weights into the route: the owned HTTPRoute, or modelship's backendRefs
 // in the user's route of spec.gateway.routeRef, with the header rule of spec.rollout.headerRoute
-// to color header while it is set (routing.HeaderRule). After a change of spec.gateway.backend
+// to color header while it is set (routing.HeaderRule) and the shadow phase's mirror while it
+// is set (routing.Mirror). After a change of spec.gateway.backend
 // the old backends keep the traffic until the new ones are ready (see backends).
-func (r *ModelServerReconciler) applyRoute(ctx context.Context, ms *v1alpha1.ModelServer, weights map[v1alpha1.Color]int32, header v1alpha1.Color, route *gatewayv1.HTTPRoute) error {
+func (r *ModelServerReconciler) applyRoute(ctx context.Context, ms *v1alpha1.ModelServer, weights map[v1alpha1.Color]int32, header v1alpha1.Color, mirror *routing.Mirror, route *gatewayv1.HTTPRoute) error {
 	b, _ := r.backends(ctx, ms, route, weights)
-	b.Header = header
+	b.Header, b.Mirror = header, mirror
 	switched := route != nil && b.Pending == "" && routing.Carrier(route, ms) != b.Carrier
 	if ref := ms.Spec.Gateway.RouteRef; ref != nil {
 		if route == nil {

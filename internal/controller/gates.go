@@ -40,7 +40,7 @@ type GateRequest struct {
 
 // callGates returns the answers of the gates due now that ended (started in this pass or an
 // earlier one).
-func (r *ModelServerReconciler) callGates(ctx context.Context, ms *v1alpha1.ModelServer) []rollout.GateResult {
+func (r *ModelServerReconciler) callGates(ctx context.Context, ms *v1alpha1.ModelServer, now time.Time) []rollout.GateResult {
 	st := &ms.Status
 	due := rollout.GatesDue(ms, st)
 	if len(due) == 0 {
@@ -52,10 +52,11 @@ func (r *ModelServerReconciler) callGates(ctx context.Context, ms *v1alpha1.Mode
 	for _, g := range due {
 		var failures int32
 		if i := slices.IndexFunc(st.Rollout.Gates, func(x v1alpha1.GateStatus) bool { return x.Name == g.Name && x.Step == step }); i >= 0 {
-			if st.Rollout.Gates[i].Passed {
-				continue
+			gs := st.Rollout.Gates[i]
+			if gs.Passed || now.Before(rollout.GateCallAt(ms, gs)) {
+				continue // passed, or asked again one analysis interval after its last failure
 			}
-			failures = st.Rollout.Gates[i].Failures
+			failures = gs.Failures
 		}
 		req := GateRequest{
 			ID:        fmt.Sprintf("%s/%s/%s/%d/%d", ms.UID, g.Name, st.Candidate.Revision, step, failures),
@@ -63,7 +64,7 @@ func (r *ModelServerReconciler) callGates(ctx context.Context, ms *v1alpha1.Mode
 			Revision: st.Candidate.Revision, Step: step, Weight: st.Weights.Candidate,
 		}
 		ref := g.URLSecretRef
-		res, ok, _ := r.gateCalls.do(ctx, key, "gate/"+g.Name, req.ID, func(ctx context.Context) (rollout.GateResult, error) {
+		res, ok, _ := r.gateCalls.doPaced(ctx, key, "gate/"+g.Name, req.ID, rollout.AnalysisInterval(ms), func(ctx context.Context) (rollout.GateResult, error) {
 			return r.callGate(ctx, key, ref, req), nil
 		})
 		if ok {

@@ -80,6 +80,15 @@ func TestAGateAnswering503HoldsTheRolloutAtStepZeroThenLetsItGoOn(t *testing.T) 
 	if h := tr.history(); !slices.Equal(h, []string{"100/0"}) {
 		t.Fatalf("route weights went %v while the gate refused; want 100/0 only", h)
 	}
+	// A refusing gate is asked again one analysis interval (1s) after each refusal, not on
+	// every pass: over the hold, about one call per recorded refusal (one more in flight).
+	failures := getMS(t, ms).Status.Rollout.Gates[0].Failures
+	gs.mu.Lock()
+	calls := gs.calls["approve"]
+	gs.mu.Unlock()
+	if calls > int(failures)+2 {
+		t.Errorf("the gate was called %d times for %d refusals recorded: it is not paced by the analysis interval", calls, failures)
+	}
 
 	// The gate answers 200: the rollout goes on through its steps.
 	gs.open()

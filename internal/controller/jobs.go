@@ -40,6 +40,8 @@ type jobs[T any] struct {
 
 	mu      sync.Mutex
 	entries map[jobKey]*job[T]
+	// started is when each (object, kind) last started a job, for doPaced.
+	started map[jobKey]time.Time
 }
 
 type jobKey struct {
@@ -62,11 +64,19 @@ func newJobs[T any](base context.Context, wait, timeout time.Duration, wake func
 	if timeout <= 0 {
 		timeout = DefaultJobTimeout
 	}
-	return &jobs[T]{base: base, wait: wait, timeout: timeout, wake: wake, entries: map[jobKey]*job[T]{}}
+	return &jobs[T]{base: base, wait: wait, timeout: timeout, wake: wake, entries: map[jobKey]*job[T]{}, started: map[jobKey]time.Time{}}
 }
 
 // do returns the result of job (obj, kind, id) with ok true, or ok false while it runs.
 func (j *jobs[T]) do(ctx context.Context, obj types.NamespacedName, kind, id string, run func(context.Context) (T, error)) (T, bool, error) {
+	return j.doPaced(ctx, obj, kind, id, 0, run)
+}
+
+// doPaced is do that starts no new job of (obj, kind) within gap of the last one it started
+// (ok false then): a pass that reads a status older than the one recording the last result
+// (the cache lags a status write) asks again for the job it already took, and would call out
+// again at once; an HTTP gate answering 503 would be called on every pass.
+func (j *jobs[T]) doPaced(ctx context.Context, obj types.NamespacedName, kind, id string, gap time.Duration, run func(context.Context) (T, error)) (T, bool, error) {
 	if j == nil {
 		v, err := run(ctx)
 		return v, true, err
@@ -75,7 +85,13 @@ func (j *jobs[T]) do(ctx context.Context, obj types.NamespacedName, kind, id str
 	j.mu.Lock()
 	e := j.entries[k]
 	started := false
+	if (e == nil || e.id != id) && gap > 0 && time.Since(j.started[k]) < gap {
+		j.mu.Unlock()
+		var zero T
+		return zero, false, nil
+	}
 	if e == nil || e.id != id {
+		j.started[k] = time.Now()
 		e = &job[T]{id: id, done: make(chan struct{})}
 		j.entries[k] = e
 		started = true
@@ -139,6 +155,11 @@ func (j *jobs[T]) forget(obj types.NamespacedName) {
 	for k := range j.entries {
 		if k.obj == obj {
 			delete(j.entries, k)
+		}
+	}
+	for k := range j.started {
+		if k.obj == obj {
+			delete(j.started, k)
 		}
 	}
 }

@@ -159,3 +159,30 @@ func TestJobsNilRunsInline(t *testing.T) {
 	}
 	j.forget(objA)
 }
+
+// A paced job is not started again within its gap, even for the id whose result was already
+// taken (a pass reading a status older than the one that recorded it asks for it again): a gate
+// that answers 503 is called once per gap, not once per pass. Results of a job already running
+// are still returned within the gap, and after the gap the next call starts.
+func TestJobsPacedStartNoNewJobWithinTheGap(t *testing.T) {
+	j := newJobs[int](context.Background(), time.Second, time.Minute, nil)
+	var calls atomic.Int32
+	call := func(context.Context) (int, error) { return int(calls.Add(1)), nil }
+	const gap = 200 * time.Millisecond
+	if v, ok, _ := j.doPaced(context.Background(), objA, "gate", "fail-0", gap, call); !ok || v != 1 {
+		t.Fatalf("first call: %d, %v", v, ok)
+	}
+	// A stale pass asks again for the id it took, then a fresh one for the next id: no call.
+	for _, id := range []string{"fail-0", "fail-1"} {
+		if _, ok, _ := j.doPaced(context.Background(), objA, "gate", id, gap, call); ok {
+			t.Fatalf("id %s answered within the gap", id)
+		}
+	}
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("%d calls within the gap, want 1", n)
+	}
+	time.Sleep(gap)
+	if v, ok, _ := j.doPaced(context.Background(), objA, "gate", "fail-1", gap, call); !ok || v != 2 {
+		t.Fatalf("after the gap: %d, %v; want the second call", v, ok)
+	}
+}

@@ -116,6 +116,9 @@ type ModelServerReconciler struct {
 	cacheReader client.Reader
 	// scaledObjects is true when the cluster served KEDA's ScaledObjects at start.
 	scaledObjects bool
+	// traefikServices is true when the cluster served Traefik's TraefikServices at start
+	// (spec.rollout.shadow.mirror TraefikService).
+	traefikServices bool
 	// CapacityInterval is how long one view of the nodes and their pods' GPUs serves every
 	// capacity check (DefaultCapacityInterval when zero).
 	CapacityInterval time.Duration
@@ -173,6 +176,9 @@ func (r *ModelServerReconciler) SetupWithManager(ctx context.Context, mgr ctrl.M
 		r.Signals.SkipEndpointPicker()
 	}
 	if r.scaledObjects, err = apiServed(mgr.GetRESTMapper(), scaledObjectGVK); err != nil {
+		return err
+	}
+	if r.traefikServices, err = apiServed(mgr.GetRESTMapper(), routing.TraefikServiceGVK); err != nil {
 		return err
 	}
 	telemetry.Register()
@@ -300,7 +306,7 @@ func (r *ModelServerReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	}
 	op := readRequest(ms)
 	obs.Rollout.Operation = op.op
-	obs.Rollout.GateResults = r.callGates(ctx, ms)
+	obs.Rollout.GateResults = r.callGates(ctx, ms, now)
 	p := plan.Plan(ms, obs, now)
 	res, after, err = r.applyPlan(ctx, before, ms, spec, op, obs, p)
 	return res, err
@@ -637,6 +643,9 @@ func (r *ModelServerReconciler) observe(ctx context.Context, ms *v1alpha1.ModelS
 	}
 	o.Accepted = accepted
 	obs.RouteAccepted, obs.RouteMessage = accepted.Status, accepted.Message
+	if obs.MirrorUnsupported, err = r.mirrorUnsupported(ctx, ms, route); err != nil {
+		return o, err
+	}
 	if !held && rollout.MeasureDue(ms, now) {
 		m, err := r.measure(ctx, ms, now)
 		if err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -54,7 +55,8 @@ func TestMain(m *testing.M) {
 		fmt.Println(err)
 		os.Exit(1)
 	}
-	env, c, err := testenv.Start(pools)
+	// TraefikServices (spec.rollout.shadow.mirror TraefikService): a stand-in CRD of the same kind.
+	env, c, err := testenv.Start(pools, filepath.Join("testdata", "traefikservice-crd.yaml"))
 	if err != nil {
 		fmt.Println(err)
 		os.Exit(1)

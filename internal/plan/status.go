@@ -193,11 +193,14 @@ func progressReason(st *v1alpha1.ModelServerStatus, f rollout.Report) (reason, m
 func progressReasonOf(st *v1alpha1.ModelServerStatus, f rollout.Report) (reason, message string) {
 	c := st.Candidate
 	switch {
-	case f.HoldReason == v1alpha1.ReasonSuperseding, f.HoldReason == v1alpha1.ReasonRouteNotAccepted, f.HoldReason == v1alpha1.ReasonGateHeld:
+	case f.HoldReason == v1alpha1.ReasonSuperseding, f.HoldReason == v1alpha1.ReasonRouteNotAccepted, f.HoldReason == v1alpha1.ReasonGateHeld, f.HoldReason == v1alpha1.ReasonMirrorUnsupported:
 		return f.HoldReason, f.HoldMessage
 	case c.UnreadySince != nil:
 		return v1alpha1.ReasonCandidateUnready, fmt.Sprintf("candidate %s on %s has %d Ready, below its step %d's need since %s: weight capped at %d%%; rolled back at %s unless they return",
 			c.Revision, c.Color, c.ReadyReplicas, st.Rollout.Step, c.UnreadySince.UTC().Format("15:04:05"), st.Weights.Candidate, f.UnreadyDeadline.UTC().Format("15:04:05"))
+	case st.Rollout.Step == 0 && st.Rollout.Shadow != nil && st.Rollout.Shadow.PassedAt == nil:
+		return v1alpha1.ReasonAnalyzing, fmt.Sprintf("shadow phase: %d%% of the requests mirrored to candidate %s on %s since %s (no user request served by it)",
+			st.Rollout.Shadow.Percent, c.Revision, c.Color, st.Rollout.Shadow.StartedAt.UTC().Format("15:04:05"))
 	case st.Rollout.Step == 0:
 		return v1alpha1.ReasonWarmingUp, fmt.Sprintf("candidate %s on %s warming up: %d/%d Ready, warm: %t", c.Revision, c.Color, c.ReadyReplicas, c.Replicas, c.Warm)
 	case st.Rollout.InconclusiveSince != nil:
@@ -279,7 +282,7 @@ func setProgressingCondition(st *v1alpha1.ModelServerStatus, f rollout.Report) {
 	switch {
 	case st.Phase == v1alpha1.PhaseProgressing && st.Candidate != nil && f.Stall != "":
 		setRolloutCondition(st, f, v1alpha1.ConditionProgressing, false, f.StallReason, f.Stall)
-	case st.Phase == v1alpha1.PhaseProgressing && st.Candidate != nil && (f.HoldReason == v1alpha1.ReasonRouteNotAccepted || f.HoldReason == v1alpha1.ReasonGateHeld):
+	case st.Phase == v1alpha1.PhaseProgressing && st.Candidate != nil && (f.HoldReason == v1alpha1.ReasonRouteNotAccepted || f.HoldReason == v1alpha1.ReasonGateHeld || f.HoldReason == v1alpha1.ReasonMirrorUnsupported):
 		setRolloutCondition(st, f, v1alpha1.ConditionProgressing, false, f.HoldReason, f.HoldMessage)
 	case st.Phase == v1alpha1.PhaseProgressing && st.Candidate != nil:
 		reason, msg := progressReason(st, f)

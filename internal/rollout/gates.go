@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
 )
@@ -38,6 +39,16 @@ func GatesDue(ms *v1alpha1.ModelServer, st *v1alpha1.ModelServerStatus) []v1alph
 	return out
 }
 
+// GateCallAt is when a gate whose status at the current step is gs may be called again: at once
+// before any failure there, else one analysis interval after the last failure (a gate answering
+// 503 is asked again every interval, not on every pass).
+func GateCallAt(ms *v1alpha1.ModelServer, gs v1alpha1.GateStatus) time.Time {
+	if gs.Failures == 0 || gs.LastFailureAt == nil {
+		return time.Time{}
+	}
+	return gs.LastFailureAt.Add(policyOf(ms).interval)
+}
+
 // recordGates keeps in status the gates due at the current step, with the answers this pass
 // brought: a pass resets the count of failures in a row, a failure adds one.
 func (m *machine) recordGates() {
@@ -59,10 +70,11 @@ func (m *machine) recordGates() {
 				continue
 			}
 			if r.Passed {
-				gs.Passed, gs.Failures, gs.Message = true, 0, ""
+				gs.Passed, gs.Failures, gs.Message, gs.LastFailureAt = true, 0, "", nil
 			} else {
 				gs.Failures++
 				gs.Message = r.Message
+				gs.LastFailureAt = m.timeP(m.now)
 			}
 		}
 		out = append(out, gs)

@@ -49,7 +49,7 @@ func MeasureWindow(ms *v1alpha1.ModelServer, now time.Time) time.Duration {
 }
 
 // MeasureLook is which look at the current step the measurement taken at now is: the step
-// (1 the first) and the index of the measurement in it (1 for the first, once the window spans
+// (1 the first; with a shadow phase, that phase is 1 and each step one more) and the index of the measurement in it (1 for the first, once the window spans
 // a whole AnalysisWindow, then one more per analysis interval). The analysis raises its failure
 // threshold with both, so that the error budget holds over the whole rollout.
 func MeasureLook(ms *v1alpha1.ModelServer, now time.Time) (step, index int) {
@@ -59,7 +59,11 @@ func MeasureLook(ms *v1alpha1.ModelServer, now time.Time) (step, index int) {
 		return 1, 1
 	}
 	extra := max(now.Sub(opens)-pol.window, 0)
-	return int(max(ms.Status.Rollout.Step, 1)), 1 + int(extra/pol.interval)
+	step = int(ms.Status.Rollout.Step)
+	if ms.Status.Rollout.Shadow != nil {
+		step++ // the shadow phase was the first look
+	}
+	return max(step, 1), 1 + int(extra/pol.interval)
 }
 
 // windowOpens is when the current step's analysis window opens: the later of the step's start
@@ -67,7 +71,7 @@ func MeasureLook(ms *v1alpha1.ModelServer, now time.Time) (step, index int) {
 // plus, from the second step on, the settle time (one scrape interval). ok is false when no
 // rollout is being analysed.
 func windowOpens(st *v1alpha1.ModelServerStatus, pol policy) (time.Time, bool) {
-	if !judgedPhase(st.Phase) || st.Candidate == nil || st.Rollout.Step < 1 || st.Rollout.StepStartedAt == nil {
+	if !judgedPhase(st.Phase) || st.Candidate == nil || !judging(st) || st.Rollout.StepStartedAt == nil {
 		return time.Time{}, false
 	}
 	sized := st.Candidate.SizedSince

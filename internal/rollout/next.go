@@ -172,6 +172,7 @@ var holdRank = map[string]int{
 	v1alpha1.ReasonSuperseding:        2,
 	v1alpha1.ReasonRouteNotAccepted:   1,
 	v1alpha1.ReasonGateHeld:           1,
+	v1alpha1.ReasonMirrorUnsupported:  1,
 }
 
 // holdFor records a hold for this pass unless a stronger one is already recorded; it reports
@@ -246,7 +247,7 @@ func (m *machine) decision() Decision {
 	st.Weights = v1alpha1.Weights{Stable: 100 - cw, Candidate: cw}
 	weights := map[v1alpha1.Color]int32{st.Stable.Color: 100 - cw, st.Stable.Color.Other(): cw}
 
-	if judgedPhase(st.Phase) && st.Rollout.Step >= 1 && !m.heldFor(v1alpha1.ReasonSuperseding) {
+	if judgedPhase(st.Phase) && judging(st) && !m.heldFor(v1alpha1.ReasonSuperseding) {
 		if t, ok := nextMeasureAt(st, m.pol); ok {
 			m.wakeAt(maxTime(t, m.now.Add(time.Second)))
 		} else if st.Candidate != nil && st.Candidate.SizedSince == nil {
@@ -296,6 +297,7 @@ func (m *machine) decision() Decision {
 		Plans:         m.plans,
 		Weights:       weights,
 		HeaderRoute:   m.headerRoute(),
+		Mirror:        m.mirror(),
 		Events:        m.events,
 		RequeueAfter:  requeue,
 		KeepOperation: m.keepOp,

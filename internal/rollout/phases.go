@@ -101,6 +101,7 @@ func (m *machine) startRollout() {
 	st.Rollout.Failures = 0
 	st.Rollout.Analysis = nil
 	st.Rollout.Gates = nil
+	st.Rollout.Shadow = nil
 	st.Rollout.InconclusiveSince = nil
 	st.Rollout.RolledBackRevision = ""
 	st.Rollout.KeepWarmUntil, st.Rollout.InspectUntil, st.Rollout.DrainUntil = nil, nil, nil
@@ -130,6 +131,9 @@ func (m *machine) progress() {
 	m.trackUnready()
 	next := m.nextStepWeight() // the weight the candidate gets next; 100 means promotion
 	m.planCandidate(next)
+	if m.shadowDue() {
+		m.planShadow()
+	}
 
 	if m.obs.Operation == OpAbort {
 		m.rollback(v1alpha1.OutcomeAborted, fmt.Sprintf("aborted at step %d/%d (candidate weight %d%%)", st.Rollout.Step, len(steps), st.Weights.Candidate))
@@ -139,7 +143,7 @@ func (m *machine) progress() {
 	// awaiting promotion), as Argo Rollouts' background analysis does: a failure beyond the
 	// failure limit rolls it back, paused or not.
 	awaiting := m.prevPhase == v1alpha1.PhaseAwaitingPromotion
-	if st.Rollout.Step >= 1 && m.obs.Measurement != nil {
+	if judging(st) && m.obs.Measurement != nil {
 		held := ""
 		switch {
 		case m.ms.Spec.Paused:
@@ -164,7 +168,7 @@ func (m *machine) progress() {
 		st.Rollout.StepStartedAt = m.timeP(m.now)
 		m.event(corev1.EventTypeNormal, EventResumed, "rollout of %s resumed at step %d/%d; step timer restarted", c.Revision, st.Rollout.Step, len(steps))
 	}
-	if st.Rollout.Step >= 1 && st.Rollout.InconclusiveSince != nil && m.pol.inconclusiveRollback > 0 && !awaiting {
+	if judging(st) && st.Rollout.InconclusiveSince != nil && m.pol.inconclusiveRollback > 0 && !awaiting {
 		at := st.Rollout.InconclusiveSince.Add(m.pol.inconclusiveRollback)
 		if !m.now.Before(at) {
 			m.rollback(v1alpha1.OutcomeRolledBack, fmt.Sprintf("analysis inconclusive for %s (deadline %s): %s", m.now.Sub(st.Rollout.InconclusiveSince.Time), m.pol.inconclusiveRollback, firstMessage(st.Rollout.Analysis, v1alpha1.VerdictInconclusive)))
@@ -182,7 +186,7 @@ func (m *machine) progress() {
 		m.wakeAt(at)
 		m.wakeAt(m.now.Add(WarmupPollInterval))
 	}
-	if st.Rollout.Step >= 1 && st.Rollout.InconclusiveSince != nil && !awaiting {
+	if judging(st) && st.Rollout.InconclusiveSince != nil && !awaiting {
 		if at := st.Rollout.InconclusiveSince.Add(m.pol.inconclusiveReport); m.now.Before(at) {
 			m.wakeAt(at)
 		}
@@ -228,6 +232,9 @@ func (m *machine) progress() {
 
 	started := st.Rollout.StepStartedAt.Time
 	if st.Rollout.Step == 0 {
+		if m.shadowHolds(started) {
+			return
+		}
 		if m.readyFor(next) {
 			m.advance(next, fmt.Sprintf("candidate %d/%d Ready and warm", c.ReadyReplicas, need(m.total, next)))
 			return
@@ -362,4 +369,5 @@ func (m *machine) clearRollout() {
 	st.Rollout.InconclusiveSince = nil
 	st.Rollout.Failures = 0
 	st.Rollout.Gates = nil
+	st.Rollout.Shadow = nil
 }

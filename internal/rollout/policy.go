@@ -53,7 +53,17 @@ type policy struct {
 	autoPromote          bool
 	failureLimit         int32
 	matchStablePods      bool // spec.rollout.loadMatching StablePods
+	shadow               *shadowPolicy
 }
+
+// shadowPolicy is spec.rollout.shadow with its defaults.
+type shadowPolicy struct {
+	percent  int32
+	duration time.Duration
+}
+
+// DefaultShadowDuration is spec.rollout.shadow.duration's default.
+const DefaultShadowDuration = 5 * time.Minute
 
 func policyOf(ms *v1alpha1.ModelServer) policy {
 	r := ms.Spec.Rollout
@@ -67,6 +77,14 @@ func policyOf(ms *v1alpha1.ModelServer) policy {
 		autoPromote:        r.AutoPromote == nil || *r.AutoPromote,
 		failureLimit:       max(r.FailureLimit, 0),
 		matchStablePods:    r.LoadMatching == v1alpha1.LoadMatchingStablePods,
+	}
+	if sh := r.Shadow; sh != nil {
+		p.shadow = &shadowPolicy{percent: sh.Percent, duration: orDefault(sh.Duration.Duration, DefaultShadowDuration)}
+		if p.shadow.percent <= 0 || p.shadow.percent > 100 {
+			p.shadow.percent = 100
+		}
+		// Judged on at least one measurement, like a step.
+		p.shadow.duration = max(p.shadow.duration, p.interval)
 	}
 	var scrape time.Duration
 	if r.Analysis.ScrapeInterval != nil {
@@ -82,6 +100,9 @@ func policyOf(ms *v1alpha1.ModelServer) policy {
 	p.stepDuration = max(p.stepDuration, p.interval)
 	return p
 }
+
+// AnalysisInterval is spec.rollout.analysis.interval with its default.
+func AnalysisInterval(ms *v1alpha1.ModelServer) time.Duration { return policyOf(ms).interval }
 
 // AnalysisWindow is the window a measurement of ms looks back over: the analysis interval, at
 // least four of spec.rollout.analysis.scrapeInterval (window.DefaultScrapeInterval when

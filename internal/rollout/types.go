@@ -101,6 +101,10 @@ type Observation struct {
 	RouteAccepted metav1.ConditionStatus
 	// RouteMessage says why the route was not accepted, for the status message.
 	RouteMessage string
+	// MirrorUnsupported, when set, says why the Gateway cannot mirror requests to the candidate
+	// as spec.rollout.shadow asks (see v1alpha1.ReasonMirrorUnsupported): the shadow phase does
+	// not start and the rollout holds at step 0. "" when it can (or no shadow phase is asked).
+	MirrorUnsupported string
 	// GateResults are the answers of the rollout gates (spec.rollout.gates) that the
 	// controller called and that ended since the last pass, for the step they were called at.
 	GateResults []GateResult
@@ -133,6 +137,12 @@ type Event struct {
 	Message string
 }
 
+// Mirror is the shadow phase's mirror to the candidate.
+type Mirror struct {
+	Color   v1alpha1.Color
+	Percent int32
+}
+
 // Decision is the outcome of one pass of the state machine.
 type Decision struct {
 	// Status is the next status (phase, stable, candidate, weights, step, analysis, failures,
@@ -148,6 +158,11 @@ type Decision struct {
 	// its promotion; "" means no header route (none asked, no live candidate, a candidate not
 	// warm yet, or one promoted, rolled back, aborted or superseded).
 	HeaderRoute v1alpha1.Color
+	// Mirror, when set, is the shadow phase's mirror: the candidate's color and the share of the
+	// requests the Gateway mirrors to it (spec.rollout.shadow), while no user request is routed
+	// to it. Nil means no mirror: none asked, not started yet, passed, or the candidate no
+	// longer live.
+	Mirror *Mirror
 	// Events to record.
 	Events []Event
 	// RequeueAfter is when to look again (0: only on change).

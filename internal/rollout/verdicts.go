@@ -70,7 +70,7 @@ func (m *machine) judge(meas Measurement, held string) bool {
 // will happen.
 func (m *machine) inconclusiveStalled() string {
 	st := m.st
-	if st.Phase != v1alpha1.PhaseProgressing || st.Rollout.Step < 1 || st.Rollout.InconclusiveSince == nil {
+	if st.Phase != v1alpha1.PhaseProgressing || !judging(st) || st.Rollout.InconclusiveSince == nil {
 		return ""
 	}
 	held := m.now.Sub(st.Rollout.InconclusiveSince.Time)

@@ -32,6 +32,8 @@ type Backends struct {
 	// Header is the color that the header rule of spec.rollout.headerRoute sends to (a backendRef
 	// of the Carrier kind); "" means no header rule: the route has none, and one left is removed.
 	Header v1alpha1.Color
+	// Mirror is the shadow phase's mirror (see Mirror); nil: none, and one left is removed.
+	Mirror *Mirror
 }
 
 // Direct is Backends that carry the weights on the kind the spec asks for.
@@ -66,6 +68,7 @@ func OwnedRoute(ms *v1alpha1.ModelServer, b Backends) *gatewayv1.HTTPRoute {
 	if len(route.Spec.Rules[0].Matches) == 0 {
 		route.Spec.Rules[0].Matches = []gatewayv1.HTTPRouteMatch{matchAll()}
 	}
+	setMirrorFilter(&route.Spec.Rules[0], ms, b.Mirror)
 	if hr, ok := HeaderRule(ms, route.Spec.Rules[0], b); ok {
 		route.Spec.Rules = append([]gatewayv1.HTTPRouteRule{hr}, route.Spec.Rules...)
 	}
@@ -107,10 +110,9 @@ func HeaderRule(ms *v1alpha1.ModelServer, weighted gatewayv1.HTTPRouteRule, b Ba
 		m.Headers = append(kept, header)
 		matches = append(matches, m)
 	}
-	var filters []gatewayv1.HTTPRouteFilter
-	for _, f := range weighted.Filters {
-		filters = append(filters, *f.DeepCopy())
-	}
+	// The shadow phase's mirror stays on the weighted rule: the header's requests reach the
+	// candidate itself.
+	filters := withoutOurMirror(weighted.Filters, ms)
 	return gatewayv1.HTTPRouteRule{
 		Name:        ptr.To(gatewayv1.SectionName(ms.HeaderRuleName())),
 		Matches:     matches,
@@ -124,10 +126,22 @@ func isHeaderRule(rule gatewayv1.HTTPRouteRule, ms *v1alpha1.ModelServer) bool {
 	return rule.Name != nil && string(*rule.Name) == ms.HeaderRuleName()
 }
 
+// carried is color c's weight on its backendRef of the Carrier kind: its weight, or 0 while the
+// shadow TraefikService carries the rule's traffic.
+func (b Backends) carried(c v1alpha1.Color) int32 {
+	if b.viaTraefik() {
+		return 0
+	}
+	return b.Weights[c]
+}
+
 func backendRefs(ms *v1alpha1.ModelServer, b Backends) []gatewayv1.HTTPBackendRef {
-	refs := make([]gatewayv1.HTTPBackendRef, 0, 2*len(Colors))
+	refs := make([]gatewayv1.HTTPBackendRef, 0, 2*len(Colors)+1)
 	for _, c := range Colors {
-		refs = append(refs, backendRef(ms, c, b.Carrier, b.Weights[c]))
+		refs = append(refs, backendRef(ms, c, b.Carrier, b.carried(c)))
+	}
+	if b.viaTraefik() {
+		refs = append(refs, shadowRef(ms))
 	}
 	if b.Pending != "" && b.Pending != b.Carrier {
 		for _, c := range Colors {
@@ -252,6 +266,9 @@ func SetBackendWeights(route *gatewayv1.HTTPRoute, ms *v1alpha1.ModelServer, rul
 		if setRuleWeights(&route.Spec.Rules[i], ms, b) {
 			changed = true
 		}
+		if setMirrorFilter(&route.Spec.Rules[i], ms, b.Mirror) {
+			changed = true
+		}
 	}
 	weighted := gatewayv1.HTTPRouteRule{Filters: route.Spec.Rules[targets[0]].Filters}
 	for _, i := range targets {
@@ -294,10 +311,22 @@ func setRuleWeights(rule *gatewayv1.HTTPRouteRule, ms *v1alpha1.ModelServer, b B
 	pending := b.Pending != "" && b.Pending != b.Carrier
 	// Refs of a kind the rule no longer holds (spec.gateway.backend changed) leave the rule.
 	kept := rule.BackendRefs[:0]
+	shadow := false
 	for _, ref := range rule.BackendRefs {
 		if _, kind, ours := ownedRef(ms, ref.BackendObjectReference); ours && kind != b.Carrier && (!pending || kind != b.Pending) {
 			changed = true
 			continue
+		}
+		if isShadowRef(ref.BackendObjectReference, ms) {
+			if !b.viaTraefik() || shadow {
+				changed = true
+				continue
+			}
+			shadow = true
+			if ptr.Deref(ref.Weight, 1) != 100 {
+				ref.Weight = ptr.To(int32(100))
+				changed = true
+			}
 		}
 		kept = append(kept, ref)
 	}
@@ -311,7 +340,7 @@ func setRuleWeights(rule *gatewayv1.HTTPRouteRule, ms *v1alpha1.ModelServer, b B
 		seen[kind][c] = true
 		w := int32(0)
 		if kind == b.Carrier {
-			w = b.Weights[c]
+			w = b.carried(c)
 		}
 		if rule.BackendRefs[i].Weight == nil || *rule.BackendRefs[i].Weight != w {
 			rule.BackendRefs[i].Weight = ptr.To(w)
@@ -319,6 +348,13 @@ func setRuleWeights(rule *gatewayv1.HTTPRouteRule, ms *v1alpha1.ModelServer, b B
 		}
 	}
 	for _, want := range backendRefs(ms, b) {
+		if isShadowRef(want.BackendObjectReference, ms) {
+			if !shadow {
+				rule.BackendRefs = append(rule.BackendRefs, want)
+				changed = true
+			}
+			continue
+		}
 		c, kind, _ := ownedRef(ms, want.BackendObjectReference)
 		if !seen[kind][c] {
 			rule.BackendRefs = append(rule.BackendRefs, want)
@@ -369,7 +405,8 @@ func Holds(route *gatewayv1.HTTPRoute, ms *v1alpha1.ModelServer, ruleName *gatew
 			continue
 		}
 		for _, b := range r.BackendRefs {
-			if _, _, ours := ownedRef(ms, b.BackendObjectReference); ours && ptr.Deref(b.Weight, 1) > 0 {
+			_, _, ours := ownedRef(ms, b.BackendObjectReference)
+			if (ours || isShadowRef(b.BackendObjectReference, ms)) && ptr.Deref(b.Weight, 1) > 0 {
 				return true
 			}
 		}

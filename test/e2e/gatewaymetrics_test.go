@@ -3,13 +3,16 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
 	"github.com/modelship/modelship/internal/metrics"
@@ -100,4 +103,67 @@ func storyGatewayErrorsRolledBack(t *testing.T) {
 		secs(rolledBack.Sub(began)), secs(rolledBack.Sub(firstWeight)), maxWeight)
 	figure(t, "5xx of the erroring version counted by the Gateway", "Traefik %.0f of %.0f requests to the candidate's Service (%.1f%%); the load generator got %.0f 5xx from it",
 		traefik5xx, traefikAll, 100*traefik5xx/max(traefikAll, 1), client5xx)
+}
+
+// storyScaleFromZeroOnGatewayRequests: a ModelServer at 0 replicas has no pod to report any load;
+// the requests Traefik's routers count for its HTTPRoute (answered by Traefik itself while no
+// backend has a ready endpoint) are the signal that brings its first pods up, and they then serve.
+func storyScaleFromZeroOnGatewayRequests(t *testing.T) {
+	t.Parallel()
+	if os.Getenv(simulatedGatewayEnv) != "" {
+		t.Skipf("the gateway metrics are Traefik's: this story runs through Traefik (without %s)", simulatedGatewayEnv)
+	}
+	ns := namespace(t, "story-gateway-zero")
+	ms := newModelServer(ns, "llama", imageV1, func(ms *v1alpha1.ModelServer) {
+		a := ms.Spec.Autoscaling
+		a.MinReplicas, a.MaxReplicas = 0, 4
+		ms.Spec.Replicas = ptr.To(int32(0)) // the count it starts from, as a Deployment's for an HPA
+		a.Metrics = []v1alpha1.AutoscalingMetric{{Gateway: &v1alpha1.GatewayRequestsMetric{Target: resource.MustParse("1000")}}}
+	})
+	given(t, "a %s, from 0 replicas, scaled on the requests per second Traefik counts at its HTTPRoute (1000 per replica)", describe(ms))
+	when(t, "it is created while the trace sends its requests to the route's hostname")
+	began := time.Now()
+	if err := st.Client.Create(context.Background(), ms); err != nil {
+		t.Fatalf("creating ModelServer: %v", err)
+	}
+	var sawZero bool
+	last := follow(t, ns, ms.Name, 4*time.Minute, "scaled up from 0 on the gateway's count", func(v view) error {
+		if v.ms.Status.Autoscaling != nil && v.ms.Status.Autoscaling.DesiredReplicas > 4 {
+			return fmt.Errorf("desired %d replicas, above maxReplicas 4", v.ms.Status.Autoscaling.DesiredReplicas)
+		}
+		if v.desired() == 0 {
+			sawZero = true
+		}
+		return nil
+	}, func(v view) bool { return v.ms.Status.ReadyReplicas >= 1 })
+	upAt := last.at
+	if !sawZero {
+		t.Errorf("the ModelServer never stood at 0 replicas: the story did not start from zero")
+	}
+	waitServing(t, ns, ms.Name, 3*time.Minute)
+	served200 := served(t, ns, ms.Name, last.stableColor(), "200", began, settleScrape())
+
+	then(t, "its first pod came up %s after creation (started at 0 replicas: %t) and the Gateway answered %.0f requests from it", secs(upAt.Sub(began)), sawZero, served200)
+	if served200 == 0 {
+		t.Errorf("no request was answered 200 by the ModelServer's pods")
+	}
+	if last.ms.Status.Autoscaling == nil {
+		t.Fatalf("no autoscaling status")
+	}
+	and(t, "the autoscaler's reason: %s", describeAutoscaling(last))
+	figure(t, "scale from zero on the gateway's request count", "first Ready pod %s after creation", secs(upAt.Sub(began)))
+}
+
+// describeAutoscaling says what status.autoscaling reports: the desired count and each metric's
+// proposal.
+func describeAutoscaling(v view) string {
+	a := v.ms.Status.Autoscaling
+	out := fmt.Sprintf("desired %d (%s)", a.DesiredReplicas, a.LastScaleReason)
+	for _, p := range a.Proposals {
+		out += fmt.Sprintf("; %s = %s (target %s)", p.Metric, p.Value, p.Target)
+		if p.Replicas != nil {
+			out += fmt.Sprintf(" proposes %d", *p.Replicas)
+		}
+	}
+	return out
 }

@@ -111,6 +111,8 @@ func run(m *testing.M) int {
 		Dir: dir, Speed: 10, RateScale: rateScale, GPUNodes: gpuNodes, Seed: 7,
 		Profiles: []string{slowProfile, degradeProfile, erroringProfile}, Logger: log,
 		SimulatedGateway: os.Getenv(simulatedGatewayEnv) != "",
+		// Traefik's kubernetescrd provider: the shadow phase mirrors through a TraefikService.
+		TraefikKubernetesCRD: true, CRDDirs: []string{gateway.CRDDir()},
 	})
 	cancel()
 	if err != nil {

@@ -18,6 +18,9 @@ func TestStoriesSharingTheStack(t *testing.T) {
 	t.Run("at the data plane, each step serves each color its route weight within 3 points", storyDataPlaneSplit)
 	t.Run("requests with the canary header reach only the candidate from step 0 until its promotion", storyHeaderRoute)
 	t.Run("a version answering 5xx is rolled back on the error ratio Traefik counts", storyGatewayErrorsRolledBack)
+	t.Run("a 3x slower version is rolled back in its shadow phase, no user request served by it", storyShadowRollsBackUnseen)
+	t.Run("from 0 replicas, the requests Traefik counts at the route bring the first pods up", storyScaleFromZeroOnGatewayRequests)
+	t.Run("a gate answering 503 for a minute holds step 0, and each rollout event is notified once", storyGateAndNotifications)
 }
 
 // TestStoriesDisruptingTheStack runs, after them and one after the other, the stories that

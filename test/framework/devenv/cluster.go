@@ -10,10 +10,13 @@ import (
 	"k8s.io/client-go/rest"
 )
 
-// Address ranges of the cluster; nothing routes them, they only have to be valid.
+// Address ranges of the cluster. Nothing routes or dials them (no kube-proxy: the Gateway and
+// the aggregator reach endpoints, not ClusterIPs), but they are taken from the benchmarking range
+// too (gateway.BenchmarkRange, the half PodCIDR and NodeIP are not in), so that no address of a
+// private range appears anywhere in the environment.
 const (
-	serviceCIDR = "10.96.0.0/12"
-	clusterCIDR = "10.244.0.0/16"
+	serviceCIDR = "198.19.0.0/17"
+	clusterCIDR = "198.19.128.0/17"
 )
 
 func (e *Env) bin(name string) string { return filepath.Join(e.opts.AssetsDir, name) }

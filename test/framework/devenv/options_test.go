@@ -3,6 +3,7 @@ package devenv
 import (
 	"context"
 	"encoding/json"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -202,5 +203,25 @@ func TestScrapeTargets(t *testing.T) {
 				t.Errorf("targets = %s, want %s", b, c.want)
 			}
 		})
+	}
+}
+
+// Every address range of the environment is in the benchmarking range, and none overlaps the
+// pods' (routed locally inside the namespace) or holds the nodes' address.
+func TestEveryAddressRangeIsInTheBenchmarkingRange(t *testing.T) {
+	bench := netip.MustParsePrefix(gateway.BenchmarkRange)
+	pods := netip.MustParsePrefix(PodCIDR)
+	node := netip.MustParseAddr(NodeIP)
+	for name, cidr := range map[string]string{"service": serviceCIDR, "cluster": clusterCIDR} {
+		p := netip.MustParsePrefix(cidr)
+		if !bench.Contains(p.Addr()) || p.Bits() < bench.Bits() {
+			t.Errorf("%s CIDR %s is not inside %s", name, p, bench)
+		}
+		if p.Overlaps(pods) || p.Contains(node) {
+			t.Errorf("%s CIDR %s overlaps the pods' %s or holds the nodes' %s", name, p, pods, node)
+		}
+	}
+	if !bench.Contains(node) || pods.Contains(node) {
+		t.Errorf("NodeIP %s must be in %s and outside %s", node, bench, pods)
 	}
 }

@@ -266,3 +266,13 @@ func WriteKubeconfig(path string, cfg *rest.Config) error {
 	}
 	return nil
 }
+
+// CRDDir is the folder of Traefik's own CRDs (traefik.io/v1alpha1, for its kubernetescrd
+// provider: TraefikServices) that hack/traefik.sh keeps beside the binary.
+func CRDDir() string {
+	bin := os.Getenv(BinaryEnv)
+	if bin == "" {
+		bin = DefaultBinary()
+	}
+	return filepath.Join(filepath.Dir(bin), "crds")
+}
