@@ -17,8 +17,9 @@ import (
 // The load is the token work of the Ready pods (Input.Load, metrics.TokenWork: replicas' worth
 // of a nominal replica's time). One replica's capacity in these units, C, is learnt per
 // revision, once per serving window (Input.ServingWindow) with one color Ready, from u, the load
-// per Ready replica (pods still starting serve nothing), and the window's p95 latencies against
-// the SLO. A miss in a window at whose start new pods may not have served yet (a scale-up within
+// per Ready replica (pods still starting serve nothing; for a window that held, the load per
+// replica asked for, a bound below it, as pods may have come Ready within the window), and the
+// window's p95 latencies against the SLO. A miss in a window at whose start new pods may not have served yet (a scale-up within
 // two windows and a cold start, none starting now) teaches nothing: the window's latencies
 // belong to the fewer replicas before them.
 //   - a miss (a p95 above the SLO, or at least SLOQueuedPerReplica requests queued per Ready
@@ -32,7 +33,9 @@ import (
 //     window without a scale-down, raises C by sloProbe (twice that with each p95 at most a
 //     quarter of sloMargin), up to sloProbeCeiling times the floor: the next passes ask for fewer
 //     replicas, and the SLO says whether they hold. The fleet is so never sized for more than
-//     sloShare x sloProbeCeiling (1.15) times the load per replica seen holding with margin:
+//     sloShare x sloProbeCeiling (1.15) times the load per replica seen holding with margin
+//     (before any miss, one replica fewer is allowed where that is more: at 7 replicas or
+//     fewer it always is, and a small fleet could otherwise never probe):
 //     the cliff where requests queue shows in no latency before it is crossed (measured: p95
 //     ITL and TTFT at 0.46 of the SLO one replica before it, 0.57 on it), and a probe that
 //     crosses it costs a cold start of missed minutes;
@@ -199,9 +202,6 @@ func learnSLO(s sloSpec, in Input, prev *v1alpha1.AutoscalingStatus, now time.Ti
 	if in.Ready <= 0 || in.BothColorsReady || !usable(in.Load) || in.Load.Value <= 0 {
 		return st, st.known
 	}
-	// Pods starting serve nothing: the Ready ones carry the load, so a window with pods starting
-	// proves what each Ready replica carried as well as any (the minutes the fleet is short are
-	// those it scales up in, and those that learn most).
 	r, ok := s.latencyRatio(in)
 	if !ok {
 		return st, st.known
@@ -237,6 +237,11 @@ func learnSLO(s sloSpec, in Input, prev *v1alpha1.AutoscalingStatus, now time.Ti
 			st.capacity = max(min(st.capacity+learnWeight*(bound-st.capacity), ceiling), floor)
 		}
 	default:
+		// Held: with pods starting (the minutes a fleet is short are those it scales up in, and
+		// those that teach most), some may have come Ready within the window, so what each
+		// replica carried is taken as load/Current, a bound below it (a starting pod serves
+		// nothing, so the Ready ones carried at least that).
+		u = in.Load.Value / float64(max(in.Ready, in.Current))
 		if r <= sloMargin {
 			// Held with margin: a replica carried u. A window that held only just (a burst
 			// that happened to miss it) is no proof that the next one holds at u.
@@ -252,7 +257,15 @@ func learnSLO(s sloSpec, in Input, prev *v1alpha1.AutoscalingStatus, now time.Ti
 			}
 			st.capacity *= 1 + step
 			if floor > 0 {
-				st.capacity = min(st.capacity, sloProbeCeiling*floor)
+				limit := sloProbeCeiling * floor
+				if ceiling <= 0 && in.Ready > 1 {
+					// Never seen beyond capacity: a probe may take one replica off even where
+					// that is more than the limit (at 7 replicas or fewer it always is, and a
+					// small fleet could never probe); the miss it may meet sets the ceiling
+					// that holds every later probe within the limit.
+					limit = max(limit, in.Load.Value/(sloShare*float64(in.Ready-1)))
+				}
+				st.capacity = min(st.capacity, limit)
 			}
 			if ceiling > 0 {
 				st.capacity = max(min(st.capacity, ceiling), floor)
