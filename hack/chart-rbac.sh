@@ -61,7 +61,8 @@ subjects:
   namespace: {{ $.Release.Namespace }}
 {{- end }}
 ---
-# Cluster-scoped reads the capacity check needs (nodes), and the reviews of secure /metrics.
+# Cluster-scoped reads the capacity check needs (nodes), whether a Gateway mirrors (the
+# GatewayClasses' supportedFeatures, for spec.rollout.shadow), and the reviews of secure /metrics.
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRole
 metadata:
@@ -69,6 +70,9 @@ metadata:
 rules:
 - apiGroups: [""]
   resources: [nodes]
+  verbs: [get, list, watch]
+- apiGroups: [gateway.networking.k8s.io]
+  resources: [gatewayclasses]
   verbs: [get, list, watch]
 - apiGroups: [authentication.k8s.io]
   resources: [tokenreviews]

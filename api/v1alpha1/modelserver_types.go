@@ -743,7 +743,7 @@ type AnalysisHistogram struct {
 
 // AutoscalingSpec makes modelship own the replica count across both colors.
 //
-// +kubebuilder:validation:XValidation:rule="self.minReplicas <= self.maxReplicas",message="spec.autoscaling.minReplicas must be less than or equal to spec.autoscaling.maxReplicas"
+// +kubebuilder:validation:XValidation:rule="!has(self.minReplicas) || self.minReplicas <= self.maxReplicas",message="spec.autoscaling.minReplicas must be less than or equal to spec.autoscaling.maxReplicas"
 // +kubebuilder:validation:XValidation:rule="!has(self.minReplicas) || self.minReplicas != 0 || (has(self.metrics) && self.metrics.exists(m, has(m.prometheus) || has(m.external) || has(m.gateway) || (has(m.endpointPicker) && m.endpointPicker.signal == 'RunningRequests')))",message="spec.autoscaling.minReplicas 0 needs a metric that sees load while no pod runs (prometheus, external, gateway, or endpointPicker with signal RunningRequests): the pod metrics (gpuUtilization, the default, requestsWaiting, kvCacheUsage, saturation, resource, endpointPicker QueueSize and PoolSaturation) have no data without pods, and the count would never come back from 0",fieldPath=".minReplicas"
 type AutoscalingSpec struct {
 	// MinReplicas is the lower bound of the total replica count. Defaults to 1; at most 10000.
@@ -751,11 +751,13 @@ type AutoscalingSpec struct {
 	// total that reads 0 when idle, e.g. the Gateway's request rate "or vector(0)"), an
 	// external metric, or endpointPicker with signal RunningRequests. At 0 replicas the
 	// ModelServer is Ready only while such a metric reads 0 (reason NoReplicaForLoad otherwise).
+	// A pointer, as the HorizontalPodAutoscaler's: 0 is a value that a typed client can send
+	// (an int with omitempty would drop it and the default would make it 1).
 	// +kubebuilder:default=1
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=10000
 	// +optional
-	MinReplicas int32 `json:"minReplicas,omitempty"`
+	MinReplicas *int32 `json:"minReplicas,omitempty"`
 
 	// MaxReplicas is the upper bound of the total replica count, 1 to 10000.
 	// +kubebuilder:validation:Minimum=1

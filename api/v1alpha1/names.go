@@ -95,3 +95,11 @@ func (ms *ModelServer) HeaderRuleName() string {
 // TraefikService writes for the shadow phase: the ModelServer's name made a DNS label as for its
 // Services (see ServiceNameOf), with "shadow".
 func (ms *ModelServer) ShadowServiceName() string { return ServiceNameOf(ms.Name, "shadow") }
+
+// Min is spec.autoscaling.minReplicas, 1 when unset (its default).
+func (a *AutoscalingSpec) Min() int32 {
+	if a == nil || a.MinReplicas == nil {
+		return 1
+	}
+	return *a.MinReplicas
+}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/utils/ptr"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,7 +24,7 @@ var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 type specOpt func(*v1alpha1.AutoscalingSpec)
 
 func newSpec(minR, maxR int32, opts ...specOpt) v1alpha1.AutoscalingSpec {
-	s := v1alpha1.AutoscalingSpec{MinReplicas: minR, MaxReplicas: maxR}
+	s := v1alpha1.AutoscalingSpec{MinReplicas: ptr.To(int32(minR)), MaxReplicas: maxR}
 	for _, o := range opts {
 		o(&s)
 	}

@@ -54,7 +54,7 @@ type settings struct {
 }
 
 func resolve(spec v1alpha1.AutoscalingSpec) settings {
-	s := settings{min: max(spec.MinReplicas, 0), interval: spec.Interval.Duration, tolerance: DefaultTolerance}
+	s := settings{min: max(spec.Min(), 0), interval: spec.Interval.Duration, tolerance: DefaultTolerance}
 	s.max = max(spec.MaxReplicas, s.min)
 	if s.interval <= 0 {
 		s.interval = DefaultInterval

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
 	"github.com/modelship/modelship/internal/sample"
@@ -17,7 +18,7 @@ import (
 // capacity of 1 before anything is learnt), TTFT SLO 2s, no stabilization.
 func learningSpec() v1alpha1.AutoscalingSpec {
 	pct := int32(90)
-	return v1alpha1.AutoscalingSpec{MinReplicas: 1, MaxReplicas: 100,
+	return v1alpha1.AutoscalingSpec{MinReplicas: ptr.To(int32(1)), MaxReplicas: 100,
 		Metrics: []v1alpha1.AutoscalingMetric{{Prometheus: &v1alpha1.PrometheusMetric{
 			Query: "work", Target: resource.MustParse("0.9"),
 			LearnCapacity: &v1alpha1.CapacityLearning{TargetPercentOfCapacity: &pct, TimeToFirstTokenP95: dur(2 * time.Second)},

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
 	"github.com/modelship/modelship/internal/sample"
@@ -15,7 +16,7 @@ import (
 // a cold start ahead; a flat, falling or unmeasured trend, or no horizon, proposes for the load now.
 func TestARisingTotalProposesForTheLoadAColdStartAhead(t *testing.T) {
 	spec := func(cold time.Duration) v1alpha1.AutoscalingSpec {
-		return v1alpha1.AutoscalingSpec{MinReplicas: 1, MaxReplicas: 100, ProjectionHorizon: v1alpha1.Duration{Duration: cold},
+		return v1alpha1.AutoscalingSpec{MinReplicas: ptr.To(int32(1)), MaxReplicas: 100, ProjectionHorizon: v1alpha1.Duration{Duration: cold},
 			Metrics: []v1alpha1.AutoscalingMetric{{Prometheus: &v1alpha1.PrometheusMetric{Query: "work", Target: resource.MustParse("1")}}}}
 	}
 	work := func(trend float64, has bool) []Observation {

@@ -12,11 +12,12 @@ import (
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
 	"github.com/modelship/modelship/internal/sample"
+	"k8s.io/utils/ptr"
 )
 
 // sloSpecOf is an SLO-first spec: 2s p95 TTFT, 100ms p95 ITL, no scale-down window.
 func sloSpecOf(minR, maxR int32) v1alpha1.AutoscalingSpec {
-	return v1alpha1.AutoscalingSpec{MinReplicas: minR, MaxReplicas: maxR,
+	return v1alpha1.AutoscalingSpec{MinReplicas: ptr.To(int32(minR)), MaxReplicas: maxR,
 		SLO:      &v1alpha1.LatencySLO{TTFTP95: &v1alpha1.Duration{Duration: 2 * time.Second}, ITLP95: &v1alpha1.Duration{Duration: 100 * time.Millisecond}},
 		Behavior: v1alpha1.ScalingBehavior{ScaleDown: &v1alpha1.ScalingRules{StabilizationWindow: &v1alpha1.Duration{}}}}
 }
@@ -219,7 +220,7 @@ func TestSLOSequences(t *testing.T) {
 			out := Decide(in, r.at)
 			st := out.Status
 			r.prev, r.cur, r.at = &st, out.Desired, r.at.Add(time.Minute)
-			if r.cur < spec.MinReplicas || r.cur > spec.MaxReplicas {
+			if r.cur < spec.Min() || r.cur > spec.MaxReplicas {
 				t.Fatalf("seed %d step %d: %d replicas outside [1, 60]", seed, i, r.cur)
 			}
 			if waiting/float64(before) >= SLOQueuedPerReplica && in.Load.Status == sample.OK && r.cur < before {

@@ -56,7 +56,7 @@ func qty(s string) *resource.Quantity { return ptr.To(resource.MustParse(s)) }
 // autoscaleOn turns autoscaling on (1..4 replicas) and returns it for the case to change.
 func autoscaleOn(ms *v1alpha1.ModelServer) *v1alpha1.AutoscalingSpec {
 	ms.Spec.Replicas = nil
-	ms.Spec.Autoscaling = &v1alpha1.AutoscalingSpec{MinReplicas: 1, MaxReplicas: 4}
+	ms.Spec.Autoscaling = &v1alpha1.AutoscalingSpec{MinReplicas: ptr.To(int32(1)), MaxReplicas: 4}
 	return ms.Spec.Autoscaling
 }
 
@@ -261,7 +261,10 @@ func badSpecs() []badSpec {
 			spec["autoscaling"] = map[string]any{"maxReplicas": 0}
 			delete(spec, "replicas")
 		}, want: []string{"spec.autoscaling.maxReplicas", "greater than or equal to 1"}},
-		{name: "a min replica count beyond any cluster", mutate: func(ms *v1alpha1.ModelServer) { a := autoscaleOn(ms); a.MinReplicas, a.MaxReplicas = 50000, 60000 },
+		{name: "a min replica count beyond any cluster", mutate: func(ms *v1alpha1.ModelServer) {
+			a := autoscaleOn(ms)
+			a.MinReplicas, a.MaxReplicas = ptr.To(int32(50000)), 60000
+		},
 			want: []string{"spec.autoscaling.minReplicas", "less than or equal to 10000"}},
 		{name: "scale to zero on the default GPU utilization, which has no data without pods", raw: func(spec map[string]any) {
 			spec["autoscaling"] = map[string]any{"minReplicas": 0, "maxReplicas": 4}
@@ -271,7 +274,10 @@ func badSpecs() []badSpec {
 			spec["autoscaling"] = map[string]any{"minReplicas": 0, "maxReplicas": 4, "metrics": []any{map[string]any{"requestsWaiting": map[string]any{"target": 2}}}}
 			delete(spec, "replicas")
 		}, want: []string{"spec.autoscaling.minReplicas", "needs a metric that sees load while no pod runs"}},
-		{name: "minReplicas above maxReplicas", mutate: func(ms *v1alpha1.ModelServer) { a := autoscaleOn(ms); a.MinReplicas, a.MaxReplicas = 5, 2 },
+		{name: "minReplicas above maxReplicas", mutate: func(ms *v1alpha1.ModelServer) {
+			a := autoscaleOn(ms)
+			a.MinReplicas, a.MaxReplicas = ptr.To(int32(5)), 2
+		},
 			want: []string{"spec.autoscaling.minReplicas must be less than or equal to spec.autoscaling.maxReplicas"}},
 
 		// Lists the controller needs non-empty, and the steps.
@@ -864,7 +870,7 @@ func goodSpecs() []badSpec {
 		{name: "a ratio to stable as a whole number", raw: set("rollout.analysis.metrics", []any{map[string]any{"name": "x", "query": "x", "maxRatioToStable": 2}})},
 		{name: "autoscaling with every signal at sensible targets and the widest bounds", mutate: func(ms *v1alpha1.ModelServer) {
 			a := autoscaleOn(ms)
-			a.MinReplicas, a.MaxReplicas, a.Interval, a.Tolerance = 0, 10000, dur("200ms"), qty("0")
+			a.MinReplicas, a.MaxReplicas, a.Interval, a.Tolerance = ptr.To(int32(0)), 10000, dur("200ms"), qty("0")
 			a.Metrics = []v1alpha1.AutoscalingMetric{
 				{GPUUtilization: &v1alpha1.GPUUtilizationMetric{Target: 100}},
 				{RequestsWaiting: &v1alpha1.PerReplicaMetric{Target: resource.MustParse("500m")}},
@@ -991,4 +997,29 @@ func tinyPositives() []badSpec {
 		}})
 	}
 	return out
+}
+
+// minReplicas 0 sent by a typed Go client is stored as 0 (scale to zero), and an unset one gets
+// the default 1: as an int with omitempty the 0 was dropped and defaulted to 1, so a Go client
+// (a CD tool, an operator, the e2e stories) could not ask for scale to zero.
+func TestATypedClientCanAskForZeroMinReplicas(t *testing.T) {
+	ns := newNamespace(t)
+	for name, min := range map[string]*int32{"zero": ptr.To(int32(0)), "unset": nil} {
+		ms := newModelServer(ns, name, func(ms *v1alpha1.ModelServer) {
+			ms.Spec.Replicas = nil
+			ms.Spec.Autoscaling = &v1alpha1.AutoscalingSpec{MinReplicas: min, MaxReplicas: 4, Metrics: []v1alpha1.AutoscalingMetric{
+				{Gateway: &v1alpha1.GatewayRequestsMetric{Target: resource.MustParse("5")}}}}
+		})
+		if err := k8s.Create(context.Background(), ms); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		got := getMS(t, ms).Spec.Autoscaling.MinReplicas
+		want := int32(1)
+		if min != nil {
+			want = *min
+		}
+		if got == nil || *got != want {
+			t.Errorf("%s: stored minReplicas %v, want %d", name, got, want)
+		}
+	}
 }

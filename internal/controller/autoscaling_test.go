@@ -46,7 +46,7 @@ func onPool(pool string) msOption {
 func withAutoscaling(minReplicas, maxReplicas, gpuTarget int32, opts ...func(*v1alpha1.AutoscalingSpec)) msOption {
 	return func(ms *v1alpha1.ModelServer) {
 		a := &v1alpha1.AutoscalingSpec{
-			MinReplicas: minReplicas, MaxReplicas: maxReplicas,
+			MinReplicas: ptr.To(int32(minReplicas)), MaxReplicas: maxReplicas,
 			Interval: v1alpha1.Duration{Duration: scaleInterval},
 			Metrics:  []v1alpha1.AutoscalingMetric{{GPUUtilization: &v1alpha1.GPUUtilizationMetric{Target: gpuTarget}}},
 		}

@@ -61,7 +61,7 @@ func logDecisions(log logr.Logger, before, after *v1alpha1.ModelServerStatus, ob
 	}
 	kv := []any{
 		"current", current, "desired", s.Desired,
-		"min", autoscaling.MinReplicas, "max", autoscaling.MaxReplicas,
+		"min", autoscaling.Min(), "max", autoscaling.MaxReplicas,
 		"signals", proposalSummary(s.Status.Proposals),
 	}
 	if prev >= 0 {

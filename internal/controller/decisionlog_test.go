@@ -49,7 +49,7 @@ func TestLogDecisions(t *testing.T) {
 		return o
 	}
 	step := rollout.Decision{Events: []rollout.Event{{Reason: "StepAdvanced", Message: "candidate weight 20% -> 50%"}}}
-	spec := &v1alpha1.AutoscalingSpec{MinReplicas: 1, MaxReplicas: 8}
+	spec := &v1alpha1.AutoscalingSpec{MinReplicas: ptr.To(int32(1)), MaxReplicas: 8}
 	cases := []struct {
 		name          string
 		before, after v1alpha1.ModelServerStatus

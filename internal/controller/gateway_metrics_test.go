@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
 	"github.com/modelship/modelship/internal/metrics"
@@ -70,7 +71,7 @@ func TestGatewayMetricsNeedTheGatewaysNamespace(t *testing.T) {
 	r := &ModelServerReconciler{QueryPolicy: metrics.QueryPolicyNamespaced}
 	analysisOn := newModelServer("ml", "llama", func(ms *v1alpha1.ModelServer) { ms.Spec.Rollout.Analysis.Gateway = v1alpha1.GatewayMetricsTraefik })
 	autoscaled := newModelServer("ml", "llama", func(ms *v1alpha1.ModelServer) {
-		ms.Spec.Autoscaling = &v1alpha1.AutoscalingSpec{MinReplicas: 0, MaxReplicas: 4, Metrics: []v1alpha1.AutoscalingMetric{
+		ms.Spec.Autoscaling = &v1alpha1.AutoscalingSpec{MinReplicas: ptr.To(int32(0)), MaxReplicas: 4, Metrics: []v1alpha1.AutoscalingMetric{
 			{Gateway: &v1alpha1.GatewayRequestsMetric{Source: v1alpha1.GatewayMetricsTraefik, Target: resource.MustParse("5")}}}}
 	})
 	for ms, field := range map[*v1alpha1.ModelServer]string{analysisOn: "spec.rollout.analysis.gateway", autoscaled: "spec.autoscaling.metrics[0].gateway"} {

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	externalv1beta1 "k8s.io/metrics/pkg/apis/external_metrics/v1beta1"
 	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
@@ -64,7 +65,7 @@ func TestScalesOnTheResourceMetricsAPI(t *testing.T) {
 	ns := newNamespace(t)
 	ctx := context.Background()
 	ms := newModelServer(ns, "kube", withReplicas(2), withCPURequest("1"), func(ms *v1alpha1.ModelServer) {
-		ms.Spec.Autoscaling = &v1alpha1.AutoscalingSpec{MinReplicas: 1, MaxReplicas: 8, Interval: v1alpha1.Duration{Duration: 200 * time.Millisecond},
+		ms.Spec.Autoscaling = &v1alpha1.AutoscalingSpec{MinReplicas: ptr.To(int32(1)), MaxReplicas: 8, Interval: v1alpha1.Duration{Duration: 200 * time.Millisecond},
 			Metrics: []v1alpha1.AutoscalingMetric{
 				{Resource: &v1alpha1.ResourceMetric{Name: corev1.ResourceCPU, Target: 50}},
 			}}
@@ -103,7 +104,7 @@ func TestScalesOnTheExternalMetricsAPIWithTheAnyQueryPolicy(t *testing.T) {
 	r.QueryPolicy, r.MetricsAPIs = metrics.QueryPolicyAny, kubeMetrics
 	metric := fmt.Sprintf("queue_depth_%d", time.Now().UnixNano()%1e6)
 	ms := newModelServer(manualNamespace, fmt.Sprintf("external-%d", time.Now().UnixNano()%1e6), withReplicas(2), func(ms *v1alpha1.ModelServer) {
-		ms.Spec.Autoscaling = &v1alpha1.AutoscalingSpec{MinReplicas: 1, MaxReplicas: 8, Interval: v1alpha1.Duration{Duration: 200 * time.Millisecond},
+		ms.Spec.Autoscaling = &v1alpha1.AutoscalingSpec{MinReplicas: ptr.To(int32(1)), MaxReplicas: 8, Interval: v1alpha1.Duration{Duration: 200 * time.Millisecond},
 			Metrics: []v1alpha1.AutoscalingMetric{
 				{External: &v1alpha1.ExternalMetric{MetricName: metric, Target: resource.MustParse("10")}},
 			}}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
@@ -74,7 +75,7 @@ func TestAPassThatChangesNothingWritesNothing(t *testing.T) {
 	fixed := newModelServer(manualNamespace, fmt.Sprintf("steady-%d", stamp))
 	scaled := newModelServer(manualNamespace, fmt.Sprintf("scaled-%d", stamp), func(ms *v1alpha1.ModelServer) {
 		ms.Spec.Replicas = nil
-		ms.Spec.Autoscaling = &v1alpha1.AutoscalingSpec{MinReplicas: 2, MaxReplicas: 4}
+		ms.Spec.Autoscaling = &v1alpha1.AutoscalingSpec{MinReplicas: ptr.To(int32(2)), MaxReplicas: 4}
 	})
 	for _, ms := range []*v1alpha1.ModelServer{fixed, scaled} {
 		if err := k8s.Create(context.Background(), ms); err != nil {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/utils/ptr"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
 	"github.com/modelship/modelship/internal/plan"
@@ -21,7 +22,7 @@ func TestObserveOnlyReads(t *testing.T) {
 	r := manualReconciler(t, w.funcs())
 	ms := newModelServer(manualNamespace, fmt.Sprintf("observe-%d", time.Now().UnixNano()%1e6), withGPU("1", ""), func(ms *v1alpha1.ModelServer) {
 		ms.Spec.Replicas = nil
-		ms.Spec.Autoscaling = &v1alpha1.AutoscalingSpec{MinReplicas: 2, MaxReplicas: 4}
+		ms.Spec.Autoscaling = &v1alpha1.AutoscalingSpec{MinReplicas: ptr.To(int32(2)), MaxReplicas: 4}
 	})
 	ctx := context.Background()
 	if err := k8s.Create(ctx, ms); err != nil {

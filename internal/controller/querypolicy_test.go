@@ -60,14 +60,14 @@ func TestValidateAppliesTheQueryPolicyNamingTheField(t *testing.T) {
 	}
 	withScaling := func(q string) func(*v1alpha1.ModelServer) {
 		return func(ms *v1alpha1.ModelServer) {
-			ms.Spec.Autoscaling = &v1alpha1.AutoscalingSpec{MinReplicas: 1, MaxReplicas: 2, Metrics: []v1alpha1.AutoscalingMetric{
+			ms.Spec.Autoscaling = &v1alpha1.AutoscalingSpec{MinReplicas: ptr.To(int32(1)), MaxReplicas: 2, Metrics: []v1alpha1.AutoscalingMetric{
 				{GPUUtilization: &v1alpha1.GPUUtilizationMetric{}},
 				{Prometheus: &v1alpha1.PrometheusMetric{Query: q, Target: resource.MustParse("5")}},
 			}}
 		}
 	}
 	withExternal := func(ms *v1alpha1.ModelServer) {
-		ms.Spec.Autoscaling = &v1alpha1.AutoscalingSpec{MinReplicas: 1, MaxReplicas: 2, Metrics: []v1alpha1.AutoscalingMetric{
+		ms.Spec.Autoscaling = &v1alpha1.AutoscalingSpec{MinReplicas: ptr.To(int32(1)), MaxReplicas: 2, Metrics: []v1alpha1.AutoscalingMetric{
 			{GPUUtilization: &v1alpha1.GPUUtilizationMetric{}},
 			{External: &v1alpha1.ExternalMetric{MetricName: "queue_depth", Target: resource.MustParse("5")}},
 		}}
@@ -85,7 +85,7 @@ func TestValidateAppliesTheQueryPolicyNamingTheField(t *testing.T) {
 		{"namespaced refuses an unscoped sample query", metrics.QueryPolicyNamespaced, withSample(`sum(up)`), []string{"spec.rollout.analysis.sampleQuery", "namespaced"}},
 		{"namespaced refuses an unscoped autoscaling query, naming its index", metrics.QueryPolicyNamespaced, withScaling(unscoped), []string{"spec.autoscaling.metrics[1].prometheus.query", "namespaced"}},
 		{"presets admits the built-in signals", metrics.QueryPolicyPresets, func(ms *v1alpha1.ModelServer) {
-			ms.Spec.Autoscaling = &v1alpha1.AutoscalingSpec{MinReplicas: 1, MaxReplicas: 2, Metrics: []v1alpha1.AutoscalingMetric{{GPUUtilization: &v1alpha1.GPUUtilizationMetric{}}}}
+			ms.Spec.Autoscaling = &v1alpha1.AutoscalingSpec{MinReplicas: ptr.To(int32(1)), MaxReplicas: 2, Metrics: []v1alpha1.AutoscalingMetric{{GPUUtilization: &v1alpha1.GPUUtilizationMetric{}}}}
 		}, nil},
 		{"presets refuses even a scoped analysis metric", metrics.QueryPolicyPresets, withMetric(scoped), []string{"spec.rollout.analysis.metrics[queue].query", "presets"}},
 		{"presets refuses a scoped autoscaling query", metrics.QueryPolicyPresets, withScaling(scoped), []string{"spec.autoscaling.metrics[1].prometheus.query", "presets"}},

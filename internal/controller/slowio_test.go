@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -109,7 +110,7 @@ func TestAHungAutoscalingSourceHoldsNoWorker(t *testing.T) {
 	r.fetches = signals.NewCache(context.Background(), 50*time.Millisecond, time.Minute, nil)
 	ms := newModelServer(manualNamespace, fmt.Sprintf("hungscale-%d", time.Now().UnixNano()%1e6), func(ms *v1alpha1.ModelServer) {
 		ms.Spec.Replicas = nil
-		ms.Spec.Autoscaling = &v1alpha1.AutoscalingSpec{MinReplicas: 2, MaxReplicas: 4, Metrics: []v1alpha1.AutoscalingMetric{
+		ms.Spec.Autoscaling = &v1alpha1.AutoscalingSpec{MinReplicas: ptr.To(int32(2)), MaxReplicas: 4, Metrics: []v1alpha1.AutoscalingMetric{
 			{Prometheus: &v1alpha1.PrometheusMetric{Query: `sum(vllm:num_requests_running{namespace="{{.Namespace}}"})`, Target: resource.MustParse("4")}},
 		}}
 	})

@@ -85,11 +85,11 @@ func validateFields(ms *v1alpha1.ModelServer) field.ErrorList {
 
 func validateAutoscaling(a *v1alpha1.AutoscalingSpec, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
-	if a.MinReplicas < 0 || a.MinReplicas > maxReplicaCount {
-		errs = append(errs, field.Invalid(p.Child("minReplicas"), a.MinReplicas, "must be from 0 to 10000"))
+	if a.Min() < 0 || a.Min() > maxReplicaCount {
+		errs = append(errs, field.Invalid(p.Child("minReplicas"), a.Min(), "must be from 0 to 10000"))
 	}
-	if a.MinReplicas == 0 && !autoscale.ScalesFromZero(a.Metrics) {
-		errs = append(errs, field.Invalid(p.Child("minReplicas"), a.MinReplicas, "0 needs a metric that sees load while no pod runs "+
+	if a.Min() == 0 && !autoscale.ScalesFromZero(a.Metrics) {
+		errs = append(errs, field.Invalid(p.Child("minReplicas"), a.Min(), "0 needs a metric that sees load while no pod runs "+
 			"(prometheus, external, gateway, or endpointPicker with signal RunningRequests): the pod metrics have no data without pods, and the count would never come back from 0"))
 	}
 	if a.MaxReplicas < 1 || a.MaxReplicas > maxReplicaCount {

@@ -26,7 +26,7 @@ func TestValidateReportsTheFieldAdmissionShouldHaveRefused(t *testing.T) {
 		return d
 	}
 	autoscaled := func(ms *v1alpha1.ModelServer) *v1alpha1.AutoscalingSpec {
-		ms.Spec.Autoscaling = &v1alpha1.AutoscalingSpec{MinReplicas: 1, MaxReplicas: 4}
+		ms.Spec.Autoscaling = &v1alpha1.AutoscalingSpec{MinReplicas: ptr.To(int32(1)), MaxReplicas: 4}
 		return ms.Spec.Autoscaling
 	}
 	gpus := func(ms *v1alpha1.ModelServer, limit, request string) {
@@ -62,25 +62,25 @@ func TestValidateReportsTheFieldAdmissionShouldHaveRefused(t *testing.T) {
 				LearnCapacity: &v1alpha1.CapacityLearning{InterTokenLatencyP95: ptr.To(dur(`"11m"`))}}}}
 		}, want: []string{"spec.autoscaling.metrics[0].prometheus.learnCapacity.interTokenLatencyP95", "at most 10m"}},
 		{name: "scale to zero on the default GPU utilization is refused: at zero pods it has no data", mutate: func(ms *v1alpha1.ModelServer) {
-			autoscaled(ms).MinReplicas = 0
+			autoscaled(ms).MinReplicas = ptr.To(int32(0))
 		}, want: []string{"spec.autoscaling.minReplicas", "needs a metric that sees load while no pod runs"}},
 		{name: "scale to zero on pod metrics and the endpoint picker's queue per pod is refused", mutate: func(ms *v1alpha1.ModelServer) {
 			onPools(ms)
 			a := autoscaled(ms)
-			a.MinReplicas = 0
+			a.MinReplicas = ptr.To(int32(0))
 			a.Metrics = []v1alpha1.AutoscalingMetric{{KVCacheUsage: &v1alpha1.AverageMetric{Target: resource.MustParse("0.8")}},
 				{EndpointPicker: &v1alpha1.EndpointPickerMetric{Signal: v1alpha1.EndpointPickerQueueSize, Target: resource.MustParse("2")}}}
 		}, want: []string{"spec.autoscaling.minReplicas", "needs a metric that sees load while no pod runs"}},
 		{name: "scale to zero with a prometheus total beside GPU utilization passes", mutate: func(ms *v1alpha1.ModelServer) {
 			a := autoscaled(ms)
-			a.MinReplicas = 0
+			a.MinReplicas = ptr.To(int32(0))
 			a.Metrics = []v1alpha1.AutoscalingMetric{{GPUUtilization: &v1alpha1.GPUUtilizationMetric{Target: 70}},
 				{Prometheus: &v1alpha1.PrometheusMetric{Query: `sum(rate(gateway_requests_total{route="llama"}[1m])) or vector(0)`, Target: resource.MustParse("5")}}}
 		}},
 		{name: "scale to zero on the endpoint picker's running requests passes", mutate: func(ms *v1alpha1.ModelServer) {
 			onPools(ms)
 			a := autoscaled(ms)
-			a.MinReplicas = 0
+			a.MinReplicas = ptr.To(int32(0))
 			a.Metrics = []v1alpha1.AutoscalingMetric{{EndpointPicker: &v1alpha1.EndpointPickerMetric{Signal: v1alpha1.EndpointPickerRunningRequests, Target: resource.MustParse("8"), Objective: "llama"}}}
 		}},
 		{name: "endpoint picker metrics on a Service backend are refused", mutate: func(ms *v1alpha1.ModelServer) {

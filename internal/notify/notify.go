@@ -25,7 +25,7 @@ import (
 // Reasons are the event reasons that are notified: a rollout's transitions and the start of a
 // scaling limit. Other events (AnalysisFailed, CandidateUnready...) are not.
 var Reasons = map[string]bool{
-	"RolloutStarted": true, "StepAdvanced": true, "Paused": true, "AwaitingPromotion": true,
+	"RolloutStarted": true, "ShadowStarted": true, "ShadowPassed": true, "StepAdvanced": true, "Paused": true, "AwaitingPromotion": true,
 	"Promoted": true, "RolledBack": true, "Aborted": true, "AnalysisStalled": true,
 	"NoRoomForCandidate": true, v1alpha1.ConditionScalingLimited: true,
 }

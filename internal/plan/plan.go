@@ -151,7 +151,7 @@ func DesiredReplicas(ms *v1alpha1.ModelServer) int32 {
 		if s := ms.Status.Autoscaling; s != nil {
 			n = s.DesiredReplicas
 		}
-		n = max(a.MinReplicas, min(a.MaxReplicas, n))
+		n = max(a.Min(), min(a.MaxReplicas, n))
 	}
 	return n
 }

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
 	"github.com/modelship/modelship/internal/autoscale"
@@ -28,7 +29,7 @@ func modelServer() *v1alpha1.ModelServer {
 				Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{capacity.GPUResource: resource.MustParse("1")}},
 			}}}},
 			Rollout: v1alpha1.RolloutSpec{Steps: []int32{50, 100}},
-			Autoscaling: &v1alpha1.AutoscalingSpec{MinReplicas: 1, MaxReplicas: 10, Metrics: []v1alpha1.AutoscalingMetric{
+			Autoscaling: &v1alpha1.AutoscalingSpec{MinReplicas: ptr.To(int32(1)), MaxReplicas: 10, Metrics: []v1alpha1.AutoscalingMetric{
 				{Prometheus: &v1alpha1.PrometheusMetric{Query: "load", Target: resource.MustParse("1")}},
 			}},
 		},

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
 	"github.com/modelship/modelship/internal/autoscale"
@@ -21,7 +22,7 @@ import (
 func autoscaled(metrics ...v1alpha1.AutoscalingMetric) *v1alpha1.ModelServer {
 	return &v1alpha1.ModelServer{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "llama"},
-		Spec:       v1alpha1.ModelServerSpec{Autoscaling: &v1alpha1.AutoscalingSpec{MinReplicas: 1, MaxReplicas: 8, Metrics: metrics}},
+		Spec:       v1alpha1.ModelServerSpec{Autoscaling: &v1alpha1.AutoscalingSpec{MinReplicas: ptr.To(int32(1)), MaxReplicas: 8, Metrics: metrics}},
 	}
 }
 

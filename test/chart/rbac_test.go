@@ -123,6 +123,9 @@ func TestTheChartAppliesAndItsServiceAccountRunsTheControllerWithLeastPrivilege(
 	if err := as.List(ctx, &corev1.NodeList{}); err != nil {
 		t.Errorf("listing nodes (the GPU capacity check) as the ServiceAccount: %v", err)
 	}
+	if err := as.List(ctx, &gatewayv1.GatewayClassList{}); err != nil {
+		t.Errorf("listing GatewayClasses (whether a Gateway mirrors, spec.rollout.shadow) as the ServiceAccount: %v", err)
+	}
 	if err := as.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "modelship-controller.serving.modelship.dev"}}, client.DryRunAll); err != nil {
 		t.Errorf("creating the leader election Lease in its own namespace as the ServiceAccount: %v", err)
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
 	"github.com/modelship/modelship/test/bench/scalebench"
@@ -61,7 +62,7 @@ func storySurgeAndTrough(t *testing.T) {
 	ns := namespace(t, "story-surge")
 	ms := newModelServer(ns, "llama", imageV1, func(ms *v1alpha1.ModelServer) {
 		a := ms.Spec.Autoscaling
-		a.MinReplicas, a.MaxReplicas = minR, maxR
+		a.MinReplicas, a.MaxReplicas = ptr.To(int32(minR)), maxR
 		a.Behavior = v1alpha1.ScalingBehavior{
 			ScaleUp:   &v1alpha1.ScalingRules{Policies: []v1alpha1.ScalingPolicy{{Type: v1alpha1.PodsScalingPolicy, Value: policyPods, Period: v1alpha1.Duration{Duration: policyPeriod}}}},
 			ScaleDown: &v1alpha1.ScalingRules{StabilizationWindow: &v1alpha1.Duration{Duration: downWindow}},

@@ -116,7 +116,7 @@ func storyScaleFromZeroOnGatewayRequests(t *testing.T) {
 	ns := namespace(t, "story-gateway-zero")
 	ms := newModelServer(ns, "llama", imageV1, func(ms *v1alpha1.ModelServer) {
 		a := ms.Spec.Autoscaling
-		a.MinReplicas, a.MaxReplicas = 0, 4
+		a.MinReplicas, a.MaxReplicas = ptr.To(int32(0)), 4
 		ms.Spec.Replicas = ptr.To(int32(0)) // the count it starts from, as a Deployment's for an HPA
 		a.Metrics = []v1alpha1.AutoscalingMetric{{Gateway: &v1alpha1.GatewayRequestsMetric{Target: resource.MustParse("1000")}}}
 	})

@@ -86,7 +86,7 @@ func describe(ms *v1alpha1.ModelServer) string {
 	s := fmt.Sprintf("ModelServer %s/%s serving %s, rolled out over steps %v of %s judged every %s",
 		ms.Namespace, ms.Name, ms.Spec.Template.Spec.Containers[0].Image, r.Steps, r.StepDuration.Duration, r.Analysis.Interval.Duration)
 	if a := ms.Spec.Autoscaling; a != nil {
-		return s + fmt.Sprintf(", autoscaled %d..%d", a.MinReplicas, a.MaxReplicas)
+		return s + fmt.Sprintf(", autoscaled %d..%d", a.Min(), a.MaxReplicas)
 	}
 	return s + fmt.Sprintf(", %d replicas", *ms.Spec.Replicas)
 }

@@ -286,7 +286,7 @@ func storyGPUsRunOut(t *testing.T) {
 		pod.Containers[0].Resources.Limits[devenv.GPUResource] = resource.MustParse(fmt.Sprint(perReplica))
 		ms.Spec.Replicas = ptr.To(int32(1))
 		a := ms.Spec.Autoscaling
-		a.MinReplicas, a.MaxReplicas = 1, maxReplicas
+		a.MinReplicas, a.MaxReplicas = ptr.To(int32(1)), maxReplicas
 		a.Metrics = []v1alpha1.AutoscalingMetric{{GPUUtilization: &v1alpha1.GPUUtilizationMetric{Target: gpuTarget}}}
 	})
 	given(t, "%d fake nodes of %d %s GPUs and a %s, %d GPUs per replica: %d replicas fit, %d are allowed",

@@ -89,7 +89,7 @@ func ModelServer(ns, image string, autoscaled, recipe bool, lm v1alpha1.LoadMatc
 	if autoscaled {
 		ms.Spec.Replicas = ptr.To(int32(MinReplicas))
 		ms.Spec.Autoscaling = &v1alpha1.AutoscalingSpec{
-			MinReplicas: MinReplicas, MaxReplicas: MaxReplicas,
+			MinReplicas: ptr.To(int32(MinReplicas)), MaxReplicas: MaxReplicas,
 			Metrics: []v1alpha1.AutoscalingMetric{{GPUUtilization: &v1alpha1.GPUUtilizationMetric{Target: GPUTarget}}},
 		}
 		if recipe {

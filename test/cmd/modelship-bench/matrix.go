@@ -14,6 +14,7 @@ import (
 	"github.com/modelship/modelship/test/framework/fleet"
 	"github.com/modelship/modelship/test/sim/policysim"
 	"github.com/modelship/modelship/test/sim/workloads"
+	"k8s.io/utils/ptr"
 )
 
 // shippedTrace is the trace the repository ships (test/traces/README.md), relative to the
@@ -61,7 +62,7 @@ func (s simSettings) policies(arr []fleet.Arrival, dur time.Duration, speed floa
 		&policysim.Modelship{Label: "modelship", Start: start, Work: work, Spec: policysim.RecipeSpec(lo, hi, s.coldStart, s.msTarget, s.msWaiting, s.msDown, s.msUp, s.msTol)},
 		&policysim.Modelship{Label: "modelship-learnt", Start: start, Work: work, Spec: learnt},
 		&policysim.Modelship{Label: "modelship-slo", Start: start, Spec: policysim.SLOSpec(lo, hi, s.sloTTFT, s.sloITL, s.coldStart, s.msDown)},
-		&policysim.Modelship{Label: "modelship-gpu70", Start: start, Spec: v1alpha1.AutoscalingSpec{MinReplicas: lo, MaxReplicas: hi}},
+		&policysim.Modelship{Label: "modelship-gpu70", Start: start, Spec: v1alpha1.AutoscalingSpec{MinReplicas: ptr.To(int32(lo)), MaxReplicas: hi}},
 		&policysim.Modelship{Label: "modelship-saturation", Start: start, Spec: saturationSpec(lo, hi, s.msDown)},
 		policysim.NewHPA("hpa-gpu70", lo, hi, 70, false, func(sig policysim.Signals) (float64, bool) { return sig.GPUUtilization, sig.HasGPU }),
 		policysim.NewKEDA(lo, hi, 5),

@@ -228,7 +228,7 @@ func scaleModelServer(i int, replicas int32) *v1alpha1.ModelServer {
 	ms.Spec.Autoscaling = nil
 	if i%10 == 6 || i%10 == 7 {
 		ms.Spec.Replicas = nil
-		ms.Spec.Autoscaling = &v1alpha1.AutoscalingSpec{MinReplicas: replicas, MaxReplicas: replicas + 2}
+		ms.Spec.Autoscaling = &v1alpha1.AutoscalingSpec{MinReplicas: ptr.To(int32(replicas)), MaxReplicas: replicas + 2}
 	}
 	return ms
 }

@@ -17,6 +17,7 @@ import (
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
 	"github.com/modelship/modelship/test/framework/fleet"
 	"github.com/modelship/modelship/test/sim/policysim"
+	"k8s.io/utils/ptr"
 )
 
 func init() {
@@ -187,7 +188,7 @@ const oraclePerReplica = 0.6
 // saturationSpec is the saturation metric with llm-d's thresholds (and the recipe's scale-down
 // window), to compare llm-d's rule with the rest on the same fleet.
 func saturationSpec(lo, hi int32, down time.Duration) v1alpha1.AutoscalingSpec {
-	return v1alpha1.AutoscalingSpec{MinReplicas: lo, MaxReplicas: hi,
+	return v1alpha1.AutoscalingSpec{MinReplicas: ptr.To(int32(lo)), MaxReplicas: hi,
 		Metrics:  []v1alpha1.AutoscalingMetric{{Saturation: &v1alpha1.SaturationMetric{}}},
 		Behavior: v1alpha1.ScalingBehavior{ScaleDown: &v1alpha1.ScalingRules{StabilizationWindow: &v1alpha1.Duration{Duration: down}}},
 	}

@@ -48,7 +48,7 @@ func ModelServer(ns, name, image string) *v1alpha1.ModelServer {
 				},
 			},
 			Autoscaling: &v1alpha1.AutoscalingSpec{
-				MinReplicas: 2, MaxReplicas: 12, Interval: d(5 * time.Second),
+				MinReplicas: ptr.To(int32(2)), MaxReplicas: 12, Interval: d(5 * time.Second),
 				Metrics: []v1alpha1.AutoscalingMetric{
 					{GPUUtilization: &v1alpha1.GPUUtilizationMetric{Target: 70}},
 					{RequestsWaiting: &v1alpha1.PerReplicaMetric{Target: resource.MustParse("5")}},

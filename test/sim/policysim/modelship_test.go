@@ -15,7 +15,7 @@ import (
 // grouped signal code: a fleet whose pods are all saturated grows by one per saturated pod, an
 // idle one shrinks (no scale-down window here), and a fleet without pods' series holds.
 func TestModelshipSaturationReadsEachPod(t *testing.T) {
-	spec := v1alpha1.AutoscalingSpec{MinReplicas: 1, MaxReplicas: 20,
+	spec := v1alpha1.AutoscalingSpec{MinReplicas: ptr.To(int32(1)), MaxReplicas: 20,
 		Metrics:  []v1alpha1.AutoscalingMetric{{Saturation: &v1alpha1.SaturationMetric{}}},
 		Behavior: v1alpha1.ScalingBehavior{ScaleDown: &v1alpha1.ScalingRules{StabilizationWindow: &v1alpha1.Duration{}}}}
 	pods := func(n int, kv, waiting float64) []PodSignals {

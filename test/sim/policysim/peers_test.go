@@ -7,6 +7,7 @@ import (
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
 	"github.com/modelship/modelship/test/framework/fleet"
+	"k8s.io/utils/ptr"
 )
 
 func gpu(s Signals) (float64, bool) { return s.GPUUtilization, s.HasGPU }
@@ -154,7 +155,7 @@ func TestDuringAMetricsOutageModelshipAndHPAHoldTheirCount(t *testing.T) {
 	cfg := overProvisioned(Outage{})
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	policies := []Policy{
-		&Modelship{Label: "modelship", Start: start, Spec: v1alpha1.AutoscalingSpec{MinReplicas: 1, MaxReplicas: 20}},
+		&Modelship{Label: "modelship", Start: start, Spec: v1alpha1.AutoscalingSpec{MinReplicas: ptr.To(int32(1)), MaxReplicas: 20}},
 		NewHPA("hpa", 1, 20, 70, false, gpu),
 	}
 	for _, p := range policies {
@@ -169,7 +170,7 @@ func TestDuringAMetricsOutageModelshipAndHPAHoldTheirCount(t *testing.T) {
 	// Without the outage both would have scaled down the over-provisioned 6 pods: the hold is the outage's doing.
 	cfg.Outages = nil
 	for _, p := range []Policy{
-		&Modelship{Label: "modelship", Start: start, Spec: v1alpha1.AutoscalingSpec{MinReplicas: 1, MaxReplicas: 20}},
+		&Modelship{Label: "modelship", Start: start, Spec: v1alpha1.AutoscalingSpec{MinReplicas: ptr.To(int32(1)), MaxReplicas: 20}},
 		NewHPA("hpa", 1, 20, 70, false, gpu),
 	} {
 		if r := Run(cfg, p); r.Timeline[12].Pods >= 6 {
@@ -187,7 +188,7 @@ func TestOnNaNSamplesModelshipAndHPAHoldWhileKEDAReadsZero(t *testing.T) {
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	work := func(s Signals) float64 { return cfg.Capacity.Work(s.PromptTPS, s.GeneratedTPS) }
 	for _, p := range []Policy{
-		&Modelship{Label: "modelship-gpu", Start: start, Spec: v1alpha1.AutoscalingSpec{MinReplicas: 1, MaxReplicas: 20}},
+		&Modelship{Label: "modelship-gpu", Start: start, Spec: v1alpha1.AutoscalingSpec{MinReplicas: ptr.To(int32(1)), MaxReplicas: 20}},
 		&Modelship{Label: "modelship-recipe", Start: start, Work: work, Spec: RecipeSpec(1, 20, time.Minute, 0.57, 2, 3*time.Minute, 0, 0.1)},
 		NewHPA("hpa", 1, 20, 70, false, gpu),
 	} {

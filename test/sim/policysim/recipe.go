@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
 )
@@ -16,7 +17,7 @@ import (
 // bench-peers both run it.
 func RecipeSpec(lo, hi int32, horizon time.Duration, work float64, waiting int64, down, up time.Duration, tol float64) v1alpha1.AutoscalingSpec {
 	spec := v1alpha1.AutoscalingSpec{
-		MinReplicas: lo, MaxReplicas: hi, ProjectionHorizon: v1alpha1.Duration{Duration: horizon},
+		MinReplicas: ptr.To(int32(lo)), MaxReplicas: hi, ProjectionHorizon: v1alpha1.Duration{Duration: horizon},
 		Metrics: []v1alpha1.AutoscalingMetric{
 			{Prometheus: &v1alpha1.PrometheusMetric{
 				Query:  WorkQuery,
@@ -45,7 +46,7 @@ const WorkQuery = `(sum(rate(vllm:prompt_tokens_total{namespace="{{.Namespace}}"
 // load projected horizon (the fleet's cold start) ahead and the scale-down window down.
 func SLOSpec(lo, hi int32, ttft, itl, horizon, down time.Duration) v1alpha1.AutoscalingSpec {
 	return v1alpha1.AutoscalingSpec{
-		MinReplicas: lo, MaxReplicas: hi, ProjectionHorizon: v1alpha1.Duration{Duration: horizon},
+		MinReplicas: ptr.To(int32(lo)), MaxReplicas: hi, ProjectionHorizon: v1alpha1.Duration{Duration: horizon},
 		SLO: &v1alpha1.LatencySLO{TTFTP95: &v1alpha1.Duration{Duration: ttft}, ITLP95: &v1alpha1.Duration{Duration: itl}},
 		Behavior: v1alpha1.ScalingBehavior{
 			ScaleDown: &v1alpha1.ScalingRules{StabilizationWindow: &v1alpha1.Duration{Duration: down}},
