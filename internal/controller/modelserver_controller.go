@@ -643,8 +643,10 @@ func (r *ModelServerReconciler) observe(ctx context.Context, ms *v1alpha1.ModelS
 	}
 	o.Accepted = accepted
 	obs.RouteAccepted, obs.RouteMessage = accepted.Status, accepted.Message
-	if obs.MirrorUnsupported, err = r.mirrorUnsupported(ctx, ms, route); err != nil {
-		return o, err
+	if rollout.ShadowPending(ms, obs.Revision) {
+		if obs.MirrorUnsupported, err = r.mirrorUnsupported(ctx, ms, route); err != nil {
+			return o, err
+		}
 	}
 	if !held && rollout.MeasureDue(ms, now) {
 		m, err := r.measure(ctx, ms, now)

@@ -82,8 +82,7 @@ func (m *machine) shadowHolds(started time.Time) bool {
 		return false
 	}
 	st := m.st
-	c := st.Candidate
-	m.planShadow()
+	c := st.Candidate // sized for the mirrored share by progress (planShadow)
 	if !shadowing(st) {
 		if !m.readyForShadow() {
 			deadline := started.Add(m.pol.progressDeadline)
@@ -132,4 +131,19 @@ func (m *machine) mirror() *Mirror {
 		return nil
 	}
 	return &Mirror{Color: m.st.Candidate.Color, Percent: m.st.Rollout.Shadow.Percent}
+}
+
+// ShadowPending reports whether ms's shadow phase may still start or run in this pass: asked,
+// and either the last status' rollout of the spec's revision is at step 0 and has not passed it,
+// or a rollout of the spec's revision is about to start. Otherwise whether the Gateway can
+// mirror is not needed (the controller does not look).
+func ShadowPending(ms *v1alpha1.ModelServer, specRevision string) bool {
+	st := &ms.Status
+	if ms.Spec.Rollout.Shadow == nil {
+		return false
+	}
+	if c := st.Candidate; c != nil && c.Revision == specRevision {
+		return st.Rollout.Step == 0 && (st.Rollout.Shadow == nil || st.Rollout.Shadow.PassedAt == nil)
+	}
+	return st.Stable == nil || st.Stable.Revision != specRevision
 }

@@ -205,3 +205,27 @@ func TestMeasureLookCountsTheShadowPhase(t *testing.T) {
 		t.Errorf("first weighted step after a shadow phase: look step %d, want 2", step)
 	}
 }
+
+// The controller asks whether the Gateway mirrors only while a shadow phase may still start or
+// run; ShadowPending must say yes wherever the machine would read the answer.
+func TestShadowPendingCoversEveryPassThatReadsTheAnswer(t *testing.T) {
+	ms := newModelServer(withShadow(50, time.Minute), withSteps(25, 100), withInterval(30*time.Second))
+	r := newShadowRun(ms, pass)
+	asked := 0
+	r.unsupported = func(time.Time) string {
+		st := r.ms.Status
+		reads := st.Rollout.Step == 0 && (st.Rollout.Shadow == nil || st.Rollout.Shadow.PassedAt == nil)
+		if !reads {
+			return "" // the machine does not read it past step 0 or after the shadow passed
+		}
+		if !ShadowPending(r.ms, revB) {
+			t.Fatalf("at %s (step %d, shadow %+v) the machine reads MirrorUnsupported but ShadowPending says no", r.now.Sub(t0), r.ms.Status.Rollout.Step, r.ms.Status.Rollout.Shadow)
+		}
+		asked++
+		return ""
+	}
+	r.runUntil(t, func(d Decision) bool { return hasEvent(d, EventPromoted) })
+	if asked == 0 || ShadowPending(r.ms, revB) {
+		t.Errorf("asked %d times; pending after the promotion: %t (want no)", asked, ShadowPending(r.ms, revB))
+	}
+}
