@@ -312,6 +312,13 @@ type ColorStatus struct {
 	// back (reason ProgressDeadlineExceeded). Unset while the candidate carries its step.
 	// +optional
 	UnreadySince *metav1.Time `json:"unreadySince,omitempty"`
+	// ShortSince is when the stable color's Deployment was seen, a second pass in a row, asking
+	// for fewer replicas than planned: a scale-up the API server has not taken (refused by an
+	// admission webhook that is down, or a quota). A leaving candidate's drain waits for the
+	// stable color's pods on their way, but not for these: 30 s after ShortSince it gives all
+	// traffic to the stable color's Ready pods. Unset once the Deployment asks for its plan.
+	// +optional
+	ShortSince *metav1.Time `json:"shortSince,omitempty"`
 }
 
 // Weights is the traffic split in percent; the two add up to 100.

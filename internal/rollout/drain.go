@@ -172,6 +172,9 @@ func (m *machine) drainWeight() int32 {
 // this pass: see drainWeight.
 func (m *machine) drainOf(c *v1alpha1.ColorStatus, last int32) int32 {
 	s := m.st.Stable
+	if m.stableGrowthRefused() {
+		return 0
+	}
 	stableReady := m.servingReady(s.Color, s.Revision)
 	overflow := 100 - carries(m.total, stableReady)
 	d := max(0, min(last, m.carryOf(c), overflow))
@@ -185,4 +188,15 @@ func (m *machine) drainOf(c *v1alpha1.ColorStatus, last int32) int32 {
 		d = min(d, carries(m.total, co.Replicas-1))
 	}
 	return d
+}
+
+// stableGrowthRefused: the stable color's Deployment has asked for fewer pods than the total
+// for DrainRefusedAfter (status.stable.shortSince): its scale-up was refused (a webhook that is
+// down, a quota), so no pod is on its way for a drain to wait for. The drain then ends and the
+// stable color's Ready pods take all traffic: a risk-reducing action never waits on a failure
+// of its own.
+func (m *machine) stableGrowthRefused() bool {
+	s := m.st.Stable
+	o, ok := m.colorObs(s.Color, s.Revision)
+	return ok && o.Replicas < m.total && s.ShortSince != nil && !m.now.Before(s.ShortSince.Add(DrainRefusedAfter))
 }

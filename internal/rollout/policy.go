@@ -27,6 +27,11 @@ const (
 	// in-flight requests, so that no request routed to it meets terminating pods. An aborted
 	// candidate is also kept for the scale-down delay, for inspection (inspectUntil).
 	RollbackDrain = 15 * time.Second
+	// DrainRefusedAfter is how long a leaving candidate keeps the weight that the stable color's
+	// Ready pods cannot carry while the stable Deployment does not even ask for the pods that
+	// would carry it (status.stable.shortSince: its scale-up refused): after it, the stable
+	// color takes all traffic with the pods it has. An accepted scale-up is seen well within it.
+	DrainRefusedAfter = 30 * time.Second
 	// DefaultInconclusiveReportAfter is spec.rollout.inconclusive.reportAfter's default: how
 	// long a rollout may hold on inconclusive analysis before it is reported Stalled (reason
 	// AnalysisInconclusive). It neither promotes nor rolls back by itself:

@@ -54,6 +54,21 @@ func (m *machine) planStable() {
 	s.Replicas = m.total
 	s.ReadyReplicas = m.readyOf(s.Color, s.Revision)
 	m.plans[s.Color] = ColorPlan{Revision: s.Revision, Replicas: m.total}
+	m.markShort(s)
+}
+
+// markShort keeps status.stable.shortSince: set on the second pass in a row that plans the
+// stable color at s.Replicas while its Deployment asks for fewer (on the first the write may
+// just not have been seen yet), cleared once it asks for them.
+func (m *machine) markShort(s *v1alpha1.ColorStatus) {
+	o, ok := m.colorObs(s.Color, s.Revision)
+	prev := m.prevStable
+	switch {
+	case !ok || o.Replicas >= s.Replicas:
+		s.ShortSince = nil
+	case s.ShortSince == nil && prev != nil && prev.Color == s.Color && prev.Revision == s.Revision && prev.Replicas == s.Replicas:
+		s.ShortSince = m.timeP(m.now)
+	}
 }
 
 // planCandidate sizes the candidate for the weight it is about to get, and in swap mode
@@ -139,6 +154,7 @@ func (m *machine) planStableSwap(next int32) {
 	n := min(m.total, max(m.stableShare(), m.obs.Capacity-m.candidateNeed(next)))
 	s.Replicas = n
 	m.plans[s.Color] = ColorPlan{Revision: s.Revision, Replicas: n}
+	m.markShort(s)
 }
 
 // planIdle plans the color that serves no traffic: kept at its replicas while one of
