@@ -64,7 +64,7 @@ func main() {
 	flag.DurationVar(&cfg.TickInterval, "tick-interval", 0, "real time between advances of the simulation (0: 50ms, 10ms when pods are served)")
 	flag.BoolVar(&cfg.ServePods, "serve-pods", false, "serve every simulated pod on its own podIP:port (OpenAI endpoints, /health, /metrics); the addresses must be in 127.0.0.0/8 or 198.18.0.0/15")
 	flag.StringVar(&cfg.Gateway.URL, "gateway-url", "", "send the trace's requests to this Gateway listener (http://host:port) instead of routing them by the HTTPRoutes' weights; implies --serve-pods, and the simulator neither reads weights nor writes route status")
-	flag.IntVar(&cfg.Gateway.Concurrency, "gateway-concurrency", 512, "most requests in flight to the Gateway (more are counted as dropped)")
+	flag.IntVar(&cfg.Gateway.Concurrency, "gateway-concurrency", 512, "most requests in flight to the Gateway per ModelServer (more are counted as dropped)")
 	flag.DurationVar(&cfg.Gateway.Timeout, "gateway-timeout", 2*time.Minute, "timeout of one request to the Gateway")
 	flag.BoolVar(&cfg.Gateway.Stream, "gateway-stream", false, `send requests with "stream": true and read the server-sent events`)
 	verbosity := flag.Int("v", 0, "log verbosity")

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/modelship/modelship/test/framework/fleet"
 )
@@ -50,7 +51,9 @@ var descLoad = prometheus.NewDesc(MetricLoadResponses,
 type LoadOptions struct {
 	// URL of the Gateway's listener (http://host:port); requests go to URL + Target.Path.
 	URL string
-	// Concurrency is the most requests in flight; more are dropped (CodeDropped). Zero: 512.
+	// Concurrency is the most requests in flight per ModelServer; more are dropped (CodeDropped).
+	// Each ModelServer has its own users: one that answers slowly (overloaded, or left behind
+	// by a failed story) never takes another's share. Zero: 512.
 	Concurrency int
 	// Timeout of one request, answer included. Zero: 2 minutes.
 	Timeout time.Duration
@@ -89,13 +92,13 @@ type loadKey struct{ namespace, modelServer, color, code string }
 type LoadGenerator struct {
 	opts LoadOptions
 	base *url.URL
-	sem  chan struct{}
 	wg   sync.WaitGroup
 
 	ttft     *prometheus.HistogramVec
 	duration *prometheus.HistogramVec
 
 	mu     sync.Mutex
+	sems   map[types.NamespacedName]chan struct{} // in-flight requests per ModelServer
 	counts map[loadKey]*ResponseCount
 	now    func() time.Time
 }
@@ -115,7 +118,7 @@ func NewLoadGenerator(opts LoadOptions) (*LoadGenerator, error) {
 	if opts.Client == nil {
 		opts.Client = &http.Client{Transport: GuardedTransport(opts.Concurrency)}
 	}
-	return &LoadGenerator{opts: opts, base: u, sem: make(chan struct{}, opts.Concurrency), counts: map[loadKey]*ResponseCount{}, now: time.Now,
+	return &LoadGenerator{opts: opts, base: u, sems: map[types.NamespacedName]chan struct{}{}, counts: map[loadKey]*ResponseCount{}, now: time.Now,
 		ttft: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: MetricLoadTTFT,
 			Help:    "Time from sending a streamed request to its first event, as the load generator sees it through the Gateway.",
 			Buckets: fleet.TTFTBuckets}, []string{"namespace", "modelserver", "color"}),
@@ -128,10 +131,12 @@ func NewLoadGenerator(opts LoadOptions) (*LoadGenerator, error) {
 // Send sends one request of the trace for target in the background: a completion of
 // a.GeneratedTokens tokens (max_tokens) whose prompt is a.ContextTokens tokens long (the
 // "modelship_sim" extension). It returns false when the request was dropped because
-// Concurrency requests are in flight. A request ends with ctx (a client error) or after Timeout.
+// Concurrency requests of t's ModelServer are in flight. A request ends with ctx (a client
+// error) or after Timeout.
 func (g *LoadGenerator) Send(ctx context.Context, t Target, a fleet.Arrival) bool {
+	sem := g.sem(t.ModelServer)
 	select {
-	case g.sem <- struct{}{}:
+	case sem <- struct{}{}:
 	default:
 		g.count(t, "", CodeDropped)
 		return false
@@ -139,11 +144,23 @@ func (g *LoadGenerator) Send(ctx context.Context, t Target, a fleet.Arrival) boo
 	g.wg.Add(1)
 	go func() {
 		defer g.wg.Done()
-		defer func() { <-g.sem }()
+		defer func() { <-sem }()
 		color, code := g.do(ctx, t, a)
 		g.count(t, color, code)
 	}()
 	return true
+}
+
+// sem is the in-flight limit of one ModelServer's requests.
+func (g *LoadGenerator) sem(ms types.NamespacedName) chan struct{} {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	s, ok := g.sems[ms]
+	if !ok {
+		s = make(chan struct{}, g.opts.Concurrency)
+		g.sems[ms] = s
+	}
+	return s
 }
 
 // Wait waits for the requests in flight.

@@ -109,7 +109,7 @@ func TestLoadGeneratorCountsCodesPerModelServerAndColor(t *testing.T) {
 	}
 }
 
-func TestLoadGeneratorCountsClientErrorsAndDropsOverItsConcurrency(t *testing.T) {
+func TestLoadGeneratorCountsClientErrorsAndDropsOverEachModelServersConcurrency(t *testing.T) {
 	release := make(chan struct{})
 	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		<-release
@@ -127,10 +127,18 @@ func TestLoadGeneratorCountsClientErrorsAndDropsOverItsConcurrency(t *testing.T)
 			sent++
 		}
 	}
+	// Another ModelServer's users are not held back by the first one's slow answers.
+	other := Target{ModelServer: types.NamespacedName{Namespace: "ns", Name: "other"}, Path: "/v1/completions"}
+	otherSent := 0
+	for range 2 {
+		if g.Send(context.Background(), other, fleet.Arrival{GeneratedTokens: 1}) {
+			otherSent++
+		}
+	}
 	close(release)
 	g.Wait()
-	if sent != 2 {
-		t.Errorf("sent %d of 5 with a concurrency of 2", sent)
+	if sent != 2 || otherSent != 2 {
+		t.Errorf("sent %d of 5 to one ModelServer and %d of 2 to another with a concurrency of 2 each", sent, otherSent)
 	}
 
 	// A closed port (connection refused) and a timeout are client errors, not fatal.
@@ -161,7 +169,7 @@ func TestLoadGeneratorCountsClientErrorsAndDropsOverItsConcurrency(t *testing.T)
 		g    *LoadGenerator
 		want string
 	}{
-		"over concurrency": {g, "ns/llm (no pod): dropped=3|ns/llm blue: 200=2"},
+		"over concurrency": {g, "ns/llm (no pod): dropped=3|ns/llm blue: 200=2|ns/other blue: 200=2"},
 		"refused":          {refused, "ns/llm (no pod): error=1"},
 		"timeout":          {late, "ns/llm (no pod): error=1"},
 	} {
