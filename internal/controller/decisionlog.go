@@ -15,7 +15,8 @@ import (
 
 // logDecisions writes one info line for a rollout decision and one for a scaling decision, each
 // only when the pass changed something (phase, step, weights, stable or candidate; the desired
-// replica count), with the inputs that led to it. A pass that changes nothing logs nothing.
+// replica count), with the inputs that led to it, and one line for a measurement of the
+// analysis that changed nothing. A pass that changes nothing and measures nothing logs nothing.
 //
 // obs is the rollout's observation of the pass, p the plan.
 func logDecisions(log logr.Logger, before, after *v1alpha1.ModelServerStatus, obs rollout.Observation, p plan.Result, autoscaling *v1alpha1.AutoscalingSpec) {
@@ -43,6 +44,11 @@ func logDecisions(log logr.Logger, before, after *v1alpha1.ModelServerStatus, ob
 			kv = append(kv, "analysis", analysisSummary(m.Results))
 		}
 		log.Info("Rollout decision", kv...)
+	} else if m := obs.Measurement; m != nil {
+		// A measurement that moves nothing (a rollout held on an inconclusive or failing
+		// analysis below the failure limit) is still worth its line: it says why.
+		log.Info("Rollout measured", "phase", string(after.Phase), "step", fmt.Sprint(after.Rollout.Step),
+			"weights", weights(after.Weights), "failures", after.Rollout.Failures, "analysis", analysisSummary(m.Results))
 	}
 	s := p.Scale
 	if s == nil || autoscaling == nil {

@@ -57,7 +57,10 @@ func TestLogDecisions(t *testing.T) {
 		d             rollout.Decision
 		want          []string // one entry per line, each a list of fragments the line holds
 	}{
-		{name: "logs nothing when a pass changes nothing", before: serving, after: serving, obs: withScale(measured, 3)},
+		{name: "logs nothing when a pass changes and measures nothing", before: serving, after: serving, obs: withScale(obs, 3)},
+		{name: "logs a measurement that changes nothing, with its analysis",
+			before: serving, after: serving, obs: withScale(measured, 3),
+			want: []string{`"msg"="Rollout measured" "phase"="Progressing" "step"="1" "weights"="80/20" "failures"=0 "analysis"="ttft=Pass (candidate 0.31, stable 0.30, bound <= 0.36)"`}},
 		{name: "logs a step change once with its reason, weights, ready counts and measurement",
 			before: serving, after: advanced, obs: measured, d: step,
 			want: []string{`"msg"="Rollout decision" "phase"="Progressing" "step"="1 -> 2" "weights"="80/20 -> 50/50" "stable"="blue@r1" "candidate"="green@r2" "ready"="blue 2/2 green 1/1" "reason"="StepAdvanced: candidate weight 20% -> 50%" "analysis"="ttft=Pass (candidate 0.31, stable 0.30, bound <= 0.36)"`}},
