@@ -139,7 +139,7 @@ func JudgeHistogram(m v1alpha1.AnalysisMetric, cand, stable HistogramSample, min
 		return verdict(v1alpha1.VerdictInconclusive, fmt.Sprintf("%s %s vs %s (%sx stable %s) on too few observations to judge (%s)", m.Name, format(cq), format(bound), format(ratio), format(sq), n))
 	}
 	if zf := FailZ(look); z >= zf {
-		return verdict(v1alpha1.VerdictFail, fmt.Sprintf("%s %s > %s (%sx stable %s): slower than %sx stable (z %.2f >= %.2f, the threshold of look %d of step %d; %s)", m.Name, format(cq), format(bound), format(ratio), format(sq), format(ratio), z, zf, max(look.Index, 1), max(look.Step, 1), n))
+		return verdict(v1alpha1.VerdictFail, fmt.Sprintf("%s %s > %s (%sx stable %s): slower than %sx stable (z %.2f >= %.2f, the threshold of step %d with %sx its first window's data; %s)", m.Name, format(cq), format(bound), format(ratio), format(sq), format(ratio), z, zf, max(look.Step, 1), format(max(look.Info, 1)), n))
 	}
 	if !above(cq, bound) {
 		return verdict(v1alpha1.VerdictPass, fmt.Sprintf("%s %s <= %s (%sx stable %s; %s)", m.Name, format(cq), format(bound), format(ratio), format(sq), n))

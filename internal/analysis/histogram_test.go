@@ -76,7 +76,7 @@ func TestJudgeHistogram(t *testing.T) {
 		{
 			name:   "is inconclusive when a few requests put the p95 above the bound without significance",
 			metric: histogramMetric(), cand: sampleOf(hist(6, 8, 4, 0, 1, 1)), stable: sampleOf(hist(6, 8, 5, 1, 0, 0)), minSamples: 20,
-			want: v1alpha1.VerdictInconclusive, wantMessage: "but not significant (z -0.48 < 2.81",
+			want: v1alpha1.VerdictInconclusive, wantMessage: "but not significant (z -0.48 < 3.29",
 		},
 		{
 			name:   "is inconclusive below minSamples",

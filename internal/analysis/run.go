@@ -44,7 +44,7 @@ type Target struct {
 	// a relative bound then passes.
 	AbsoluteOnly bool
 	// Look is which measurement of the rollout this is (rollout.MeasureLook): the rank test's
-	// failure threshold rises with the looks (FailZ).
+	// failure threshold rises with the steps and the data the window holds (FailZ).
 	Look Look
 	// Route is the ModelServer's HTTPRoute name as the gateway names it, and GatewayNamespace
 	// the namespace label of the gateway's own series (see metrics.Vars).

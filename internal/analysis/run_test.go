@@ -220,7 +220,7 @@ func TestRunJudgesEachMetric(t *testing.T) {
 			},
 			check: func(t *testing.T, rs []v1alpha1.MetricResult) {
 				r := rs[slices.IndexFunc(rs, func(r v1alpha1.MetricResult) bool { return r.Name == "ttft-p95" })]
-				if r.Message != "ttft-p95 0.82 > 0.42 (1.2x stable 0.35): slower than 1.2x stable (z 13.35 >= 2.81, the threshold of look 1 of step 1; samples: candidate 500, stable 500)" {
+				if r.Message != "ttft-p95 0.82 > 0.42 (1.2x stable 0.35): slower than 1.2x stable (z 13.35 >= 3.29, the threshold of step 1 with 1x its first window's data; samples: candidate 500, stable 500)" {
 					t.Errorf("message = %q", r.Message)
 				}
 			},

@@ -3,6 +3,7 @@ package analysis
 import (
 	"fmt"
 	"math"
+	"math/bits"
 	"math/rand/v2"
 	"testing"
 
@@ -90,28 +91,72 @@ func TestTheDesignEffectGrowsWithAutocorrelation(t *testing.T) {
 	}
 }
 
-// TestFailZSpendsTheErrorBudgetOverEveryLook: the thresholds rise with steps and looks, and
-// their tail probabilities sum to at most Alpha.
-func TestFailZSpendsTheErrorBudgetOverEveryLook(t *testing.T) {
-	if z := FailZ(Look{Step: 1, Index: 1}); math.Abs(z-2.807) > 0.01 {
-		t.Errorf("first look's threshold %.3f, want 2.807 (1 - 0.01/4)", z)
+// TestFailZSpendsTheErrorBudgetOverTheData: the thresholds rise with steps and with each
+// doubling of the data, never within a doubling, and the bands' budgets sum to at most Alpha.
+func TestFailZSpendsTheErrorBudgetOverTheData(t *testing.T) {
+	if z := FailZ(Look{Step: 1, Info: 1}); math.Abs(z-3.29) > 0.01 {
+		t.Errorf("first window's threshold %.3f, want 3.29 (a continuous watch over one doubling at 1 - 0.01/4)", z)
+	}
+	if a, b := FailZ(Look{}), FailZ(Look{Step: 1, Info: 1.99}); a != b {
+		t.Errorf("threshold moved within the first doubling: %.3f -> %.3f", a, b)
 	}
 	var spent float64
-	prev := 0.0
 	for s := 1; s <= 200; s++ {
-		for k := 1; k <= 200; k++ {
-			z := FailZ(Look{Step: s, Index: k})
-			if s == 1 && z <= prev {
-				t.Fatalf("look %d's threshold %.3f is not above the previous %.3f", k, z, prev)
+		prev := 0.0
+		for j := range 200 {
+			z := FailZ(Look{Step: s, Info: math.Pow(2, float64(j))})
+			if z <= prev {
+				t.Fatalf("step %d band %d: threshold %.3f is not above the previous band's %.3f", s, j, z, prev)
 			}
-			if s == 1 {
-				prev = z
+			prev = z
+			if j == 0 && s > 1 && z <= FailZ(Look{Step: s - 1}) {
+				t.Fatalf("step %d starts at %.3f, not above step %d's", s, z, s-1)
 			}
-			spent += 0.5 * math.Erfc(z/math.Sqrt2)
+			spent += bandTail(z)
 		}
 	}
 	if spent > Alpha {
 		t.Errorf("spent %g of the budget %g", spent, Alpha)
+	}
+}
+
+// TestFailZHoldsTheBudgetWhateverTheInterval: an identical candidate's z on a window that grows
+// (a standardized Brownian motion in information time) watched at every 1/64 of the first
+// window, over 256 times its data, fails the first step's threshold in at most its share of
+// the budget (Alpha/2): the threshold pays for the looks of any interval, however short. It
+// prints the rate, and the rate of a threshold counted per look at that interval (the judge
+// before), which spends its budget on looks and so fails less, and catches less.
+func TestFailZHoldsTheBudgetWhateverTheInterval(t *testing.T) {
+	const (
+		paths   = 20000
+		perUnit = 64 // looks per first window's worth of data
+		bands   = 8  // up to 2^8 times the first window
+	)
+	rng := rand.New(rand.NewPCG(7, 31))
+	var threshold [bands + 1]float64 // FailZ is constant within a doubling
+	for j := range threshold {
+		threshold[j] = FailZ(Look{Step: 1, Info: math.Pow(2, float64(j))})
+	}
+	crossed := 0
+	for range paths {
+		// The first window's data at once, then 1/perUnit of it per look.
+		b := rng.NormFloat64() * math.Sqrt(perUnit)
+		for k := perUnit; k <= perUnit<<bands; k++ {
+			if k > perUnit {
+				b += rng.NormFloat64()
+			}
+			j := bits.Len(uint(k/perUnit)) - 1
+			if b/math.Sqrt(float64(k)) >= threshold[j] {
+				crossed++
+				break
+			}
+		}
+	}
+	rate := float64(crossed) / paths
+	fmt.Printf("FIGURE sequential_budget looks=%d_per_window data=1..%dx rollouts=%d failed=%d (%.3f%%, budget of step 1: %.3f%%)\n",
+		perUnit, 1<<bands, paths, crossed, 100*rate, 100*Alpha/2)
+	if rate > Alpha/2 {
+		t.Errorf("an identical candidate watched every 1/%d window failed %.3f%% of rollouts at step 1, want at most %.3f%%", perUnit, 100*rate, 100*Alpha/2)
 	}
 }
 
@@ -145,7 +190,7 @@ func TestTheSequentialTestHoldsOnClusteredNullData(t *testing.T) {
 					stable[p] = append(stable[p], podLatencies(rng, per, phi, 1)...)
 				}
 				cs, ss := sample(cand), sample(stable)
-				r := JudgeHistogram(m, cs, ss, 20, Look{Step: step, Index: k}, now)
+				r := JudgeHistogram(m, cs, ss, 20, Look{Step: step, Info: float64(k), Looks: 1}, now)
 				if r.Verdict == "Fail" {
 					failed = true
 				}
@@ -229,7 +274,7 @@ func TestTheDesignEffectPoolsBothColors(t *testing.T) {
 			for p := range stable {
 				stable[p] = pod(rng, 1, held)
 			}
-			if JudgeHistogram(m, sample(cand), sample(stable), 20, Look{Step: 2, Index: 1}, now).Verdict == "Fail" {
+			if JudgeHistogram(m, sample(cand), sample(stable), 20, Look{Step: 2, Info: 1, Looks: 1}, now).Verdict == "Fail" {
 				fails++
 			}
 		}

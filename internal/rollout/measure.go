@@ -49,21 +49,25 @@ func MeasureWindow(ms *v1alpha1.ModelServer, now time.Time) time.Duration {
 }
 
 // MeasureLook is which look at the current step the measurement taken at now is: the step
-// (1 the first; with a shadow phase, that phase is 1 and each step one more) and the index of the measurement in it (1 for the first, once the window spans
-// a whole AnalysisWindow, then one more per analysis interval). The analysis raises its failure
-// threshold with both, so that the error budget holds over the whole rollout.
-func MeasureLook(ms *v1alpha1.ModelServer, now time.Time) (step, index int) {
+// (1 the first; with a shadow phase, that phase is 1 and each step one more) and how much data
+// the window holds against the step's first full window (MeasureWindow over AnalysisWindow: 1
+// at the first measurement, 2 once the window is twice as long). The analysis raises its
+// failure threshold with both, so that the error budget holds over the whole rollout; never
+// with the number of measurements, so that a short analysis interval judges the same window
+// as a long one. looks is how many measurements a window's worth of data gets (AnalysisWindow
+// over the analysis interval): with few, the analysis can afford a lower threshold.
+func MeasureLook(ms *v1alpha1.ModelServer, now time.Time) (step int, info, looks float64) {
 	pol := policyOf(ms)
+	looks = max(float64(pol.window)/float64(pol.interval), 1)
 	opens, ok := windowOpens(&ms.Status, pol)
 	if !ok {
-		return 1, 1
+		return 1, 1, looks
 	}
-	extra := max(now.Sub(opens)-pol.window, 0)
 	step = int(ms.Status.Rollout.Step)
 	if ms.Status.Rollout.Shadow != nil {
 		step++ // the shadow phase was the first look
 	}
-	return max(step, 1), 1 + int(extra/pol.interval)
+	return max(step, 1), max(float64(now.Sub(opens))/float64(pol.window), 1), looks
 }
 
 // windowOpens is when the current step's analysis window opens: the later of the step's start

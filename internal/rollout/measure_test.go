@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelship/modelship/internal/analysis"
+
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
 )
 
@@ -203,4 +205,30 @@ func TestTheCandidateIsSizedOnlyOnceItsPodsAreWarm(t *testing.T) {
 
 func warmPods(c v1alpha1.Color, n int32) obsOption {
 	return func(o *Observation) { co := o.Colors[c]; co.WarmPods = n; o.Colors[c] = co }
+}
+
+// TestTheLookFollowsTheDataNotTheMeasurements: at the first step (scrape 5s: a 20s window),
+// measured every 5s or every 20s, the look four minutes in says the same: 12 windows' worth of
+// data. Its threshold stays below 4 (counted per measurement, the 5s interval's 45th look was
+// judged at 4.5, and a 1.5x slower release at z 4.4 on the real bench was never rolled back),
+// and a measurement every 5s is never judged at more than the threshold of watching without
+// pause.
+func TestTheLookFollowsTheDataNotTheMeasurements(t *testing.T) {
+	at := t0.Add(4 * time.Minute)
+	var infos []float64
+	for _, interval := range []time.Duration{5 * time.Second, 20 * time.Second} {
+		ms := newModelServer(withScrapeInterval(5*time.Second), withInterval(interval), withStatus(stableOn(blue, revA, 6), inRollout(revB, 1, t0, 14)))
+		step, info, looks := MeasureLook(ms, at)
+		if step != 1 || looks != float64(20*time.Second/interval) {
+			t.Errorf("interval %s: step %d, %g looks per window, want 1 and %d", interval, step, looks, 20*time.Second/interval)
+		}
+		z := analysis.FailZ(analysis.Look{Step: step, Info: info, Looks: looks})
+		if z >= 4 || z > analysis.FailZ(analysis.Look{Step: step, Info: info}) {
+			t.Errorf("interval %s: threshold %.2f four minutes in (%g windows of data), want below 4 and at most the continuous watch's", interval, z, info)
+		}
+		infos = append(infos, info)
+	}
+	if infos[0] != infos[1] || infos[0] != 12 {
+		t.Errorf("data four minutes in: %v windows with a 5s and a 20s interval, want 12 for both", infos)
+	}
 }

@@ -212,7 +212,12 @@ func simulateRollout(t *testing.T, seed uint64, slow float64, spec v1alpha1.Anal
 			cand, stable := half(slow), half(1)
 			q := &windowQuerier{cand: merge(prevCand, cand), stable: merge(prevStable, stable)}
 			prevCand, prevStable = cand, stable
-			rs, err := analysis.Run(context.Background(), q, spec, target, 30*time.Second, now)
+			// This harness slides a fixed 1m window (the controller's grows with the step, see
+			// rollout.MeasureWindow): each measurement is judged at its step's first band, two
+			// measurements per window.
+			tg := target
+			tg.Look = analysis.Look{Step: step + 1, Info: 1, Looks: 2}
+			rs, err := analysis.Run(context.Background(), q, spec, tg, 30*time.Second, now)
 			if err != nil {
 				t.Fatal(err)
 			}
