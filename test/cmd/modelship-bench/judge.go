@@ -128,7 +128,7 @@ type judgeFigures struct {
 }
 
 // runJudgeMatrix runs the matrix, two runs at a time.
-func runJudgeMatrix(workloads []judgeWorkload, judgeCandidates []judgeCandidate, runs int, base policysim.RolloutConfig, seed uint64) (map[string]*judgeFigures, error) {
+func runJudgeMatrix(workloads []judgeWorkload, judgeCandidates []judgeCandidate, runs int, base policysim.RolloutConfig, seed uint64, interval time.Duration) (map[string]*judgeFigures, error) {
 	type job struct {
 		cell string
 		w    judgeWorkload
@@ -165,6 +165,7 @@ func runJudgeMatrix(workloads []judgeWorkload, judgeCandidates []judgeCandidate,
 			}
 			cfg.Arrivals = arr
 			ms := policysim.NewModelshipRollout(base.Replicas)
+			ms.SetAnalysisInterval(interval)
 			results[i] = policysim.RunRollout(cfg, ms)
 			failures[i] = ms.Failures()
 		})

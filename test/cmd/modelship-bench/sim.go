@@ -50,6 +50,7 @@ func runSim(args []string) error {
 	judgeOnly := fs.Bool("judge-only", false, "run only the judge matrix")
 	fs.BoolVar(&judgeExplain, "judge-explain", false, "print, for every identical candidate (A/A) the judge rolled back, the Fail results that did it (metric, step, look, z, threshold, effective counts)")
 	judgeCands := fs.String("judge-candidates", "1.25,1.5,3", "the judge matrix's slower candidates, as latency multipliers (an identical one always runs)")
+	judgeInterval := fs.Duration("judge-interval", 0, "the judge matrix's spec.rollout.analysis.interval (0: the API's 30s)")
 	gpuSpeed := fs.Float64("gpu-speed", 1, "the simulated GPUs' speed relative to the token rates modelship's work query assumes (0.7: 30% slower); with --workload it multiplies each workload's own")
 	workload := fs.String("workload", "", "run the autoscaling policies on workloads of the matrix (test/sim/workloads): a name, comma-separated names, or 'matrix' for all; --trace, when not the shipped trace, is added at --rate-scale")
 	matrixBase := fs.String("matrix-base", shippedTrace, "the shipped trace the matrix's replays are built from")
@@ -70,7 +71,7 @@ func runSim(args []string) error {
 		return err
 	}
 	if *judgeOnly {
-		return runJudge(judgeWorkloads, candidates, *judgeRuns, fleet.DefaultCapacity().AtSpeed(*gpuSpeed), *seed, *sloTTFT, *coldStart)
+		return runJudge(judgeWorkloads, candidates, *judgeRuns, fleet.DefaultCapacity().AtSpeed(*gpuSpeed), *seed, *sloTTFT, *coldStart, *judgeInterval)
 	}
 	set := simSettings{
 		sloTTFT: *sloTTFT, sloITL: *sloITL, coldStart: *coldStart, minR: int32(*minR), maxR: int32(*maxR), seed: *seed,
@@ -154,18 +155,18 @@ func runSim(args []string) error {
 			k, r.Outcome, k, r.DecidedAfter.Seconds(), k, r.CandidateRequests, k, r.Unavailable)
 	}
 	fmt.Printf("aa_runs=%d\n", *aaRuns)
-	return runJudge(judgeWorkloads, candidates, *judgeRuns, capa, *seed, *sloTTFT, *coldStart)
+	return runJudge(judgeWorkloads, candidates, *judgeRuns, capa, *seed, *sloTTFT, *coldStart, *judgeInterval)
 }
 
 // runJudge runs and prints the judge matrix (see judge.go).
-func runJudge(workloads []judgeWorkload, candidates []judgeCandidate, runs int, capa fleet.Capacity, seed uint64, slo, coldStart time.Duration) error {
+func runJudge(workloads []judgeWorkload, candidates []judgeCandidate, runs int, capa fleet.Capacity, seed uint64, slo, coldStart, interval time.Duration) error {
 	if len(workloads) == 0 || runs <= 0 {
 		return nil
 	}
 	began := time.Now()
 	base := policysim.RolloutConfig{Replicas: rolloutReplicas, Capacity: capa, StartAt: 2 * time.Minute,
 		Horizon: 42 * time.Minute, Tick: 5 * time.Second, Step: 50 * time.Millisecond, SLOTTFT: slo, ColdStart: coldStart}
-	cells, err := runJudgeMatrix(workloads, candidates, runs, base, seed)
+	cells, err := runJudgeMatrix(workloads, candidates, runs, base, seed, interval)
 	if err != nil {
 		return err
 	}

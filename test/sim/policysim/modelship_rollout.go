@@ -64,6 +64,14 @@ func NewModelshipRollout(total int32) *ModelshipRollout {
 	return m
 }
 
+// SetAnalysisInterval sets spec.rollout.analysis.interval (the API's 30s by default); zero
+// keeps it.
+func (m *ModelshipRollout) SetAnalysisInterval(d time.Duration) {
+	if d > 0 {
+		m.ms.Spec.Rollout.Analysis.Interval = v1alpha1.Duration{Duration: d}
+	}
+}
+
 // Name implements Canary.
 func (m *ModelshipRollout) Name() string { return "modelship" }
 
