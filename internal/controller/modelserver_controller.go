@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/time/rate"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -61,6 +63,23 @@ const DefaultWorkers = 4
 // staleCacheRetry is when a pass that found the cache older than its own last write looks again
 // (the informer's event for that write usually comes first).
 const staleCacheRetry = 100 * time.Millisecond
+
+// MaxRetryDelay is the longest a ModelServer whose pass failed waits for the next one. A failed
+// pass is retried with a growing delay (5 ms, doubling), and the delay it asked for is then
+// dropped: controller-runtime's default lets it grow to 16 minutes, so a write refused on every
+// pass (a webhook that is down) delayed every timer the pass's decision had set, such as the end
+// of an aborted candidate's drain, by as much.
+const MaxRetryDelay = 10 * time.Second
+
+// retryLimiter is controller-runtime's default rate limiter with the per-object delay capped
+// at MaxRetryDelay: a per-object exponential delay from 5 ms, and 10 retries per second with
+// bursts of 100 over all objects.
+func retryLimiter() workqueue.TypedRateLimiter[reconcile.Request] {
+	return workqueue.NewTypedMaxOfRateLimiter(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](5*time.Millisecond, MaxRetryDelay),
+		&workqueue.TypedBucketRateLimiter[reconcile.Request]{Limiter: rate.NewLimiter(rate.Limit(10), 100)},
+	)
+}
 
 // ModelServerReconciler runs a ModelServer: it observes the Deployments, route, pods and
 // metrics, asks the rollout state machine what to do, applies it and writes status once.
@@ -216,7 +235,7 @@ func (r *ModelServerReconciler) SetupWithManager(ctx context.Context, mgr ctrl.M
 		}
 		r.Notifier.Start(ctx, notify.DefaultWorkers)
 	}
-	b := ctrl.NewControllerManagedBy(mgr).WithOptions(controller.Options{MaxConcurrentReconciles: workers})
+	b := ctrl.NewControllerManagedBy(mgr).WithOptions(controller.Options{MaxConcurrentReconciles: workers, RateLimiter: retryLimiter()})
 	if served {
 		b = b.Owns(routing.NewPool())
 	}
@@ -354,7 +373,7 @@ func (r *ModelServerReconciler) applyPlan(ctx context.Context, before, ms *v1alp
 	after := func() error {
 		r.notifyDecision(ms, before, p.Decision)
 		if applyErr != nil {
-			return applyErr // retried with backoff; the next pass decides again
+			return applyErr // retried with backoff (at most MaxRetryDelay); the next pass decides again
 		}
 		if !spec.invalid() {
 			if err := r.rememberValidSpec(ctx, ms, spec.user); err != nil {

@@ -210,6 +210,50 @@ func TestAnAbortDuringADeploymentWebhookOutageMovesTrafficBackAtOnce(t *testing.
 	})
 }
 
+// TestAnAbortDoesNotWaitForAStableScaleUpTheWebhookRefuses: during a Deployment webhook outage
+// the on-call engineer raises spec.replicas from 2 to 4 and aborts. The stable color's two Ready
+// pods carry only half of the new total, so the aborted candidate keeps the rest while the
+// stable color grows; but its scale-up is refused, no pod is coming: status.stable.shortSince
+// records it, and DrainRefusedAfter later all traffic is on the stable color.
+func TestAnAbortDoesNotWaitForAStableScaleUpTheWebhookRefuses(t *testing.T) {
+	t.Parallel()
+	ns := newNamespace(t)
+	ms := newModelServer(ns, "refused", func(ms *v1alpha1.ModelServer) { ms.Spec.Rollout.AutoPromote = ptr.To(false) })
+	tr, _ := startServing(t, ms, map[v1alpha1.Color]latencies{v1alpha1.Blue: healthy, v1alpha1.Green: alsoHealthy})
+	playDeployments(t, ns)
+	setImage(t, ms, imageV2)
+	v2 := waitCandidate(t, ms, imageV2)
+	tr.waitWeights(t, "50/50")
+
+	refuseDeploymentWrites(t, ns)
+	eventually(t, 20*time.Second, "Deployment writes refused", func() error {
+		d, err := getDeployment(ns, ms.DeploymentName(v1alpha1.Blue))
+		if err != nil {
+			return err
+		}
+		if err := k8s.Update(context.Background(), d, client.DryRunAll); err == nil {
+			return fmt.Errorf("a Deployment update still passes")
+		}
+		return nil
+	})
+	updateMS(t, ms, func(ms *v1alpha1.ModelServer) { ms.Spec.Replicas = ptr.To(int32(4)) })
+	abort(t, ms, v2)
+	eventually(t, rolloutTimeout, "all traffic on blue", func() error {
+		if got := tr.current(); got != "100/0" {
+			st := getMS(t, ms).Status
+			return fmt.Errorf("route weights %s; so far %v; status phase %s weights %+v stable %+v candidate %+v conditions %+v", got, tr.history(), st.Phase, st.Weights, st.Stable, st.Candidate, st.Conditions)
+		}
+		return nil
+	})
+	got := getMS(t, ms)
+	if got.Status.Phase != v1alpha1.PhaseRolledBack || got.Status.Stable == nil || got.Status.Stable.ShortSince == nil {
+		t.Fatalf("phase %s stable %+v, want RolledBack with status.stable.shortSince set", got.Status.Phase, got.Status.Stable)
+	}
+	if d, err := getDeployment(ns, ms.DeploymentName(v1alpha1.Blue)); err != nil || ptr.Deref(d.Spec.Replicas, 0) != 2 {
+		t.Fatalf("blue Deployment %v (%v), want still 2 replicas: the webhook refused its scale-up", d, err)
+	}
+}
+
 func TestAnEditTheControllerRefusesNeverFreezesALiveRollout(t *testing.T) {
 	t.Parallel()
 	ns := newNamespace(t)
