@@ -158,17 +158,20 @@ func refuseDeploymentWrites(t *testing.T, ns string) (restore func()) {
 	return restore
 }
 
-func TestAnAbortDuringADeploymentWebhookOutageMovesTrafficBackAtOnce(t *testing.T) {
-	t.Parallel()
+// halfwayWithDeploymentWritesRefused rolls imageV2 out to 50/50 on a ModelServer held for a
+// manual promotion, then refuses every Deployment write in its namespace (a webhook outage)
+// and waits until a write is refused. restore ends the outage.
+func halfwayWithDeploymentWritesRefused(t *testing.T, name string) (ms *v1alpha1.ModelServer, tr *routeTrace, v2 string, restore func()) {
+	t.Helper()
 	ns := newNamespace(t)
-	ms := newModelServer(ns, "outage", func(ms *v1alpha1.ModelServer) { ms.Spec.Rollout.AutoPromote = ptr.To(false) })
-	tr, _ := startServing(t, ms, map[v1alpha1.Color]latencies{v1alpha1.Blue: healthy, v1alpha1.Green: alsoHealthy})
+	ms = newModelServer(ns, name, func(ms *v1alpha1.ModelServer) { ms.Spec.Rollout.AutoPromote = ptr.To(false) })
+	tr, _ = startServing(t, ms, map[v1alpha1.Color]latencies{v1alpha1.Blue: healthy, v1alpha1.Green: alsoHealthy})
 	playDeployments(t, ns)
 	setImage(t, ms, imageV2)
-	v2 := waitCandidate(t, ms, imageV2)
+	v2 = waitCandidate(t, ms, imageV2)
 	tr.waitWeights(t, "50/50")
 
-	restore := refuseDeploymentWrites(t, ns)
+	restore = refuseDeploymentWrites(t, ns)
 	eventually(t, 20*time.Second, "Deployment writes refused", func() error {
 		d, err := getDeployment(ns, ms.DeploymentName(v1alpha1.Blue))
 		if err != nil {
@@ -179,6 +182,12 @@ func TestAnAbortDuringADeploymentWebhookOutageMovesTrafficBackAtOnce(t *testing.
 		}
 		return nil
 	})
+	return ms, tr, v2, restore
+}
+
+func TestAnAbortDuringADeploymentWebhookOutageMovesTrafficBackAtOnce(t *testing.T) {
+	t.Parallel()
+	ms, tr, v2, restore := halfwayWithDeploymentWritesRefused(t, "outage")
 
 	// The on-call engineer aborts: the candidate's Deployment cannot be written (its last
 	// apply is refused on every pass), the route must move all the same.
@@ -200,7 +209,7 @@ func TestAnAbortDuringADeploymentWebhookOutageMovesTrafficBackAtOnce(t *testing.
 	updateMS(t, ms, func(ms *v1alpha1.ModelServer) { ms.Spec.Replicas = ptr.To(int32(3)) })
 	eventually(t, 30*time.Second, "blue scaled to 3 after the outage", func() error {
 		d := &appsv1.Deployment{}
-		if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: ms.DeploymentName(v1alpha1.Blue)}, d); err != nil {
+		if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ms.Namespace, Name: ms.DeploymentName(v1alpha1.Blue)}, d); err != nil {
 			return err
 		}
 		if ptr.Deref(d.Spec.Replicas, 0) != 3 {
@@ -217,25 +226,7 @@ func TestAnAbortDuringADeploymentWebhookOutageMovesTrafficBackAtOnce(t *testing.
 // records it, and DrainRefusedAfter later all traffic is on the stable color.
 func TestAnAbortDoesNotWaitForAStableScaleUpTheWebhookRefuses(t *testing.T) {
 	t.Parallel()
-	ns := newNamespace(t)
-	ms := newModelServer(ns, "refused", func(ms *v1alpha1.ModelServer) { ms.Spec.Rollout.AutoPromote = ptr.To(false) })
-	tr, _ := startServing(t, ms, map[v1alpha1.Color]latencies{v1alpha1.Blue: healthy, v1alpha1.Green: alsoHealthy})
-	playDeployments(t, ns)
-	setImage(t, ms, imageV2)
-	v2 := waitCandidate(t, ms, imageV2)
-	tr.waitWeights(t, "50/50")
-
-	refuseDeploymentWrites(t, ns)
-	eventually(t, 20*time.Second, "Deployment writes refused", func() error {
-		d, err := getDeployment(ns, ms.DeploymentName(v1alpha1.Blue))
-		if err != nil {
-			return err
-		}
-		if err := k8s.Update(context.Background(), d, client.DryRunAll); err == nil {
-			return fmt.Errorf("a Deployment update still passes")
-		}
-		return nil
-	})
+	ms, tr, v2, _ := halfwayWithDeploymentWritesRefused(t, "refused")
 	updateMS(t, ms, func(ms *v1alpha1.ModelServer) { ms.Spec.Replicas = ptr.To(int32(4)) })
 	abort(t, ms, v2)
 	eventually(t, rolloutTimeout, "all traffic on blue", func() error {
@@ -249,7 +240,7 @@ func TestAnAbortDoesNotWaitForAStableScaleUpTheWebhookRefuses(t *testing.T) {
 	if got.Status.Phase != v1alpha1.PhaseRolledBack || got.Status.Stable == nil || got.Status.Stable.ShortSince == nil {
 		t.Fatalf("phase %s stable %+v, want RolledBack with status.stable.shortSince set", got.Status.Phase, got.Status.Stable)
 	}
-	if d, err := getDeployment(ns, ms.DeploymentName(v1alpha1.Blue)); err != nil || ptr.Deref(d.Spec.Replicas, 0) != 2 {
+	if d, err := getDeployment(ms.Namespace, ms.DeploymentName(v1alpha1.Blue)); err != nil || ptr.Deref(d.Spec.Replicas, 0) != 2 {
 		t.Fatalf("blue Deployment %v (%v), want still 2 replicas: the webhook refused its scale-up", d, err)
 	}
 }
