@@ -94,7 +94,7 @@ func TestModelshipRollsBackASlowerCandidateAndPromotesAnIdenticalOne(t *testing.
 	}
 	// Failures says why (bench sim --judge-explain prints it for rolled-back A/A runs).
 	if f := slowRollout.Failures(); len(f) == 0 || !strings.HasPrefix(f[0], "step ") || !strings.Contains(f[0], "slower than") {
-		t.Errorf("failures of the rolled-back candidate: %q, want \"step S look K: ... slower than ...\"", f)
+		t.Errorf("failures of the rolled-back candidate: %q, want \"step S at X windows: ... slower than ...\"", f)
 	}
 	same := NewModelshipRollout(4)
 	if r := RunRollout(cfg, same); r.Outcome != OutcomePromoted {

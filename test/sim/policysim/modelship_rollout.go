@@ -29,12 +29,12 @@ type ModelshipRollout struct {
 	deps    map[v1alpha1.Color]*msDep
 	stable  v1alpha1.Color
 	started bool
-	// failures are the Fail results of every measurement, "step S look K: message", in order:
+	// failures are the Fail results of every measurement, "step S at X windows: message", in order:
 	// why a run was rolled back (Failures).
 	failures []string
 }
 
-// Failures is the Fail results of the rollout's measurements so far, each as "step S look K:
+// Failures is the Fail results of the rollout's measurements so far, each as "step S at X windows:
 // message" (the metric, its z and threshold, and the effective counts), in order.
 func (m *ModelshipRollout) Failures() []string { return m.failures }
 
