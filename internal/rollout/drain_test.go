@@ -28,11 +28,13 @@ func TestAnAbortDoesNotWaitForAStableScaleUpThatWasRefused(t *testing.T) {
 			}
 			const seen = 10 * time.Second // the second pass that sees the stable Deployment short
 			for _, at := range []time.Duration{0, seen, seen + DrainRefusedAfter - time.Second, seen + DrainRefusedAfter, seen + 2*DrainRefusedAfter} {
-				obs := newObs(revB, 2, deploy(blue, revA, 1, 1), deploy(green, revB, 2, 2))
+				asks := stableAsks // what the stable Deployment asks for once the abort planned 2
+				if at == 0 {
+					asks = 1
+				}
+				obs := newObs(revB, 2, deploy(blue, revA, asks, 1), deploy(green, revB, 2, 2))
 				if at == 0 {
 					obs.Operation = OpAbort
-				} else {
-					obs.Colors[blue] = ColorObservation{Exists: true, Revision: revA, Image: "img:" + revA, Replicas: stableAsks, ReadyReplicas: 1, AvailableReplicas: 1, UpdatedReplicas: stableAsks, Warm: true}
 				}
 				d := next(ms, obs, t0.Add(at))
 				if d.Status.Phase != v1alpha1.PhaseRolledBack || d.Status.History[0].Outcome != v1alpha1.OutcomeAborted {
