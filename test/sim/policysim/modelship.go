@@ -18,6 +18,9 @@ type Modelship struct {
 	Spec  v1alpha1.AutoscalingSpec
 	// Start anchors virtual time to a wall clock for Decide's timestamps.
 	Start time.Time
+	// BatchLimit is the replicas' batch limit (fleet.Capacity.MaxBatch), as the controller
+	// reads it from the pod template's --max-num-seqs; 0: not stated.
+	BatchLimit int32
 	// Work converts the token rates into the "prometheus" metric's value (replica-seconds of
 	// work per second) when the spec has a prometheus metric.
 	Work func(Signals) float64
@@ -116,6 +119,15 @@ func (m *Modelship) Decide(s Signals) int32 {
 	if s.MetricsMissing || s.Ready == 0 {
 		waiting.Status = metrics.NoData
 	}
+	// The requests running in the Ready pods, as Snapshot.RequestsRunning sums them (a pod
+	// draining its requests is not Ready).
+	running := autoscale.Observation{Metric: autoscale.SignalRequestsRunning, Status: metrics.OK}
+	for _, p := range s.PerPod {
+		running.Value += p.Running
+	}
+	if s.MetricsMissing || s.Ready == 0 {
+		running.Status = metrics.NoData
+	}
 	ttft := autoscale.Observation{Status: metrics.NoData, Value: s.TTFTP95}
 	itl := autoscale.Observation{Status: metrics.NoData, Value: s.ITLP95}
 	if s.HasLatency && !s.MetricsMissing {
@@ -123,7 +135,7 @@ func (m *Modelship) Decide(s Signals) int32 {
 	}
 	in := autoscale.Input{
 		Spec: m.Spec, Current: s.Pods, Ready: s.Ready, Starting: s.Pods - s.Ready,
-		Observations: obs, RequestsWaiting: waiting, TTFTP95: ttft, ITLP95: itl, Previous: m.prev,
+		Observations: obs, RequestsWaiting: waiting, RequestsRunning: running, BatchLimit: m.BatchLimit, TTFTP95: ttft, ITLP95: itl, Previous: m.prev,
 		ServingWindow: autoscale.ServingWindow(m.Interval(), scrapeInterval),
 	}
 	if m.Spec.SLO != nil {

@@ -37,15 +37,16 @@ type Signals struct {
 	// data, hold; KEDA's Prometheus scaler with its default ignoreNullValues: 0). During a NaN
 	// outage (Outage.NaN) the gauges and rates are NaN instead, read the same way by each.
 	MetricsMissing bool
-	// PerPod are the serving pods' own gauges (vllm:kv_cache_usage_perc and
-	// vllm:num_requests_waiting per pod), for the policies that judge each replica.
+	// PerPod are the serving pods' own gauges (vllm:kv_cache_usage_perc,
+	// vllm:num_requests_waiting and vllm:num_requests_running per pod), for the policies that
+	// judge each replica.
 	PerPod []PodSignals
 }
 
 // PodSignals are one serving pod's gauges as scraped.
 type PodSignals struct {
-	Name                  string
-	KVCacheUsage, Waiting float64
+	Name                           string
+	KVCacheUsage, Waiting, Running float64
 }
 
 // Policy decides the total replica count.
