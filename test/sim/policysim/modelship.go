@@ -95,7 +95,7 @@ func (m *Modelship) Decide(s Signals) int32 {
 				o.Status = metrics.NoData
 			}
 		case autoscale.MetricPrometheus:
-			if m.Work == nil {
+			if m.Work == nil || s.NoRates {
 				o.Status = metrics.NoData
 				break
 			}
@@ -190,7 +190,7 @@ const scrapeInterval = 15 * time.Second
 // its trend as signals.TrendQuery measures it.
 func (m *Modelship) load(s Signals) autoscale.Observation {
 	o := autoscale.Observation{Metric: autoscale.MetricSLO, Status: metrics.OK, Value: metrics.TokenWork(s.PromptTPS, s.GeneratedTPS)}
-	if s.MetricsMissing {
+	if s.MetricsMissing || s.NoRates {
 		return autoscale.Observation{Metric: autoscale.MetricSLO, Status: metrics.NoData, Message: "the query returned no series"}
 	}
 	m.loads = append(m.loads, sample{at: s.Now, v: o.Value})

@@ -28,6 +28,9 @@ type Signals struct {
 	// PromptTPS and GeneratedTPS are rate(vllm:prompt_tokens_total[1m]) and
 	// rate(vllm:generation_tokens_total[1m]) summed over the pods.
 	PromptTPS, GeneratedTPS float64
+	// NoRates is true at the first scrape: a rate over one sample is no result in PromQL (not
+	// 0), and a 0 there would read as a load rising from nothing over the first minutes.
+	NoRates bool
 	// TTFTP95 and ITLP95 are the last complete minute's p95 time to first token and inter-token
 	// latency in seconds; HasLatency is false before the first minute with traffic.
 	TTFTP95, ITLP95 float64

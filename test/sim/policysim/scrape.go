@@ -44,6 +44,7 @@ func (s *scraper) scrape(now time.Duration, pods []fleet.PodStatus, active int32
 		s.hist = s.hist[1:]
 	}
 	old := s.hist[0]
+	sig.NoRates = len(s.hist) < 2
 	if span := (now - old.at).Seconds(); span > 0 {
 		var dp, dg uint64
 		for name, c := range cur.tokens {
