@@ -33,3 +33,20 @@ func TestRequestsRunningTotalsTheReadyPods(t *testing.T) {
 		t.Errorf("RequestsRunning on a failed query = %+v, want no value", got)
 	}
 }
+
+// Prometheus's own engine answers the running query per pod: vLLM's series summed over a pod's
+// engines, SGLang's where a pod runs SGLang.
+func TestTheRunningQueryReadsVLLMAndSGLangPerPod(t *testing.T) {
+	got := promVector(t, map[string]float64{
+		`vllm:num_requests_running{namespace="ml",pod="v-0",engine="0"}`: 40,
+		`vllm:num_requests_running{namespace="ml",pod="v-0",engine="1"}`: 24,
+		`sglang:num_running_reqs{namespace="ml",pod="s-0"}`:              7,
+	}, QueryRequestsRunning, []metrics.Series{
+		{Labels: map[string]string{"namespace": "ml", "pod": "v-0"}, Value: 64},
+		{Labels: map[string]string{"namespace": "ml", "pod": "s-0"}, Value: 7},
+	})
+	snap, _ := Fetch(context.Background(), &fakeQuerier{series: map[string][]metrics.Series{QueryRequestsRunning: got}}, DefaultQueries(), t0)
+	if o := snap.RequestsRunning([]autoscale.PodKey{pod("ml", "v-0"), pod("ml", "s-0")}); o.Value != 71 {
+		t.Errorf("RequestsRunning = %+v, want 71", o)
+	}
+}
