@@ -91,3 +91,21 @@ func TestTheBatchGuardScalesUpBeforeTheBatchIsFull(t *testing.T) {
 		})
 	}
 }
+
+// Running requests beyond the stated limit (a pod running more engines than its flags say)
+// make a window tight, never a miss: no ceiling is set, and the capacity comes back to what held
+// (u), not below it as a miss's bound would take it.
+func TestRunningBeyondTheStatedLimitIsNoMiss(t *testing.T) {
+	r := &batchRun{sloRun: sloRun{spec: sloSpecOf(1, 20), cur: 10, at: t0}, limit: 64}
+	r.step(5, 0.4, 32)
+	r.step(5, 0.4, 128)
+	c, _ := sloOf(t, *r.prev)
+	if u := 5.0 / 10; c < u {
+		t.Errorf("capacity %g below the %g a replica carried: read as a miss", c, u)
+	}
+	for _, lc := range r.prev.LearnedCapacities {
+		if lc.Metric == MetricSLO && lc.Ceiling != "" {
+			t.Errorf("ceiling %s set by a window without a miss", lc.Ceiling)
+		}
+	}
+}

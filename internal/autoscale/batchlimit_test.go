@@ -22,6 +22,9 @@ func TestBatchLimitOfReadsTheEnginesFlag(t *testing.T) {
 		{name: "a flag without a value", args: []string{"--max-num-seqs"}, want: 0},
 		{name: "a value that is no number", args: []string{"--max-num-seqs=$(SEQS)"}, want: 0},
 		{name: "a similar flag is not the batch limit", args: []string{"--max-num-seqs-per-lora=8"}, want: 0},
+		{name: "vLLM data parallel: one batch per engine", args: []string{"--max-num-seqs", "64", "--data-parallel-size", "4"}, want: 256},
+		{name: "vLLM's -dp", args: []string{"-dp=2", "--max-num-seqs=64"}, want: 128},
+		{name: "SGLang's --dp-size", args: []string{"--max-running-requests", "100", "--dp-size", "2"}, want: 200},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			spec := corev1.PodSpec{Containers: []corev1.Container{{Name: "sidecar", Args: []string{"--verbose"}}, {Name: "server", Command: tc.command, Args: tc.args}}}

@@ -213,7 +213,9 @@ func learnSLO(s sloSpec, in Input, prev *v1alpha1.AutoscalingStatus, now time.Ti
 	}
 	// The batch is judged as the latencies are: running requests at sloMargin of the engine's
 	// batch limit are a window without margin (no probe), as a p95 at sloMargin of its SLO is.
-	r = max(r, batchRatio(in))
+	// Running beyond the limit says the limit read is not the engine's (more engines than
+	// stated): at most a tight window, never a miss (a queue is what shows one).
+	r = max(r, min(batchRatio(in), 1))
 	// Pods that came Ready within the window served part of it only: the load per Ready
 	// replica then reads low, and a miss measured on the fewer replicas before them says
 	// nothing of what each carries now (it would set a ceiling far below the capacity, and
