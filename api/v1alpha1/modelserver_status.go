@@ -384,6 +384,20 @@ type AutoscalingStatus struct {
 	// +listMapKey=metric
 	// +optional
 	LearnedCapacities []LearnedCapacity `json:"learnedCapacities,omitempty"`
+	// Queue is the requests queued in the Ready pods at the last pass that saw a queue, for
+	// spec.autoscaling.slo's fast path: the queue's growth since then, added to the requests
+	// served per second, is the rate arriving. Empty when nothing was queued.
+	// +optional
+	Queue *QueueSample `json:"queue,omitempty"`
+}
+
+// QueueSample is the total of the requests queued in a ModelServer's Ready pods at one pass.
+type QueueSample struct {
+	// At is when it was read.
+	At metav1.Time `json:"at"`
+	// Requests is the total of the requests queued (vllm:num_requests_waiting summed).
+	// +kubebuilder:validation:Minimum=0
+	Requests int64 `json:"requests"`
 }
 
 // LearnedCapacity is the load one replica carries before its latency misses the SLO or its

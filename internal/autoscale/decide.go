@@ -54,7 +54,8 @@ func Decide(in Input, now time.Time) Output {
 	}
 	props, best, missing := s.propose(in, cur, st.LearnedCapacities)
 	if s.hasSLO {
-		p, ok := s.proposeSLO(in, cur, slo, sloKnown)
+		st.Queue = queueSample(in, now)
+		p, ok := s.proposeSLO(in, cur, slo, sloKnown, now)
 		props = append(props, p)
 		switch {
 		case !ok:

@@ -343,7 +343,7 @@ func steadyFor(prev *v1alpha1.AutoscalingStatus, now time.Time, win time.Duratio
 // proposeSLO is the slo's proposal on the learnt state: the replicas for the load at sloShare
 // of the capacity, projected along a rising trend, at least the fast path's when requests
 // queue. Without a capacity yet (no window with load) it holds Current.
-func (s settings) proposeSLO(in Input, cur int32, st sloState, known bool) (v1alpha1.Proposal, bool) {
+func (s settings) proposeSLO(in Input, cur int32, st sloState, known bool, now time.Time) (v1alpha1.Proposal, bool) {
 	p := v1alpha1.Proposal{Metric: MetricSLO}
 	o := in.Load
 	switch {
@@ -374,11 +374,15 @@ func (s settings) proposeSLO(in Input, cur int32, st sloState, known bool) (v1al
 			batchPrefix, fmtNum(in.RequestsRunning.Value), in.Ready, in.BatchLimit, need, fmtNum(100*sloShare))
 	}
 	if w := in.RequestsWaiting; usable(w) && in.Ready > 0 && w.Value/float64(in.Ready) >= SLOQueuedPerReplica {
-		factor := min(1+w.Value/(sloQueueRef*float64(in.Ready)), sloMaxFast)
-		fast := max(ceil(float64(in.Ready)*factor), in.Ready+1)
+		fast, msg, ok := s.arrivalNeed(in, st, known, now)
+		if !ok {
+			factor := min(1+w.Value/(sloQueueRef*float64(in.Ready)), sloMaxFast)
+			fast = ceil(float64(in.Ready) * factor)
+			msg = fmt.Sprintf("%s %s requests queued on %d Ready replicas: %d at once", fastPrefix, fmtNum(w.Value), in.Ready, max(fast, in.Ready+1))
+		}
+		fast = max(fast, in.Ready+1)
 		if fast > n {
-			n = fast
-			p.Message = fmt.Sprintf("%s %s requests queued on %d Ready replicas: %d at once", fastPrefix, fmtNum(w.Value), in.Ready, fast)
+			n, p.Message = fast, msg
 		}
 		if fast <= cur && n < cur {
 			n = cur // never below Current while requests queue
@@ -386,6 +390,54 @@ func (s settings) proposeSLO(in Input, cur int32, st sloState, known bool) (v1al
 	}
 	p.Replicas = &n
 	return p, true
+}
+
+// arrivalNeed is the fast path sized on the rate arriving, when a burst is on: the queue grew
+// since the last pass (status.autoscaling.queue) by at least SLOQueuedPerReplica per Ready
+// replica. The requests arriving per second are those served (Input.Served) plus the queue's
+// growth per second; the fleet is sized at once for them plus the queue drained within a cold
+// start (sloColdStart, the projection horizon), each request counted at the token work the
+// served ones carry (Load / Served), per replica at sloShare of the learnt capacity (the
+// proposal's own target), or, before one is learnt, at what each Ready replica serves now (it
+// serves at its throughput: requests queue). A queue that holds or shrinks is no burst (the
+// served rate is then the rate arriving, and the proposal's own count follows it), nor is a
+// queue sample older than the serving window (a controller that was down). False when it does
+// not apply or a signal is missing: the fast path then doubles the Ready replicas at most.
+func (s settings) arrivalNeed(in Input, st sloState, known bool, now time.Time) (int32, string, bool) {
+	w, served, load := in.RequestsWaiting, in.Served, in.Load
+	if in.Previous == nil || in.Previous.Queue == nil || !usable(w) || !usable(served) || !(served.Value > 0) || !usable(load) || !(load.Value > 0) || in.Ready <= 0 {
+		return 0, "", false
+	}
+	win := in.ServingWindow
+	if win <= 0 {
+		win = time.Minute
+	}
+	dt := now.Sub(in.Previous.Queue.At.Time)
+	grown := w.Value - float64(in.Previous.Queue.Requests)
+	if dt <= 0 || dt > win || grown < SLOQueuedPerReplica*float64(in.Ready) {
+		return 0, "", false
+	}
+	growth := grown / dt.Seconds()
+	arriving := served.Value + growth
+	cold := s.sloColdStart(win)
+	drain := w.Value / cold.Seconds()
+	per := load.Value / float64(in.Ready)
+	if known && st.capacity > 0 {
+		per = sloShare * st.capacity
+	}
+	n := ceil(load.Value / served.Value * (arriving + drain) / per)
+	return n, fmt.Sprintf("%s %s requests queued on %d Ready replicas, growing %s/s over %s/s served: %d for %s/s arriving and the queue drained within %s",
+		fastPrefix, fmtNum(w.Value), in.Ready, fmtNum(growth), fmtNum(served.Value), n, fmtNum(arriving), cold), true
+}
+
+// queueSample is the queue to keep in status for the next pass's arrivalNeed: this pass's
+// total while requests queue, nil otherwise (a pass without a queue writes nothing new).
+func queueSample(in Input, now time.Time) *v1alpha1.QueueSample {
+	w := in.RequestsWaiting
+	if !usable(w) || !(w.Value >= 1) {
+		return nil
+	}
+	return &v1alpha1.QueueSample{At: metav1.NewTime(now), Requests: int64(math.Round(min(w.Value, math.MaxInt32)))}
 }
 
 // fastPrefix starts the message of a proposal raised by the fast path, which cause repeats.

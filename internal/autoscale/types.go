@@ -135,6 +135,11 @@ type Input struct {
 	// per second over the serving window, in replicas' worth of a nominal replica), with its
 	// trend when spec.autoscaling.projectionHorizon is set, for spec.autoscaling.slo.
 	Load Observation
+	// Served is the requests the Ready pods finished per second over the serving window
+	// (rate of vllm:request_success_total summed), for spec.autoscaling.slo's fast path: with the
+	// queue's growth since the last pass (status.autoscaling.queue) it is the rate arriving.
+	// Without data the fast path doubles the Ready replicas instead.
+	Served Observation
 	// ServingWindow is the window of the latencies and the load (ServingWindow of the scrape
 	// interval): the slo learns once per window. 0 means one minute.
 	ServingWindow time.Duration

@@ -286,6 +286,12 @@ func tokenWork(prompt, generated string) string {
 }
 
 var (
+	// VLLMRequestRate is the requests vLLM's pods finished per second over the window
+	// (vllm:request_success_total, every finished_reason), for spec.autoscaling.slo's fast path.
+	VLLMRequestRate = `sum(rate(vllm:request_success_total{` + podSelector + `}[{{.Window}}]))`
+	// SGLangRequestRate is the requests SGLang's pods finished per second over the window
+	// (sglang:num_requests_total).
+	SGLangRequestRate = `sum(rate(sglang:num_requests_total{` + podSelector + `}[{{.Window}}]))`
 	// VLLMTokenWork is the token work of vLLM's pods (vllm:prompt_tokens_total,
 	// vllm:generation_tokens_total).
 	VLLMTokenWork = tokenWork("vllm:prompt_tokens_total", "vllm:generation_tokens_total")

@@ -54,6 +54,8 @@ type Signals struct {
 	RequestsRunning autoscale.Observation
 	TTFTP95, ITLP95 autoscale.Observation
 	Load            autoscale.Observation
+	// Served is the requests finished per second, for spec.autoscaling.slo's fast path.
+	Served autoscale.Observation
 	// Ready and Starting count the pods of both colors: Ready ones, and those not Ready yet.
 	Ready, Starting int32
 	// BothColorsReady is true when both colors have Ready pods.
@@ -138,7 +140,7 @@ func Autoscale(ms *v1alpha1.ModelServer, sig Signals, view *CapacityView, podsFo
 		Spec: spec, Current: current, Ready: sig.Ready, Starting: sig.Starting,
 		Observations: sig.Observations, RequestsWaiting: sig.RequestsWaiting, TTFTP95: sig.TTFTP95, ITLP95: sig.ITLP95,
 		RequestsRunning: sig.RequestsRunning, BatchLimit: autoscale.BatchLimitOf(ms.Spec.Template.Spec),
-		Load: sig.Load, ServingWindow: autoscale.ServingWindowOf(ms), Revision: revision, BothColorsReady: sig.BothColorsReady, Previous: ms.Status.Autoscaling, Capacity: fit, PodsFor: podsFor,
+		Load: sig.Load, Served: sig.Served, ServingWindow: autoscale.ServingWindowOf(ms), Revision: revision, BothColorsReady: sig.BothColorsReady, Previous: ms.Status.Autoscaling, Capacity: fit, PodsFor: podsFor,
 	}, now)
 }
 

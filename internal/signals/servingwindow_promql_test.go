@@ -40,6 +40,10 @@ func TestLatencyQueriesAnswerAtTheDefaultScrapeInterval(t *testing.T) {
 		// work of 1 (compared within 0.001: the rate's extrapolation leaves float noise).
 		`vllm:prompt_tokens_total{` + pod + `}`:     "0+480000x20",
 		`vllm:generation_tokens_total{` + pod + `}`: "0+90000x20",
+		// The 120 requests a minute finish, 100 stopped and 20 at their length: 2 a second.
+		`vllm:request_success_total{` + pod + `,finished_reason="stop"}`:   "0+100x20",
+		`vllm:request_success_total{` + pod + `,finished_reason="length"}`: "0+20x20",
+		`sglang:num_requests_total{` + pod + `}`:                           "0+120x20",
 	}
 	scrape := 60 * time.Second
 	// histogram_quantile interpolates within the bucket: the p95 of (0.1, 0.5] is
@@ -48,6 +52,8 @@ func TestLatencyQueriesAnswerAtTheDefaultScrapeInterval(t *testing.T) {
 		{name: "the p95 TTFT over the serving window at a 60s scrape", interval: "60s", series: series, expr: render(metrics.VLLMTTFTP95, autoscale.ServingWindow(autoscale.DefaultInterval, scrape)), at: "10m30s", want: num(0.48)},
 		{name: "the p95 ITL over the serving window at a 60s scrape", interval: "60s", series: series, expr: render(metrics.VLLMITLP95, autoscale.ServingWindow(autoscale.DefaultInterval, scrape)), at: "10m30s", want: num(0.0475)},
 		{name: "the token work over the serving window at a 60s scrape", interval: "60s", series: series, expr: "abs((" + render(metrics.VLLMTokenWork, autoscale.ServingWindow(autoscale.DefaultInterval, scrape)) + ") - 1) < bool 0.001", at: "10m30s", want: num(1)},
+		{name: "the requests served per second over the serving window at a 60s scrape", interval: "60s", series: series, expr: "abs((" + render(metrics.VLLMRequestRate, autoscale.ServingWindow(autoscale.DefaultInterval, scrape)) + ") - 2) < bool 0.001", at: "10m30s", want: num(1)},
+		{name: "SGLang's requests served per second over the serving window at a 60s scrape", interval: "60s", series: series, expr: "abs((" + render(metrics.SGLangRequestRate, autoscale.ServingWindow(autoscale.DefaultInterval, scrape)) + ") - 2) < bool 0.001", at: "10m30s", want: num(1)},
 		{name: "no token work over a fixed 1m window at a 60s scrape", interval: "60s", series: series, expr: render(metrics.VLLMTokenWork, time.Minute), at: "10m30s"},
 		{name: "no p95 TTFT over a fixed 1m window at a 60s scrape", interval: "60s", series: series, expr: render(metrics.VLLMTTFTP95, time.Minute), at: "10m30s"},
 		{name: "no p95 ITL over a fixed 1m window at a 60s scrape", interval: "60s", series: series, expr: render(metrics.VLLMITLP95, time.Minute), at: "10m30s"},

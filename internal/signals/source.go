@@ -55,6 +55,8 @@ type Signals struct {
 	TTFTP95, ITLP95 autoscale.Observation
 	// Load is the token work for spec.autoscaling.slo.
 	Load autoscale.Observation
+	// Served is the requests finished per second, for spec.autoscaling.slo's fast path.
+	Served autoscale.Observation
 }
 
 // Deps are what the sources fetch with.
@@ -128,6 +130,7 @@ func Gather(ctx context.Context, sources []Source, t Target, now time.Time) (Sig
 		RequestsRunning: autoscale.Observation{Metric: autoscale.SignalRequestsRunning, Status: metrics.NoData, Message: "no signals"},
 		TTFTP95:         autoscale.Observation{Status: metrics.NoData, Message: "no latency SLO"},
 		Load:            autoscale.Observation{Metric: autoscale.MetricSLO, Status: metrics.NoData, Message: "no slo"},
+		Served:          autoscale.Observation{Metric: autoscale.MetricSLO, Status: metrics.NoData, Message: "no slo"},
 	}
 	out.ITLP95 = out.TTFTP95
 	var errs []error
@@ -151,6 +154,9 @@ func Gather(ctx context.Context, sources []Source, t Target, now time.Time) (Sig
 		}
 		if got.Load.Status != "" {
 			out.Load = got.Load
+		}
+		if got.Served.Status != "" {
+			out.Served = got.Served
 		}
 	}
 	return out, errors.Join(errs...)
@@ -236,12 +242,26 @@ type tokenWork struct {
 func (tokenWork) Name() string { return autoscale.MetricSLO }
 
 func (w tokenWork) Fetch(ctx context.Context, t Target, now time.Time) (Signals, error) {
-	tmpl := metrics.VLLMTokenWork
+	tmpl, rate := metrics.VLLMTokenWork, metrics.VLLMRequestRate
 	if t.ModelServer.Spec.Rollout.Analysis.Preset == v1alpha1.AnalysisPresetSGLang {
-		tmpl = metrics.SGLangTokenWork
+		tmpl, rate = metrics.SGLangTokenWork, metrics.SGLangRequestRate
 	}
 	p := promQL{name: autoscale.MetricSLO, query: tmpl, prom: w.prom, policy: w.policy}
-	return Signals{Load: p.total(ctx, t.ModelServer, now)}, nil
+	out := Signals{Load: p.total(ctx, t.ModelServer, now), Served: autoscale.Observation{Metric: autoscale.MetricSLO, Status: metrics.NoData, Message: "token work has no data"}}
+	if out.Load.Status == metrics.OK {
+		// The served rate only matters beside the token work (the fast path reads both).
+		out.Served = w.served(ctx, rate, t.ModelServer, now)
+	}
+	return out, nil
+}
+
+// served is the requests ms's pods finished per second (the rate query), without a trend.
+func (w tokenWork) served(ctx context.Context, query string, ms *v1alpha1.ModelServer, now time.Time) autoscale.Observation {
+	q, err := metrics.Render(query, BothColors(ms))
+	if err != nil {
+		return autoscale.Observation{Metric: autoscale.MetricSLO, Status: metrics.Error, Message: err.Error()}
+	}
+	return FromSample(autoscale.MetricSLO, metrics.Enforce(w.prom, w.policy, ms.Namespace).Scalar(ctx, q, now))
 }
 
 // resourceMetric is a resource metric's average utilization over the Ready pods, from

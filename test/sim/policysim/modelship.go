@@ -140,6 +140,10 @@ func (m *Modelship) Decide(s Signals) int32 {
 	}
 	if m.Spec.SLO != nil {
 		in.Load = m.load(s)
+		in.Served = autoscale.Observation{Metric: autoscale.MetricSLO, Status: metrics.OK, Value: s.Served}
+		if s.MetricsMissing || s.NoRates {
+			in.Served = autoscale.Observation{Metric: autoscale.MetricSLO, Status: metrics.NoData, Message: "the query returned no series"}
+		}
 	}
 	out := autoscale.Decide(in, m.Start.Add(s.Now))
 	st := out.Status

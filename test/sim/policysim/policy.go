@@ -28,6 +28,8 @@ type Signals struct {
 	// PromptTPS and GeneratedTPS are rate(vllm:prompt_tokens_total[1m]) and
 	// rate(vllm:generation_tokens_total[1m]) summed over the pods.
 	PromptTPS, GeneratedTPS float64
+	// Served is rate(vllm:request_success_total[1m]) summed over the pods: requests per second.
+	Served float64
 	// NoRates is true at the first scrape: a rate over one sample is no result in PromQL (not
 	// 0), and a 0 there would read as a load rising from nothing over the first minutes.
 	NoRates bool

@@ -16,16 +16,20 @@ type scraper struct {
 type scrapeSample struct {
 	at     time.Duration
 	tokens map[string][2]uint64
+	done   map[string]uint64 // vllm:request_success_total per pod, every finished_reason
 }
 
 func newScraper() *scraper { return &scraper{} }
 
 func (s *scraper) scrape(now time.Duration, pods []fleet.PodStatus, active int32, prev Signals) Signals {
 	sig := Signals{Now: now, Pods: active, TTFTP95: prev.TTFTP95, ITLP95: prev.ITLP95, HasLatency: prev.HasLatency}
-	cur := scrapeSample{at: now, tokens: map[string][2]uint64{}}
+	cur := scrapeSample{at: now, tokens: map[string][2]uint64{}, done: map[string]uint64{}}
 	var util, kv float64
 	for _, p := range pods {
 		cur.tokens[p.Pod.Name] = [2]uint64{p.PromptTokens, p.GeneratedTokens}
+		for _, n := range p.Success {
+			cur.done[p.Pod.Name] += n
+		}
 		sig.Waiting += float64(p.Waiting)
 		sig.Running += float64(p.Running)
 		if !p.Loaded || p.Pod.Terminating {
@@ -53,6 +57,11 @@ func (s *scraper) scrape(now time.Duration, pods []fleet.PodStatus, active int32
 			dg += c[1] - o[1]
 		}
 		sig.PromptTPS, sig.GeneratedTPS = float64(dp)/span, float64(dg)/span
+		var dd uint64
+		for name, c := range cur.done {
+			dd += c - old.done[name]
+		}
+		sig.Served = float64(dd) / span
 	}
 	return sig
 }

@@ -278,7 +278,7 @@ func minuteOf(f *fleet.Fleet, now time.Duration, cfg Config, pods int) Minute {
 // NaN (series present, so HasGPU stays true); the pods are still counted from the API.
 func withNaN(s Signals) Signals {
 	nan := math.NaN()
-	s.GPUUtilization, s.KVCacheUsage, s.Waiting, s.Running, s.PromptTPS, s.GeneratedTPS = nan, nan, nan, nan, nan, nan
+	s.GPUUtilization, s.KVCacheUsage, s.Waiting, s.Running, s.PromptTPS, s.GeneratedTPS, s.Served = nan, nan, nan, nan, nan, nan, nan
 	pods := make([]PodSignals, len(s.PerPod))
 	for i, p := range s.PerPod {
 		pods[i] = PodSignals{Name: p.Name, KVCacheUsage: nan, Waiting: nan, Running: nan}
