@@ -108,12 +108,17 @@ func resolveSLO(spec *v1alpha1.LatencySLO) (sloSpec, bool) {
 // latencyRatio is the worst of the p95 latencies over their SLO; false when a latency the SLO
 // states has no usable value.
 func (s sloSpec) latencyRatio(in Input) (float64, bool) {
+	return s.ratioOf(in, true)
+}
+
+// ratioOf is latencyRatio, the TTFT left out unless withTTFT.
+func (s sloSpec) ratioOf(in Input, withTTFT bool) (float64, bool) {
 	r := 0.0
-	for _, x := range []struct {
+	for i, x := range []struct {
 		slo float64
 		o   Observation
 	}{{s.ttft, in.TTFTP95}, {s.itl, in.ITLP95}} {
-		if x.slo <= 0 {
+		if x.slo <= 0 || (i == 0 && !withTTFT) {
 			continue
 		}
 		if !usable(x.o) {
@@ -207,7 +212,11 @@ func learnSLO(s sloSpec, in Input, prev *v1alpha1.AutoscalingStatus, now time.Ti
 	if in.Ready <= 0 || in.BothColorsReady || !usable(in.Load) || in.Load.Value <= 0 {
 		return st, st.known
 	}
-	r, ok := s.latencyRatio(in)
+	queued := usable(in.RequestsWaiting) && in.RequestsWaiting.Value/float64(in.Ready) >= SLOQueuedPerReplica
+	// A window with requests queued is judged on the queue and the ITL: its p95 TTFT is mostly
+	// the queue's wait (minutes after a burst), whose ratio to the SLO says how long the queue
+	// is, not how much a replica carries, and would cut the capacity to its lower bound.
+	r, ok := s.ratioOf(in, !queued)
 	if !ok {
 		return st, st.known
 	}
@@ -222,7 +231,6 @@ func learnSLO(s sloSpec, in Input, prev *v1alpha1.AutoscalingStatus, now time.Ti
 	// stop the probing for an hour).
 	settled := in.Starting > 0 || !scaledUpWithin(prev, now, 2*win+cold)
 	u := in.Load.Value / float64(in.Ready)
-	queued := usable(in.RequestsWaiting) && in.RequestsWaiting.Value/float64(in.Ready) >= SLOQueuedPerReplica
 	floor, ceiling := st.floorAt(now), st.ceilingAt(now)
 	miss := r > 1 || queued
 	switch {
