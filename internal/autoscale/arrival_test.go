@@ -146,3 +146,32 @@ func TestTheFastPathNeverScalesDown(t *testing.T) {
 		}
 	}
 }
+
+// learnPass is a pass on 20 Ready replicas carrying 0.5 of a replica's token work each, with
+// a capacity of 0.8 learnt two minutes ago (this pass learns), the queue going from was to now
+// over the last 15 s, and the p95 TTFT given (the ITL well within the SLO).
+func learnPass(was, now, ttft float64) Input {
+	prev := &v1alpha1.AutoscalingStatus{
+		LearnedCapacities: []v1alpha1.LearnedCapacity{{Metric: MetricSLO, PerReplica: "0.8", Samples: 10, LastSampleTime: metav1.NewTime(t0.Add(-2 * time.Minute))}},
+		Queue:             &v1alpha1.QueueSample{At: metav1.NewTime(t0.Add(-15 * time.Second)), Requests: int64(was)},
+	}
+	return sloInput(burstSpec(false), 20, 20, 10, ttft, now, prev)
+}
+
+// A queue that grows is a miss judged on the queue (and the ITL), whatever the p95 TTFT, which
+// is then mostly the queue's wait: 100 s or 0.5 s teach the same bound.
+func TestAQueuedWindowIsJudgedOnTheQueueNotTheTTFT(t *testing.T) {
+	long, _ := sloOf(t, Decide(learnPass(1500, 2000, 100), t0).Status)
+	short, _ := sloOf(t, Decide(learnPass(1500, 2000, 0.5), t0).Status)
+	if !(long < 0.8) || long != short {
+		t.Fatalf("capacity %g with a 100 s TTFT, %g with 0.5 s: want the same bound below 0.8, the queue's", long, short)
+	}
+}
+
+// A queue that shrinks is a backlog draining (the replicas serve more than arrives): its wait
+// teaches nothing, and the capacity stays.
+func TestADrainingBacklogTeachesNothing(t *testing.T) {
+	if c, _ := sloOf(t, Decide(learnPass(2000, 1500, 100), t0).Status); c != 0.8 {
+		t.Fatalf("capacity %g after a draining backlog, want 0.8 kept", c)
+	}
+}

@@ -220,6 +220,12 @@ func learnSLO(s sloSpec, in Input, prev *v1alpha1.AutoscalingStatus, now time.Ti
 	if !ok {
 		return st, st.known
 	}
+	if queued && draining(in, now, win) && r <= 1 {
+		// The queue shrank since the last pass: the Ready replicas serve more than arrives, and
+		// what queues is a backlog (left on the pods it queued on while new ones started), not a
+		// load beyond their capacity; its wait is no lesson either way.
+		return st, st.known
+	}
 	// The batch is judged as the latencies are: running requests at sloMargin of the engine's
 	// batch limit are a window without margin (no probe), as a p95 at sloMargin of its SLO is.
 	// Running beyond the limit says the limit read is not the engine's (more engines than
@@ -300,6 +306,17 @@ func learnSLO(s sloSpec, in Input, prev *v1alpha1.AutoscalingStatus, now time.Ti
 	st.samples++
 	st.last, st.revision, st.known = now, in.Revision, true
 	return st, true
+}
+
+// draining: the requests queued now are fewer than at the last pass (status.autoscaling.queue,
+// taken within the window).
+func draining(in Input, now time.Time, win time.Duration) bool {
+	if in.Previous == nil || in.Previous.Queue == nil || !usable(in.RequestsWaiting) {
+		return false
+	}
+	q := in.Previous.Queue
+	dt := now.Sub(q.At.Time)
+	return dt > 0 && dt <= win && in.RequestsWaiting.Value < float64(q.Requests)
 }
 
 // scaledUpWithin: a scale-up within d before now (its pods may have come Ready since).
@@ -428,7 +445,9 @@ func (s settings) arrivalNeed(in Input, st sloState, known bool, now time.Time) 
 	growth := grown / dt.Seconds()
 	arriving := served.Value + growth
 	cold := s.sloColdStart(win)
-	drain := w.Value / cold.Seconds()
+	// Each engine queues its own requests: new pods cannot take them, so the queue drains at
+	// most at the rate the Ready replicas serve, once the new ones carry what arrives.
+	drain := min(w.Value/cold.Seconds(), served.Value)
 	per := load.Value / float64(in.Ready)
 	if known && st.capacity > 0 {
 		per = sloShare * st.capacity
