@@ -105,14 +105,9 @@ func resolveSLO(spec *v1alpha1.LatencySLO) (sloSpec, bool) {
 	return s, s.ttft > 0 || s.itl > 0
 }
 
-// latencyRatio is the worst of the p95 latencies over their SLO; false when a latency the SLO
-// states has no usable value.
-func (s sloSpec) latencyRatio(in Input) (float64, bool) {
-	return s.ratioOf(in, true)
-}
-
-// ratioOf is latencyRatio, the TTFT left out unless withTTFT.
-func (s sloSpec) ratioOf(in Input, withTTFT bool) (float64, bool) {
+// latencyRatio is the worst of the p95 latencies over their SLO, the TTFT left out unless
+// withTTFT; false when a latency the SLO states (and judged) has no usable value.
+func (s sloSpec) latencyRatio(in Input, withTTFT bool) (float64, bool) {
 	r := 0.0
 	for i, x := range []struct {
 		slo float64
@@ -216,7 +211,7 @@ func learnSLO(s sloSpec, in Input, prev *v1alpha1.AutoscalingStatus, now time.Ti
 	// A window with requests queued is judged on the queue and the ITL: its p95 TTFT is mostly
 	// the queue's wait (minutes after a burst), whose ratio to the SLO says how long the queue
 	// is, not how much a replica carries, and would cut the capacity to its lower bound.
-	r, ok := s.ratioOf(in, !queued)
+	r, ok := s.latencyRatio(in, !queued)
 	if !ok {
 		return st, st.known
 	}
