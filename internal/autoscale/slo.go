@@ -179,6 +179,15 @@ func (st sloState) floorAt(now time.Time) float64 {
 	return st.floor * math.Exp2(-now.Sub(st.last).Seconds()/sloFloorHalfLife.Seconds())
 }
 
+// floorDecay is how much the floor has decayed from st.last to now (floorAt's factor), as
+// its inverse: at least 1.
+func (st sloState) floorDecay(now time.Time) float64 {
+	if st.last.IsZero() || !now.After(st.last) {
+		return 1
+	}
+	return math.Exp2(now.Sub(st.last).Seconds() / sloFloorHalfLife.Seconds())
+}
+
 // ceilingAt is the ceiling risen to now (doubling every sloCeilingDoubling); 0 when none.
 func (st sloState) ceilingAt(now time.Time) float64 {
 	if st.ceiling <= 0 || st.last.IsZero() || !now.After(st.last) {
@@ -201,9 +210,6 @@ func learnSLO(s sloSpec, in Input, prev *v1alpha1.AutoscalingStatus, now time.Ti
 	if win <= 0 {
 		win = time.Minute
 	}
-	if st.known && !st.last.IsZero() && now.Sub(st.last) < win {
-		return st, true // one sample per window
-	}
 	if in.Ready <= 0 || in.BothColorsReady || !usable(in.Load) || in.Load.Value <= 0 {
 		return st, st.known
 	}
@@ -216,6 +222,20 @@ func learnSLO(s sloSpec, in Input, prev *v1alpha1.AutoscalingStatus, now time.Ti
 	// Running beyond the limit says the limit read is not the engine's (more engines than
 	// stated): at most a tight window, never a miss (a queue is what shows one).
 	r = max(r, min(batchRatio(in), 1))
+	if st.known && !st.last.IsZero() && now.Sub(st.last) < win {
+		// One sample per window, but a window that holds with margin proves at every pass
+		// that a replica carries its load: the floor follows it at once (a maximum, which
+		// reading one window twice cannot move), and the capacity with it. Otherwise a
+		// capacity seeded at a light load (a trace that starts, a rate over a window mostly
+		// before it) would be stretched to a load many times larger, in as many replicas,
+		// for a whole window.
+		if u, held := heldWithMargin(in, r); held && u > st.floorAt(now) {
+			st.capacity = max(st.capacity, u)
+			// Stored as of st.last, from which floorAt decays it.
+			st.floor = min(u*st.floorDecay(now), st.capacity)
+		}
+		return st, true
+	}
 	// Pods that came Ready within the window served part of it only: the load per Ready
 	// replica then reads low, and a miss measured on the fewer replicas before them says
 	// nothing of what each carries now (it would set a ceiling far below the capacity, and
@@ -292,6 +312,16 @@ func learnSLO(s sloSpec, in Input, prev *v1alpha1.AutoscalingStatus, now time.Ti
 	st.samples++
 	st.last, st.revision, st.known = now, in.Revision, true
 	return st, true
+}
+
+// heldWithMargin is the load per replica of a window that held the SLO with margin (each
+// ratio r at most sloMargin, no queue), taken as in learnSLO's held case: the load over the
+// Ready replicas or Current, the more (pods that came Ready within the window served part of it).
+func heldWithMargin(in Input, r float64) (float64, bool) {
+	if r > sloMargin || (usable(in.RequestsWaiting) && in.RequestsWaiting.Value/float64(in.Ready) >= SLOQueuedPerReplica) {
+		return 0, false
+	}
+	return in.Load.Value / float64(max(in.Ready, in.Current)), true
 }
 
 // scaledUpWithin: a scale-up within d before now (its pods may have come Ready since).
