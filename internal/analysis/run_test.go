@@ -118,7 +118,27 @@ func healthyVLLM() *fakeQuerier {
 		latency(0.02, "inter_token_latency", stablePods),
 		latency(4, "e2e_request_latency", candidatePods),
 		latency(4.5, "e2e_request_latency", stablePods),
+		decode(candidatePods, 0.0201)[0],
+		decode(stablePods, 0.020, 0.021, 0.019, 0.0205, 0.0195, 0.020, 0.0202, 0.0198)[0],
+		decode(stablePods, 0.020, 0.021, 0.019, 0.0205, 0.0195, 0.020, 0.0202, 0.0198)[1],
+		decode(candidatePods, 0.0201)[1],
 	}}
+}
+
+// decode is the rules answering the decode-per-token queries of a color's pods: their decode
+// seconds per pod ([0]) and their decoded tokens per pod ([1]), 2,000 tokens on each pod at the
+// seconds per token given.
+func decode(pods string, perToken ...float64) [2]rule {
+	var num, den []metrics.Series
+	for i, p := range perToken {
+		pod := map[string]string{"pod": "pod-" + strconv.Itoa(i)}
+		num = append(num, metrics.Series{Labels: pod, Value: p * 2000})
+		den = append(den, metrics.Series{Labels: pod, Value: 2000})
+	}
+	return [2]rule{
+		{contains: []string{"request_decode_time_seconds_sum", pods}, series: num},
+		{contains: []string{"request_generation_tokens_sum", pods}, series: den},
+	}
 }
 
 func vllmSpec() v1alpha1.AnalysisSpec {
@@ -148,11 +168,18 @@ func TestRunRendersCandidateAndStableQueries(t *testing.T) {
 		}
 		return n
 	}
-	// 2 sample queries (candidate, and stable for the histogram test's sample sizes) + 5
-	// candidate queries + 4 stable queries (the relative latencies, as bucket queries, and the
-	// abort ratio).
-	if len(queries) != 11 {
-		t.Fatalf("%d queries, want 11:\n%s", len(queries), strings.Join(queries, "\n"))
+	// 2 sample queries (candidate, and stable for the histogram test's sample sizes) + 7
+	// candidate queries + 6 stable queries (the relative latencies, as bucket queries,
+	// decode-per-token's numerator and denominator per pod, and the abort ratio).
+	if len(queries) != 15 {
+		t.Fatalf("%d queries, want 15:\n%s", len(queries), strings.Join(queries, "\n"))
+	}
+	for _, part := range []string{"sum by (pod) (increase(vllm:request_decode_time_seconds_sum", "sum by (pod) (increase(vllm:request_generation_tokens_count"} {
+		for _, pods := range []string{candidatePods, stablePods} {
+			if n := count(part, pods); n != 1 {
+				t.Errorf("decode-per-token: %d queries with %s for %s, want 1", n, part, pods)
+			}
+		}
 	}
 	for _, latency := range []string{"time_to_first_token", "inter_token_latency", "e2e_request_latency"} {
 		if n := count(latency, `namespace="ml",pod=~"`+candidatePods+`"`); n != 1 {
@@ -206,7 +233,23 @@ func TestRunJudgesEachMetric(t *testing.T) {
 			setup: func(*fakeQuerier) {},
 			want: map[string]v1alpha1.Verdict{
 				"abort-ratio": v1alpha1.VerdictPass, "e2e-p95": v1alpha1.VerdictPass, "error-ratio": v1alpha1.VerdictPass,
-				"itl-p95": v1alpha1.VerdictPass, "ttft-p95": v1alpha1.VerdictPass,
+				"itl-p95": v1alpha1.VerdictPass, "ttft-p95": v1alpha1.VerdictPass, "decode-per-token": v1alpha1.VerdictPass,
+			},
+		},
+		{
+			name: "fails a candidate that decodes 1.5x slower per token, on its pods' sums",
+			setup: func(f *fakeQuerier) {
+				f.rules = append([]rule{decode(candidatePods, 0.030)[0]}, f.rules...)
+			},
+			want: map[string]v1alpha1.Verdict{
+				"abort-ratio": v1alpha1.VerdictPass, "e2e-p95": v1alpha1.VerdictPass, "error-ratio": v1alpha1.VerdictPass,
+				"itl-p95": v1alpha1.VerdictPass, "ttft-p95": v1alpha1.VerdictPass, "decode-per-token": v1alpha1.VerdictFail,
+			},
+			check: func(t *testing.T, rs []v1alpha1.MetricResult) {
+				r := rs[slices.IndexFunc(rs, func(r v1alpha1.MetricResult) bool { return r.Name == "decode-per-token" })]
+				if !strings.HasPrefix(r.Message, "decode-per-token 0.03 > 0.024 (1.2x stable 0.02): slower than 1.2x stable") || r.Candidate != "0.03" || r.Stable != "0.02" {
+					t.Errorf("result = %+v", r)
+				}
 			},
 		},
 		{
@@ -216,7 +259,7 @@ func TestRunJudgesEachMetric(t *testing.T) {
 			},
 			want: map[string]v1alpha1.Verdict{
 				"abort-ratio": v1alpha1.VerdictPass, "e2e-p95": v1alpha1.VerdictPass, "error-ratio": v1alpha1.VerdictPass,
-				"itl-p95": v1alpha1.VerdictPass, "ttft-p95": v1alpha1.VerdictFail,
+				"itl-p95": v1alpha1.VerdictPass, "ttft-p95": v1alpha1.VerdictFail, "decode-per-token": v1alpha1.VerdictPass,
 			},
 			check: func(t *testing.T, rs []v1alpha1.MetricResult) {
 				r := rs[slices.IndexFunc(rs, func(r v1alpha1.MetricResult) bool { return r.Name == "ttft-p95" })]
@@ -232,7 +275,7 @@ func TestRunJudgesEachMetric(t *testing.T) {
 			},
 			want: map[string]v1alpha1.Verdict{
 				"abort-ratio": v1alpha1.VerdictInconclusive, "e2e-p95": v1alpha1.VerdictInconclusive, "error-ratio": v1alpha1.VerdictInconclusive,
-				"itl-p95": v1alpha1.VerdictInconclusive, "ttft-p95": v1alpha1.VerdictInconclusive,
+				"itl-p95": v1alpha1.VerdictInconclusive, "ttft-p95": v1alpha1.VerdictInconclusive, "decode-per-token": v1alpha1.VerdictInconclusive,
 			},
 			check: func(t *testing.T, rs []v1alpha1.MetricResult) {
 				for _, r := range rs {
@@ -249,7 +292,7 @@ func TestRunJudgesEachMetric(t *testing.T) {
 			},
 			want: map[string]v1alpha1.Verdict{
 				"abort-ratio": v1alpha1.VerdictInconclusive, "e2e-p95": v1alpha1.VerdictInconclusive, "error-ratio": v1alpha1.VerdictInconclusive,
-				"itl-p95": v1alpha1.VerdictInconclusive, "ttft-p95": v1alpha1.VerdictInconclusive,
+				"itl-p95": v1alpha1.VerdictInconclusive, "ttft-p95": v1alpha1.VerdictInconclusive, "decode-per-token": v1alpha1.VerdictInconclusive,
 			},
 		},
 		{
@@ -259,7 +302,7 @@ func TestRunJudgesEachMetric(t *testing.T) {
 			},
 			want: map[string]v1alpha1.Verdict{
 				"abort-ratio": v1alpha1.VerdictPass, "e2e-p95": v1alpha1.VerdictInconclusive, "error-ratio": v1alpha1.VerdictPass,
-				"itl-p95": v1alpha1.VerdictPass, "ttft-p95": v1alpha1.VerdictPass,
+				"itl-p95": v1alpha1.VerdictPass, "ttft-p95": v1alpha1.VerdictPass, "decode-per-token": v1alpha1.VerdictPass,
 			},
 		},
 	}
@@ -397,7 +440,7 @@ func TestRunWithoutStableColor(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := verdicts(rs)
-	for _, name := range []string{"ttft-p95", "itl-p95", "e2e-p95"} {
+	for _, name := range []string{"ttft-p95", "itl-p95", "e2e-p95", "decode-per-token"} {
 		if got[name] != v1alpha1.VerdictInconclusive {
 			t.Errorf("%s: %s, want Inconclusive without a stable color", name, got[name])
 		}
@@ -405,8 +448,8 @@ func TestRunWithoutStableColor(t *testing.T) {
 	if got["error-ratio"] != v1alpha1.VerdictPass {
 		t.Errorf("error-ratio: %s, want Pass (absolute bound)", got["error-ratio"])
 	}
-	if len(f.recorded()) != 6 {
-		t.Errorf("%d queries, want 6 (no stable queries)", len(f.recorded()))
+	if len(f.recorded()) != 8 {
+		t.Errorf("%d queries, want 8 (no stable queries)", len(f.recorded()))
 	}
 }
 
@@ -458,6 +501,13 @@ func TestRunRejectsBadTemplatesBeforeQuerying(t *testing.T) {
 				{Name: "lat", Query: `x{pod=~"{{.Pods}}"}`, MaxRatioToStable: q("1.2"), Histogram: &v1alpha1.AnalysisHistogram{BucketQuery: `x_bucket{d="{{.Deployment}}"}`}},
 			}},
 			want: `metrics[lat].histogram.bucketQuery: rendering query template`,
+		},
+		{
+			name: "a per-unit denominator query with an unknown key",
+			spec: v1alpha1.AnalysisSpec{Preset: v1alpha1.AnalysisPresetNone, Metrics: []v1alpha1.AnalysisMetric{
+				{Name: "per-token", Query: `x{pod=~"{{.Pods}}"}`, MaxRatioToStable: q("1.2"), PerUnit: &v1alpha1.AnalysisPerUnit{NumeratorQuery: `sum by (pod) (n{pod=~"{{.Pods}}"})`, DenominatorQuery: `d{d="{{.Deployment}}"}`}},
+			}},
+			want: `metrics[per-token].perUnit.denominatorQuery: rendering query template`,
 		},
 		{
 			name: "a bad sample query",

@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -65,28 +66,39 @@ func TestServingPresets(t *testing.T) {
 		engineErrors string // the engine's failed requests, as selected
 		engineTotal  string // the engine's finished requests
 		metrics      int    // how many metrics the preset has
+		// decode is decode-per-token's numerator and denominator per pod, as rendered.
+		decode [2]string
 	}{
 		{
 			preset:       v1alpha1.AnalysisPresetVLLM,
 			hist:         histograms{"vllm:time_to_first_token_seconds", "vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds", "vllm:e2e_request_latency_seconds"},
 			engineErrors: `vllm:request_success_total{` + candidateSelector + `,finished_reason="error"}[2m]`,
 			engineTotal:  `vllm:request_success_total{` + candidateSelector + `}[2m]`,
-			metrics:      5, // and abort-ratio, relative to stable
+			metrics:      6, // and abort-ratio, relative to stable
+			decode: [2]string{
+				`sum by (pod) (increase(vllm:request_decode_time_seconds_sum{` + candidateSelector + `}[2m]))`,
+				`sum by (pod) (increase(vllm:request_generation_tokens_sum{` + candidateSelector + `}[2m])) - sum by (pod) (increase(vllm:request_generation_tokens_count{` + candidateSelector + `}[2m]))`,
+			},
 		},
 		{
 			preset:       v1alpha1.AnalysisPresetSGLang,
 			hist:         histograms{"sglang:time_to_first_token_seconds", "sglang:inter_token_latency_seconds", "sglang:time_per_output_token_seconds", "sglang:e2e_request_latency_seconds"},
 			engineErrors: `sglang:num_aborted_requests_total{` + candidateSelector + `}[2m]`,
 			engineTotal:  `sglang:num_requests_total{` + candidateSelector + `}[2m]`,
-			metrics:      4,
+			metrics:      5,
+			decode: [2]string{
+				`sum by (pod) (increase(sglang:inter_token_latency_seconds_sum{` + candidateSelector + `}[2m]))`,
+				`sum by (pod) (increase(sglang:inter_token_latency_seconds_count{` + candidateSelector + `}[2m]))`,
+			},
 		},
 	}
 	wantBounds := map[string]struct{ max, ratio string }{
-		MetricTTFTP95:    {ratio: "1.2"},
-		MetricITLP95:     {ratio: "1.2"},
-		MetricE2EP95:     {ratio: "1.2"},
-		MetricErrorRatio: {max: "0.05"},
-		MetricAbortRatio: {ratio: "1.5"},
+		MetricTTFTP95:        {ratio: "1.2"},
+		MetricITLP95:         {ratio: "1.2"},
+		MetricE2EP95:         {ratio: "1.2"},
+		MetricErrorRatio:     {max: "0.05"},
+		MetricAbortRatio:     {ratio: "1.5"},
+		MetricDecodePerToken: {ratio: "1.2"},
 	}
 	httpErrors := `http_requests_total{` + candidateSelector + `,status=~"5.."}[2m]`
 	httpTotal := `http_requests_total{` + candidateSelector + `}[2m]`
@@ -129,6 +141,21 @@ func TestServingPresets(t *testing.T) {
 			} {
 				if rendered[name] != want {
 					t.Errorf("%s:\ngot  %s\nwant %s", name, rendered[name], want)
+				}
+			}
+		})
+		t.Run(string(tc.preset)+" decode-per-token is judged per pod, on decode seconds over decoded tokens", func(t *testing.T) {
+			m := ms[slices.IndexFunc(ms, func(m v1alpha1.AnalysisMetric) bool { return m.Name == MetricDecodePerToken })]
+			if m.PerUnit == nil || m.Histogram != nil {
+				t.Fatalf("decode-per-token is not a per-unit metric: %+v", m)
+			}
+			for i, tmpl := range []string{m.PerUnit.NumeratorQuery, m.PerUnit.DenominatorQuery} {
+				q, err := Render(tmpl, candidateVars)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if q != tc.decode[i] {
+					t.Errorf("part %d:\ngot  %s\nwant %s", i, q, tc.decode[i])
 				}
 			}
 		})
@@ -196,21 +223,21 @@ func TestEffectiveMetrics(t *testing.T) {
 		check      func(t *testing.T, ms []v1alpha1.AnalysisMetric)
 	}{
 		{
-			name:       "the vllm preset alone gives its five metrics and its sample query",
+			name:       "the vllm preset alone gives its six metrics and its sample query",
 			spec:       v1alpha1.AnalysisSpec{Preset: v1alpha1.AnalysisPresetVLLM},
-			wantNames:  []string{MetricTTFTP95, MetricITLP95, MetricE2EP95, MetricErrorRatio, MetricAbortRatio},
+			wantNames:  []string{MetricTTFTP95, MetricITLP95, MetricE2EP95, MetricDecodePerToken, MetricErrorRatio, MetricAbortRatio},
 			wantSample: VLLMSampleQuery,
 		},
 		{
 			name:       "a user metric is added after the preset's",
 			spec:       v1alpha1.AnalysisSpec{Preset: v1alpha1.AnalysisPresetVLLM, Metrics: []v1alpha1.AnalysisMetric{custom}},
-			wantNames:  []string{MetricTTFTP95, MetricITLP95, MetricE2EP95, MetricErrorRatio, MetricAbortRatio, "success-rate"},
+			wantNames:  []string{MetricTTFTP95, MetricITLP95, MetricE2EP95, MetricDecodePerToken, MetricErrorRatio, MetricAbortRatio, "success-rate"},
 			wantSample: VLLMSampleQuery,
 		},
 		{
 			name:       "a user metric with a preset metric's name replaces it in place",
 			spec:       v1alpha1.AnalysisSpec{Preset: v1alpha1.AnalysisPresetVLLM, Metrics: []v1alpha1.AnalysisMetric{tighterTTFT}},
-			wantNames:  []string{MetricTTFTP95, MetricITLP95, MetricE2EP95, MetricErrorRatio, MetricAbortRatio},
+			wantNames:  []string{MetricTTFTP95, MetricITLP95, MetricE2EP95, MetricDecodePerToken, MetricErrorRatio, MetricAbortRatio},
 			wantSample: VLLMSampleQuery,
 			check: func(t *testing.T, ms []v1alpha1.AnalysisMetric) {
 				if ms[0].MaxRatioToStable != nil || !sameQuantity(ms[0].Max, "0.5") {
@@ -221,7 +248,7 @@ func TestEffectiveMetrics(t *testing.T) {
 		{
 			name:       "the user's sample query wins over the preset's",
 			spec:       v1alpha1.AnalysisSpec{Preset: v1alpha1.AnalysisPresetVLLM, SampleQuery: "sum(my_requests)"},
-			wantNames:  []string{MetricTTFTP95, MetricITLP95, MetricE2EP95, MetricErrorRatio, MetricAbortRatio},
+			wantNames:  []string{MetricTTFTP95, MetricITLP95, MetricE2EP95, MetricDecodePerToken, MetricErrorRatio, MetricAbortRatio},
 			wantSample: "sum(my_requests)",
 		},
 		{
