@@ -181,6 +181,15 @@ func (m *ModelshipRollout) measure(v *View, window time.Duration, look analysis.
 			out = append(out, analysis.JudgeHistogram(mt, pick(cand), pick(stable), minSamples, look, at))
 			continue
 		}
+		if mt.PerUnit != nil {
+			// decode-per-token, the presets' per-unit metric: the pods' decode seconds over
+			// their decoded tokens.
+			units := func(w ColorWindow) analysis.PerUnitSample {
+				return analysis.PerUnitSample{Units: w.DecodeUnits(), Requests: count(w)}
+			}
+			out = append(out, analysis.JudgePerUnit(mt, units(cand), units(stable), minSamples, look, at))
+			continue
+		}
 		if mt.Name == metrics.MetricAbortRatio {
 			// The simulated clients never give up: no aborts on either color.
 			none := func(w ColorWindow) metrics.Sample {
