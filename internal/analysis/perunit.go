@@ -56,8 +56,11 @@ func (s PerUnitSample) Mean() (float64, bool) {
 //   - Inconclusive when minSamples > 0 and the candidate's request count is unknown or below
 //     it, or the candidate did no work.
 //   - Fail when the candidate's mean is above Max or below Min.
-//   - For MaxRatioToStable r: Inconclusive when the stable color did no work, or with fewer
-//     than minUnitDF degrees of freedom (PerUnitTest); Fail when the test's z reaches
+//   - For MaxRatioToStable r: Inconclusive when the stable color did no work. With fewer than
+//     minUnitDF degrees of freedom (PerUnitTest: one pod per color, or one beside two), the
+//     pods' spread is unknown: Pass when the candidate's mean is at most r x the stable's,
+//     else Inconclusive, never Fail (a small ModelServer's rollout is judged on its other
+//     metrics, as before this one). Otherwise Fail when the test's z reaches
 //     FailZ(look), the threshold that spends the rollout's error budget Alpha over its steps
 //     and the data its windows hold; Pass when the candidate's mean is at most r x the
 //     stable's; else Inconclusive (the step holds and the next measurement reads more).
@@ -125,7 +128,10 @@ func JudgePerUnit(m v1alpha1.AnalysisMetric, cand, stable PerUnitSample, minSamp
 	z, df := PerUnitTest(cand.Units, stable.Units, ratio)
 	n := fmt.Sprintf("pods: candidate %d, stable %d", len(cand.Units), len(stable.Units))
 	if df < minUnitDF || math.IsNaN(z) {
-		return verdict(v1alpha1.VerdictInconclusive, fmt.Sprintf("%s %s vs %s (%sx stable %s) on too few pods to judge (%s)", m.Name, format(cm), format(bound), format(ratio), format(sm), n))
+		if !above(cm, bound) {
+			return verdict(v1alpha1.VerdictPass, fmt.Sprintf("%s %s <= %s (%sx stable %s; %s, too few to fail on)", m.Name, format(cm), format(bound), format(ratio), format(sm), n))
+		}
+		return verdict(v1alpha1.VerdictInconclusive, fmt.Sprintf("%s %s > %s (%sx stable %s) on too few pods to judge (%s)", m.Name, format(cm), format(bound), format(ratio), format(sm), n))
 	}
 	if zf := FailZ(look); z >= zf {
 		return verdict(v1alpha1.VerdictFail, fmt.Sprintf("%s %s > %s (%sx stable %s): slower than %sx stable (z %.2f >= %.2f, the threshold of step %d with %sx its first window's data; %s)", m.Name, format(cm), format(bound), format(ratio), format(sm), format(ratio), z, zf, max(look.Step, 1), format(max(look.Info, 1)), n))

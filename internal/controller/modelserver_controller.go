@@ -564,6 +564,14 @@ func validate(ms *v1alpha1.ModelServer, policy metrics.QueryPolicy) error {
 				return fmt.Errorf("spec.rollout.analysis.metrics[%s].histogram.bucketQuery: %w", m.Name, err)
 			}
 		}
+		if u := m.PerUnit; u != nil {
+			if err := policy.CheckQuery(u.NumeratorQuery, colors...); err != nil {
+				return fmt.Errorf("spec.rollout.analysis.metrics[%s].perUnit.numeratorQuery: %w", m.Name, err)
+			}
+			if err := policy.CheckQuery(u.DenominatorQuery, colors...); err != nil {
+				return fmt.Errorf("spec.rollout.analysis.metrics[%s].perUnit.denominatorQuery: %w", m.Name, err)
+			}
+		}
 	}
 	if a.SampleQuery != "" {
 		if err := policy.CheckQuery(a.SampleQuery, colors...); err != nil {

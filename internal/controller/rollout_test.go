@@ -55,13 +55,32 @@ func fastRollout(ms *v1alpha1.ModelServer) {
 }
 
 // latencies are one color's p95 latencies in seconds, as the vLLM preset queries them.
-type latencies struct{ ttft, itl, e2e float64 }
+// latencies are a color's p95s, and its decode seconds per decoded token (decode).
+type latencies struct{ ttft, itl, e2e, decode float64 }
 
 var (
-	healthy     = latencies{ttft: 0.30, itl: 0.040, e2e: 3.2}
-	alsoHealthy = latencies{ttft: 0.32, itl: 0.041, e2e: 3.3} // within the preset's 1.2x of healthy
-	slowTTFT    = latencies{ttft: 0.90, itl: 0.040, e2e: 3.2} // 3x healthy's time to first token
+	healthy     = latencies{ttft: 0.30, itl: 0.040, e2e: 3.2, decode: 0.020}
+	alsoHealthy = latencies{ttft: 0.32, itl: 0.041, e2e: 3.3, decode: 0.0205} // within the preset's 1.2x of healthy
+	slowTTFT    = latencies{ttft: 0.90, itl: 0.040, e2e: 3.2, decode: 0.020}  // 3x healthy's time to first token
+	// slowDecode decodes each token 1.5x slower than healthy, with the same p95s: a slower
+	// build whose per-token latency stays within one histogram bucket.
+	slowDecode = latencies{ttft: 0.30, itl: 0.040, e2e: 3.2, decode: 0.030}
 )
+
+// decodePods answers decode-per-token's per-pod queries of a color at perToken seconds per
+// decoded token: four pods of 2,000 decoded tokens each (the answer, not the Deployment, makes
+// the units), their speeds 1% apart.
+func decodePods(q string, perToken float64) promAnswer {
+	pods := map[string]float64{}
+	for i, spread := range []float64{0.99, 1.0, 1.0, 1.01} {
+		tokens := 2000.0
+		if strings.Contains(q, "request_decode_time_seconds_sum") {
+			tokens *= perToken * spread
+		}
+		pods[fmt.Sprintf("pod-%d", i)] = tokens
+	}
+	return promAnswer{pods: pods}
+}
 
 // vllmAnswers answers the vLLM preset's queries about the pods of ModelServer name: each
 // color's p95 latencies (as scalars, and as 500 observations' buckets for the bucket queries
@@ -87,6 +106,8 @@ func vllmAnswers(name string, byColor map[v1alpha1.Color]latencies) func(string)
 			return promAnswer{buckets: map[string]float64{strconv.FormatFloat(p95/0.95, 'g', -1, 64): 500, "+Inf": 500}}
 		}
 		switch {
+		case strings.Contains(q, "sum by (pod) (increase(vllm:request_decode_time_seconds_sum"), strings.Contains(q, "sum by (pod) (increase(vllm:request_generation_tokens"):
+			return decodePods(q, l.decode)
 		case strings.Contains(q, `finished_reason=`):
 			return promAnswer{value: 0} // the error ratio
 		case strings.Contains(q, "request_success_total"):
@@ -631,6 +652,31 @@ func TestRolloutRollsBackACandidateWithThreeTimesTheStableTTFT(t *testing.T) {
 	waitPromoted(t, ms, v1alpha1.Green, v3)
 	if c := condition(getMS(t, ms), v1alpha1.ConditionStalled); c == nil || c.Status != metav1.ConditionFalse {
 		t.Errorf("Stalled %+v after a new revision was promoted; want False", c)
+	}
+}
+
+// A build that decodes each token 1.5x slower, with the same p95 latencies (its per-token
+// latency stays within one histogram bucket), is rolled back on decode-per-token: the
+// controller queries each color's decode seconds and decoded tokens per pod and judges them.
+func TestRolloutRollsBackACandidateThatDecodesSlowerPerToken(t *testing.T) {
+	t.Parallel()
+	ns := newNamespace(t)
+	ms := newModelServer(ns, "slowdecode")
+	_, _ = startServing(t, ms, map[v1alpha1.Color]latencies{v1alpha1.Blue: healthy, v1alpha1.Green: slowDecode})
+	playDeployments(t, ns)
+
+	setImage(t, ms, imageV2)
+	v2 := waitCandidate(t, ms, imageV2)
+	eventually(t, rolloutTimeout, "rolled back", func() error {
+		st := getMS(t, ms).Status
+		if st.Phase != v1alpha1.PhaseRolledBack || st.Rollout.RolledBackRevision != v2 {
+			return fmt.Errorf("phase %s rolledBackRevision %q analysis %+v", st.Phase, st.Rollout.RolledBackRevision, st.Rollout.Analysis)
+		}
+		return nil
+	})
+	st := getMS(t, ms).Status
+	if len(st.History) == 0 || !strings.Contains(st.History[0].Reason, "decode-per-token 0.03 > 0.024 (1.2x stable 0.02)") {
+		t.Errorf("history should name decode-per-token, its value and its bound: %+v", st.History)
 	}
 }
 
