@@ -579,13 +579,17 @@ type WarmupSpec struct {
 type AnalysisPreset string
 
 const (
-	// AnalysisPresetVLLM judges p95 time to first token, p95 inter-token latency and p95
-	// end-to-end latency (each at most 1.2x the stable color's) and the error ratio (at most 5%)
-	// from vLLM's metrics.
+	// AnalysisPresetVLLM judges from vLLM's metrics the p95 inter-token latency, the decode
+	// seconds per decoded token and the prefill seconds per prompt token (each at most 1.2x
+	// the stable color's; the last two per pod, with queueing left out), the error ratio (at
+	// most 5%) and the share of aborted requests (at most 1.5x the stable color's). The p95
+	// time to first token is held to spec.autoscaling.slo.ttftP95 when set; TTFT and
+	// end-to-end latency are not compared with the stable color (they hold queueing, which
+	// bursts make differ between two identical colors): bound them with a metric of their
+	// name (ttft-p95, e2e-p95) and a max.
 	AnalysisPresetVLLM AnalysisPreset = "vllm"
-	// AnalysisPresetSGLang judges the same four metrics from SGLang's metrics (started with
-	// --enable-metrics): p95 time to first token, inter-token latency and end-to-end latency
-	// (each at most 1.2x the stable color's) and the error ratio (at most 5%).
+	// AnalysisPresetSGLang judges the same from SGLang's metrics (started with
+	// --enable-metrics), without the abort share.
 	AnalysisPresetSGLang AnalysisPreset = "sglang"
 	// AnalysisPresetNone uses only the metrics listed in spec.rollout.analysis.metrics.
 	AnalysisPresetNone AnalysisPreset = "none"

@@ -122,7 +122,23 @@ func healthyVLLM() *fakeQuerier {
 		decode(stablePods, 0.020, 0.021, 0.019, 0.0205, 0.0195, 0.020, 0.0202, 0.0198)[0],
 		decode(stablePods, 0.020, 0.021, 0.019, 0.0205, 0.0195, 0.020, 0.0202, 0.0198)[1],
 		decode(candidatePods, 0.0201)[1],
+		prefill(candidatePods, 0.0001)[0], prefill(candidatePods, 0.0001)[1],
+		prefill(stablePods, 0.0001, 0.000102, 0.000098, 0.0001)[0], prefill(stablePods, 0.0001, 0.000102, 0.000098, 0.0001)[1],
 	}}
+}
+
+// prefill is the rules answering the prefill-per-token queries of a color's pods, as decode.
+func prefill(pods string, perToken ...float64) [2]rule {
+	var num, den []metrics.Series
+	for i, p := range perToken {
+		pod := map[string]string{"pod": "pod-" + strconv.Itoa(i)}
+		num = append(num, metrics.Series{Labels: pod, Value: p * 50000})
+		den = append(den, metrics.Series{Labels: pod, Value: 50000})
+	}
+	return [2]rule{
+		{contains: []string{"request_prefill_time_seconds_sum", pods}, series: num},
+		{contains: []string{"request_prompt_tokens_sum", pods}, series: den},
+	}
 }
 
 // decode is the rules answering the decode-per-token queries of a color's pods: their decode
@@ -169,19 +185,20 @@ func TestRunRendersCandidateAndStableQueries(t *testing.T) {
 		return n
 	}
 	// 2 sample queries (candidate, and stable for the histogram test's sample sizes) + 7
-	// candidate queries + 6 stable queries (the relative latencies, as bucket queries,
-	// decode-per-token's numerator and denominator per pod, and the abort ratio).
+	// candidate queries + 6 stable queries (itl-p95 as a bucket query, decode-per-token's and
+	// prefill-per-token's numerators and denominators per pod, and the abort ratio).
 	if len(queries) != 15 {
 		t.Fatalf("%d queries, want 15:\n%s", len(queries), strings.Join(queries, "\n"))
 	}
-	for _, part := range []string{"sum by (pod) (increase(vllm:request_decode_time_seconds_sum", "sum by (pod) (increase(vllm:request_generation_tokens_count"} {
+	for _, part := range []string{"sum by (pod) (increase(vllm:request_decode_time_seconds_sum", "sum by (pod) (increase(vllm:request_generation_tokens_count",
+		"sum by (pod) (increase(vllm:request_prefill_time_seconds_sum", "sum by (pod) (increase(vllm:request_prompt_tokens_sum"} {
 		for _, pods := range []string{candidatePods, stablePods} {
 			if n := count(part, pods); n != 1 {
-				t.Errorf("decode-per-token: %d queries with %s for %s, want 1", n, part, pods)
+				t.Errorf("per-unit metrics: %d queries with %s for %s, want 1", n, part, pods)
 			}
 		}
 	}
-	for _, latency := range []string{"time_to_first_token", "inter_token_latency", "e2e_request_latency"} {
+	for _, latency := range []string{"inter_token_latency"} {
 		if n := count(latency, `namespace="ml",pod=~"`+candidatePods+`"`); n != 1 {
 			t.Errorf("%s: %d candidate queries, want 1", latency, n)
 		}
@@ -201,7 +218,10 @@ func TestRunRendersCandidateAndStableQueries(t *testing.T) {
 	if n := count("sum(increase(vllm:request_success_total", stablePods); n != 2 {
 		t.Errorf("samples counted on stable %d times, want 2 (sample query, abort ratio)", n)
 	}
-	for _, latency := range []string{"time_to_first_token", "inter_token_latency", "e2e_request_latency"} {
+	if n := count("time_to_first_token") + count("e2e_request_latency"); n != 0 {
+		t.Errorf("%d TTFT and e2e queries without an absolute bound; they are not judged relative to stable", n)
+	}
+	for _, latency := range []string{"inter_token_latency"} {
 		if n := count(latency, "sum by (pod, le) (increase("); n != 2 {
 			t.Errorf("%s: %d bucket queries, want 2 (the latencies are judged from their histograms)", latency, n)
 		}
@@ -224,6 +244,7 @@ func TestRunRendersCandidateAndStableQueries(t *testing.T) {
 func TestRunJudgesEachMetric(t *testing.T) {
 	cases := []struct {
 		name  string
+		spec  v1alpha1.AnalysisSpec // vllmSpec() when empty
 		setup func(f *fakeQuerier)
 		want  map[string]v1alpha1.Verdict
 		check func(t *testing.T, rs []v1alpha1.MetricResult)
@@ -232,8 +253,8 @@ func TestRunJudgesEachMetric(t *testing.T) {
 			name:  "passes a healthy candidate on every metric",
 			setup: func(*fakeQuerier) {},
 			want: map[string]v1alpha1.Verdict{
-				"abort-ratio": v1alpha1.VerdictPass, "e2e-p95": v1alpha1.VerdictPass, "error-ratio": v1alpha1.VerdictPass,
-				"itl-p95": v1alpha1.VerdictPass, "ttft-p95": v1alpha1.VerdictPass, "decode-per-token": v1alpha1.VerdictPass,
+				"abort-ratio": v1alpha1.VerdictPass, "error-ratio": v1alpha1.VerdictPass,
+				"itl-p95": v1alpha1.VerdictPass, "decode-per-token": v1alpha1.VerdictPass, "prefill-per-token": v1alpha1.VerdictPass,
 			},
 		},
 		{
@@ -242,8 +263,8 @@ func TestRunJudgesEachMetric(t *testing.T) {
 				f.rules = append([]rule{decode(candidatePods, 0.030)[0]}, f.rules...)
 			},
 			want: map[string]v1alpha1.Verdict{
-				"abort-ratio": v1alpha1.VerdictPass, "e2e-p95": v1alpha1.VerdictPass, "error-ratio": v1alpha1.VerdictPass,
-				"itl-p95": v1alpha1.VerdictPass, "ttft-p95": v1alpha1.VerdictPass, "decode-per-token": v1alpha1.VerdictFail,
+				"abort-ratio": v1alpha1.VerdictPass, "error-ratio": v1alpha1.VerdictPass,
+				"itl-p95": v1alpha1.VerdictPass, "decode-per-token": v1alpha1.VerdictFail, "prefill-per-token": v1alpha1.VerdictPass,
 			},
 			check: func(t *testing.T, rs []v1alpha1.MetricResult) {
 				r := rs[slices.IndexFunc(rs, func(r v1alpha1.MetricResult) bool { return r.Name == "decode-per-token" })]
@@ -253,17 +274,18 @@ func TestRunJudgesEachMetric(t *testing.T) {
 			},
 		},
 		{
-			name: "fails a candidate whose time to first token is far above stable's",
+			name: "fails a candidate whose time to first token is above the user's SLO",
+			spec: metrics.WithSLO(vllmSpec(), &v1alpha1.LatencySLO{TTFTP95: &v1alpha1.Duration{Duration: 500 * time.Millisecond}}),
 			setup: func(f *fakeQuerier) {
 				f.rules = append([]rule{latency(0.82, "time_to_first_token", candidatePods)}, f.rules...)
 			},
 			want: map[string]v1alpha1.Verdict{
-				"abort-ratio": v1alpha1.VerdictPass, "e2e-p95": v1alpha1.VerdictPass, "error-ratio": v1alpha1.VerdictPass,
-				"itl-p95": v1alpha1.VerdictPass, "ttft-p95": v1alpha1.VerdictFail, "decode-per-token": v1alpha1.VerdictPass,
+				"abort-ratio": v1alpha1.VerdictPass, "error-ratio": v1alpha1.VerdictPass,
+				"itl-p95": v1alpha1.VerdictPass, "ttft-p95": v1alpha1.VerdictFail, "decode-per-token": v1alpha1.VerdictPass, "prefill-per-token": v1alpha1.VerdictPass,
 			},
 			check: func(t *testing.T, rs []v1alpha1.MetricResult) {
 				r := rs[slices.IndexFunc(rs, func(r v1alpha1.MetricResult) bool { return r.Name == "ttft-p95" })]
-				if r.Message != "ttft-p95 0.82 > 0.42 (1.2x stable 0.35): slower than 1.2x stable (z 13.35 >= 3.29, the threshold of step 1 with 1x its first window's data; samples: candidate 500, stable 500)" {
+				if r.Message != "ttft-p95 0.82 > 0.5 (samples: candidate 500)" {
 					t.Errorf("message = %q", r.Message)
 				}
 			},
@@ -274,8 +296,8 @@ func TestRunJudgesEachMetric(t *testing.T) {
 				f.rules = append([]rule{{contains: []string{"sum(increase(vllm:request_success_total{namespace=\"ml\",pod=~\"" + candidatePods + "\"}[2m]))"}, sample: ok(12)}}, f.rules...)
 			},
 			want: map[string]v1alpha1.Verdict{
-				"abort-ratio": v1alpha1.VerdictInconclusive, "e2e-p95": v1alpha1.VerdictInconclusive, "error-ratio": v1alpha1.VerdictInconclusive,
-				"itl-p95": v1alpha1.VerdictInconclusive, "ttft-p95": v1alpha1.VerdictInconclusive, "decode-per-token": v1alpha1.VerdictInconclusive,
+				"abort-ratio": v1alpha1.VerdictInconclusive, "error-ratio": v1alpha1.VerdictInconclusive,
+				"itl-p95": v1alpha1.VerdictInconclusive, "decode-per-token": v1alpha1.VerdictInconclusive, "prefill-per-token": v1alpha1.VerdictInconclusive,
 			},
 			check: func(t *testing.T, rs []v1alpha1.MetricResult) {
 				for _, r := range rs {
@@ -291,18 +313,18 @@ func TestRunJudgesEachMetric(t *testing.T) {
 				f.rules = []rule{{sample: failed("prometheus unreachable: connection refused")}}
 			},
 			want: map[string]v1alpha1.Verdict{
-				"abort-ratio": v1alpha1.VerdictInconclusive, "e2e-p95": v1alpha1.VerdictInconclusive, "error-ratio": v1alpha1.VerdictInconclusive,
-				"itl-p95": v1alpha1.VerdictInconclusive, "ttft-p95": v1alpha1.VerdictInconclusive, "decode-per-token": v1alpha1.VerdictInconclusive,
+				"abort-ratio": v1alpha1.VerdictInconclusive, "error-ratio": v1alpha1.VerdictInconclusive,
+				"itl-p95": v1alpha1.VerdictInconclusive, "decode-per-token": v1alpha1.VerdictInconclusive, "prefill-per-token": v1alpha1.VerdictInconclusive,
 			},
 		},
 		{
 			name: "is inconclusive on a relative metric whose stable color has no data",
 			setup: func(f *fakeQuerier) {
-				f.rules = append([]rule{{contains: []string{"e2e_request_latency", stablePods}, sample: noData("no data")}}, f.rules...)
+				f.rules = append([]rule{{contains: []string{"inter_token_latency", stablePods}, sample: noData("no data")}}, f.rules...)
 			},
 			want: map[string]v1alpha1.Verdict{
-				"abort-ratio": v1alpha1.VerdictPass, "e2e-p95": v1alpha1.VerdictInconclusive, "error-ratio": v1alpha1.VerdictPass,
-				"itl-p95": v1alpha1.VerdictPass, "ttft-p95": v1alpha1.VerdictPass, "decode-per-token": v1alpha1.VerdictPass,
+				"abort-ratio": v1alpha1.VerdictPass, "error-ratio": v1alpha1.VerdictPass,
+				"itl-p95": v1alpha1.VerdictInconclusive, "decode-per-token": v1alpha1.VerdictPass, "prefill-per-token": v1alpha1.VerdictPass,
 			},
 		},
 	}
@@ -310,7 +332,11 @@ func TestRunJudgesEachMetric(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := healthyVLLM()
 			tc.setup(f)
-			rs, err := Run(context.Background(), f, vllmSpec(), target, 2*time.Minute, now)
+			spec := tc.spec
+			if spec.Preset == "" {
+				spec = vllmSpec()
+			}
+			rs, err := Run(context.Background(), f, spec, target, 2*time.Minute, now)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -440,7 +466,7 @@ func TestRunWithoutStableColor(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := verdicts(rs)
-	for _, name := range []string{"ttft-p95", "itl-p95", "e2e-p95", "decode-per-token"} {
+	for _, name := range []string{"itl-p95", "decode-per-token", "prefill-per-token"} {
 		if got[name] != v1alpha1.VerdictInconclusive {
 			t.Errorf("%s: %s, want Inconclusive without a stable color", name, got[name])
 		}

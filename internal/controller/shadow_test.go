@@ -107,8 +107,8 @@ func TestShadowPhaseWaitsForAMirroringGatewayThenRollsBackASlowCandidateUnseen(t
 		if st.Phase != v1alpha1.PhaseRolledBack || st.Rollout.RolledBackRevision != v2 {
 			return fmt.Errorf("phase %s shadow %+v", st.Phase, st.Rollout.Shadow)
 		}
-		if !strings.Contains(st.History[0].Reason, "ttft") {
-			return fmt.Errorf("rolled back for %q, want the time to first token", st.History[0].Reason)
+		if !strings.Contains(st.History[0].Reason, "prefill-per-token") {
+			return fmt.Errorf("rolled back for %q, want the prefill time per token", st.History[0].Reason)
 		}
 		return nil
 	})
