@@ -579,10 +579,10 @@ type WarmupSpec struct {
 type AnalysisPreset string
 
 const (
-	// AnalysisPresetVLLM judges from vLLM's metrics the p95 inter-token latency, the decode
-	// seconds per decoded token and the prefill seconds per prompt token (each at most 1.2x
-	// the stable color's; the last two per pod, with queueing left out), the error ratio (at
-	// most 5%) and the share of aborted requests (at most 1.5x the stable color's). The p95
+	// AnalysisPresetVLLM judges from vLLM's metrics the p95 inter-token latency and the decode
+	// seconds per decoded token (each at most 1.2x the stable color's; the latter per pod, with
+	// queueing left out), the error ratio (at most 5%) and the share of aborted requests (at
+	// most 1.5x the stable color's). The p95
 	// time to first token is held to spec.autoscaling.slo.ttftP95 when set; TTFT and
 	// end-to-end latency are not compared with the stable color (they hold queueing, which
 	// bursts make differ between two identical colors): bound them with a metric of their

@@ -122,23 +122,7 @@ func healthyVLLM() *fakeQuerier {
 		decode(stablePods, 0.020, 0.021, 0.019, 0.0205, 0.0195, 0.020, 0.0202, 0.0198)[0],
 		decode(stablePods, 0.020, 0.021, 0.019, 0.0205, 0.0195, 0.020, 0.0202, 0.0198)[1],
 		decode(candidatePods, 0.0201)[1],
-		prefill(candidatePods, 0.0001)[0], prefill(candidatePods, 0.0001)[1],
-		prefill(stablePods, 0.0001, 0.000102, 0.000098, 0.0001)[0], prefill(stablePods, 0.0001, 0.000102, 0.000098, 0.0001)[1],
 	}}
-}
-
-// prefill is the rules answering the prefill-per-token queries of a color's pods, as decode.
-func prefill(pods string, perToken ...float64) [2]rule {
-	var num, den []metrics.Series
-	for i, p := range perToken {
-		pod := map[string]string{"pod": "pod-" + strconv.Itoa(i)}
-		num = append(num, metrics.Series{Labels: pod, Value: p * 50000})
-		den = append(den, metrics.Series{Labels: pod, Value: 50000})
-	}
-	return [2]rule{
-		{contains: []string{"request_prefill_time_seconds_sum", pods}, series: num},
-		{contains: []string{"request_prompt_tokens_sum", pods}, series: den},
-	}
 }
 
 // decode is the rules answering the decode-per-token queries of a color's pods: their decode
@@ -184,14 +168,13 @@ func TestRunRendersCandidateAndStableQueries(t *testing.T) {
 		}
 		return n
 	}
-	// 2 sample queries (candidate, and stable for the histogram test's sample sizes) + 7
-	// candidate queries + 6 stable queries (itl-p95 as a bucket query, decode-per-token's and
-	// prefill-per-token's numerators and denominators per pod, and the abort ratio).
-	if len(queries) != 15 {
-		t.Fatalf("%d queries, want 15:\n%s", len(queries), strings.Join(queries, "\n"))
+	// 2 sample queries (candidate, and stable for the histogram test's sample sizes) + 5
+	// candidate queries + 4 stable queries (itl-p95 as a bucket query, decode-per-token's
+	// numerator and denominator per pod, and the abort ratio).
+	if len(queries) != 11 {
+		t.Fatalf("%d queries, want 11:\n%s", len(queries), strings.Join(queries, "\n"))
 	}
-	for _, part := range []string{"sum by (pod) (increase(vllm:request_decode_time_seconds_sum", "sum by (pod) (increase(vllm:request_generation_tokens_count",
-		"sum by (pod) (increase(vllm:request_prefill_time_seconds_sum", "sum by (pod) (increase(vllm:request_prompt_tokens_sum"} {
+	for _, part := range []string{"sum by (pod) (increase(vllm:request_decode_time_seconds_sum", "sum by (pod) (increase(vllm:request_generation_tokens_count"} {
 		for _, pods := range []string{candidatePods, stablePods} {
 			if n := count(part, pods); n != 1 {
 				t.Errorf("per-unit metrics: %d queries with %s for %s, want 1", n, part, pods)
@@ -254,7 +237,7 @@ func TestRunJudgesEachMetric(t *testing.T) {
 			setup: func(*fakeQuerier) {},
 			want: map[string]v1alpha1.Verdict{
 				"abort-ratio": v1alpha1.VerdictPass, "error-ratio": v1alpha1.VerdictPass,
-				"itl-p95": v1alpha1.VerdictPass, "decode-per-token": v1alpha1.VerdictPass, "prefill-per-token": v1alpha1.VerdictPass,
+				"itl-p95": v1alpha1.VerdictPass, "decode-per-token": v1alpha1.VerdictPass,
 			},
 		},
 		{
@@ -264,7 +247,7 @@ func TestRunJudgesEachMetric(t *testing.T) {
 			},
 			want: map[string]v1alpha1.Verdict{
 				"abort-ratio": v1alpha1.VerdictPass, "error-ratio": v1alpha1.VerdictPass,
-				"itl-p95": v1alpha1.VerdictPass, "decode-per-token": v1alpha1.VerdictFail, "prefill-per-token": v1alpha1.VerdictPass,
+				"itl-p95": v1alpha1.VerdictPass, "decode-per-token": v1alpha1.VerdictFail,
 			},
 			check: func(t *testing.T, rs []v1alpha1.MetricResult) {
 				r := rs[slices.IndexFunc(rs, func(r v1alpha1.MetricResult) bool { return r.Name == "decode-per-token" })]
@@ -281,7 +264,7 @@ func TestRunJudgesEachMetric(t *testing.T) {
 			},
 			want: map[string]v1alpha1.Verdict{
 				"abort-ratio": v1alpha1.VerdictPass, "error-ratio": v1alpha1.VerdictPass,
-				"itl-p95": v1alpha1.VerdictPass, "ttft-p95": v1alpha1.VerdictFail, "decode-per-token": v1alpha1.VerdictPass, "prefill-per-token": v1alpha1.VerdictPass,
+				"itl-p95": v1alpha1.VerdictPass, "ttft-p95": v1alpha1.VerdictFail, "decode-per-token": v1alpha1.VerdictPass,
 			},
 			check: func(t *testing.T, rs []v1alpha1.MetricResult) {
 				r := rs[slices.IndexFunc(rs, func(r v1alpha1.MetricResult) bool { return r.Name == "ttft-p95" })]
@@ -297,7 +280,7 @@ func TestRunJudgesEachMetric(t *testing.T) {
 			},
 			want: map[string]v1alpha1.Verdict{
 				"abort-ratio": v1alpha1.VerdictInconclusive, "error-ratio": v1alpha1.VerdictInconclusive,
-				"itl-p95": v1alpha1.VerdictInconclusive, "decode-per-token": v1alpha1.VerdictInconclusive, "prefill-per-token": v1alpha1.VerdictInconclusive,
+				"itl-p95": v1alpha1.VerdictInconclusive, "decode-per-token": v1alpha1.VerdictInconclusive,
 			},
 			check: func(t *testing.T, rs []v1alpha1.MetricResult) {
 				for _, r := range rs {
@@ -314,7 +297,7 @@ func TestRunJudgesEachMetric(t *testing.T) {
 			},
 			want: map[string]v1alpha1.Verdict{
 				"abort-ratio": v1alpha1.VerdictInconclusive, "error-ratio": v1alpha1.VerdictInconclusive,
-				"itl-p95": v1alpha1.VerdictInconclusive, "decode-per-token": v1alpha1.VerdictInconclusive, "prefill-per-token": v1alpha1.VerdictInconclusive,
+				"itl-p95": v1alpha1.VerdictInconclusive, "decode-per-token": v1alpha1.VerdictInconclusive,
 			},
 		},
 		{
@@ -324,7 +307,7 @@ func TestRunJudgesEachMetric(t *testing.T) {
 			},
 			want: map[string]v1alpha1.Verdict{
 				"abort-ratio": v1alpha1.VerdictPass, "error-ratio": v1alpha1.VerdictPass,
-				"itl-p95": v1alpha1.VerdictInconclusive, "decode-per-token": v1alpha1.VerdictPass, "prefill-per-token": v1alpha1.VerdictPass,
+				"itl-p95": v1alpha1.VerdictInconclusive, "decode-per-token": v1alpha1.VerdictPass,
 			},
 		},
 	}
@@ -466,7 +449,7 @@ func TestRunWithoutStableColor(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := verdicts(rs)
-	for _, name := range []string{"itl-p95", "decode-per-token", "prefill-per-token"} {
+	for _, name := range []string{"itl-p95", "decode-per-token"} {
 		if got[name] != v1alpha1.VerdictInconclusive {
 			t.Errorf("%s: %s, want Inconclusive without a stable color", name, got[name])
 		}
@@ -474,8 +457,8 @@ func TestRunWithoutStableColor(t *testing.T) {
 	if got["error-ratio"] != v1alpha1.VerdictPass {
 		t.Errorf("error-ratio: %s, want Pass (absolute bound)", got["error-ratio"])
 	}
-	if len(f.recorded()) != 8 {
-		t.Errorf("%d queries, want 8 (no stable queries)", len(f.recorded()))
+	if len(f.recorded()) != 6 {
+		t.Errorf("%d queries, want 6 (no stable queries)", len(f.recorded()))
 	}
 }
 

@@ -118,20 +118,6 @@ var (
 	// histogram bucket blurs.
 	VLLMDecodePerToken = total("vllm:request_decode_time_seconds_sum") + ` / (` + total("vllm:request_generation_tokens_sum") + ` - ` + total("vllm:request_generation_tokens_count") + `)`
 
-	// VLLMPrefillSeconds is the time vLLM spent in prefill on the requests each pod finished
-	// over the window (vllm:request_prefill_time_seconds, vLLM v1: from the request's
-	// scheduling to its first token, its wait in the queue left out), per pod:
-	// prefill-per-token's numerator.
-	VLLMPrefillSeconds = perPod("vllm:request_prefill_time_seconds_sum")
-
-	// VLLMPromptTokens is those requests' prompt tokens (vllm:request_prompt_tokens), per pod:
-	// prefill-per-token's denominator.
-	VLLMPromptTokens = perPod("vllm:request_prompt_tokens_sum")
-
-	// VLLMPrefillPerToken is the color's prefill seconds per prompt token, the scalar form of
-	// prefill-per-token.
-	VLLMPrefillPerToken = total("vllm:request_prefill_time_seconds_sum") + ` / ` + total("vllm:request_prompt_tokens_sum")
-
 	// VLLMErrorRatio is the share of failed requests, 0..1: the worse of the API server's 5xx
 	// ratio (http_requests_total, where exported) and the engine's, the requests vLLM finished
 	// with finished_reason "error" (engine failures, reported so by vLLM after v0.11.0) over
@@ -185,17 +171,6 @@ var (
 	// SGLangDecodePerToken is the color's decode seconds per decoded token, the scalar form.
 	SGLangDecodePerToken = total("sglang:inter_token_latency_seconds_sum") + ` / ` + total("sglang:inter_token_latency_seconds_count")
 
-	// SGLangPrefillSeconds and SGLangPromptTokens are prefill-per-token's numerator and
-	// denominator per pod. SGLang has no per-request prefill histogram: the numerator is its
-	// time to first token's _sum less its scheduler's queue time's _sum
-	// (sglang:queue_time_seconds; where a pod does not export it, nothing is taken off and the
-	// queueing stays in), the denominator its prompt tokens (sglang:prompt_tokens_total).
-	SGLangPrefillSeconds = perPod("sglang:time_to_first_token_seconds_sum") + ` - (` + perPod("sglang:queue_time_seconds_sum") + ` or 0 * ` + perPod("sglang:time_to_first_token_seconds_sum") + `)`
-	SGLangPromptTokens   = perPod("sglang:prompt_tokens_total")
-
-	// SGLangPrefillPerToken is the color's prefill seconds per prompt token, the scalar form.
-	SGLangPrefillPerToken = `(` + total("sglang:time_to_first_token_seconds_sum") + ` - (` + total("sglang:queue_time_seconds_sum") + ` or vector(0))) / ` + total("sglang:prompt_tokens_total")
-
 	// SGLangErrorRatio is the share of failed requests, 0..1: the worse of the HTTP 5xx ratio
 	// (http_requests_total, where the pod exports it) and the requests SGLang aborted
 	// (sglang:num_aborted_requests_total) over the requests it finished
@@ -222,9 +197,6 @@ const (
 	// MetricDecodePerToken is the presets' decode seconds per decoded token, judged relative
 	// to the stable color with the pods as units (analysis.JudgePerUnit).
 	MetricDecodePerToken = "decode-per-token"
-	// MetricPrefillPerToken is the presets' prefill seconds per prompt token, judged as
-	// decode-per-token is.
-	MetricPrefillPerToken = "prefill-per-token"
 )
 
 // abortRatioMilli is the abort ratio's bound relative to the stable color's: 1.5x.
@@ -268,18 +240,19 @@ func PerUnit(name, query, numerator, denominator string, maxRatio *resource.Quan
 // queue is one (least-loaded balancing moves the next requests to its other pods), so an
 // identical candidate's p95 differs from the stable color's by more than the pods' spread
 // shows (the simulator's code-bursty workload rolled back 5 of 200 identical candidates on
-// ttft-p95, 0 without it). Whether the version is slower is read from the metrics that leave
-// queueing out (decode-per-token, prefill-per-token); TTFT is held to the user's SLO (WithSLO),
-// and either can be held to an absolute bound with a metric of its name in
-// spec.rollout.analysis.metrics (TTFTP95Max, E2EP95Max).
+// ttft-p95, 0 without it). Whether the version is slower is read from a metric that leaves
+// queueing out, decode-per-token; TTFT is held to the user's SLO (WithSLO), and either can be
+// held to an absolute bound with a metric of its name in spec.rollout.analysis.metrics
+// (TTFTP95Max, E2EP95Max). vLLM's prefill time per prompt token is not judged: measured from
+// a request's scheduling, it holds the wait behind the other prompts of its batch, and under
+// bursts it rolled back 5 of 200 identical candidates as ttft-p95 did.
 
 // Preset returns the metrics and the sample query of a preset, freshly allocated (the caller
 // may change them). The empty name is the API's default, vllm. AnalysisPresetNone and unknown
 // names have neither metrics nor a sample query.
 //
-// vllm and sglang: itl-p95 at most 1.2x stable (maxRatioToStable), decode-per-token (decode
-// seconds per decoded token, per pod) and prefill-per-token (prefill seconds per prompt token,
-// per pod) each at most 1.2x stable, and error-ratio at most 0.05 (max); vllm also abort-ratio, at most 1.5x stable's (judged as a
+// vllm and sglang: itl-p95 and decode-per-token (decode seconds per decoded token, per pod)
+// each at most 1.2x stable (maxRatioToStable), and error-ratio at most 0.05 (max); vllm also abort-ratio, at most 1.5x stable's (judged as a
 // proportion: analysis.JudgeProportion). The sample query is VLLMSampleQuery or
 // SGLangSampleQuery.
 func Preset(name v1alpha1.AnalysisPreset) (metrics []v1alpha1.AnalysisMetric, sampleQuery string) {
@@ -289,14 +262,12 @@ func Preset(name v1alpha1.AnalysisPreset) (metrics []v1alpha1.AnalysisMetric, sa
 			ttft: VLLMTTFTP95, ttftBuckets: VLLMTTFTBuckets, itl: VLLMITLP95, itlBuckets: VLLMITLBuckets,
 			e2e: VLLME2EP95, e2eBuckets: VLLME2EBuckets, errorRatio: VLLMErrorRatio, abortRatio: VLLMAbortRatio,
 			decode: VLLMDecodePerToken, decodeSeconds: VLLMDecodeSeconds, decodedTokens: VLLMDecodedTokens,
-			prefill: VLLMPrefillPerToken, prefillSeconds: VLLMPrefillSeconds, promptTokens: VLLMPromptTokens,
 		}), VLLMSampleQuery
 	case v1alpha1.AnalysisPresetSGLang:
 		return servingPreset(servingMetrics{
 			ttft: SGLangTTFTP95, ttftBuckets: SGLangTTFTBuckets, itl: SGLangITLP95, itlBuckets: SGLangITLBuckets,
 			e2e: SGLangE2EP95, e2eBuckets: SGLangE2EBuckets, errorRatio: SGLangErrorRatio,
 			decode: SGLangDecodePerToken, decodeSeconds: SGLangDecodeSeconds, decodedTokens: SGLangDecodedTokens,
-			prefill: SGLangPrefillPerToken, prefillSeconds: SGLangPrefillSeconds, promptTokens: SGLangPromptTokens,
 		}), SGLangSampleQuery
 	default:
 		return nil, ""
@@ -312,8 +283,6 @@ type servingMetrics struct {
 	// decode is decode-per-token's scalar form, decodeSeconds and decodedTokens its per-pod
 	// numerator and denominator (MetricDecodePerToken).
 	decode, decodeSeconds, decodedTokens string
-	// prefill, prefillSeconds and promptTokens are prefill-per-token's (MetricPrefillPerToken).
-	prefill, prefillSeconds, promptTokens string
 }
 
 // servingPreset is the metrics of a serving preset with their bounds.
@@ -325,7 +294,6 @@ func servingPreset(q servingMetrics) []v1alpha1.AnalysisMetric {
 	ms := []v1alpha1.AnalysisMetric{
 		LatencyP95(MetricITLP95, q.itl, q.itlBuckets, ratio()),
 		PerUnit(MetricDecodePerToken, q.decode, q.decodeSeconds, q.decodedTokens, ratio()),
-		PerUnit(MetricPrefillPerToken, q.prefill, q.prefillSeconds, q.promptTokens, ratio()),
 		{Name: MetricErrorRatio, Query: q.errorRatio, Max: maxErr},
 	}
 	if q.abortRatio != "" {

@@ -67,23 +67,18 @@ func TestServingPresets(t *testing.T) {
 		engineErrors string // the engine's failed requests, as selected
 		engineTotal  string // the engine's finished requests
 		metrics      int    // how many metrics the preset has
-		// decode and prefill are decode-per-token's and prefill-per-token's numerator and
-		// denominator per pod, as rendered.
-		decode, prefill [2]string
+		// decode is decode-per-token's numerator and denominator per pod, as rendered.
+		decode [2]string
 	}{
 		{
 			preset:       v1alpha1.AnalysisPresetVLLM,
 			hist:         histograms{"vllm:time_to_first_token_seconds", "vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds", "vllm:e2e_request_latency_seconds"},
 			engineErrors: `vllm:request_success_total{` + candidateSelector + `,finished_reason="error"}[2m]`,
 			engineTotal:  `vllm:request_success_total{` + candidateSelector + `}[2m]`,
-			metrics:      5, // and abort-ratio, relative to stable
+			metrics:      4, // and abort-ratio, relative to stable
 			decode: [2]string{
 				`sum by (pod) (increase(vllm:request_decode_time_seconds_sum{` + candidateSelector + `}[2m]))`,
 				`sum by (pod) (increase(vllm:request_generation_tokens_sum{` + candidateSelector + `}[2m])) - sum by (pod) (increase(vllm:request_generation_tokens_count{` + candidateSelector + `}[2m]))`,
-			},
-			prefill: [2]string{
-				`sum by (pod) (increase(vllm:request_prefill_time_seconds_sum{` + candidateSelector + `}[2m]))`,
-				`sum by (pod) (increase(vllm:request_prompt_tokens_sum{` + candidateSelector + `}[2m]))`,
 			},
 		},
 		{
@@ -91,25 +86,20 @@ func TestServingPresets(t *testing.T) {
 			hist:         histograms{"sglang:time_to_first_token_seconds", "sglang:inter_token_latency_seconds", "sglang:time_per_output_token_seconds", "sglang:e2e_request_latency_seconds"},
 			engineErrors: `sglang:num_aborted_requests_total{` + candidateSelector + `}[2m]`,
 			engineTotal:  `sglang:num_requests_total{` + candidateSelector + `}[2m]`,
-			metrics:      4,
+			metrics:      3,
 			decode: [2]string{
 				`sum by (pod) (increase(sglang:inter_token_latency_seconds_sum{` + candidateSelector + `}[2m]))`,
 				`sum by (pod) (increase(sglang:inter_token_latency_seconds_count{` + candidateSelector + `}[2m]))`,
 			},
-			prefill: [2]string{
-				`sum by (pod) (increase(sglang:time_to_first_token_seconds_sum{` + candidateSelector + `}[2m])) - (sum by (pod) (increase(sglang:queue_time_seconds_sum{` + candidateSelector + `}[2m])) or 0 * sum by (pod) (increase(sglang:time_to_first_token_seconds_sum{` + candidateSelector + `}[2m])))`,
-				`sum by (pod) (increase(sglang:prompt_tokens_total{` + candidateSelector + `}[2m]))`,
-			},
 		},
 	}
 	wantBounds := map[string]struct{ max, ratio string }{
-		MetricTTFTP95:         {ratio: "1.2"},
-		MetricITLP95:          {ratio: "1.2"},
-		MetricE2EP95:          {ratio: "1.2"},
-		MetricErrorRatio:      {max: "0.05"},
-		MetricAbortRatio:      {ratio: "1.5"},
-		MetricDecodePerToken:  {ratio: "1.2"},
-		MetricPrefillPerToken: {ratio: "1.2"},
+		MetricTTFTP95:        {ratio: "1.2"},
+		MetricITLP95:         {ratio: "1.2"},
+		MetricE2EP95:         {ratio: "1.2"},
+		MetricErrorRatio:     {max: "0.05"},
+		MetricAbortRatio:     {ratio: "1.5"},
+		MetricDecodePerToken: {ratio: "1.2"},
 	}
 	httpErrors := `http_requests_total{` + candidateSelector + `,status=~"5.."}[2m]`
 	httpTotal := `http_requests_total{` + candidateSelector + `}[2m]`
@@ -172,7 +162,7 @@ func TestServingPresets(t *testing.T) {
 		for _, pu := range []struct {
 			name  string
 			parts [2]string
-		}{{MetricDecodePerToken, tc.decode}, {MetricPrefillPerToken, tc.prefill}} {
+		}{{MetricDecodePerToken, tc.decode}} {
 			t.Run(string(tc.preset)+" "+pu.name+" is judged per pod, on seconds over tokens", func(t *testing.T) {
 				m := ms[slices.IndexFunc(ms, func(m v1alpha1.AnalysisMetric) bool { return m.Name == pu.name })]
 				if m.PerUnit == nil || m.Histogram != nil {
@@ -254,21 +244,21 @@ func TestEffectiveMetrics(t *testing.T) {
 		check      func(t *testing.T, ms []v1alpha1.AnalysisMetric)
 	}{
 		{
-			name:       "the vllm preset alone gives its five metrics and its sample query",
+			name:       "the vllm preset alone gives its four metrics and its sample query",
 			spec:       v1alpha1.AnalysisSpec{Preset: v1alpha1.AnalysisPresetVLLM},
-			wantNames:  []string{MetricITLP95, MetricDecodePerToken, MetricPrefillPerToken, MetricErrorRatio, MetricAbortRatio},
+			wantNames:  []string{MetricITLP95, MetricDecodePerToken, MetricErrorRatio, MetricAbortRatio},
 			wantSample: VLLMSampleQuery,
 		},
 		{
 			name:       "a user metric is added after the preset's",
 			spec:       v1alpha1.AnalysisSpec{Preset: v1alpha1.AnalysisPresetVLLM, Metrics: []v1alpha1.AnalysisMetric{custom}},
-			wantNames:  []string{MetricITLP95, MetricDecodePerToken, MetricPrefillPerToken, MetricErrorRatio, MetricAbortRatio, "success-rate"},
+			wantNames:  []string{MetricITLP95, MetricDecodePerToken, MetricErrorRatio, MetricAbortRatio, "success-rate"},
 			wantSample: VLLMSampleQuery,
 		},
 		{
 			name:       "a user metric with a preset metric's name replaces it in place",
 			spec:       v1alpha1.AnalysisSpec{Preset: v1alpha1.AnalysisPresetVLLM, Metrics: []v1alpha1.AnalysisMetric{tighterITL}},
-			wantNames:  []string{MetricITLP95, MetricDecodePerToken, MetricPrefillPerToken, MetricErrorRatio, MetricAbortRatio},
+			wantNames:  []string{MetricITLP95, MetricDecodePerToken, MetricErrorRatio, MetricAbortRatio},
 			wantSample: VLLMSampleQuery,
 			check: func(t *testing.T, ms []v1alpha1.AnalysisMetric) {
 				if ms[0].MaxRatioToStable != nil || !sameQuantity(ms[0].Max, "0.05") {
@@ -279,10 +269,10 @@ func TestEffectiveMetrics(t *testing.T) {
 		{
 			name:       "the user's TTFT SLO holds ttft-p95 to it, judged from the buckets",
 			spec:       WithSLO(v1alpha1.AnalysisSpec{Preset: v1alpha1.AnalysisPresetVLLM}, &v1alpha1.LatencySLO{TTFTP95: &v1alpha1.Duration{Duration: 2 * time.Second}}),
-			wantNames:  []string{MetricITLP95, MetricDecodePerToken, MetricPrefillPerToken, MetricErrorRatio, MetricAbortRatio, MetricTTFTP95},
+			wantNames:  []string{MetricITLP95, MetricDecodePerToken, MetricErrorRatio, MetricAbortRatio, MetricTTFTP95},
 			wantSample: VLLMSampleQuery,
 			check: func(t *testing.T, ms []v1alpha1.AnalysisMetric) {
-				m := ms[5]
+				m := ms[4]
 				if m.MaxRatioToStable != nil || !sameQuantity(m.Max, "2") || m.Histogram == nil || m.Histogram.BucketQuery != VLLMTTFTBuckets {
 					t.Errorf("ttft-p95 %+v; want at most 2 s on vLLM's TTFT buckets", m)
 				}
@@ -292,24 +282,24 @@ func TestEffectiveMetrics(t *testing.T) {
 			name: "a user's ttft-p95 wins over the SLO's",
 			spec: WithSLO(v1alpha1.AnalysisSpec{Preset: v1alpha1.AnalysisPresetVLLM, Metrics: []v1alpha1.AnalysisMetric{tighterTTFT}},
 				&v1alpha1.LatencySLO{TTFTP95: &v1alpha1.Duration{Duration: 2 * time.Second}}),
-			wantNames:  []string{MetricITLP95, MetricDecodePerToken, MetricPrefillPerToken, MetricErrorRatio, MetricAbortRatio, MetricTTFTP95},
+			wantNames:  []string{MetricITLP95, MetricDecodePerToken, MetricErrorRatio, MetricAbortRatio, MetricTTFTP95},
 			wantSample: VLLMSampleQuery,
 			check: func(t *testing.T, ms []v1alpha1.AnalysisMetric) {
-				if !sameQuantity(ms[5].Max, "0.5") {
-					t.Errorf("ttft-p95 %+v; want the user's 0.5 s", ms[5])
+				if !sameQuantity(ms[4].Max, "0.5") {
+					t.Errorf("ttft-p95 %+v; want the user's 0.5 s", ms[4])
 				}
 			},
 		},
 		{
 			name:       "an SLO without a TTFT bound adds nothing",
 			spec:       WithSLO(v1alpha1.AnalysisSpec{Preset: v1alpha1.AnalysisPresetVLLM}, &v1alpha1.LatencySLO{ITLP95: &v1alpha1.Duration{Duration: time.Second}}),
-			wantNames:  []string{MetricITLP95, MetricDecodePerToken, MetricPrefillPerToken, MetricErrorRatio, MetricAbortRatio},
+			wantNames:  []string{MetricITLP95, MetricDecodePerToken, MetricErrorRatio, MetricAbortRatio},
 			wantSample: VLLMSampleQuery,
 		},
 		{
 			name:       "the user's sample query wins over the preset's",
 			spec:       v1alpha1.AnalysisSpec{Preset: v1alpha1.AnalysisPresetVLLM, SampleQuery: "sum(my_requests)"},
-			wantNames:  []string{MetricITLP95, MetricDecodePerToken, MetricPrefillPerToken, MetricErrorRatio, MetricAbortRatio},
+			wantNames:  []string{MetricITLP95, MetricDecodePerToken, MetricErrorRatio, MetricAbortRatio},
 			wantSample: "sum(my_requests)",
 		},
 		{

@@ -96,9 +96,9 @@ func (h *simHist) quantile(q float64) metrics.Sample {
 // simPods is how many pods serve each color: the per-unit metrics' units.
 const simPods = 4
 
-// podSums are one pod's sums of the vLLM per-request histograms the per-unit metrics read:
-// decode seconds and decoded tokens, prefill seconds and prompt tokens.
-type podSums struct{ decode, decoded, prefill, prompt float64 }
+// podSums are one pod's sums of the vLLM per-request histograms decode-per-token reads: decode
+// seconds and decoded tokens.
+type podSums struct{ decode, decoded float64 }
 
 // colorTraffic is what one color served in one half-window (one analysis interval).
 type colorTraffic struct {
@@ -124,13 +124,10 @@ func serve(rng *rand.Rand, n int, slow float64) colorTraffic {
 		}
 		c.ttft.observe(ttft)
 		c.e2e.observe(e2e)
-		// Request i runs on pod i mod simPods; its prompt is 500-3,000 tokens, prefilled in
-		// its time to first token (no queue in this harness).
+		// Request i runs on pod i mod simPods.
 		p := &c.pods[i%simPods]
 		p.decode += e2e - ttft
 		p.decoded += float64(tokens - 1)
-		p.prefill += ttft
-		p.prompt += float64(500 + rng.IntN(2501))
 	}
 	return c
 }
@@ -143,7 +140,7 @@ func merge(a, b colorTraffic) colorTraffic {
 		out.e2e.add(x.e2e)
 		for i, p := range x.pods {
 			o := &out.pods[i]
-			o.decode, o.decoded, o.prefill, o.prompt = o.decode+p.decode, o.decoded+p.decoded, o.prefill+p.prefill, o.prompt+p.prompt
+			o.decode, o.decoded = o.decode+p.decode, o.decoded+p.decoded
 		}
 	}
 	return out
@@ -158,10 +155,6 @@ func (c colorTraffic) perPod(query string) ([]metrics.Series, bool) {
 		pick = func(p podSums) float64 { return p.decode }
 	case strings.Contains(query, "request_generation_tokens_sum"):
 		pick = func(p podSums) float64 { return p.decoded }
-	case strings.Contains(query, "request_prefill_time_seconds_sum"):
-		pick = func(p podSums) float64 { return p.prefill }
-	case strings.Contains(query, "request_prompt_tokens_sum"):
-		pick = func(p podSums) float64 { return p.prompt }
 	default:
 		return nil, false
 	}

@@ -120,18 +120,6 @@ type ColorWindow struct {
 	PodRequests []PodRequests
 }
 
-// PrefillUnits is the per-pod sums of prefill-per-token: prefill seconds over prompt tokens,
-// pods without a request left out.
-func (w ColorWindow) PrefillUnits() []analysis.UnitSum {
-	var out []analysis.UnitSum
-	for _, p := range w.PodRequests {
-		if p.PromptTokens > 0 {
-			out = append(out, analysis.UnitSum{Pod: p.Pod, Numerator: p.PrefillSeconds, Denominator: p.PromptTokens})
-		}
-	}
-	return out
-}
-
 // PodRequests is one pod's per-request sums over a window.
 type PodRequests struct {
 	Pod string

@@ -186,12 +186,9 @@ func (m *ModelshipRollout) measure(v *View, window time.Duration, look analysis.
 			continue
 		}
 		if mt.PerUnit != nil {
-			// The presets' per-unit metrics: the pods' decode seconds over their decoded
-			// tokens, or their prefill seconds over their prompt tokens.
+			// decode-per-token, the presets' per-unit metric: the pods' decode seconds over
+			// their decoded tokens.
 			units := func(w ColorWindow) analysis.PerUnitSample {
-				if mt.Name == metrics.MetricPrefillPerToken {
-					return analysis.PerUnitSample{Units: w.PrefillUnits(), Requests: count(w)}
-				}
 				return analysis.PerUnitSample{Units: w.DecodeUnits(), Requests: count(w)}
 			}
 			out = append(out, analysis.JudgePerUnit(mt, units(cand), units(stable), minSamples, look, at))
