@@ -14,7 +14,7 @@ import (
 // checks at Flagger's interval and threshold.
 func TestArgoCanaryMatchesTheOtherContenders(t *testing.T) {
 	a := ArgoCanary("rollout-argo-rollouts", "vllm/vllm-openai:v0.10.0", "http://127.0.0.1:9090")
-	ms := ModelServer("ns", "vllm/vllm-openai:v0.10.0", false, false, "")
+	ms := Modelship{}.ModelServer("ns", "vllm/vllm-openai:v0.10.0", false)
 	f := FlaggerCanary("ns")
 	if a.Replicas != *ms.Spec.Replicas {
 		t.Errorf("replicas %d, modelship's %d", a.Replicas, *ms.Spec.Replicas)

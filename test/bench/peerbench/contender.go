@@ -61,30 +61,42 @@ type Modelship struct {
 	// Recipe autoscales on modelship's SLO-minded recipe (the token work per replica and the
 	// queue, policysim.RecipeSpec) rather than on the peers' GPU utilization at 70%.
 	Recipe bool
+	// SLO, when set, autoscales on modelship's SLO-first policy (spec.autoscaling.slo: the
+	// scenario's latency SLO and nothing to tune, policysim.SLOSpec as make bench-sim runs it)
+	// rather than on the peers' GPU utilization at 70%.
+	SLO *SLO
 	// LoadMatching is the rollouts' spec.rollout.loadMatching; empty: StablePods.
 	LoadMatching v1alpha1.LoadMatching
 }
 
 // Name implements Contender.
 func (m Modelship) Name() string {
-	if m.Recipe {
+	switch {
+	case m.Recipe:
 		return "modelship-recipe"
+	case m.SLO != nil:
+		return "modelship-slo"
 	}
 	return "modelship"
 }
+
+// simScaleDown is make bench-sim's scale-down stabilization window of modelship's recipe and
+// SLO policies (its --modelship-scale-down-window).
+const simScaleDown = 180 * time.Second
 
 // ModelServer is the benchmark's ModelServer: the demo's pod template and Gateway, the vLLM
 // analysis preset with 20s steps of 10/25/50% and loadMatching lm (StablePods when empty: 14%
 // at the first step with 6 replicas); autoscaled between 2 and 10 replicas on DCGM GPU
 // utilization at 70% with the API's defaults otherwise (15s interval, 5m scale-down
-// stabilization: the HPA's), or on the recipe (make bench-sim's, with the simulator's cold
-// start), or RolloutReplicas fixed replicas.
-func ModelServer(ns, image string, autoscaled, recipe bool, lm v1alpha1.LoadMatching) *v1alpha1.ModelServer {
+// stabilization: the HPA's), or on the recipe or the SLO (make bench-sim's, with the
+// simulator's cold start and bench-sim's 180s scale-down window), or RolloutReplicas fixed
+// replicas.
+func (m Modelship) ModelServer(ns, image string, autoscaled bool) *v1alpha1.ModelServer {
 	ms := stack.ModelServer(ns, WorkloadName, image)
 	ms.Spec.Gateway.Hostnames = []gatewayv1.Hostname{gatewayv1.Hostname(Hostname(ns))}
 	ms.Spec.Replicas = ptr.To(int32(RolloutReplicas))
 	ms.Spec.Rollout.Steps = []int32{10, 25, 50, 100}
-	ms.Spec.Rollout.LoadMatching = cmp.Or(lm, v1alpha1.LoadMatchingStablePods)
+	ms.Spec.Rollout.LoadMatching = cmp.Or(m.LoadMatching, v1alpha1.LoadMatchingStablePods)
 	ms.Spec.Autoscaling = nil
 	if autoscaled {
 		ms.Spec.Replicas = ptr.To(int32(MinReplicas))
@@ -92,8 +104,12 @@ func ModelServer(ns, image string, autoscaled, recipe bool, lm v1alpha1.LoadMatc
 			MinReplicas: ptr.To(int32(MinReplicas)), MaxReplicas: MaxReplicas,
 			Metrics: []v1alpha1.AutoscalingMetric{{GPUUtilization: &v1alpha1.GPUUtilizationMetric{Target: GPUTarget}}},
 		}
-		if recipe {
-			spec := policysim.RecipeSpec(MinReplicas, MaxReplicas, stack.DefaultColdStart, 0.57, 2, 180*time.Second, 0, 0.1)
+		switch {
+		case m.Recipe:
+			spec := policysim.RecipeSpec(MinReplicas, MaxReplicas, stack.DefaultColdStart, 0.57, 2, simScaleDown, 0, 0.1)
+			ms.Spec.Autoscaling = &spec
+		case m.SLO != nil:
+			spec := policysim.SLOSpec(MinReplicas, MaxReplicas, m.SLO.TTFT, m.SLO.ITL, stack.DefaultColdStart, simScaleDown)
 			ms.Spec.Autoscaling = &spec
 		}
 	}
@@ -102,7 +118,7 @@ func ModelServer(ns, image string, autoscaled, recipe bool, lm v1alpha1.LoadMatc
 
 // Deploy implements Contender.
 func (m Modelship) Deploy(ctx context.Context, c client.Client, ns, image string, autoscaled bool) error {
-	return c.Create(ctx, ModelServer(ns, image, autoscaled, m.Recipe, m.LoadMatching))
+	return c.Create(ctx, m.ModelServer(ns, image, autoscaled))
 }
 
 func getModelServer(ctx context.Context, c client.Client, ns string) (*v1alpha1.ModelServer, error) {

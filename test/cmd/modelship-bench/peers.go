@@ -34,7 +34,7 @@ func init() {
 func runPeers(args []string) error {
 	fs := flag.NewFlagSet("peers", flag.ContinueOnError)
 	dir := fs.String("dir", ".work/bench/peers", "working folder (logs, peers-timeline.csv, peers.png)")
-	contenders := fs.String("contenders", "modelship,modelship-recipe,keda-hpa,flagger", "contenders to run, comma-separated (modelship-recipe: autoscaling only; keda-hpa: autoscaling only; flagger, argo-rollouts: rollouts only)")
+	contenders := fs.String("contenders", "modelship,modelship-recipe,keda-hpa,flagger", "contenders to run, comma-separated (modelship-recipe, modelship-slo: autoscaling only, on the recipe or on the SLO of -slo-ttft and -slo-itl; keda-hpa: autoscaling only; flagger, argo-rollouts: rollouts only)")
 	smoke := fs.Bool("smoke", false, "only start the stack and the peers, check that they answer and that the real HPA scales a Deployment from a KEDA ScaledObject (needs CAP_NET_ADMIN: KEDA's adapter gets an address of its own on lo)")
 	smokeOutage := fs.Duration("smoke-outage", 0, "with -smoke or -flagger-smoke: then stop Prometheus this long and report what the HPA (or Flagger, during a fourth rollout) does")
 	flaggerSmoke := fs.Bool("flagger-smoke", false, "only drive a Flagger Canary of a model-server Deployment through initialization, a promotion and a rollback (constant queries)")
@@ -178,7 +178,7 @@ func runPeers(args []string) error {
 			return nil
 		}
 		if err := play("autoscaling", o.Autoscaling, rd.scale,
-			peerbench.Modelship{}, peerbench.Modelship{Recipe: true}, peerbench.KEDAHPA{PrometheusURL: prom}); err != nil {
+			peerbench.Modelship{}, peerbench.Modelship{Recipe: true}, peerbench.Modelship{SLO: &slo}, peerbench.KEDAHPA{PrometheusURL: prom}); err != nil {
 			return err
 		}
 		if err := play("rollouts", o.Rollouts, rd.rollouts,

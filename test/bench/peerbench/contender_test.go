@@ -1,0 +1,39 @@
+package peerbench
+
+import (
+	"testing"
+	"time"
+
+	"k8s.io/utils/ptr"
+)
+
+// The SLO contender autoscales on the scenario's SLO with nothing to tune: no metric of its
+// own, where the other modelship contenders target GPU utilization or token work.
+func TestTheSLOContenderAutoscalesOnTheScenariosSLOAlone(t *testing.T) {
+	slo := SLO{TTFT: 2 * time.Second, ITL: 100 * time.Millisecond}
+	k := Modelship{SLO: &slo}
+	if k.Name() != "modelship-slo" {
+		t.Fatalf("name %q, want modelship-slo", k.Name())
+	}
+	ms := k.ModelServer("ns", "img", true)
+	a := ms.Spec.Autoscaling
+	if a == nil || a.SLO == nil {
+		t.Fatalf("spec.autoscaling %+v: want an SLO", a)
+	}
+	if a.SLO.TTFTP95 == nil || a.SLO.TTFTP95.Duration != slo.TTFT || a.SLO.ITLP95 == nil || a.SLO.ITLP95.Duration != slo.ITL {
+		t.Errorf("slo %+v, want ttftP95 %s itlP95 %s", a.SLO, slo.TTFT, slo.ITL)
+	}
+	if len(a.Metrics) != 0 {
+		t.Errorf("metrics %+v: the SLO contender tunes no metric", a.Metrics)
+	}
+	if ptr.Deref(a.MinReplicas, 0) != MinReplicas || a.MaxReplicas != MaxReplicas {
+		t.Errorf("bounds [%d, %d], want the scenario's [%d, %d]", ptr.Deref(a.MinReplicas, 0), a.MaxReplicas, MinReplicas, MaxReplicas)
+	}
+	gpu := Modelship{}.ModelServer("ns", "img", true).Spec.Autoscaling
+	if gpu.SLO != nil || len(gpu.Metrics) != 1 || gpu.Metrics[0].GPUUtilization == nil {
+		t.Errorf("the modelship contender's autoscaling %+v, want GPU utilization alone", gpu)
+	}
+	if fixed := k.ModelServer("ns", "img", false); fixed.Spec.Autoscaling != nil || ptr.Deref(fixed.Spec.Replicas, 0) != RolloutReplicas {
+		t.Errorf("not autoscaled: %+v replicas %d, want none and %d", fixed.Spec.Autoscaling, ptr.Deref(fixed.Spec.Replicas, 0), RolloutReplicas)
+	}
+}
