@@ -440,6 +440,10 @@ type Recommendation struct {
 	At metav1.Time `json:"at"`
 	// Replicas recommended.
 	Replicas int32 `json:"replicas"`
+	// Metric names the proposal that made it, as in proposals; empty for the count recorded
+	// on the first pass. A scale reason that follows a stabilization window names it.
+	// +optional
+	Metric string `json:"metric,omitempty"`
 }
 
 // ScaleEvent is one change of the replica count.

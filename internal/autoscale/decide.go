@@ -90,6 +90,10 @@ func Decide(in Input, now time.Time) Output {
 	// a rate limit or a pass without data does not report a clamp as gone while the window
 	// still holds the recommendation that hit it.
 	up, down := rec, rec // rec is cur when nothing was recorded
+	recMetric := ""
+	if recorded {
+		recMetric = props[best].Metric
+	}
 	if recorded && len(recs) == 0 {
 		recs = append(recs, v1alpha1.Recommendation{At: metav1.NewTime(now), Replicas: cur})
 	}
@@ -107,9 +111,11 @@ func Decide(in Input, now time.Time) Output {
 	}
 	want := down
 	desired := cur
+	var follows string // the window's recommendation the count follows, for the reason
 	if recorded {
 		desired = max(desired, up)
 		desired = min(desired, down)
+		follows = s.follows(recs, rec, desired, now)
 		if rec > cur && desired < rec {
 			held = append(held, fmt.Sprintf("scale-up stabilization window %s holds %d (lowest recommendation)", s.up.window, desired))
 		}
@@ -119,7 +125,7 @@ func Decide(in Input, now time.Time) Output {
 		// Only a change is recorded: a steady recommendation leaves the status as it is, so a
 		// pass that changes nothing writes nothing.
 		if recs[len(recs)-1].Replicas != rec {
-			recs = append(recs, v1alpha1.Recommendation{At: metav1.NewTime(now), Replicas: rec})
+			recs = append(recs, v1alpha1.Recommendation{At: metav1.NewTime(now), Replicas: rec, Metric: recMetric})
 		}
 	}
 
@@ -196,6 +202,9 @@ func Decide(in Input, now time.Time) Output {
 	if desired != cur {
 		events = append(events, v1alpha1.ScaleEvent{At: metav1.NewTime(now), From: cur, To: desired})
 		why := s.cause(props, best, cur, desired, capped)
+		if follows != "" && cur >= s.min && cur <= s.max {
+			why = follows + "; now " + why
+		}
 		st.LastScaleTime = &metav1.Time{Time: now}
 		st.LastScaleReason = fmt.Sprintf("%d -> %d: %s", cur, desired, why)
 		reason := ReasonScaledUp
@@ -212,6 +221,39 @@ func Decide(in Input, now time.Time) Output {
 	out.Status = st
 	out.Held = strings.Join(held, "; ")
 	return out
+}
+
+// follows names the recommendation of the stabilization windows that desired follows when it
+// is not this pass's (rec): the latest within the window of the direction that holds it, with
+// its time and metric. Empty when desired is rec.
+func (s settings) follows(recs []v1alpha1.Recommendation, rec, desired int32, now time.Time) string {
+	if desired == rec {
+		return ""
+	}
+	rules, dir := s.down, "scale-down"
+	if desired < rec {
+		rules, dir = s.up, "scale-up"
+	}
+	for i := len(recs) - 1; i >= 0; i-- {
+		until := now
+		if i+1 < len(recs) {
+			until = recs[i+1].At.Time
+		}
+		if !until.After(now.Add(-rules.window)) {
+			break
+		}
+		r := recs[i]
+		if r.Replicas != desired {
+			continue
+		}
+		by := r.Metric
+		if by == "" {
+			by = "the count then"
+		}
+		return fmt.Sprintf("follows the recommendation of %d at %s (%s), kept by the %s stabilization window %s",
+			r.Replicas, r.At.UTC().Format(time.RFC3339), by, dir, rules.window)
+	}
+	return ""
 }
 
 // cause explains a change: the winning metric against its target, or the bounds.
@@ -249,6 +291,9 @@ func (s settings) cause(props []v1alpha1.Proposal, best int, cur, desired int32,
 				op = "<"
 			}
 			why = fmt.Sprintf("%s %s %s target %s", p.Metric, p.Value, op, p.Target)
+			if p.Message != "" && p.Message != "within tolerance" {
+				why += ", " + p.Message
+			}
 		}
 	default:
 		why = "no metric has data"
@@ -402,6 +447,11 @@ func replicas(k kind, o Observation, tgt, tol float64, cur, ready int32) (int32,
 	}
 	if n > base && n <= cur {
 		return cur, fmt.Sprintf("%d Ready pods need %d; the %d not Ready yet will take that load", base, n, cur-base), true
+	}
+	if base != cur {
+		// Both colors' Ready pods mid-rollout, or pods still starting: the count is the work
+		// of the pods measured, which the comparison per pod does not show.
+		return n, fmt.Sprintf("over %d Ready pods: %s replicas' worth at target", base, fmtNum(float64(base)*adj)), true
 	}
 	return n, "", true
 }

@@ -65,6 +65,11 @@ import (
 // then at least the Ready replicas times 1 + queued/(sloQueueRef x Ready), up to twice them.
 // Decide's cold-start rule keeps this from cascading while the new pods load (a proposal not
 // above Current holds), and its scale-down window keeps the replicas after the burst.
+//
+// The batch guard, when the engine's batch limit is known (Input.BatchLimit): the requests
+// running per Ready replica over the limit count as one more latency ratio for learning (above
+// sloMargin no probe), and the proposal is at least the replicas that keep them at sloShare of
+// the limit (batchNeed). Requests beyond the limit queue, a cliff no latency shows before.
 const (
 	// MetricSLO names the slo's proposal and its learnt capacity.
 	MetricSLO = "slo"
@@ -206,6 +211,11 @@ func learnSLO(s sloSpec, in Input, prev *v1alpha1.AutoscalingStatus, now time.Ti
 	if !ok {
 		return st, st.known
 	}
+	// The batch is judged as the latencies are: running requests at sloMargin of the engine's
+	// batch limit are a window without margin (no probe), as a p95 at sloMargin of its SLO is.
+	// Running beyond the limit says the limit read is not the engine's (more engines than
+	// stated): at most a tight window, never a miss (a queue is what shows one).
+	r = max(r, min(batchRatio(in), 1))
 	// Pods that came Ready within the window served part of it only: the load per Ready
 	// replica then reads low, and a miss measured on the fewer replicas before them says
 	// nothing of what each carries now (it would set a ceiling far below the capacity, and
@@ -358,6 +368,11 @@ func (s settings) proposeSLO(in Input, cur int32, st sloState, known bool) (v1al
 		n, p.Message, _ = replicas(total, o, tgt, s.tolerance, cur, in.Ready)
 		n, p.Message = s.projectSLO(o, tgt, cur, n, p.Message)
 	}
+	if need, ok := batchNeed(in); ok && need > n {
+		n = need
+		p.Message = fmt.Sprintf("%s %s requests running on %d Ready replicas of batch limit %d: %d keep them within %s%% of it",
+			batchPrefix, fmtNum(in.RequestsRunning.Value), in.Ready, in.BatchLimit, need, fmtNum(100*sloShare))
+	}
 	if w := in.RequestsWaiting; usable(w) && in.Ready > 0 && w.Value/float64(in.Ready) >= SLOQueuedPerReplica {
 		factor := min(1+w.Value/(sloQueueRef*float64(in.Ready)), sloMaxFast)
 		fast := max(ceil(float64(in.Ready)*factor), in.Ready+1)
@@ -375,6 +390,30 @@ func (s settings) proposeSLO(in Input, cur int32, st sloState, known bool) (v1al
 
 // fastPrefix starts the message of a proposal raised by the fast path, which cause repeats.
 const fastPrefix = "fast path:"
+
+// batchPrefix starts the message of a proposal raised by the batch guard, which cause repeats.
+const batchPrefix = "batch:"
+
+// batchRatio is the requests running per Ready replica over the engine's batch limit; 0 when
+// either is unknown.
+func batchRatio(in Input) float64 {
+	if in.BatchLimit <= 0 || in.Ready <= 0 || !usable(in.RequestsRunning) {
+		return 0
+	}
+	return in.RequestsRunning.Value / float64(in.Ready) / float64(in.BatchLimit)
+}
+
+// batchNeed is the batch guard's count: the replicas that keep the requests running at
+// sloShare of the batch limit, as the load is kept at sloShare of the capacity (requests
+// beyond the limit queue, and the latencies show nothing before). Scaling up then starts
+// before the batch is full, and a scale-down never fills it. False when the batch limit or
+// the running requests are unknown, or nothing runs.
+func batchNeed(in Input) (int32, bool) {
+	if in.BatchLimit <= 0 || !usable(in.RequestsRunning) || !(in.RequestsRunning.Value > 0) {
+		return 0, false
+	}
+	return ceil(in.RequestsRunning.Value / (sloShare * float64(in.BatchLimit))), true
+}
 
 // projectSLO is the slo's projection along a rising trend (spec.autoscaling.projectionHorizon,
 // the cold start): the replicas for the load a horizon ahead. It raises the proposal when that

@@ -102,6 +102,12 @@ func (s *Snapshot) RequestsWaiting(ready []PodKey) Observation {
 	return s.observe(MetricRequestsWaiting, MetricRequestsWaiting, total, ready)
 }
 
+// RequestsRunning is the total of the requests running in the Ready pods' engines, for
+// Input.RequestsRunning.
+func (s *Snapshot) RequestsRunning(ready []PodKey) Observation {
+	return s.observe(SignalRequestsRunning, SignalRequestsRunning, total, ready)
+}
+
 // usable returns a signal's data, or an observation saying why there is none: NoData for a
 // signal not queried or answered with partial data, Error for a failed query.
 func (s *Snapshot) usable(name, key string) (signalData, *Observation) {

@@ -57,6 +57,8 @@ const (
 	SignalPoolSaturation = "poolSaturation"
 	// SignalObjectiveRunning is each model name's running requests.
 	SignalObjectiveRunning = "objectiveRunning"
+	// SignalRequestsRunning is each pod's requests running in its engine.
+	SignalRequestsRunning = "requestsRunning"
 )
 
 // Observation is one metric's measured value for one ModelServer.
@@ -121,6 +123,14 @@ type Input struct {
 	// pods over the serving window (ServingWindow), in seconds, for capacity learning with a
 	// latency SLO and for spec.autoscaling.slo (the controller queries them only then).
 	TTFTP95, ITLP95 Observation
+	// RequestsRunning is the total of the requests running in the Ready pods' engines
+	// (vllm:num_requests_running, sglang:num_running_reqs), for spec.autoscaling.slo's batch
+	// guard with BatchLimit. Without data (or without BatchLimit) there is no guard.
+	RequestsRunning Observation
+	// BatchLimit is the most requests one pod's engine runs at once (vLLM's --max-num-seqs,
+	// SGLang's --max-running-requests; see BatchLimitOf), 0 when unknown. Beyond it requests
+	// queue, a cliff that shows in no latency before it is crossed.
+	BatchLimit int32
 	// Load is the token work of the Ready pods (metrics.TokenWork: prompt and generated tokens
 	// per second over the serving window, in replicas' worth of a nominal replica), with its
 	// trend when spec.autoscaling.projectionHorizon is set, for spec.autoscaling.slo.

@@ -64,7 +64,7 @@ func (r *ModelServerReconciler) observeSignals(ctx context.Context, ms *v1alpha1
 	}
 	s := res.Signals
 	return &plan.Signals{
-		Observations: s.Observations, RequestsWaiting: s.RequestsWaiting, TTFTP95: s.TTFTP95, ITLP95: s.ITLP95, Load: s.Load,
+		Observations: s.Observations, RequestsWaiting: s.RequestsWaiting, RequestsRunning: s.RequestsRunning, TTFTP95: s.TTFTP95, ITLP95: s.ITLP95, Load: s.Load,
 		Ready: int32(len(t.Ready)), Starting: starting, BothColorsReady: len(readyOf) > 1, Conflicts: conflicts,
 	}, nil
 }

@@ -49,8 +49,9 @@ type Signals struct {
 	// Observations are the spec metrics' values (see autoscale.Input).
 	Observations []autoscale.Observation
 	// RequestsWaiting, TTFTP95 and ITLP95 feed capacity learning (see autoscale.Input), the
-	// latencies and Load (the token work) spec.autoscaling.slo.
+	// latencies and Load (the token work) spec.autoscaling.slo, RequestsRunning its batch guard.
 	RequestsWaiting autoscale.Observation
+	RequestsRunning autoscale.Observation
 	TTFTP95, ITLP95 autoscale.Observation
 	Load            autoscale.Observation
 	// Ready and Starting count the pods of both colors: Ready ones, and those not Ready yet.
@@ -136,6 +137,7 @@ func Autoscale(ms *v1alpha1.ModelServer, sig Signals, view *CapacityView, podsFo
 	return autoscale.Decide(autoscale.Input{
 		Spec: spec, Current: current, Ready: sig.Ready, Starting: sig.Starting,
 		Observations: sig.Observations, RequestsWaiting: sig.RequestsWaiting, TTFTP95: sig.TTFTP95, ITLP95: sig.ITLP95,
+		RequestsRunning: sig.RequestsRunning, BatchLimit: autoscale.BatchLimitOf(ms.Spec.Template.Spec),
 		Load: sig.Load, ServingWindow: autoscale.ServingWindowOf(ms), Revision: revision, BothColorsReady: sig.BothColorsReady, Previous: ms.Status.Autoscaling, Capacity: fit, PodsFor: podsFor,
 	}, now)
 }

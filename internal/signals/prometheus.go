@@ -37,6 +37,10 @@ const (
 	// QueryRequestsWaiting sums the requests queued in each pod over its engines (vLLM's
 	// vllm:num_requests_waiting, else SGLang's sglang:num_queue_reqs; a pod serves one of them).
 	QueryRequestsWaiting = `sum by (namespace, pod) (vllm:num_requests_waiting) or sum by (namespace, pod) (sglang:num_queue_reqs)`
+	// QueryRequestsRunning sums the requests running in each pod's engines (vLLM's
+	// vllm:num_requests_running, else SGLang's sglang:num_running_reqs), for the SLO's batch
+	// guard.
+	QueryRequestsRunning = `sum by (namespace, pod) (vllm:num_requests_running) or sum by (namespace, pod) (sglang:num_running_reqs)`
 	// QueryKVCacheUsage is each pod's KV-cache use, 0..1, averaged over its engines: vLLM's
 	// vllm:kv_cache_usage_perc (a fraction despite its name), its name before v0.10
 	// (vllm:gpu_cache_usage_perc), else SGLang's sglang:token_usage.
@@ -110,6 +114,8 @@ type Queries struct {
 	GPUUtilization string
 	// RequestsWaiting returns per-pod queued requests.
 	RequestsWaiting string
+	// RequestsRunning returns per-pod running requests.
+	RequestsRunning string
 	// KVCacheUsage returns per-pod KV-cache use, 0..1.
 	KVCacheUsage string
 	// PoolQueueSize returns per-InferencePool average queue per pod.
@@ -126,8 +132,8 @@ type Queries struct {
 // Operator's dcgm-exporter.
 func DefaultQueries() Queries {
 	return Queries{
-		GPUUtilization: QueryGPUUtilization, RequestsWaiting: QueryRequestsWaiting, KVCacheUsage: QueryKVCacheUsage,
-		PoolQueueSize: QueryPoolQueueSize, PoolSaturation: QueryPoolSaturation, ObjectiveRunning: QueryObjectiveRunning,
+		GPUUtilization: QueryGPUUtilization, RequestsWaiting: QueryRequestsWaiting, RequestsRunning: QueryRequestsRunning,
+		KVCacheUsage: QueryKVCacheUsage, PoolQueueSize: QueryPoolQueueSize, PoolSaturation: QueryPoolSaturation, ObjectiveRunning: QueryObjectiveRunning,
 		GPUExporter: DefaultGPUExporter,
 	}
 }
@@ -210,6 +216,7 @@ func Fetch(ctx context.Context, q metrics.Querier, sig Queries, now time.Time) (
 	}{
 		{autoscale.MetricGPUUtilization, sig.GPUUtilization, sig.GPUExporter.podOf},
 		{autoscale.MetricRequestsWaiting, sig.RequestsWaiting, targetPod},
+		{autoscale.SignalRequestsRunning, sig.RequestsRunning, targetPod},
 		{autoscale.MetricKVCacheUsage, sig.KVCacheUsage, targetPod},
 		{autoscale.SignalPoolQueueSize, sig.PoolQueueSize, keyOf("name")},
 		{autoscale.SignalPoolSaturation, sig.PoolSaturation, keyOf("inference_pool", "name")},

@@ -50,6 +50,8 @@ type Target struct {
 type Signals struct {
 	Observations    []autoscale.Observation
 	RequestsWaiting autoscale.Observation
+	// RequestsRunning is the requests running in the Ready pods, for the SLO's batch guard.
+	RequestsRunning autoscale.Observation
 	TTFTP95, ITLP95 autoscale.Observation
 	// Load is the token work for spec.autoscaling.slo.
 	Load autoscale.Observation
@@ -123,6 +125,7 @@ func (d Deps) Sources(ms *v1alpha1.ModelServer) []Source {
 func Gather(ctx context.Context, sources []Source, t Target, now time.Time) (Signals, error) {
 	out := Signals{
 		RequestsWaiting: autoscale.Observation{Metric: autoscale.MetricRequestsWaiting, Status: metrics.NoData, Message: "no signals"},
+		RequestsRunning: autoscale.Observation{Metric: autoscale.SignalRequestsRunning, Status: metrics.NoData, Message: "no signals"},
 		TTFTP95:         autoscale.Observation{Status: metrics.NoData, Message: "no latency SLO"},
 		Load:            autoscale.Observation{Metric: autoscale.MetricSLO, Status: metrics.NoData, Message: "no slo"},
 	}
@@ -136,6 +139,9 @@ func Gather(ctx context.Context, sources []Source, t Target, now time.Time) (Sig
 		out.Observations = append(out.Observations, got.Observations...)
 		if got.RequestsWaiting.Status != "" {
 			out.RequestsWaiting = got.RequestsWaiting
+		}
+		if got.RequestsRunning.Status != "" {
+			out.RequestsRunning = got.RequestsRunning
 		}
 		if got.TTFTP95.Status != "" {
 			out.TTFTP95 = got.TTFTP95
@@ -166,6 +172,7 @@ func (b builtin) Fetch(ctx context.Context, t Target, now time.Time) (Signals, e
 	return Signals{
 		Observations:    snap.Observe(*t.ModelServer.Spec.Autoscaling, t.Ready, t.Pools...),
 		RequestsWaiting: snap.RequestsWaiting(t.Ready),
+		RequestsRunning: snap.RequestsRunning(t.Ready),
 	}, err
 }
 

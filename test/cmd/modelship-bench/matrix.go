@@ -67,6 +67,11 @@ func (s simSettings) policies(arr []fleet.Arrival, dur time.Duration, speed floa
 		policysim.NewHPA("hpa-gpu70", lo, hi, 70, false, func(sig policysim.Signals) (float64, bool) { return sig.GPUUtilization, sig.HasGPU }),
 		policysim.NewKEDA(lo, hi, 5),
 	}
+	for _, p := range policies {
+		if m, ok := p.(*policysim.Modelship); ok {
+			m.BatchLimit = int32(capa.MaxBatch) // as stated by --max-num-seqs in the pod template
+		}
+	}
 	if s.only != "" {
 		keep := policies[:0]
 		for _, p := range policies {

@@ -18,6 +18,9 @@ type Modelship struct {
 	Spec  v1alpha1.AutoscalingSpec
 	// Start anchors virtual time to a wall clock for Decide's timestamps.
 	Start time.Time
+	// BatchLimit is the replicas' batch limit (fleet.Capacity.MaxBatch), as the controller
+	// reads it from the pod template's --max-num-seqs; 0: not stated.
+	BatchLimit int32
 	// Work converts the token rates into the "prometheus" metric's value (replica-seconds of
 	// work per second) when the spec has a prometheus metric.
 	Work func(Signals) float64
@@ -92,7 +95,7 @@ func (m *Modelship) Decide(s Signals) int32 {
 				o.Status = metrics.NoData
 			}
 		case autoscale.MetricPrometheus:
-			if m.Work == nil {
+			if m.Work == nil || s.NoRates {
 				o.Status = metrics.NoData
 				break
 			}
@@ -116,6 +119,15 @@ func (m *Modelship) Decide(s Signals) int32 {
 	if s.MetricsMissing || s.Ready == 0 {
 		waiting.Status = metrics.NoData
 	}
+	// The requests running in the Ready pods, as Snapshot.RequestsRunning sums them (a pod
+	// draining its requests is not Ready).
+	running := autoscale.Observation{Metric: autoscale.SignalRequestsRunning, Status: metrics.OK}
+	for _, p := range s.PerPod {
+		running.Value += p.Running
+	}
+	if s.MetricsMissing || s.Ready == 0 {
+		running.Status = metrics.NoData
+	}
 	ttft := autoscale.Observation{Status: metrics.NoData, Value: s.TTFTP95}
 	itl := autoscale.Observation{Status: metrics.NoData, Value: s.ITLP95}
 	if s.HasLatency && !s.MetricsMissing {
@@ -123,7 +135,7 @@ func (m *Modelship) Decide(s Signals) int32 {
 	}
 	in := autoscale.Input{
 		Spec: m.Spec, Current: s.Pods, Ready: s.Ready, Starting: s.Pods - s.Ready,
-		Observations: obs, RequestsWaiting: waiting, TTFTP95: ttft, ITLP95: itl, Previous: m.prev,
+		Observations: obs, RequestsWaiting: waiting, RequestsRunning: running, BatchLimit: m.BatchLimit, TTFTP95: ttft, ITLP95: itl, Previous: m.prev,
 		ServingWindow: autoscale.ServingWindow(m.Interval(), scrapeInterval),
 	}
 	if m.Spec.SLO != nil {
@@ -178,7 +190,7 @@ const scrapeInterval = 15 * time.Second
 // its trend as signals.TrendQuery measures it.
 func (m *Modelship) load(s Signals) autoscale.Observation {
 	o := autoscale.Observation{Metric: autoscale.MetricSLO, Status: metrics.OK, Value: metrics.TokenWork(s.PromptTPS, s.GeneratedTPS)}
-	if s.MetricsMissing {
+	if s.MetricsMissing || s.NoRates {
 		return autoscale.Observation{Metric: autoscale.MetricSLO, Status: metrics.NoData, Message: "the query returned no series"}
 	}
 	m.loads = append(m.loads, sample{at: s.Now, v: o.Value})

@@ -28,6 +28,9 @@ type Signals struct {
 	// PromptTPS and GeneratedTPS are rate(vllm:prompt_tokens_total[1m]) and
 	// rate(vllm:generation_tokens_total[1m]) summed over the pods.
 	PromptTPS, GeneratedTPS float64
+	// NoRates is true at the first scrape: a rate over one sample is no result in PromQL (not
+	// 0), and a 0 there would read as a load rising from nothing over the first minutes.
+	NoRates bool
 	// TTFTP95 and ITLP95 are the last complete minute's p95 time to first token and inter-token
 	// latency in seconds; HasLatency is false before the first minute with traffic.
 	TTFTP95, ITLP95 float64
@@ -37,15 +40,16 @@ type Signals struct {
 	// data, hold; KEDA's Prometheus scaler with its default ignoreNullValues: 0). During a NaN
 	// outage (Outage.NaN) the gauges and rates are NaN instead, read the same way by each.
 	MetricsMissing bool
-	// PerPod are the serving pods' own gauges (vllm:kv_cache_usage_perc and
-	// vllm:num_requests_waiting per pod), for the policies that judge each replica.
+	// PerPod are the serving pods' own gauges (vllm:kv_cache_usage_perc,
+	// vllm:num_requests_waiting and vllm:num_requests_running per pod), for the policies that
+	// judge each replica.
 	PerPod []PodSignals
 }
 
 // PodSignals are one serving pod's gauges as scraped.
 type PodSignals struct {
-	Name                  string
-	KVCacheUsage, Waiting float64
+	Name                           string
+	KVCacheUsage, Waiting, Running float64
 }
 
 // Policy decides the total replica count.

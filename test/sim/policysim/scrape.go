@@ -34,7 +34,7 @@ func (s *scraper) scrape(now time.Duration, pods []fleet.PodStatus, active int32
 		sig.Ready++
 		util += p.GPUUtilization
 		kv += p.KVCacheUsage
-		sig.PerPod = append(sig.PerPod, PodSignals{Name: p.Pod.Name, KVCacheUsage: p.KVCacheUsage, Waiting: float64(p.Waiting)})
+		sig.PerPod = append(sig.PerPod, PodSignals{Name: p.Pod.Name, KVCacheUsage: p.KVCacheUsage, Waiting: float64(p.Waiting), Running: float64(p.Running)})
 	}
 	if sig.Ready > 0 {
 		sig.GPUUtilization, sig.KVCacheUsage, sig.HasGPU = util/float64(sig.Ready), kv/float64(sig.Ready), true
@@ -44,6 +44,7 @@ func (s *scraper) scrape(now time.Duration, pods []fleet.PodStatus, active int32
 		s.hist = s.hist[1:]
 	}
 	old := s.hist[0]
+	sig.NoRates = len(s.hist) < 2
 	if span := (now - old.at).Seconds(); span > 0 {
 		var dp, dg uint64
 		for name, c := range cur.tokens {

@@ -34,3 +34,20 @@ func TestScrapeAveragesOverServingPodsAndRatesCountersOverAMinute(t *testing.T) 
 		t.Fatalf("GPU value without a serving pod: %+v", sig)
 	}
 }
+
+// A rate over one sample is no result in PromQL: the first scrape says so instead of a 0 that
+// the SLO policy would read as a load rising from nothing (its projection then asked for ~1.5x
+// the fleet in the third minute of every run).
+func TestTheFirstScrapeHasNoRates(t *testing.T) {
+	s := newScraper()
+	if sig := s.scrape(0, []fleet.PodStatus{podStatus("a", true, 50, 0, 0, 0)}, 1, Signals{}); !sig.NoRates {
+		t.Fatalf("first scrape: %+v, want no rates", sig)
+	}
+	if sig := s.scrape(15*time.Second, []fleet.PodStatus{podStatus("a", true, 50, 1500, 300, 0)}, 1, Signals{}); sig.NoRates || sig.PromptTPS != 100 {
+		t.Fatalf("second scrape: %+v, want a rate of 100 prompt tokens per second", sig)
+	}
+	m := &Modelship{Spec: SLOSpec(1, 10, 2*time.Second, 100*time.Millisecond, 3*time.Minute, 3*time.Minute)}
+	if got := m.Decide(Signals{Now: 0, Pods: 4, Ready: 4, NoRates: true, HasGPU: true}); got != 4 || len(m.loads) != 0 {
+		t.Fatalf("SLO policy on the first scrape: %d, %d load samples; want 4 held and no sample for the trend", got, len(m.loads))
+	}
+}

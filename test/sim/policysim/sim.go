@@ -281,7 +281,7 @@ func withNaN(s Signals) Signals {
 	s.GPUUtilization, s.KVCacheUsage, s.Waiting, s.Running, s.PromptTPS, s.GeneratedTPS = nan, nan, nan, nan, nan, nan
 	pods := make([]PodSignals, len(s.PerPod))
 	for i, p := range s.PerPod {
-		pods[i] = PodSignals{Name: p.Name, KVCacheUsage: nan, Waiting: nan}
+		pods[i] = PodSignals{Name: p.Name, KVCacheUsage: nan, Waiting: nan, Running: nan}
 	}
 	s.PerPod = pods
 	return s
