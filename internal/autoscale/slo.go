@@ -179,15 +179,6 @@ func (st sloState) floorAt(now time.Time) float64 {
 	return st.floor * math.Exp2(-now.Sub(st.last).Seconds()/sloFloorHalfLife.Seconds())
 }
 
-// floorDecay is how much the floor has decayed from st.last to now (floorAt's factor), as
-// its inverse: at least 1.
-func (st sloState) floorDecay(now time.Time) float64 {
-	if st.last.IsZero() || !now.After(st.last) {
-		return 1
-	}
-	return math.Exp2(now.Sub(st.last).Seconds() / sloFloorHalfLife.Seconds())
-}
-
 // ceilingAt is the ceiling risen to now (doubling every sloCeilingDoubling); 0 when none.
 func (st sloState) ceilingAt(now time.Time) float64 {
 	if st.ceiling <= 0 || st.last.IsZero() || !now.After(st.last) {
@@ -224,15 +215,13 @@ func learnSLO(s sloSpec, in Input, prev *v1alpha1.AutoscalingStatus, now time.Ti
 	r = max(r, min(batchRatio(in), 1))
 	if st.known && !st.last.IsZero() && now.Sub(st.last) < win {
 		// One sample per window, but a window that holds with margin proves at every pass
-		// that a replica carries its load: the floor follows it at once (a maximum, which
-		// reading one window twice cannot move), and the capacity with it. Otherwise a
+		// that a replica carries its load: the capacity is at least that at once. Otherwise a
 		// capacity seeded at a light load (a trace that starts, a rate over a window mostly
 		// before it) would be stretched to a load many times larger, in as many replicas,
-		// for a whole window.
-		if u, held := heldWithMargin(in, r); held && u > st.floorAt(now) {
+		// for a whole window. The floor is left to the window's sample: the highest of many
+		// overlapping passes would ratchet it, as one odd minute must not.
+		if u, held := heldWithMargin(in, r); held {
 			st.capacity = max(st.capacity, u)
-			// Stored as of st.last, from which floorAt decays it.
-			st.floor = min(u*st.floorDecay(now), st.capacity)
 		}
 		return st, true
 	}

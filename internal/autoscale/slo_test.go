@@ -497,8 +497,11 @@ func TestACapacitySeededAtALightLoadIsNotStretchedToAHeavyOne(t *testing.T) {
 		t.Fatalf("desired %d on a load of 0.652 that 2 replicas hold with margin (p95 TTFT 0.4s of 2s); want at most 3 (%+v)", out.Desired, out.Status.Proposals)
 	}
 	c, floor := sloOf(t, out.Status)
-	if c < 0.326 || floor < 0.32 {
-		t.Errorf("capacity %g, floor %g: want both at the 0.326 a replica was seen to carry", c, floor)
+	if c < 0.326 {
+		t.Errorf("capacity %g: want at least the 0.326 a replica was seen to carry", c)
+	}
+	if floor > 0.01 {
+		t.Errorf("floor %g: the floor is the window's sample's, not raised within the window", floor)
 	}
 	// A tight window within the same window proves nothing more: the capacity stays.
 	tight := out.Status
