@@ -579,13 +579,17 @@ type WarmupSpec struct {
 type AnalysisPreset string
 
 const (
-	// AnalysisPresetVLLM judges p95 time to first token, p95 inter-token latency and p95
-	// end-to-end latency (each at most 1.2x the stable color's) and the error ratio (at most 5%)
-	// from vLLM's metrics.
+	// AnalysisPresetVLLM judges from vLLM's metrics the p95 inter-token latency and the decode
+	// seconds per decoded token (each at most 1.2x the stable color's; the latter per pod, with
+	// queueing left out), the error ratio (at most 5%) and the share of aborted requests (at
+	// most 1.5x the stable color's). The p95
+	// time to first token is held to spec.autoscaling.slo.ttftP95 when set; TTFT and
+	// end-to-end latency are not compared with the stable color (they hold queueing, which
+	// bursts make differ between two identical colors): bound them with a metric of their
+	// name (ttft-p95, e2e-p95) and a max.
 	AnalysisPresetVLLM AnalysisPreset = "vllm"
-	// AnalysisPresetSGLang judges the same four metrics from SGLang's metrics (started with
-	// --enable-metrics): p95 time to first token, inter-token latency and end-to-end latency
-	// (each at most 1.2x the stable color's) and the error ratio (at most 5%).
+	// AnalysisPresetSGLang judges the same from SGLang's metrics (started with
+	// --enable-metrics), without the abort share.
 	AnalysisPresetSGLang AnalysisPreset = "sglang"
 	// AnalysisPresetNone uses only the metrics listed in spec.rollout.analysis.metrics.
 	AnalysisPresetNone AnalysisPreset = "none"
@@ -680,6 +684,7 @@ type AnalysisSpec struct {
 // analysis window as a PromQL duration: the interval, at least four scrape intervals). Values are escaped for PromQL strings; an unknown key is an error.
 //
 // +kubebuilder:validation:XValidation:rule="has(self.max) || has(self.min) || has(self.maxRatioToStable)",message="an analysis metric needs at least one of max, min or maxRatioToStable"
+// +kubebuilder:validation:XValidation:rule="!has(self.histogram) || !has(self.perUnit)",message="an analysis metric is read from a histogram or per unit, not both: set at most one of histogram and perUnit"
 type AnalysisMetric struct {
 	// Name of the metric, unique in the list (e.g. ttft-p95).
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
@@ -718,6 +723,45 @@ type AnalysisMetric struct {
 	// interpolated from the buckets (as histogram_quantile does).
 	// +optional
 	Histogram *AnalysisHistogram `json:"histogram,omitempty"`
+
+	// PerUnit, when set, says the metric is a mean per unit of work, a sum over a count summed
+	// over the pods (e.g. decode seconds per decoded token), and gives the two per-pod queries;
+	// the metric is then their quotient over each color's pods and Query is not run (it stays
+	// the metric's scalar form, for dashboards and people). Such a mean leaves queueing out
+	// where a latency percentile cannot, and no histogram bucket blurs it. MaxRatioToStable
+	// becomes a statistical test with the pods as its units: a measurement fails only when the
+	// candidate's mean is, at the rollout's error budget, above ratio x the stable color's,
+	// reading how much the pods' own means vary (pooled over both colors' pods, so that a
+	// candidate with a single pod is judged too); it is inconclusive while too few pods or
+	// requests can tell. Max and Min bound the candidate's mean. Exclusive with histogram.
+	// +optional
+	PerUnit *AnalysisPerUnit `json:"perUnit,omitempty"`
+}
+
+// AnalysisPerUnit is a metric read as a mean per unit of work over each color's pods: the sum
+// of the numerator over the sum of the denominator, both per pod.
+type AnalysisPerUnit struct {
+	// NumeratorQuery is the PromQL template of what is spent per pod over the analysis window,
+	// one series per pod label; the same variables as Query. For example (vLLM's decode time):
+	// sum by (pod) (increase(vllm:request_decode_time_seconds_sum{namespace="{{.Namespace}}",pod=~"{{.Pods}}"}[{{.Window}}]))
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=4096
+	// +kubebuilder:validation:XValidation:rule="self.matches('[^[:space:]]')",message="spec.rollout.analysis.metrics[*].perUnit.numeratorQuery must not be blank"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([^{]|[{][^{]|[{]$|[{][{](-[[:space:]])?[[:space:]]*[.](Namespace|Name|Color|Revision|Pods|Pool|Window)[[:space:]]*([[:space:]]-)?[}][}])*$')",message="spec.rollout.analysis.metrics[*].perUnit.numeratorQuery may use only the template keys {{.Namespace}}, {{.Name}}, {{.Color}}, {{.Revision}}, {{.Pods}}, {{.Pool}} and {{.Window}}, each as {{.Key}}"
+	// +required
+	NumeratorQuery string `json:"numeratorQuery"`
+
+	// DenominatorQuery is the PromQL template of the units of work per pod over the analysis
+	// window (tokens, requests), one series per pod label, matching NumeratorQuery's pods. For
+	// example (vLLM's decoded tokens: generated tokens less each request's first, which
+	// prefill produced):
+	// sum by (pod) (increase(vllm:request_generation_tokens_sum{namespace="{{.Namespace}}",pod=~"{{.Pods}}"}[{{.Window}}])) - sum by (pod) (increase(vllm:request_generation_tokens_count{namespace="{{.Namespace}}",pod=~"{{.Pods}}"}[{{.Window}}]))
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=4096
+	// +kubebuilder:validation:XValidation:rule="self.matches('[^[:space:]]')",message="spec.rollout.analysis.metrics[*].perUnit.denominatorQuery must not be blank"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([^{]|[{][^{]|[{]$|[{][{](-[[:space:]])?[[:space:]]*[.](Namespace|Name|Color|Revision|Pods|Pool|Window)[[:space:]]*([[:space:]]-)?[}][}])*$')",message="spec.rollout.analysis.metrics[*].perUnit.denominatorQuery may use only the template keys {{.Namespace}}, {{.Name}}, {{.Color}}, {{.Revision}}, {{.Pods}}, {{.Pool}} and {{.Window}}, each as {{.Key}}"
+	// +required
+	DenominatorQuery string `json:"denominatorQuery"`
 }
 
 // AnalysisHistogram is a latency histogram a metric is read from.

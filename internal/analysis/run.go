@@ -85,7 +85,9 @@ func GatewayQueries(spec v1alpha1.AnalysisSpec, t Target, window time.Duration) 
 // relative bound, runs the sample query once for the candidate, and judges each metric at at.
 // A metric with a Histogram runs its bucket query instead of its query, for both colors, and is
 // judged by JudgeHistogram; the sample query then also runs for the stable color (the test's
-// effective sample size), and for the candidate even when MinSamples is 0.
+// effective sample size), and for the candidate even when MinSamples is 0. A metric with
+// PerUnit runs its numerator and denominator queries instead of its query, for both colors,
+// and is judged by JudgePerUnit.
 // window is the analysis window (rollout.AnalysisWindow: at least four scrape intervals); queries
 // use it as {{.Window}}.
 //
@@ -125,6 +127,10 @@ func Run(ctx context.Context, q metrics.Querier, spec v1alpha1.AnalysisSpec, t T
 	if err != nil {
 		return nil, err
 	}
+	perUnit, err := planPerUnit(ms, t, candVars, stableVars)
+	if err != nil {
+		return nil, err
+	}
 	stableSampleIdx := none
 	proportions := slices.ContainsFunc(ms, isProportion)
 	if (len(hists.metrics) > 0 || proportions) && sampleTmpl != "" && t.Stable.Pods != "" {
@@ -140,8 +146,14 @@ func Run(ctx context.Context, q metrics.Querier, spec v1alpha1.AnalysisSpec, t T
 			}
 		}
 	}
+	if len(perUnit.metrics) > 0 && sampleIdx == none && sampleTmpl != "" {
+		// The per-unit test gates on the candidate's request count even when MinSamples is 0.
+		if sampleIdx, err = renderAdd(sampleTmpl, candVars, add); err != nil {
+			return nil, err
+		}
+	}
 	for i, m := range ms {
-		if m.Histogram != nil {
+		if m.Histogram != nil || m.PerUnit != nil {
 			continue
 		}
 		query, err := metrics.Render(m.Query, candVars)
@@ -159,6 +171,7 @@ func Run(ctx context.Context, q metrics.Querier, spec v1alpha1.AnalysisSpec, t T
 	}
 
 	vectors := hists.start(ctx, q, at)
+	sums := perUnit.start(ctx, q, at)
 	got := scalars(ctx, q, queries, at)
 	sample := func(i int, missing string) metrics.Sample {
 		if i == none {
@@ -168,6 +181,7 @@ func Run(ctx context.Context, q metrics.Querier, spec v1alpha1.AnalysisSpec, t T
 	}
 	samples := sample(sampleIdx, "no sample query")
 	hists.judge(<-vectors, samples, sample(stableSampleIdx, "no sample query"), minSamples, t.Look, at)
+	perUnit.judge(<-sums, samples, minSamples, t.Look, at, hists.results)
 	results := make([]v1alpha1.MetricResult, len(ms))
 	for i, m := range ms {
 		if r, ok := hists.results[m.Name]; ok {
@@ -229,6 +243,17 @@ func Validate(spec v1alpha1.AnalysisSpec) error {
 		if m.Histogram != nil {
 			if err := metrics.Validate(m.Histogram.BucketQuery); err != nil {
 				return fmt.Errorf("metrics[%s].histogram.bucketQuery: %w", m.Name, err)
+			}
+		}
+		if u := m.PerUnit; u != nil {
+			if m.Histogram != nil {
+				return fmt.Errorf("metrics[%s]: histogram and perUnit are exclusive", m.Name)
+			}
+			if err := metrics.Validate(u.NumeratorQuery); err != nil {
+				return fmt.Errorf("metrics[%s].perUnit.numeratorQuery: %w", m.Name, err)
+			}
+			if err := metrics.Validate(u.DenominatorQuery); err != nil {
+				return fmt.Errorf("metrics[%s].perUnit.denominatorQuery: %w", m.Name, err)
 			}
 		}
 	}

@@ -118,7 +118,27 @@ func healthyVLLM() *fakeQuerier {
 		latency(0.02, "inter_token_latency", stablePods),
 		latency(4, "e2e_request_latency", candidatePods),
 		latency(4.5, "e2e_request_latency", stablePods),
+		decode(candidatePods, 0.0201)[0],
+		decode(stablePods, 0.020, 0.021, 0.019, 0.0205, 0.0195, 0.020, 0.0202, 0.0198)[0],
+		decode(stablePods, 0.020, 0.021, 0.019, 0.0205, 0.0195, 0.020, 0.0202, 0.0198)[1],
+		decode(candidatePods, 0.0201)[1],
 	}}
+}
+
+// decode is the rules answering the decode-per-token queries of a color's pods: their decode
+// seconds per pod ([0]) and their decoded tokens per pod ([1]), 2,000 tokens on each pod at the
+// seconds per token given.
+func decode(pods string, perToken ...float64) [2]rule {
+	var num, den []metrics.Series
+	for i, p := range perToken {
+		pod := map[string]string{"pod": "pod-" + strconv.Itoa(i)}
+		num = append(num, metrics.Series{Labels: pod, Value: p * 2000})
+		den = append(den, metrics.Series{Labels: pod, Value: 2000})
+	}
+	return [2]rule{
+		{contains: []string{"request_decode_time_seconds_sum", pods}, series: num},
+		{contains: []string{"request_generation_tokens_sum", pods}, series: den},
+	}
 }
 
 func vllmSpec() v1alpha1.AnalysisSpec {
@@ -149,12 +169,19 @@ func TestRunRendersCandidateAndStableQueries(t *testing.T) {
 		return n
 	}
 	// 2 sample queries (candidate, and stable for the histogram test's sample sizes) + 5
-	// candidate queries + 4 stable queries (the relative latencies, as bucket queries, and the
-	// abort ratio).
+	// candidate queries + 4 stable queries (itl-p95 as a bucket query, decode-per-token's
+	// numerator and denominator per pod, and the abort ratio).
 	if len(queries) != 11 {
 		t.Fatalf("%d queries, want 11:\n%s", len(queries), strings.Join(queries, "\n"))
 	}
-	for _, latency := range []string{"time_to_first_token", "inter_token_latency", "e2e_request_latency"} {
+	for _, part := range []string{"sum by (pod) (increase(vllm:request_decode_time_seconds_sum", "sum by (pod) (increase(vllm:request_generation_tokens_count"} {
+		for _, pods := range []string{candidatePods, stablePods} {
+			if n := count(part, pods); n != 1 {
+				t.Errorf("per-unit metrics: %d queries with %s for %s, want 1", n, part, pods)
+			}
+		}
+	}
+	for _, latency := range []string{"inter_token_latency"} {
 		if n := count(latency, `namespace="ml",pod=~"`+candidatePods+`"`); n != 1 {
 			t.Errorf("%s: %d candidate queries, want 1", latency, n)
 		}
@@ -174,7 +201,10 @@ func TestRunRendersCandidateAndStableQueries(t *testing.T) {
 	if n := count("sum(increase(vllm:request_success_total", stablePods); n != 2 {
 		t.Errorf("samples counted on stable %d times, want 2 (sample query, abort ratio)", n)
 	}
-	for _, latency := range []string{"time_to_first_token", "inter_token_latency", "e2e_request_latency"} {
+	if n := count("time_to_first_token") + count("e2e_request_latency"); n != 0 {
+		t.Errorf("%d TTFT and e2e queries without an absolute bound; they are not judged relative to stable", n)
+	}
+	for _, latency := range []string{"inter_token_latency"} {
 		if n := count(latency, "sum by (pod, le) (increase("); n != 2 {
 			t.Errorf("%s: %d bucket queries, want 2 (the latencies are judged from their histograms)", latency, n)
 		}
@@ -197,6 +227,7 @@ func TestRunRendersCandidateAndStableQueries(t *testing.T) {
 func TestRunJudgesEachMetric(t *testing.T) {
 	cases := []struct {
 		name  string
+		spec  v1alpha1.AnalysisSpec // vllmSpec() when empty
 		setup func(f *fakeQuerier)
 		want  map[string]v1alpha1.Verdict
 		check func(t *testing.T, rs []v1alpha1.MetricResult)
@@ -205,22 +236,39 @@ func TestRunJudgesEachMetric(t *testing.T) {
 			name:  "passes a healthy candidate on every metric",
 			setup: func(*fakeQuerier) {},
 			want: map[string]v1alpha1.Verdict{
-				"abort-ratio": v1alpha1.VerdictPass, "e2e-p95": v1alpha1.VerdictPass, "error-ratio": v1alpha1.VerdictPass,
-				"itl-p95": v1alpha1.VerdictPass, "ttft-p95": v1alpha1.VerdictPass,
+				"abort-ratio": v1alpha1.VerdictPass, "error-ratio": v1alpha1.VerdictPass,
+				"itl-p95": v1alpha1.VerdictPass, "decode-per-token": v1alpha1.VerdictPass,
 			},
 		},
 		{
-			name: "fails a candidate whose time to first token is far above stable's",
+			name: "fails a candidate that decodes 1.5x slower per token, on its pods' sums",
+			setup: func(f *fakeQuerier) {
+				f.rules = append([]rule{decode(candidatePods, 0.030)[0]}, f.rules...)
+			},
+			want: map[string]v1alpha1.Verdict{
+				"abort-ratio": v1alpha1.VerdictPass, "error-ratio": v1alpha1.VerdictPass,
+				"itl-p95": v1alpha1.VerdictPass, "decode-per-token": v1alpha1.VerdictFail,
+			},
+			check: func(t *testing.T, rs []v1alpha1.MetricResult) {
+				r := rs[slices.IndexFunc(rs, func(r v1alpha1.MetricResult) bool { return r.Name == "decode-per-token" })]
+				if !strings.HasPrefix(r.Message, "decode-per-token 0.03 > 0.024 (1.2x stable 0.02): slower than 1.2x stable") || r.Candidate != "0.03" || r.Stable != "0.02" {
+					t.Errorf("result = %+v", r)
+				}
+			},
+		},
+		{
+			name: "fails a candidate whose time to first token is above the user's SLO",
+			spec: metrics.WithSLO(vllmSpec(), &v1alpha1.LatencySLO{TTFTP95: &v1alpha1.Duration{Duration: 500 * time.Millisecond}}),
 			setup: func(f *fakeQuerier) {
 				f.rules = append([]rule{latency(0.82, "time_to_first_token", candidatePods)}, f.rules...)
 			},
 			want: map[string]v1alpha1.Verdict{
-				"abort-ratio": v1alpha1.VerdictPass, "e2e-p95": v1alpha1.VerdictPass, "error-ratio": v1alpha1.VerdictPass,
-				"itl-p95": v1alpha1.VerdictPass, "ttft-p95": v1alpha1.VerdictFail,
+				"abort-ratio": v1alpha1.VerdictPass, "error-ratio": v1alpha1.VerdictPass,
+				"itl-p95": v1alpha1.VerdictPass, "ttft-p95": v1alpha1.VerdictFail, "decode-per-token": v1alpha1.VerdictPass,
 			},
 			check: func(t *testing.T, rs []v1alpha1.MetricResult) {
 				r := rs[slices.IndexFunc(rs, func(r v1alpha1.MetricResult) bool { return r.Name == "ttft-p95" })]
-				if r.Message != "ttft-p95 0.82 > 0.42 (1.2x stable 0.35): slower than 1.2x stable (z 13.35 >= 3.29, the threshold of step 1 with 1x its first window's data; samples: candidate 500, stable 500)" {
+				if r.Message != "ttft-p95 0.82 > 0.5 (samples: candidate 500)" {
 					t.Errorf("message = %q", r.Message)
 				}
 			},
@@ -231,8 +279,8 @@ func TestRunJudgesEachMetric(t *testing.T) {
 				f.rules = append([]rule{{contains: []string{"sum(increase(vllm:request_success_total{namespace=\"ml\",pod=~\"" + candidatePods + "\"}[2m]))"}, sample: ok(12)}}, f.rules...)
 			},
 			want: map[string]v1alpha1.Verdict{
-				"abort-ratio": v1alpha1.VerdictInconclusive, "e2e-p95": v1alpha1.VerdictInconclusive, "error-ratio": v1alpha1.VerdictInconclusive,
-				"itl-p95": v1alpha1.VerdictInconclusive, "ttft-p95": v1alpha1.VerdictInconclusive,
+				"abort-ratio": v1alpha1.VerdictInconclusive, "error-ratio": v1alpha1.VerdictInconclusive,
+				"itl-p95": v1alpha1.VerdictInconclusive, "decode-per-token": v1alpha1.VerdictInconclusive,
 			},
 			check: func(t *testing.T, rs []v1alpha1.MetricResult) {
 				for _, r := range rs {
@@ -248,18 +296,18 @@ func TestRunJudgesEachMetric(t *testing.T) {
 				f.rules = []rule{{sample: failed("prometheus unreachable: connection refused")}}
 			},
 			want: map[string]v1alpha1.Verdict{
-				"abort-ratio": v1alpha1.VerdictInconclusive, "e2e-p95": v1alpha1.VerdictInconclusive, "error-ratio": v1alpha1.VerdictInconclusive,
-				"itl-p95": v1alpha1.VerdictInconclusive, "ttft-p95": v1alpha1.VerdictInconclusive,
+				"abort-ratio": v1alpha1.VerdictInconclusive, "error-ratio": v1alpha1.VerdictInconclusive,
+				"itl-p95": v1alpha1.VerdictInconclusive, "decode-per-token": v1alpha1.VerdictInconclusive,
 			},
 		},
 		{
 			name: "is inconclusive on a relative metric whose stable color has no data",
 			setup: func(f *fakeQuerier) {
-				f.rules = append([]rule{{contains: []string{"e2e_request_latency", stablePods}, sample: noData("no data")}}, f.rules...)
+				f.rules = append([]rule{{contains: []string{"inter_token_latency", stablePods}, sample: noData("no data")}}, f.rules...)
 			},
 			want: map[string]v1alpha1.Verdict{
-				"abort-ratio": v1alpha1.VerdictPass, "e2e-p95": v1alpha1.VerdictInconclusive, "error-ratio": v1alpha1.VerdictPass,
-				"itl-p95": v1alpha1.VerdictPass, "ttft-p95": v1alpha1.VerdictPass,
+				"abort-ratio": v1alpha1.VerdictPass, "error-ratio": v1alpha1.VerdictPass,
+				"itl-p95": v1alpha1.VerdictInconclusive, "decode-per-token": v1alpha1.VerdictPass,
 			},
 		},
 	}
@@ -267,7 +315,11 @@ func TestRunJudgesEachMetric(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := healthyVLLM()
 			tc.setup(f)
-			rs, err := Run(context.Background(), f, vllmSpec(), target, 2*time.Minute, now)
+			spec := tc.spec
+			if spec.Preset == "" {
+				spec = vllmSpec()
+			}
+			rs, err := Run(context.Background(), f, spec, target, 2*time.Minute, now)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -397,7 +449,7 @@ func TestRunWithoutStableColor(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := verdicts(rs)
-	for _, name := range []string{"ttft-p95", "itl-p95", "e2e-p95"} {
+	for _, name := range []string{"itl-p95", "decode-per-token"} {
 		if got[name] != v1alpha1.VerdictInconclusive {
 			t.Errorf("%s: %s, want Inconclusive without a stable color", name, got[name])
 		}
@@ -458,6 +510,13 @@ func TestRunRejectsBadTemplatesBeforeQuerying(t *testing.T) {
 				{Name: "lat", Query: `x{pod=~"{{.Pods}}"}`, MaxRatioToStable: q("1.2"), Histogram: &v1alpha1.AnalysisHistogram{BucketQuery: `x_bucket{d="{{.Deployment}}"}`}},
 			}},
 			want: `metrics[lat].histogram.bucketQuery: rendering query template`,
+		},
+		{
+			name: "a per-unit denominator query with an unknown key",
+			spec: v1alpha1.AnalysisSpec{Preset: v1alpha1.AnalysisPresetNone, Metrics: []v1alpha1.AnalysisMetric{
+				{Name: "per-token", Query: `x{pod=~"{{.Pods}}"}`, MaxRatioToStable: q("1.2"), PerUnit: &v1alpha1.AnalysisPerUnit{NumeratorQuery: `sum by (pod) (n{pod=~"{{.Pods}}"})`, DenominatorQuery: `d{d="{{.Deployment}}"}`}},
+			}},
+			want: `metrics[per-token].perUnit.denominatorQuery: rendering query template`,
 		},
 		{
 			name: "a bad sample query",

@@ -201,9 +201,6 @@ func learnSLO(s sloSpec, in Input, prev *v1alpha1.AutoscalingStatus, now time.Ti
 	if win <= 0 {
 		win = time.Minute
 	}
-	if st.known && !st.last.IsZero() && now.Sub(st.last) < win {
-		return st, true // one sample per window
-	}
 	if in.Ready <= 0 || in.BothColorsReady || !usable(in.Load) || in.Load.Value <= 0 {
 		return st, st.known
 	}
@@ -226,6 +223,18 @@ func learnSLO(s sloSpec, in Input, prev *v1alpha1.AutoscalingStatus, now time.Ti
 	// Running beyond the limit says the limit read is not the engine's (more engines than
 	// stated): at most a tight window, never a miss (a queue is what shows one).
 	r = max(r, min(batchRatio(in), 1))
+	if st.known && !st.last.IsZero() && now.Sub(st.last) < win {
+		// One sample per window, but a window that holds with margin proves at every pass
+		// that a replica carries its load: the capacity is at least that at once. Otherwise a
+		// capacity seeded at a light load (a trace that starts, a rate over a window mostly
+		// before it) would be stretched to a load many times larger, in as many replicas,
+		// for a whole window. The floor is left to the window's sample: the highest of many
+		// overlapping passes would ratchet it, as one odd minute must not.
+		if u, held := heldWithMargin(in, r); held {
+			st.capacity = max(st.capacity, u)
+		}
+		return st, true
+	}
 	// Pods that came Ready within the window served part of it only: the load per Ready
 	// replica then reads low, and a miss measured on the fewer replicas before them says
 	// nothing of what each carries now (it would set a ceiling far below the capacity, and
@@ -312,6 +321,16 @@ func draining(in Input, now time.Time, win time.Duration) bool {
 	q := in.Previous.Queue
 	dt := now.Sub(q.At.Time)
 	return dt > 0 && dt <= win && in.RequestsWaiting.Value < float64(q.Requests)
+}
+
+// heldWithMargin is the load per replica of a window that held the SLO with margin (each
+// ratio r at most sloMargin, no queue), taken as in learnSLO's held case: the load over the
+// Ready replicas or Current, the more (pods that came Ready within the window served part of it).
+func heldWithMargin(in Input, r float64) (float64, bool) {
+	if r > sloMargin || (usable(in.RequestsWaiting) && in.RequestsWaiting.Value/float64(in.Ready) >= SLOQueuedPerReplica) {
+		return 0, false
+	}
+	return in.Load.Value / float64(max(in.Ready, in.Current)), true
 }
 
 // scaledUpWithin: a scale-up within d before now (its pods may have come Ready since).

@@ -478,3 +478,35 @@ func TestTheProjectionHoldsAScaleDownAndRespectsTheTolerance(t *testing.T) {
 		t.Fatalf("desired %d, want 15 for 12 projected (%+v)", out.Desired, out.Status.Proposals)
 	}
 }
+
+// A capacity seeded at a light load (the first window of a trace that starts, half of it
+// before the trace) is not stretched to a load many times larger: the next pass, within the
+// same window, holds the SLO with margin at that load, which proves that a replica carries it,
+// so the fleet grows by the load the SLO says it cannot carry, not by the load's ratio (the
+// bench's modelship-slo contender went from 2 to 6, then to its maxReplicas of 10, on a
+// capacity of 0.004 seeded this way, its SLO held in every minute at twice KEDA + HPA's GPUs).
+func TestACapacitySeededAtALightLoadIsNotStretchedToAHeavyOne(t *testing.T) {
+	spec := sloSpecOf(2, 10)
+	first := Decide(sloInput(spec, 2, 2, 0.008, 0.3, 0, nil), t0)
+	if c, _ := sloOf(t, first.Status); c > 0.01 {
+		t.Fatalf("seed capacity %g: the test needs one seeded at the light load", c)
+	}
+	st := first.Status
+	out := Decide(sloInput(spec, 2, 2, 0.652, 0.4, 0, &st), t0.Add(20*time.Second))
+	if out.Desired > 3 {
+		t.Fatalf("desired %d on a load of 0.652 that 2 replicas hold with margin (p95 TTFT 0.4s of 2s); want at most 3 (%+v)", out.Desired, out.Status.Proposals)
+	}
+	c, floor := sloOf(t, out.Status)
+	if c < 0.326 {
+		t.Errorf("capacity %g: want at least the 0.326 a replica was seen to carry", c)
+	}
+	if floor > 0.01 {
+		t.Errorf("floor %g: the floor is the window's sample's, not raised within the window", floor)
+	}
+	// A tight window within the same window proves nothing more: the capacity stays.
+	tight := out.Status
+	again := Decide(sloInput(spec, out.Desired, out.Desired, 2, 1.5, 0, &tight), t0.Add(30*time.Second))
+	if c2, _ := sloOf(t, again.Status); c2 != c {
+		t.Errorf("capacity %g after a tight pass within the window, want %g unchanged", c2, c)
+	}
+}

@@ -230,7 +230,7 @@ func TestHeaderRouteGoesWhenAnalysisRollsTheCandidateBack(t *testing.T) {
 	t.Parallel()
 	ns := newNamespace(t)
 	ms := newModelServer(ns, "headerbad", withHeaderRoute)
-	tr, _ := startServing(t, ms, map[v1alpha1.Color]latencies{v1alpha1.Blue: healthy, v1alpha1.Green: slowTTFT})
+	tr, _ := startServing(t, ms, map[v1alpha1.Color]latencies{v1alpha1.Blue: healthy, v1alpha1.Green: slowBuild})
 	playDeployments(t, ns)
 
 	setImage(t, ms, imageV2)

@@ -564,6 +564,14 @@ func validate(ms *v1alpha1.ModelServer, policy metrics.QueryPolicy) error {
 				return fmt.Errorf("spec.rollout.analysis.metrics[%s].histogram.bucketQuery: %w", m.Name, err)
 			}
 		}
+		if u := m.PerUnit; u != nil {
+			if err := policy.CheckQuery(u.NumeratorQuery, colors...); err != nil {
+				return fmt.Errorf("spec.rollout.analysis.metrics[%s].perUnit.numeratorQuery: %w", m.Name, err)
+			}
+			if err := policy.CheckQuery(u.DenominatorQuery, colors...); err != nil {
+				return fmt.Errorf("spec.rollout.analysis.metrics[%s].perUnit.denominatorQuery: %w", m.Name, err)
+			}
+		}
 	}
 	if a.SampleQuery != "" {
 		if err := policy.CheckQuery(a.SampleQuery, colors...); err != nil {
@@ -763,7 +771,13 @@ func (r *ModelServerReconciler) measure(ctx context.Context, ms *v1alpha1.ModelS
 		AbsoluteOnly: stable.ReadyReplicas == 0 && meta.IsStatusConditionTrue(ms.Status.Conditions, v1alpha1.ConditionDegraded),
 		Look:         analysis.Look{Step: step, Info: info, Looks: looks},
 	}
-	spec := *ms.Spec.Rollout.Analysis.DeepCopy()
+	// The latency SLO, when the user states one, bounds the candidate's TTFT (the presets
+	// judge it relative to nothing: metrics.WithSLO).
+	var slo *v1alpha1.LatencySLO
+	if ms.Spec.Autoscaling != nil {
+		slo = ms.Spec.Autoscaling.SLO
+	}
+	spec := metrics.WithSLO(*ms.Spec.Rollout.Analysis.DeepCopy(), slo)
 	var q metrics.Querier = unavailable{}
 	if r.Prometheus != nil {
 		// Every query is checked against the policy as it runs, not only its template; the

@@ -20,6 +20,8 @@ type promAnswer struct {
 	down   bool
 	// buckets, when set, answer a bucket query: one series per le label, with its count.
 	buckets map[string]float64
+	// pods, when set, answers a query grouped by pod: one series per pod label, with its value.
+	pods map[string]float64
 	// partial adds a partial-response warning to the answer, as a Thanos Querier does when one
 	// of its stores did not answer.
 	partial bool
@@ -116,6 +118,12 @@ func (p *testPrometheus) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		result := []any{}
 		for le, count := range a.buckets {
 			result = append(result, map[string]any{"metric": map[string]string{"le": le}, "value": []any{float64(time.Now().Unix()), strconv.FormatFloat(count, 'g', -1, 64)}})
+		}
+		_ = json.NewEncoder(w).Encode(withWarnings(map[string]any{"status": "success", "data": map[string]any{"resultType": "vector", "result": result}}, a.partial))
+	case a.pods != nil:
+		result := []any{}
+		for pod, v := range a.pods {
+			result = append(result, map[string]any{"metric": map[string]string{"pod": pod}, "value": []any{float64(time.Now().Unix()), strconv.FormatFloat(v, 'g', -1, 64)}})
 		}
 		_ = json.NewEncoder(w).Encode(withWarnings(map[string]any{"status": "success", "data": map[string]any{"resultType": "vector", "result": result}}, a.partial))
 	default:

@@ -55,13 +55,34 @@ func fastRollout(ms *v1alpha1.ModelServer) {
 }
 
 // latencies are one color's p95 latencies in seconds, as the vLLM preset queries them.
-type latencies struct{ ttft, itl, e2e float64 }
+// latencies are a color's p95s and its decode seconds per decoded token (decode).
+type latencies struct{ ttft, itl, e2e, decode float64 }
 
 var (
-	healthy     = latencies{ttft: 0.30, itl: 0.040, e2e: 3.2}
-	alsoHealthy = latencies{ttft: 0.32, itl: 0.041, e2e: 3.3} // within the preset's 1.2x of healthy
-	slowTTFT    = latencies{ttft: 0.90, itl: 0.040, e2e: 3.2} // 3x healthy's time to first token
+	healthy     = latencies{ttft: 0.30, itl: 0.040, e2e: 3.2, decode: 0.020}
+	alsoHealthy = latencies{ttft: 0.32, itl: 0.041, e2e: 3.3, decode: 0.0205} // within the preset's 1.2x of healthy
+	// slowBuild is a slower build: 3x healthy's time to first token, and twice its decode time
+	// per token.
+	slowBuild = latencies{ttft: 0.90, itl: 0.040, e2e: 3.2, decode: 0.040}
+	// slowDecode decodes each token 1.5x slower than healthy, with the same p95s: a slower
+	// build whose per-token latency stays within one histogram bucket.
+	slowDecode = latencies{ttft: 0.30, itl: 0.040, e2e: 3.2, decode: 0.030}
 )
+
+// perPodAnswer answers a per-unit metric's per-pod queries of a color at perToken seconds per
+// token: four pods of 2,000 tokens each (the answer, not the Deployment, makes the units),
+// their speeds 1% apart; numerator says whether q is the seconds' query.
+func perPodAnswer(numerator bool, perToken float64) promAnswer {
+	pods := map[string]float64{}
+	for i, spread := range []float64{0.99, 1.0, 1.0, 1.01} {
+		tokens := 2000.0
+		if numerator {
+			tokens *= perToken * spread
+		}
+		pods[fmt.Sprintf("pod-%d", i)] = tokens
+	}
+	return promAnswer{pods: pods}
+}
 
 // vllmAnswers answers the vLLM preset's queries about the pods of ModelServer name: each
 // color's p95 latencies (as scalars, and as 500 observations' buckets for the bucket queries
@@ -87,6 +108,8 @@ func vllmAnswers(name string, byColor map[v1alpha1.Color]latencies) func(string)
 			return promAnswer{buckets: map[string]float64{strconv.FormatFloat(p95/0.95, 'g', -1, 64): 500, "+Inf": 500}}
 		}
 		switch {
+		case strings.Contains(q, "sum by (pod) (increase(vllm:request_decode_time_seconds_sum"), strings.Contains(q, "sum by (pod) (increase(vllm:request_generation_tokens"):
+			return perPodAnswer(strings.Contains(q, "decode_time"), l.decode)
 		case strings.Contains(q, `finished_reason=`):
 			return promAnswer{value: 0} // the error ratio
 		case strings.Contains(q, "request_success_total"):
@@ -528,18 +551,19 @@ func TestRolloutWithLoadMatchingSendsTheCandidateAStablePodsLoad(t *testing.T) {
 	})
 }
 
-func TestRolloutRollsBackACandidateWithThreeTimesTheStableTTFT(t *testing.T) {
+func TestRolloutRollsBackASlowerBuild(t *testing.T) {
 	t.Parallel()
 	ns := newNamespace(t)
 	ms := newModelServer(ns, "bad")
-	tr, v1 := startServing(t, ms, map[v1alpha1.Color]latencies{v1alpha1.Blue: healthy, v1alpha1.Green: slowTTFT})
+	tr, v1 := startServing(t, ms, map[v1alpha1.Color]latencies{v1alpha1.Blue: healthy, v1alpha1.Green: slowBuild})
 	playDeployments(t, ns)
 
 	setImage(t, ms, imageV2)
 	v2 := waitCandidate(t, ms, imageV2)
 
-	// The candidate's p95 TTFT is 0.9s against 0.3s on stable (bound 1.2x = 0.36s): after one
-	// tolerated failure (failureLimit 1), the rollout rolls back on its own.
+	// The candidate decodes at 40 ms per token against 20 ms on stable (bound 1.2x = 24 ms; its
+	// p95 TTFT is 3x stable's, which the preset does not compare): after one tolerated failure
+	// (failureLimit 1), the rollout rolls back on its own.
 	eventually(t, rolloutTimeout, "rolled back", func() error {
 		st := getMS(t, ms).Status
 		if st.Phase != v1alpha1.PhaseRolledBack || st.Rollout.RolledBackRevision != v2 {
@@ -568,7 +592,7 @@ func TestRolloutRollsBackACandidateWithThreeTimesTheStableTTFT(t *testing.T) {
 	if iu := st.Rollout.InspectUntil; iu != nil {
 		t.Errorf("inspectUntil %v after an automatic rollback: only an abort keeps a candidate for inspection", iu)
 	}
-	why := []string{"ttft-p95", "0.9", "0.36"}
+	why := []string{"decode-per-token", "0.04", "0.024"}
 	containsAll := func(s string) bool {
 		for _, w := range why {
 			if !strings.Contains(s, w) {
@@ -631,6 +655,61 @@ func TestRolloutRollsBackACandidateWithThreeTimesTheStableTTFT(t *testing.T) {
 	waitPromoted(t, ms, v1alpha1.Green, v3)
 	if c := condition(getMS(t, ms), v1alpha1.ConditionStalled); c == nil || c.Status != metav1.ConditionFalse {
 		t.Errorf("Stalled %+v after a new revision was promoted; want False", c)
+	}
+}
+
+// A build that decodes each token 1.5x slower, with the same p95 latencies (its per-token
+// latency stays within one histogram bucket), is rolled back on decode-per-token: the
+// controller queries each color's decode seconds and decoded tokens per pod and judges them.
+func TestRolloutRollsBackACandidateThatDecodesSlowerPerToken(t *testing.T) {
+	t.Parallel()
+	ns := newNamespace(t)
+	ms := newModelServer(ns, "slowdecode")
+	_, _ = startServing(t, ms, map[v1alpha1.Color]latencies{v1alpha1.Blue: healthy, v1alpha1.Green: slowDecode})
+	playDeployments(t, ns)
+
+	setImage(t, ms, imageV2)
+	v2 := waitCandidate(t, ms, imageV2)
+	eventually(t, rolloutTimeout, "rolled back", func() error {
+		st := getMS(t, ms).Status
+		if st.Phase != v1alpha1.PhaseRolledBack || st.Rollout.RolledBackRevision != v2 {
+			return fmt.Errorf("phase %s rolledBackRevision %q analysis %+v", st.Phase, st.Rollout.RolledBackRevision, st.Rollout.Analysis)
+		}
+		return nil
+	})
+	st := getMS(t, ms).Status
+	if len(st.History) == 0 || !strings.Contains(st.History[0].Reason, "decode-per-token 0.03 > 0.024 (1.2x stable 0.02)") {
+		t.Errorf("history should name decode-per-token, its value and its bound: %+v", st.History)
+	}
+}
+
+// The presets do not compare TTFT with the stable color (queueing makes it differ between
+// identical colors); a user's SLO holds it: a candidate whose p95 TTFT is above
+// spec.autoscaling.slo.ttftP95, with every other metric as stable's, is rolled back on ttft-p95.
+func TestRolloutHoldsTheCandidatesTTFTToTheUsersSLO(t *testing.T) {
+	t.Parallel()
+	ns := newNamespace(t)
+	ms := newModelServer(ns, "ttftslo", func(ms *v1alpha1.ModelServer) {
+		ms.Spec.Replicas = nil
+		ms.Spec.Autoscaling = &v1alpha1.AutoscalingSpec{MinReplicas: ptr.To(int32(2)), MaxReplicas: 2,
+			SLO: &v1alpha1.LatencySLO{TTFTP95: &v1alpha1.Duration{Duration: 500 * time.Millisecond}}}
+	})
+	slowFirstToken := healthy
+	slowFirstToken.ttft = 0.9 // prefill as fast as stable's: a queue of its own, or a slower tokenizer
+	_, _ = startServing(t, ms, map[v1alpha1.Color]latencies{v1alpha1.Blue: healthy, v1alpha1.Green: slowFirstToken})
+	playDeployments(t, ns)
+
+	setImage(t, ms, imageV2)
+	v2 := waitCandidate(t, ms, imageV2)
+	eventually(t, rolloutTimeout, "rolled back", func() error {
+		st := getMS(t, ms).Status
+		if st.Phase != v1alpha1.PhaseRolledBack || st.Rollout.RolledBackRevision != v2 {
+			return fmt.Errorf("phase %s rolledBackRevision %q analysis %+v", st.Phase, st.Rollout.RolledBackRevision, st.Rollout.Analysis)
+		}
+		return nil
+	})
+	if st := getMS(t, ms).Status; len(st.History) == 0 || !strings.Contains(st.History[0].Reason, "ttft-p95 0.9 > 0.5") {
+		t.Errorf("history should name ttft-p95 against the SLO's 0.5 s: %+v", st.History)
 	}
 }
 

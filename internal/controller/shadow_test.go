@@ -63,7 +63,7 @@ func TestShadowPhaseWaitsForAMirroringGatewayThenRollsBackASlowCandidateUnseen(t
 	t.Parallel()
 	ns := newNamespace(t)
 	ms := newModelServer(ns, "shadow", withShadow(""))
-	tr, _ := startServing(t, ms, map[v1alpha1.Color]latencies{v1alpha1.Blue: healthy, v1alpha1.Green: slowTTFT})
+	tr, _ := startServing(t, ms, map[v1alpha1.Color]latencies{v1alpha1.Blue: healthy, v1alpha1.Green: slowBuild})
 	playDeployments(t, ns)
 
 	setImage(t, ms, imageV2)
@@ -107,8 +107,8 @@ func TestShadowPhaseWaitsForAMirroringGatewayThenRollsBackASlowCandidateUnseen(t
 		if st.Phase != v1alpha1.PhaseRolledBack || st.Rollout.RolledBackRevision != v2 {
 			return fmt.Errorf("phase %s shadow %+v", st.Phase, st.Rollout.Shadow)
 		}
-		if !strings.Contains(st.History[0].Reason, "ttft") {
-			return fmt.Errorf("rolled back for %q, want the time to first token", st.History[0].Reason)
+		if !strings.Contains(st.History[0].Reason, "decode-per-token") {
+			return fmt.Errorf("rolled back for %q, want the decode time per token", st.History[0].Reason)
 		}
 		return nil
 	})

@@ -106,7 +106,7 @@ func TestAManualGateWhoseCandidateDegradesIsRolledBack(t *testing.T) {
 	v2 := releaseToTheGate(t, ms, tr, imageV2)
 
 	// Overnight, the candidate goes bad while it waits for a human.
-	prometheus.set(ns, vllmAnswers(ms.Name, map[v1alpha1.Color]latencies{v1alpha1.Blue: healthy, v1alpha1.Green: slowTTFT}))
+	prometheus.set(ns, vllmAnswers(ms.Name, map[v1alpha1.Color]latencies{v1alpha1.Blue: healthy, v1alpha1.Green: slowBuild}))
 	eventually(t, rolloutTimeout, "the waiting candidate rolled back", func() error {
 		st := getMS(t, ms).Status
 		if st.Phase != v1alpha1.PhaseRolledBack || len(st.History) == 0 || st.History[0].Revision != v2 || st.History[0].Outcome != v1alpha1.OutcomeRolledBack {

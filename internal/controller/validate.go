@@ -173,6 +173,13 @@ func poolKeyWithoutPools(ms *v1alpha1.ModelServer) field.ErrorList {
 		if h := m.Histogram; h != nil && poolKey.MatchString(h.BucketQuery) {
 			errs = append(errs, field.Invalid(ap.Child("metrics").Index(i).Child("histogram", "bucketQuery"), h.BucketQuery, why))
 		}
+		if u := m.PerUnit; u != nil {
+			for name, q := range map[string]string{"numeratorQuery": u.NumeratorQuery, "denominatorQuery": u.DenominatorQuery} {
+				if poolKey.MatchString(q) {
+					errs = append(errs, field.Invalid(ap.Child("metrics").Index(i).Child("perUnit", name), q, why))
+				}
+			}
+		}
 	}
 	if poolKey.MatchString(a.SampleQuery) {
 		errs = append(errs, field.Invalid(ap.Child("sampleQuery"), a.SampleQuery, why))

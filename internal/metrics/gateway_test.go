@@ -143,11 +143,11 @@ func TestGatewayMetricsJoinTheEffectiveMetrics(t *testing.T) {
 			found = m.Query == TraefikErrorRatio && sameQuantity(m.Max, "0.05")
 		}
 	}
-	if !found || len(ms) != 6 {
-		t.Errorf("effective metrics %+v, want the vllm preset's five and gateway-error-ratio at most 0.05", ms)
+	if !found || len(ms) != 5 {
+		t.Errorf("effective metrics %+v, want the vllm preset's four and gateway-error-ratio at most 0.05", ms)
 	}
-	if ms, _ := EffectiveMetrics(v1alpha1.AnalysisSpec{Preset: v1alpha1.AnalysisPresetVLLM}); len(ms) != 5 {
-		t.Errorf("without spec.rollout.analysis.gateway: %d metrics, want 5", len(ms))
+	if ms, _ := EffectiveMetrics(v1alpha1.AnalysisSpec{Preset: v1alpha1.AnalysisPresetVLLM}); len(ms) != 4 {
+		t.Errorf("without spec.rollout.analysis.gateway: %d metrics, want 4", len(ms))
 	}
 }
 

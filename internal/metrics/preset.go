@@ -67,6 +67,17 @@ func p95(histograms ...string) string {
 	return `histogram_quantile(0.95, sum by (le) (` + strings.Join(rates, " or ") + `))`
 }
 
+// perPod is the increase over the window of a counter-like series (a histogram's _sum or
+// _count), per pod: the unit a per-unit metric (v1alpha1.AnalysisPerUnit) is judged on.
+func perPod(series string) string {
+	return `sum by (pod) (increase(` + series + `{` + podSelector + `}[{{.Window}}]))`
+}
+
+// total is the same summed over the color's pods.
+func total(series string) string {
+	return `sum(increase(` + series + `{` + podSelector + `}[{{.Window}}]))`
+}
+
 // The vLLM preset (v1alpha1.AnalysisPresetVLLM), from the metrics vLLM serves on /metrics.
 var (
 	// VLLMTTFTP95 is the p95 time to first token, in seconds.
@@ -90,6 +101,22 @@ var (
 
 	// VLLME2EBuckets is the end-to-end latency histogram's bucket counts over the window.
 	VLLME2EBuckets = buckets("vllm:e2e_request_latency_seconds")
+
+	// VLLMDecodeSeconds is the time vLLM spent decoding the requests each pod finished over
+	// the window (vllm:request_decode_time_seconds, vLLM v1: from a request's first token to
+	// its last), per pod: decode-per-token's numerator.
+	VLLMDecodeSeconds = perPod("vllm:request_decode_time_seconds_sum")
+
+	// VLLMDecodedTokens is the tokens those requests decoded, per pod: their generated tokens
+	// (vllm:request_generation_tokens) less one per request, whose first token prefill made.
+	// decode-per-token's denominator.
+	VLLMDecodedTokens = perPod("vllm:request_generation_tokens_sum") + ` - ` + perPod("vllm:request_generation_tokens_count")
+
+	// VLLMDecodePerToken is the color's decode seconds per decoded token over the window, the
+	// scalar form of decode-per-token (for people and dashboards): the time per output token
+	// of the version's batches, with queueing and prefill left out, read from sums that no
+	// histogram bucket blurs.
+	VLLMDecodePerToken = total("vllm:request_decode_time_seconds_sum") + ` / (` + total("vllm:request_generation_tokens_sum") + ` - ` + total("vllm:request_generation_tokens_count") + `)`
 
 	// VLLMErrorRatio is the share of failed requests, 0..1: the worse of the API server's 5xx
 	// ratio (http_requests_total, where exported) and the engine's, the requests vLLM finished
@@ -134,6 +161,16 @@ var (
 	SGLangITLBuckets  = buckets("sglang:inter_token_latency_seconds", "sglang:time_per_output_token_seconds")
 	SGLangE2EBuckets  = buckets("sglang:e2e_request_latency_seconds")
 
+	// SGLangDecodeSeconds and SGLangDecodedTokens are decode-per-token's numerator and
+	// denominator per pod: SGLang's inter-token latency histogram adds each decode interval to
+	// its _sum and counts its tokens in the buckets, hence in _count (it has no per-request
+	// decode time histogram).
+	SGLangDecodeSeconds = perPod("sglang:inter_token_latency_seconds_sum")
+	SGLangDecodedTokens = perPod("sglang:inter_token_latency_seconds_count")
+
+	// SGLangDecodePerToken is the color's decode seconds per decoded token, the scalar form.
+	SGLangDecodePerToken = total("sglang:inter_token_latency_seconds_sum") + ` / ` + total("sglang:inter_token_latency_seconds_count")
+
 	// SGLangErrorRatio is the share of failed requests, 0..1: the worse of the HTTP 5xx ratio
 	// (http_requests_total, where the pod exports it) and the requests SGLang aborted
 	// (sglang:num_aborted_requests_total) over the requests it finished
@@ -157,6 +194,9 @@ const (
 	// MetricAbortRatio is the vllm preset's share of aborted requests, judged relative to the
 	// stable color as a proportion (analysis.JudgeProportion).
 	MetricAbortRatio = "abort-ratio"
+	// MetricDecodePerToken is the presets' decode seconds per decoded token, judged relative
+	// to the stable color with the pods as units (analysis.JudgePerUnit).
+	MetricDecodePerToken = "decode-per-token"
 )
 
 // abortRatioMilli is the abort ratio's bound relative to the stable color's: 1.5x.
@@ -182,12 +222,37 @@ func LatencyP95(name, query, buckets string, maxRatio *resource.Quantity) v1alph
 	}
 }
 
+// PerUnit is a preset's metric read as a mean per unit of work: query is its scalar form (for
+// people and dashboards), numerator and denominator its per-pod sums (`sum by (pod) (...)`) it
+// is judged from, and maxRatio its bound relative to the stable color, judged with the pods as
+// units (analysis.JudgePerUnit).
+func PerUnit(name, query, numerator, denominator string, maxRatio *resource.Quantity) v1alpha1.AnalysisMetric {
+	return v1alpha1.AnalysisMetric{
+		Name:             name,
+		Query:            query,
+		MaxRatioToStable: maxRatio,
+		PerUnit:          &v1alpha1.AnalysisPerUnit{NumeratorQuery: numerator, DenominatorQuery: denominator},
+	}
+}
+
+// The time to first token and the end-to-end latency are not judged relative to the stable
+// color: both hold the time a request waited in its pod's queue, and under bursts a color's
+// queue is one (least-loaded balancing moves the next requests to its other pods), so an
+// identical candidate's p95 differs from the stable color's by more than the pods' spread
+// shows (the simulator's code-bursty workload rolled back 5 of 200 identical candidates on
+// ttft-p95, 0 without it). Whether the version is slower is read from a metric that leaves
+// queueing out, decode-per-token; TTFT is held to the user's SLO (WithSLO), and either can be
+// held to an absolute bound with a metric of its name in spec.rollout.analysis.metrics
+// (TTFTP95Max, E2EP95Max). vLLM's prefill time per prompt token is not judged: measured from
+// a request's scheduling, it holds the wait behind the other prompts of its batch, and under
+// bursts it rolled back 5 of 200 identical candidates as ttft-p95 did.
+
 // Preset returns the metrics and the sample query of a preset, freshly allocated (the caller
 // may change them). The empty name is the API's default, vllm. AnalysisPresetNone and unknown
 // names have neither metrics nor a sample query.
 //
-// vllm and sglang: ttft-p95, itl-p95 and e2e-p95 each at most 1.2x stable (maxRatioToStable),
-// and error-ratio at most 0.05 (max); vllm also abort-ratio, at most 1.5x stable's (judged as a
+// vllm and sglang: itl-p95 and decode-per-token (decode seconds per decoded token, per pod)
+// each at most 1.2x stable (maxRatioToStable), and error-ratio at most 0.05 (max); vllm also abort-ratio, at most 1.5x stable's (judged as a
 // proportion: analysis.JudgeProportion). The sample query is VLLMSampleQuery or
 // SGLangSampleQuery.
 func Preset(name v1alpha1.AnalysisPreset) (metrics []v1alpha1.AnalysisMetric, sampleQuery string) {
@@ -196,11 +261,13 @@ func Preset(name v1alpha1.AnalysisPreset) (metrics []v1alpha1.AnalysisMetric, sa
 		return servingPreset(servingMetrics{
 			ttft: VLLMTTFTP95, ttftBuckets: VLLMTTFTBuckets, itl: VLLMITLP95, itlBuckets: VLLMITLBuckets,
 			e2e: VLLME2EP95, e2eBuckets: VLLME2EBuckets, errorRatio: VLLMErrorRatio, abortRatio: VLLMAbortRatio,
+			decode: VLLMDecodePerToken, decodeSeconds: VLLMDecodeSeconds, decodedTokens: VLLMDecodedTokens,
 		}), VLLMSampleQuery
 	case v1alpha1.AnalysisPresetSGLang:
 		return servingPreset(servingMetrics{
 			ttft: SGLangTTFTP95, ttftBuckets: SGLangTTFTBuckets, itl: SGLangITLP95, itlBuckets: SGLangITLBuckets,
 			e2e: SGLangE2EP95, e2eBuckets: SGLangE2EBuckets, errorRatio: SGLangErrorRatio,
+			decode: SGLangDecodePerToken, decodeSeconds: SGLangDecodeSeconds, decodedTokens: SGLangDecodedTokens,
 		}), SGLangSampleQuery
 	default:
 		return nil, ""
@@ -213,18 +280,20 @@ type servingMetrics struct {
 	ttft, ttftBuckets, itl, itlBuckets, e2e, e2eBuckets, errorRatio string
 	// abortRatio, when set, is judged relative to the stable color (MetricAbortRatio).
 	abortRatio string
+	// decode is decode-per-token's scalar form, decodeSeconds and decodedTokens its per-pod
+	// numerator and denominator (MetricDecodePerToken).
+	decode, decodeSeconds, decodedTokens string
 }
 
-// servingPreset is the four metrics of a serving preset with their bounds.
+// servingPreset is the metrics of a serving preset with their bounds.
 func servingPreset(q servingMetrics) []v1alpha1.AnalysisMetric {
 	ratio := func() *resource.Quantity {
 		return resource.NewMilliQuantity(vllmLatencyRatioMilli, resource.DecimalSI)
 	}
 	maxErr := resource.NewMilliQuantity(vllmMaxErrorRatioMilli, resource.DecimalSI)
 	ms := []v1alpha1.AnalysisMetric{
-		LatencyP95(MetricTTFTP95, q.ttft, q.ttftBuckets, ratio()),
 		LatencyP95(MetricITLP95, q.itl, q.itlBuckets, ratio()),
-		LatencyP95(MetricE2EP95, q.e2e, q.e2eBuckets, ratio()),
+		PerUnit(MetricDecodePerToken, q.decode, q.decodeSeconds, q.decodedTokens, ratio()),
 		{Name: MetricErrorRatio, Query: q.errorRatio, Max: maxErr},
 	}
 	if q.abortRatio != "" {
@@ -232,6 +301,58 @@ func servingPreset(q servingMetrics) []v1alpha1.AnalysisMetric {
 			MaxRatioToStable: resource.NewMilliQuantity(abortRatioMilli, resource.DecimalSI)})
 	}
 	return ms
+}
+
+// TTFTP95Max is the preset's ttft-p95 held to an absolute bound of max seconds, judged from
+// its histogram's buckets; nil for a preset without one (none).
+func TTFTP95Max(preset v1alpha1.AnalysisPreset, max *resource.Quantity) *v1alpha1.AnalysisMetric {
+	var query, buckets string
+	switch preset {
+	case v1alpha1.AnalysisPresetVLLM, "":
+		query, buckets = VLLMTTFTP95, VLLMTTFTBuckets
+	case v1alpha1.AnalysisPresetSGLang:
+		query, buckets = SGLangTTFTP95, SGLangTTFTBuckets
+	default:
+		return nil
+	}
+	m := LatencyP95(MetricTTFTP95, query, buckets, nil)
+	m.Max = max
+	return &m
+}
+
+// E2EP95Max is the preset's e2e-p95 held to an absolute bound of max seconds, as TTFTP95Max.
+func E2EP95Max(preset v1alpha1.AnalysisPreset, max *resource.Quantity) *v1alpha1.AnalysisMetric {
+	var query, buckets string
+	switch preset {
+	case v1alpha1.AnalysisPresetVLLM, "":
+		query, buckets = VLLME2EP95, VLLME2EBuckets
+	case v1alpha1.AnalysisPresetSGLang:
+		query, buckets = SGLangE2EP95, SGLangE2EBuckets
+	default:
+		return nil
+	}
+	m := LatencyP95(MetricE2EP95, query, buckets, nil)
+	m.Max = max
+	return &m
+}
+
+// WithSLO returns the analysis spec with the user's latency SLO (spec.autoscaling.slo) as
+// absolute bounds: a ttftP95 becomes the preset's ttft-p95 at most that many seconds (the
+// candidate's p95 over the analysis window, judged from its buckets). It goes before the
+// spec's own metrics, so that a metric of the spec of the same name replaces it. The spec is
+// returned unchanged without an SLO or a preset.
+func WithSLO(spec v1alpha1.AnalysisSpec, slo *v1alpha1.LatencySLO) v1alpha1.AnalysisSpec {
+	if slo == nil || slo.TTFTP95 == nil || slo.TTFTP95.Duration <= 0 {
+		return spec
+	}
+	max := resource.NewMilliQuantity(slo.TTFTP95.Duration.Milliseconds(), resource.DecimalSI)
+	m := TTFTP95Max(spec.Preset, max)
+	if m == nil {
+		return spec
+	}
+	spec = *spec.DeepCopy()
+	spec.Metrics = append([]v1alpha1.AnalysisMetric{*m}, spec.Metrics...)
+	return spec
 }
 
 // EffectiveMetrics merges a spec's preset and gateway metrics (GatewayMetrics) with its

@@ -1,8 +1,10 @@
 package metrics
 
 import (
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 
@@ -65,28 +67,39 @@ func TestServingPresets(t *testing.T) {
 		engineErrors string // the engine's failed requests, as selected
 		engineTotal  string // the engine's finished requests
 		metrics      int    // how many metrics the preset has
+		// decode is decode-per-token's numerator and denominator per pod, as rendered.
+		decode [2]string
 	}{
 		{
 			preset:       v1alpha1.AnalysisPresetVLLM,
 			hist:         histograms{"vllm:time_to_first_token_seconds", "vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds", "vllm:e2e_request_latency_seconds"},
 			engineErrors: `vllm:request_success_total{` + candidateSelector + `,finished_reason="error"}[2m]`,
 			engineTotal:  `vllm:request_success_total{` + candidateSelector + `}[2m]`,
-			metrics:      5, // and abort-ratio, relative to stable
+			metrics:      4, // and abort-ratio, relative to stable
+			decode: [2]string{
+				`sum by (pod) (increase(vllm:request_decode_time_seconds_sum{` + candidateSelector + `}[2m]))`,
+				`sum by (pod) (increase(vllm:request_generation_tokens_sum{` + candidateSelector + `}[2m])) - sum by (pod) (increase(vllm:request_generation_tokens_count{` + candidateSelector + `}[2m]))`,
+			},
 		},
 		{
 			preset:       v1alpha1.AnalysisPresetSGLang,
 			hist:         histograms{"sglang:time_to_first_token_seconds", "sglang:inter_token_latency_seconds", "sglang:time_per_output_token_seconds", "sglang:e2e_request_latency_seconds"},
 			engineErrors: `sglang:num_aborted_requests_total{` + candidateSelector + `}[2m]`,
 			engineTotal:  `sglang:num_requests_total{` + candidateSelector + `}[2m]`,
-			metrics:      4,
+			metrics:      3,
+			decode: [2]string{
+				`sum by (pod) (increase(sglang:inter_token_latency_seconds_sum{` + candidateSelector + `}[2m]))`,
+				`sum by (pod) (increase(sglang:inter_token_latency_seconds_count{` + candidateSelector + `}[2m]))`,
+			},
 		},
 	}
 	wantBounds := map[string]struct{ max, ratio string }{
-		MetricTTFTP95:    {ratio: "1.2"},
-		MetricITLP95:     {ratio: "1.2"},
-		MetricE2EP95:     {ratio: "1.2"},
-		MetricErrorRatio: {max: "0.05"},
-		MetricAbortRatio: {ratio: "1.5"},
+		MetricTTFTP95:        {ratio: "1.2"},
+		MetricITLP95:         {ratio: "1.2"},
+		MetricE2EP95:         {ratio: "1.2"},
+		MetricErrorRatio:     {max: "0.05"},
+		MetricAbortRatio:     {ratio: "1.5"},
+		MetricDecodePerToken: {ratio: "1.2"},
 	}
 	httpErrors := `http_requests_total{` + candidateSelector + `,status=~"5.."}[2m]`
 	httpTotal := `http_requests_total{` + candidateSelector + `}[2m]`
@@ -121,7 +134,21 @@ func TestServingPresets(t *testing.T) {
 				}
 			})
 		}
-		t.Run(string(tc.preset)+" latencies are p95s of the server's histograms, inter-token latency under its new and old names", func(t *testing.T) {
+		t.Run(string(tc.preset)+" latencies are p95s of the server's histograms, inter-token latency under its new and old names; TTFT and e2e only with an absolute bound", func(t *testing.T) {
+			ttft, e2e := TTFTP95Max(tc.preset, quantity("2")), E2EP95Max(tc.preset, quantity("30"))
+			for _, m := range []*v1alpha1.AnalysisMetric{ttft, e2e} {
+				if m.MaxRatioToStable != nil || m.Histogram == nil {
+					t.Errorf("%s: ratio %v histogram %v; want an absolute bound judged from the buckets", m.Name, m.MaxRatioToStable, m.Histogram)
+				}
+				q, err := Render(m.Query, candidateVars)
+				if err != nil {
+					t.Fatal(err)
+				}
+				rendered[m.Name] = q
+			}
+			if !sameQuantity(ttft.Max, "2") || !sameQuantity(e2e.Max, "30") {
+				t.Errorf("bounds %v and %v; want 2 and 30", ttft.Max, e2e.Max)
+			}
 			for name, want := range map[string]string{
 				MetricTTFTP95: "histogram_quantile(0.95, sum by (le) (rate(" + tc.hist.ttft + "_bucket{" + candidateSelector + "}[2m])))",
 				MetricITLP95:  "histogram_quantile(0.95, sum by (le) (rate(" + tc.hist.itl + "_bucket{" + candidateSelector + "}[2m]) or rate(" + tc.hist.itlOld + "_bucket{" + candidateSelector + "}[2m])))",
@@ -132,6 +159,26 @@ func TestServingPresets(t *testing.T) {
 				}
 			}
 		})
+		for _, pu := range []struct {
+			name  string
+			parts [2]string
+		}{{MetricDecodePerToken, tc.decode}} {
+			t.Run(string(tc.preset)+" "+pu.name+" is judged per pod, on seconds over tokens", func(t *testing.T) {
+				m := ms[slices.IndexFunc(ms, func(m v1alpha1.AnalysisMetric) bool { return m.Name == pu.name })]
+				if m.PerUnit == nil || m.Histogram != nil {
+					t.Fatalf("%s is not a per-unit metric: %+v", pu.name, m)
+				}
+				for i, tmpl := range []string{m.PerUnit.NumeratorQuery, m.PerUnit.DenominatorQuery} {
+					q, err := Render(tmpl, candidateVars)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if q != pu.parts[i] {
+						t.Errorf("part %d:\ngot  %s\nwant %s", i, q, pu.parts[i])
+					}
+				}
+			})
+		}
 		t.Run(string(tc.preset)+" the error ratio is the worse of the HTTP 5xx ratio and the engine's, each 0 without errors and absent without requests", func(t *testing.T) {
 			want := `max(label_replace((sum(increase(` + httpErrors + `)) or vector(0)) / sum(increase(` + httpTotal + `)), "source", "http", "", "")` +
 				` or label_replace((sum(increase(` + tc.engineErrors + `)) or vector(0)) / sum(increase(` + tc.engineTotal + `)), "source", "engine", "", ""))`
@@ -188,6 +235,7 @@ func TestPresetNames(t *testing.T) {
 func TestEffectiveMetrics(t *testing.T) {
 	custom := v1alpha1.AnalysisMetric{Name: "success-rate", Query: `x{pod=~"{{.Pods}}"}`, Min: quantity("0.99")}
 	tighterTTFT := v1alpha1.AnalysisMetric{Name: MetricTTFTP95, Query: VLLMTTFTP95, Max: quantity("500m")}
+	tighterITL := v1alpha1.AnalysisMetric{Name: MetricITLP95, Query: VLLMITLP95, Max: quantity("50m")}
 	cases := []struct {
 		name       string
 		spec       v1alpha1.AnalysisSpec
@@ -196,32 +244,62 @@ func TestEffectiveMetrics(t *testing.T) {
 		check      func(t *testing.T, ms []v1alpha1.AnalysisMetric)
 	}{
 		{
-			name:       "the vllm preset alone gives its five metrics and its sample query",
+			name:       "the vllm preset alone gives its four metrics and its sample query",
 			spec:       v1alpha1.AnalysisSpec{Preset: v1alpha1.AnalysisPresetVLLM},
-			wantNames:  []string{MetricTTFTP95, MetricITLP95, MetricE2EP95, MetricErrorRatio, MetricAbortRatio},
+			wantNames:  []string{MetricITLP95, MetricDecodePerToken, MetricErrorRatio, MetricAbortRatio},
 			wantSample: VLLMSampleQuery,
 		},
 		{
 			name:       "a user metric is added after the preset's",
 			spec:       v1alpha1.AnalysisSpec{Preset: v1alpha1.AnalysisPresetVLLM, Metrics: []v1alpha1.AnalysisMetric{custom}},
-			wantNames:  []string{MetricTTFTP95, MetricITLP95, MetricE2EP95, MetricErrorRatio, MetricAbortRatio, "success-rate"},
+			wantNames:  []string{MetricITLP95, MetricDecodePerToken, MetricErrorRatio, MetricAbortRatio, "success-rate"},
 			wantSample: VLLMSampleQuery,
 		},
 		{
 			name:       "a user metric with a preset metric's name replaces it in place",
-			spec:       v1alpha1.AnalysisSpec{Preset: v1alpha1.AnalysisPresetVLLM, Metrics: []v1alpha1.AnalysisMetric{tighterTTFT}},
-			wantNames:  []string{MetricTTFTP95, MetricITLP95, MetricE2EP95, MetricErrorRatio, MetricAbortRatio},
+			spec:       v1alpha1.AnalysisSpec{Preset: v1alpha1.AnalysisPresetVLLM, Metrics: []v1alpha1.AnalysisMetric{tighterITL}},
+			wantNames:  []string{MetricITLP95, MetricDecodePerToken, MetricErrorRatio, MetricAbortRatio},
 			wantSample: VLLMSampleQuery,
 			check: func(t *testing.T, ms []v1alpha1.AnalysisMetric) {
-				if ms[0].MaxRatioToStable != nil || !sameQuantity(ms[0].Max, "0.5") {
-					t.Errorf("ttft-p95 not replaced: %+v", ms[0])
+				if ms[0].MaxRatioToStable != nil || !sameQuantity(ms[0].Max, "0.05") {
+					t.Errorf("itl-p95 not replaced: %+v", ms[0])
 				}
 			},
 		},
 		{
+			name:       "the user's TTFT SLO holds ttft-p95 to it, judged from the buckets",
+			spec:       WithSLO(v1alpha1.AnalysisSpec{Preset: v1alpha1.AnalysisPresetVLLM}, &v1alpha1.LatencySLO{TTFTP95: &v1alpha1.Duration{Duration: 2 * time.Second}}),
+			wantNames:  []string{MetricITLP95, MetricDecodePerToken, MetricErrorRatio, MetricAbortRatio, MetricTTFTP95},
+			wantSample: VLLMSampleQuery,
+			check: func(t *testing.T, ms []v1alpha1.AnalysisMetric) {
+				m := ms[4]
+				if m.MaxRatioToStable != nil || !sameQuantity(m.Max, "2") || m.Histogram == nil || m.Histogram.BucketQuery != VLLMTTFTBuckets {
+					t.Errorf("ttft-p95 %+v; want at most 2 s on vLLM's TTFT buckets", m)
+				}
+			},
+		},
+		{
+			name: "a user's ttft-p95 wins over the SLO's",
+			spec: WithSLO(v1alpha1.AnalysisSpec{Preset: v1alpha1.AnalysisPresetVLLM, Metrics: []v1alpha1.AnalysisMetric{tighterTTFT}},
+				&v1alpha1.LatencySLO{TTFTP95: &v1alpha1.Duration{Duration: 2 * time.Second}}),
+			wantNames:  []string{MetricITLP95, MetricDecodePerToken, MetricErrorRatio, MetricAbortRatio, MetricTTFTP95},
+			wantSample: VLLMSampleQuery,
+			check: func(t *testing.T, ms []v1alpha1.AnalysisMetric) {
+				if !sameQuantity(ms[4].Max, "0.5") {
+					t.Errorf("ttft-p95 %+v; want the user's 0.5 s", ms[4])
+				}
+			},
+		},
+		{
+			name:       "an SLO without a TTFT bound adds nothing",
+			spec:       WithSLO(v1alpha1.AnalysisSpec{Preset: v1alpha1.AnalysisPresetVLLM}, &v1alpha1.LatencySLO{ITLP95: &v1alpha1.Duration{Duration: time.Second}}),
+			wantNames:  []string{MetricITLP95, MetricDecodePerToken, MetricErrorRatio, MetricAbortRatio},
+			wantSample: VLLMSampleQuery,
+		},
+		{
 			name:       "the user's sample query wins over the preset's",
 			spec:       v1alpha1.AnalysisSpec{Preset: v1alpha1.AnalysisPresetVLLM, SampleQuery: "sum(my_requests)"},
-			wantNames:  []string{MetricTTFTP95, MetricITLP95, MetricE2EP95, MetricErrorRatio, MetricAbortRatio},
+			wantNames:  []string{MetricITLP95, MetricDecodePerToken, MetricErrorRatio, MetricAbortRatio},
 			wantSample: "sum(my_requests)",
 		},
 		{

@@ -548,6 +548,17 @@ type PodStatus struct {
 	// TTFT, ITL and E2E are the latency histograms' cumulative counts, one per bound of
 	// TTFTBuckets, ITLBuckets and E2EBuckets, then +Inf.
 	TTFT, ITL, E2E []uint64
+	// Requests are the sums of the per-request histograms (vllm:request_*), as their _sum and
+	// _count series give them.
+	Requests RequestSums
+}
+
+// RequestSums are the _sum series of vLLM's per-request histograms over the requests a pod
+// finished, and their _count (Requests).
+type RequestSums struct {
+	Requests                                    uint64
+	QueueSeconds, PrefillSeconds, DecodeSeconds float64
+	PromptTokens, GenerationTokens              float64
 }
 
 // Pods returns the status of every pod, sorted by namespace/name.
@@ -562,6 +573,8 @@ func (f *Fleet) Pods() []PodStatus {
 			Success: map[string]uint64{}, TTFTCount: r.ttft.count, TTFTSum: r.ttft.sum,
 			PromptTokens: r.promptTokens, GeneratedTokens: r.generatedTokens,
 			TTFT: r.ttft.cumulativeCounts(), ITL: r.itl.cumulativeCounts(), E2E: r.e2e.cumulativeCounts(),
+			Requests: RequestSums{Requests: r.decodeTime.count, QueueSeconds: r.queueTime.sum, PrefillSeconds: r.prefillTime.sum,
+				DecodeSeconds: r.decodeTime.sum, PromptTokens: r.promptTokensReq.sum, GenerationTokens: r.genTokensReq.sum},
 		}
 		for k, v := range r.success {
 			s.Success[k] = v

@@ -20,7 +20,15 @@ const (
 	MetricRequestSuccess   = "vllm:request_success_total"
 	MetricPromptTokens     = "vllm:prompt_tokens_total"
 	MetricGenerationTokens = "vllm:generation_tokens_total"
-	MetricGPUUtil          = "DCGM_FI_DEV_GPU_UTIL"
+	// vLLM v1's per-request histograms (vllm/v1/metrics/loggers.py), observed once per finished
+	// request: its time waiting, in prefill and in decode (seconds, E2EBuckets), and its prompt
+	// and generated tokens (TokenBuckets).
+	MetricRequestQueueTime        = "vllm:request_queue_time_seconds"
+	MetricRequestPrefillTime      = "vllm:request_prefill_time_seconds"
+	MetricRequestDecodeTime       = "vllm:request_decode_time_seconds"
+	MetricRequestPromptTokens     = "vllm:request_prompt_tokens"
+	MetricRequestGenerationTokens = "vllm:request_generation_tokens"
+	MetricGPUUtil                 = "DCGM_FI_DEV_GPU_UTIL"
 	// The endpoint picker's metrics (Gateway API Inference Extension), per InferencePool and per
 	// model name.
 	MetricPoolQueueSize    = "inference_pool_average_queue_size"
@@ -50,6 +58,11 @@ var (
 	descSuccess   = prometheus.NewDesc(MetricRequestSuccess, "Count of successfully processed requests.", append(slicesClone(vllmLabels), "finished_reason"), nil)
 	descPrompt    = prometheus.NewDesc(MetricPromptTokens, "Number of prefill tokens processed.", vllmLabels, nil)
 	descGen       = prometheus.NewDesc(MetricGenerationTokens, "Number of generation tokens processed.", vllmLabels, nil)
+	descQueueTime = prometheus.NewDesc(MetricRequestQueueTime, "Histogram of time spent in WAITING phase for request.", vllmLabels, nil)
+	descPrefill   = prometheus.NewDesc(MetricRequestPrefillTime, "Histogram of time spent in PREFILL phase for request.", vllmLabels, nil)
+	descDecode    = prometheus.NewDesc(MetricRequestDecodeTime, "Histogram of time spent in DECODE phase for request.", vllmLabels, nil)
+	descReqPrompt = prometheus.NewDesc(MetricRequestPromptTokens, "Number of prefill tokens processed.", vllmLabels, nil)
+	descReqGen    = prometheus.NewDesc(MetricRequestGenerationTokens, "Number of generation tokens processed.", vllmLabels, nil)
 	descGPUUtil   = prometheus.NewDesc(MetricGPUUtil, "GPU utilization (in %).", dcgmLabels, nil)
 	descPoolQueue = prometheus.NewDesc(MetricPoolQueueSize, "The average number of requests pending in the model server queue.", []string{"namespace", "name"}, nil)
 	descPoolKV    = prometheus.NewDesc(MetricPoolKVCache, "The average kv cache utilization for an inference server pool.", []string{"namespace", "name"}, nil)
@@ -62,7 +75,7 @@ func slicesClone(s []string) []string { return append([]string(nil), s...) }
 
 // Describe sends the descriptors of every metric the fleet exposes (prometheus.Collector).
 func (f *Fleet) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descRunning, descWaiting, descKV, descGPUCache, descTTFT, descITL, descE2E, descSuccess, descPrompt, descGen, descGPUUtil, descGateway, descPoolQueue, descPoolKV, descPoolReady, descObjective} {
+	for _, d := range []*prometheus.Desc{descRunning, descWaiting, descKV, descGPUCache, descTTFT, descITL, descE2E, descSuccess, descPrompt, descGen, descQueueTime, descPrefill, descDecode, descReqPrompt, descReqGen, descGPUUtil, descGateway, descPoolQueue, descPoolKV, descPoolReady, descObjective} {
 		ch <- d
 	}
 }
@@ -101,6 +114,12 @@ func collectVLLM(ch chan<- prometheus.Metric, r *replica) {
 	sendHistogram(ch, descTTFT, r.ttft.count, r.ttft.sum, r.ttft.cumulative(), lv...)
 	sendHistogram(ch, descITL, r.itl.count, r.itl.sum, r.itl.cumulative(), lv...)
 	sendHistogram(ch, descE2E, r.e2e.count, r.e2e.sum, r.e2e.cumulative(), lv...)
+	for _, h := range []struct {
+		d *prometheus.Desc
+		h *histogram
+	}{{descQueueTime, &r.queueTime}, {descPrefill, &r.prefillTime}, {descDecode, &r.decodeTime}, {descReqPrompt, &r.promptTokensReq}, {descReqGen, &r.genTokensReq}} {
+		sendHistogram(ch, h.d, h.h.count, h.h.sum, h.h.cumulative(), lv...)
+	}
 	for _, reason := range finishReasons {
 		sendConst(ch, descSuccess, prometheus.CounterValue, float64(r.success[reason]), append(slicesClone(lv), reason)...)
 	}
@@ -123,7 +142,7 @@ type podCollector struct {
 
 // Describe sends the vLLM descriptors.
 func (c podCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descRunning, descWaiting, descKV, descGPUCache, descTTFT, descITL, descE2E, descSuccess, descPrompt, descGen} {
+	for _, d := range []*prometheus.Desc{descRunning, descWaiting, descKV, descGPUCache, descTTFT, descITL, descE2E, descSuccess, descPrompt, descGen, descQueueTime, descPrefill, descDecode, descReqPrompt, descReqGen} {
 		ch <- d
 	}
 }

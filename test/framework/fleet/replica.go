@@ -134,9 +134,32 @@ var (
 	TTFTBuckets = []float64{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0}
 	// ITLBuckets are vllm:inter_token_latency_seconds' boundaries.
 	ITLBuckets = []float64{0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0}
-	// E2EBuckets are vllm:e2e_request_latency_seconds' boundaries.
+	// E2EBuckets are vllm:e2e_request_latency_seconds' boundaries, which vLLM also gives its
+	// per-request phase histograms (vllm:request_queue_time_seconds,
+	// vllm:request_prefill_time_seconds, vllm:request_decode_time_seconds).
 	E2EBuckets = []float64{0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0}
+	// TokenBuckets are vllm:request_prompt_tokens' and vllm:request_generation_tokens'
+	// boundaries: 1, 2, 5 times the powers of ten up to the model's max_model_len
+	// (MaxModelLen), as vLLM's build_1_2_5_buckets.
+	TokenBuckets = buckets125(MaxModelLen)
 )
+
+// MaxModelLen is the simulated model's context length (vLLM's max_model_len), the top of the
+// token histograms' buckets: an 8B model's 128k.
+const MaxModelLen = 131072
+
+// buckets125 is 1, 2, 5, 10, 20, 50, ... up to max.
+func buckets125(max float64) []float64 {
+	var out []float64
+	for e := 1.0; ; e *= 10 {
+		for _, m := range []float64{1, 2, 5} {
+			if m*e > max {
+				return out
+			}
+			out = append(out, m*e)
+		}
+	}
+}
 
 // histogram counts observations per bucket (not cumulative; the last slot is +Inf).
 type histogram struct {
@@ -230,6 +253,7 @@ type request struct {
 	emitted     int     // tokens produced so far
 	progress    float64 // fractional tokens produced in decode
 	firstToken  time.Time
+	scheduled   time.Time // when the engine took it from the waiting queue into its batch
 	// notify, for a request submitted to one pod (Fleet.SubmitTo), receives its first token
 	// and its end; such a request is not counted at the simulated Gateway.
 	notify   chan Result
@@ -263,10 +287,15 @@ type replica struct {
 	reserved int // KV tokens reserved by running requests (context + generation)
 	util     float64
 
-	ttft, itl, e2e                histogram
-	windowITL                     histogram // ITL observations since the fleet's last TakeWindow
-	success                       map[string]uint64
-	promptTokens, generatedTokens uint64
+	ttft, itl, e2e histogram
+	windowITL      histogram // ITL observations since the fleet's last TakeWindow
+	// The per-request histograms vLLM v1 observes for each finished request: the time it
+	// waited, its prefill (scheduled to first token), its decode (first token to last), and
+	// its prompt and generated tokens.
+	queueTime, prefillTime, decodeTime histogram
+	promptTokensReq, genTokensReq      histogram
+	success                            map[string]uint64
+	promptTokens, generatedTokens      uint64
 }
 
 func newReplica(p Pod) *replica {
@@ -277,6 +306,9 @@ func newReplica(p Pod) *replica {
 		e2e:       newHistogram(E2EBuckets),
 		windowITL: newHistogram(ITLBuckets),
 		success:   map[string]uint64{},
+
+		queueTime: newHistogram(E2EBuckets), prefillTime: newHistogram(E2EBuckets), decodeTime: newHistogram(E2EBuckets),
+		promptTokensReq: newHistogram(TokenBuckets), genTokensReq: newHistogram(TokenBuckets),
 	}
 }
 
@@ -286,6 +318,8 @@ func (r *replica) clone() *replica {
 	c.waiting = cloneRequests(r.waiting)
 	c.running = cloneRequests(r.running)
 	c.ttft, c.itl, c.e2e, c.windowITL = r.ttft.clone(), r.itl.clone(), r.e2e.clone(), r.windowITL.clone()
+	c.queueTime, c.prefillTime, c.decodeTime = r.queueTime.clone(), r.prefillTime.clone(), r.decodeTime.clone()
+	c.promptTokensReq, c.genTokensReq = r.promptTokensReq.clone(), r.genTokensReq.clone()
 	c.success = maps.Clone(r.success)
 	return &c
 }
@@ -329,9 +363,9 @@ func (r *replica) kvUsage() float64 {
 	return math.Min(1, t/float64(r.pod.Capacity.KVCacheTokens))
 }
 
-// admit moves waiting requests into the batch, first come first served, while the batch has room
-// and the KV cache can hold their whole sequence; a lone request always runs.
-func (r *replica) admit() {
+// admit moves waiting requests into the batch at t, first come first served, while the batch
+// has room and the KV cache can hold their whole sequence; a lone request always runs.
+func (r *replica) admit(t time.Time) {
 	c := r.pod.Capacity
 	for len(r.waiting) > 0 && len(r.running) < c.MaxBatch {
 		q := r.waiting[0]
@@ -340,6 +374,10 @@ func (r *replica) admit() {
 			return
 		}
 		r.waiting = r.waiting[1:]
+		q.scheduled = t
+		if q.arrival.After(t) {
+			q.scheduled = q.arrival
+		}
 		r.running = append(r.running, q)
 		r.reserved += need
 	}
@@ -355,7 +393,7 @@ func (r *replica) step(t0 time.Time, dt time.Duration) []finished {
 		return nil
 	}
 	cancelled := r.dropCancelled(t0)
-	r.admit()
+	r.admit(t0)
 	c := r.pod.Capacity
 	mult := r.pod.profileAt(t0).multiplier()
 	dts := dt.Seconds()
@@ -455,10 +493,26 @@ func (r *replica) step(t0 time.Time, dt time.Duration) []finished {
 		r.success[f.reason]++
 		if f.reason != FinishAbort {
 			r.e2e.observe(f.at.Sub(f.req.arrival).Seconds(), 1)
+			r.observeRequest(f)
 		}
 	}
 	r.decayUtil(busy/dts, dt)
 	return done
+}
+
+// observeRequest records a finished request's phases and tokens as vLLM v1 does when a request
+// finishes: queued (arrival to scheduled), prefill (scheduled to first token), decode (first
+// token to the last), its prompt tokens and the tokens it generated.
+func (r *replica) observeRequest(f finished) {
+	q := f.req
+	if q.firstToken.IsZero() {
+		return // never produced a token
+	}
+	r.queueTime.observe(q.scheduled.Sub(q.arrival).Seconds(), 1)
+	r.prefillTime.observe(q.firstToken.Sub(q.scheduled).Seconds(), 1)
+	r.decodeTime.observe(math.Max(0, f.at.Sub(q.firstToken).Seconds()), 1)
+	r.promptTokensReq.observe(float64(q.context), 1)
+	r.genTokensReq.observe(float64(q.emitted), 1)
 }
 
 // dropCancelled ends the requests whose client went away (Request.Cancel closed) as aborts at

@@ -93,10 +93,18 @@ func (h *simHist) quantile(q float64) metrics.Sample {
 	return metrics.Sample{Status: metrics.OK, Value: v}
 }
 
+// simPods is how many pods serve each color: the per-unit metrics' units.
+const simPods = 4
+
+// podSums are one pod's sums of the vLLM per-request histograms decode-per-token reads: decode
+// seconds and decoded tokens.
+type podSums struct{ decode, decoded float64 }
+
 // colorTraffic is what one color served in one half-window (one analysis interval).
 type colorTraffic struct {
 	requests       float64
 	ttft, itl, e2e *simHist
+	pods           [simPods]podSums
 }
 
 // serve simulates n requests of a vLLM server whose latencies are all multiplied by slow:
@@ -104,7 +112,7 @@ type colorTraffic struct {
 // latency (median 30ms, with per-token jitter), e2e = ttft + the tokens' latencies.
 func serve(rng *rand.Rand, n int, slow float64) colorTraffic {
 	c := colorTraffic{requests: float64(n), ttft: newSimHist(ttftBuckets), itl: newSimHist(itlBuckets), e2e: newSimHist(e2eBuckets)}
-	for range n {
+	for i := range n {
 		ttft := slow * 0.15 * math.Exp(0.6*rng.NormFloat64())
 		base := slow * 0.03 * math.Exp(0.3*rng.NormFloat64())
 		tokens := 50 + rng.IntN(251)
@@ -116,6 +124,10 @@ func serve(rng *rand.Rand, n int, slow float64) colorTraffic {
 		}
 		c.ttft.observe(ttft)
 		c.e2e.observe(e2e)
+		// Request i runs on pod i mod simPods.
+		p := &c.pods[i%simPods]
+		p.decode += e2e - ttft
+		p.decoded += float64(tokens - 1)
 	}
 	return c
 }
@@ -126,8 +138,31 @@ func merge(a, b colorTraffic) colorTraffic {
 		out.ttft.add(x.ttft)
 		out.itl.add(x.itl)
 		out.e2e.add(x.e2e)
+		for i, p := range x.pods {
+			o := &out.pods[i]
+			o.decode, o.decoded = o.decode+p.decode, o.decoded+p.decoded
+		}
 	}
 	return out
+}
+
+// perPod answers a per-unit metric's query (`sum by (pod) (...)`) with each pod's sum, or
+// false for another query.
+func (c colorTraffic) perPod(query string) ([]metrics.Series, bool) {
+	var pick func(podSums) float64
+	switch {
+	case strings.Contains(query, "request_decode_time_seconds_sum"):
+		pick = func(p podSums) float64 { return p.decode }
+	case strings.Contains(query, "request_generation_tokens_sum"):
+		pick = func(p podSums) float64 { return p.decoded }
+	default:
+		return nil, false
+	}
+	out := make([]metrics.Series, len(c.pods))
+	for i, p := range c.pods {
+		out[i] = metrics.Series{Labels: map[string]string{"pod": "pod-" + strconv.Itoa(i)}, Value: pick(p)}
+	}
+	return out, true
 }
 
 // windowQuerier answers the vLLM preset's queries from one window's simulated traffic:
@@ -170,6 +205,9 @@ func (w *windowQuerier) Scalar(_ context.Context, query string, _ time.Time) met
 }
 
 func (w *windowQuerier) Vector(_ context.Context, query string, _ time.Time) ([]metrics.Series, error) {
+	if series, ok := w.color(query).perPod(query); ok {
+		return series, nil
+	}
 	if h := w.hist(query); h != nil {
 		return h.series(), nil
 	}

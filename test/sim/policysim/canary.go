@@ -6,6 +6,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/modelship/modelship/internal/analysis"
 	"github.com/modelship/modelship/internal/metrics"
 	"github.com/modelship/modelship/test/framework/fleet"
 )
@@ -98,6 +99,7 @@ type podCounters struct {
 	ttft, itl, e2e []uint64
 	ok, failed     uint64
 	loaded         bool
+	requests       fleet.RequestSums
 }
 
 // ColorWindow is one color's activity over a window.
@@ -111,6 +113,30 @@ type ColorWindow struct {
 	// Refused are the requests routed to the color that the gateway answered 503 (none of its
 	// pods served), as a gateway's or mesh's request metrics count them.
 	Refused float64
+	// PodRequests are the increases of vLLM's per-request histograms' _sum and _count series
+	// per pod (vllm:request_queue_time_seconds, _prefill_time_, _decode_time_,
+	// vllm:request_prompt_tokens, vllm:request_generation_tokens), in pod-name order, as
+	// `sum by (pod) (increase(...))` returns them.
+	PodRequests []PodRequests
+}
+
+// PodRequests is one pod's per-request sums over a window.
+type PodRequests struct {
+	Pod string
+	fleet.RequestSums
+}
+
+// DecodeUnits is the per-pod sums of decode-per-token: decode seconds over decoded tokens
+// (generated tokens less one per request), pods without a decoded token left out, as
+// analysis.Run joins the preset's two queries.
+func (w ColorWindow) DecodeUnits() []analysis.UnitSum {
+	var out []analysis.UnitSum
+	for _, p := range w.PodRequests {
+		if d := p.GenerationTokens - float64(p.Requests); d > 0 {
+			out = append(out, analysis.UnitSum{Pod: p.Pod, Numerator: p.DecodeSeconds, Denominator: d})
+		}
+	}
+	return out
 }
 
 // Loaded returns how many of a color's pods there are now and how many serve (model loaded).
@@ -155,6 +181,14 @@ func (v *View) Window(color string, d time.Duration) ColorWindow {
 		w.ITLPods = append(w.ITLPods, toHistogram(fleet.ITLBuckets, addDelta(nil, c.itl, o.itl)))
 		w.E2EPods = append(w.E2EPods, toHistogram(fleet.E2EBuckets, addDelta(nil, c.e2e, o.e2e)))
 		w.Finished += float64(c.ok+c.failed) - float64(o.ok+o.failed)
+		w.PodRequests = append(w.PodRequests, PodRequests{Pod: name, RequestSums: fleet.RequestSums{
+			Requests:         c.requests.Requests - o.requests.Requests,
+			QueueSeconds:     c.requests.QueueSeconds - o.requests.QueueSeconds,
+			PrefillSeconds:   c.requests.PrefillSeconds - o.requests.PrefillSeconds,
+			DecodeSeconds:    c.requests.DecodeSeconds - o.requests.DecodeSeconds,
+			PromptTokens:     c.requests.PromptTokens - o.requests.PromptTokens,
+			GenerationTokens: c.requests.GenerationTokens - o.requests.GenerationTokens,
+		}})
 		w.Failed += float64(c.failed) - float64(o.failed)
 	}
 	w.Refused = float64(v.cur.refused[color]) - float64(base.refused[color])
@@ -225,7 +259,8 @@ func RunRollout(cfg RolloutConfig, c Canary) RolloutResult {
 		s := snapshot{at: now, pods: map[string]podCounters{}, refused: map[string]uint64{}}
 		for _, p := range f.Pods() {
 			s.pods[p.Pod.Name] = podCounters{color: p.Pod.Color, ttft: p.TTFT, itl: p.ITL, e2e: p.E2E,
-				ok: p.Success[fleet.FinishStop] + p.Success[fleet.FinishLength], failed: p.Success[fleet.FinishAbort], loaded: p.Loaded}
+				ok: p.Success[fleet.FinishStop] + p.Success[fleet.FinishLength], failed: p.Success[fleet.FinishAbort], loaded: p.Loaded,
+				requests: p.Requests}
 		}
 		for _, color := range []string{stableColor, candidateColor} {
 			s.refused[color] = f.GatewayCount(namespace, modelServer, color, fleet.CodeUnavailable)

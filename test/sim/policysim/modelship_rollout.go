@@ -155,7 +155,11 @@ func (m *ModelshipRollout) otherColor() v1alpha1.Color {
 // measure judges each effective metric of the spec on the colors' windows.
 func (m *ModelshipRollout) measure(v *View, window time.Duration, look analysis.Look, at time.Time) []v1alpha1.MetricResult {
 	cand, stable := v.Window(candidateColor, window), v.Window(stableColor, window)
-	ms, _ := metrics.EffectiveMetrics(m.ms.Spec.Rollout.Analysis)
+	var slo *v1alpha1.LatencySLO
+	if m.ms.Spec.Autoscaling != nil {
+		slo = m.ms.Spec.Autoscaling.SLO
+	}
+	ms, _ := metrics.EffectiveMetrics(metrics.WithSLO(m.ms.Spec.Rollout.Analysis, slo))
 	minSamples := m.ms.Spec.Rollout.Analysis.MinSamples
 	count := func(w ColorWindow) metrics.Sample {
 		return metrics.Sample{Status: metrics.OK, Value: w.Finished}
@@ -179,6 +183,15 @@ func (m *ModelshipRollout) measure(v *View, window time.Duration, look analysis.
 				return analysis.HistogramSample{Histogram: w.TTFT, Groups: w.TTFTPods, Requests: count(w)}
 			}
 			out = append(out, analysis.JudgeHistogram(mt, pick(cand), pick(stable), minSamples, look, at))
+			continue
+		}
+		if mt.PerUnit != nil {
+			// decode-per-token, the presets' per-unit metric: the pods' decode seconds over
+			// their decoded tokens.
+			units := func(w ColorWindow) analysis.PerUnitSample {
+				return analysis.PerUnitSample{Units: w.DecodeUnits(), Requests: count(w)}
+			}
+			out = append(out, analysis.JudgePerUnit(mt, units(cand), units(stable), minSamples, look, at))
 			continue
 		}
 		if mt.Name == metrics.MetricAbortRatio {

@@ -1,0 +1,288 @@
+package analysis
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
+	"github.com/modelship/modelship/internal/metrics"
+)
+
+// minUnitDF is the fewest degrees of freedom (serving pods less one per color, summed over
+// both colors) the per-unit test is run with: below, the pods' spread is not estimated well
+// enough to fail anything, and a measurement is inconclusive.
+const minUnitDF = 2
+
+// UnitSum is one pod's numerator and denominator over the window (AnalysisPerUnit's queries).
+type UnitSum struct {
+	Pod                    string
+	Numerator, Denominator float64
+}
+
+// PerUnitSample is one color's per-pod sums over the window, as the two queries returned them.
+type PerUnitSample struct {
+	// Units are the pods that did some work (a denominator above 0), in pod-name order;
+	// meaningful when Err is nil.
+	Units []UnitSum
+	// Err says why there are no sums (Prometheus failed).
+	Err error
+	// Requests is the number of requests the color served over the window (the sample query).
+	Requests metrics.Sample
+}
+
+// Mean is the color's mean per unit: the sum of its pods' numerators over the sum of their
+// denominators; false without work.
+func (s PerUnitSample) Mean() (float64, bool) {
+	var num, den float64
+	for _, u := range s.Units {
+		num += u.Numerator
+		den += u.Denominator
+	}
+	if s.Err != nil || den <= 0 {
+		return 0, false
+	}
+	return num / den, true
+}
+
+// JudgePerUnit judges a per-unit metric (m.PerUnit set, e.g. decode seconds per decoded token)
+// from each color's per-pod sums. It is pure.
+//
+// Candidate and Stable are the colors' means (Mean), Bound "<= ratio x stable".
+//
+// Verdicts, in this order:
+//   - Inconclusive when minSamples > 0 and the candidate's request count is unknown or below
+//     it, or the candidate did no work.
+//   - Fail when the candidate's mean is above Max or below Min.
+//   - For MaxRatioToStable r: Inconclusive when the stable color did no work. With fewer than
+//     minUnitDF degrees of freedom (PerUnitTest: one pod per color, or one beside two), the
+//     pods' spread is unknown: Pass when the candidate's mean is at most r x the stable's,
+//     else Inconclusive, never Fail (a small ModelServer's rollout is judged on its other
+//     metrics, as before this one). Otherwise Fail when the test's z reaches
+//     FailZ(look), the threshold that spends the rollout's error budget Alpha over its steps
+//     and the data its windows hold; Pass when the candidate's mean is at most r x the
+//     stable's; else Inconclusive (the step holds and the next measurement reads more).
+//
+// The units are the pods, not the requests or tokens: tokens decoded in one batch share its
+// speed, and requests of one burst share its queue, so the only independent observations a
+// window holds are the pods' means (see PerUnitTest).
+func JudgePerUnit(m v1alpha1.AnalysisMetric, cand, stable PerUnitSample, minSamples int32, look Look, at time.Time) v1alpha1.MetricResult {
+	res := v1alpha1.MetricResult{Name: m.Name, At: metav1.NewTime(at)}
+	relative := m.MaxRatioToStable != nil
+	verdict := func(v v1alpha1.Verdict, msg string) v1alpha1.MetricResult {
+		res.Verdict, res.Message = v, msg
+		return res
+	}
+	cm, cOK := cand.Mean()
+	if cOK {
+		res.Candidate = format(cm)
+	}
+	sm, sOK := stable.Mean()
+	stableSample := metrics.Sample{Status: metrics.NoData}
+	if sOK {
+		stableSample = metrics.Sample{Status: metrics.OK, Value: sm}
+		if relative {
+			res.Stable = format(sm)
+		}
+	}
+	res.Bound = describeBounds(m, stableSample)
+
+	if minSamples > 0 {
+		if cand.Requests.Status != metrics.OK {
+			return verdict(v1alpha1.VerdictInconclusive, "samples: "+messageOf(cand.Requests))
+		}
+		if cand.Requests.Value < float64(minSamples) {
+			return verdict(v1alpha1.VerdictInconclusive, fmt.Sprintf("too few samples: %s < %d", format(cand.Requests.Value), minSamples))
+		}
+	}
+	switch {
+	case cand.Err != nil:
+		return verdict(v1alpha1.VerdictInconclusive, "candidate: "+cand.Err.Error())
+	case !cOK:
+		return verdict(v1alpha1.VerdictInconclusive, "candidate: no work in the window")
+	}
+	units := func(s PerUnitSample) string { return fmt.Sprintf("%d pods", len(s.Units)) }
+	if m.Max != nil {
+		if bound := m.Max.AsApproximateFloat64(); above(cm, bound) {
+			return verdict(v1alpha1.VerdictFail, fmt.Sprintf("%s %s > %s (candidate %s)", m.Name, format(cm), format(bound), units(cand)))
+		}
+	}
+	if m.Min != nil {
+		if bound := m.Min.AsApproximateFloat64(); above(bound, cm) {
+			return verdict(v1alpha1.VerdictFail, fmt.Sprintf("%s %s < %s (candidate %s)", m.Name, format(cm), format(bound), units(cand)))
+		}
+	}
+	if !relative {
+		return verdict(v1alpha1.VerdictPass, fmt.Sprintf("%s %s within bounds (candidate %s)", m.Name, format(cm), units(cand)))
+	}
+	switch {
+	case stable.Err != nil:
+		return verdict(v1alpha1.VerdictInconclusive, "stable: "+stable.Err.Error())
+	case !sOK:
+		return verdict(v1alpha1.VerdictInconclusive, "stable: no work in the window")
+	}
+	ratio := m.MaxRatioToStable.AsApproximateFloat64()
+	bound := ratio * sm
+	z, df := PerUnitTest(cand.Units, stable.Units, ratio)
+	n := fmt.Sprintf("pods: candidate %d, stable %d", len(cand.Units), len(stable.Units))
+	if df < minUnitDF || math.IsNaN(z) {
+		if !above(cm, bound) {
+			return verdict(v1alpha1.VerdictPass, fmt.Sprintf("%s %s <= %s (%sx stable %s; %s, too few to fail on)", m.Name, format(cm), format(bound), format(ratio), format(sm), n))
+		}
+		return verdict(v1alpha1.VerdictInconclusive, fmt.Sprintf("%s %s > %s (%sx stable %s) on too few pods to judge (%s)", m.Name, format(cm), format(bound), format(ratio), format(sm), n))
+	}
+	if zf := FailZ(look); z >= zf {
+		return verdict(v1alpha1.VerdictFail, fmt.Sprintf("%s %s > %s (%sx stable %s): slower than %sx stable (z %.2f >= %.2f, the threshold of step %d with %sx its first window's data; %s)", m.Name, format(cm), format(bound), format(ratio), format(sm), format(ratio), z, zf, max(look.Step, 1), format(max(look.Info, 1)), n))
+	}
+	if !above(cm, bound) {
+		return verdict(v1alpha1.VerdictPass, fmt.Sprintf("%s %s <= %s (%sx stable %s; %s)", m.Name, format(cm), format(bound), format(ratio), format(sm), n))
+	}
+	return verdict(v1alpha1.VerdictInconclusive, fmt.Sprintf("%s %s > %s (%sx stable %s) but not significant (z %.2f < %.2f; %s)", m.Name, format(cm), format(bound), format(ratio), format(sm), z, FailZ(look), n))
+}
+
+// PerUnitTest is the one-sided test of JudgePerUnit that the candidate's mean per unit is above
+// ratio x the stable color's, with the pods as units. It returns a z (the normal quantile of
+// the test's p-value, so that FailZ's thresholds apply as they do to the rank test) and the
+// degrees of freedom of the variance, NaN and 0 when a color has no work. It is pure.
+//
+// Each color's mean is R = sum(N)/sum(D) over its pods. On the log scale the test statistic
+// is t = (ln Rc - ln Rs - ln ratio) / sqrt(Vc + Vs), where V is the relative variance of a
+// color's R. A pod's own mean m = N/D varies around its color's R; the relative deviations
+// d = m/R - 1 of both colors' pods are pooled (under the null hypothesis both colors run
+// the same version, as the rank test's design effect is pooled), weighted by the pods' work,
+// Q = sum over both colors of D d^2 on df = sum over colors of (pods - 1) degrees of freedom;
+// a color with a single pod (the candidate at the first step) is judged on the stable pods'
+// spread. V is the larger of what two models of a pod's spread give: every pod's mean varies
+// alike whatever its work (V = tau^2 sum(D^2)/sum(D)^2 with tau^2 = Q / sum over colors of
+// (sum D - sum D^2 / sum D)), or it varies as 1/D, as a mean of independent units would
+// (V = Q / df / sum D). Taking the larger holds when a candidate pod did less work than the
+// stable pods (a pod that joined mid-window) as well as when the pods differ by more than
+// their work explains (load, prompt lengths). t is read on Student's t distribution with df
+// degrees of freedom: with few pods the spread itself is uncertain.
+func PerUnitTest(cand, stable []UnitSum, ratio float64) (z, df float64) {
+	type color struct{ r, w, w2, q float64 }
+	var cs [2]color
+	for i, units := range [][]UnitSum{cand, stable} {
+		c := &cs[i]
+		var num float64
+		for _, u := range units {
+			if u.Denominator > 0 {
+				num += u.Numerator
+				c.w += u.Denominator
+				c.w2 += u.Denominator * u.Denominator
+				df++
+			}
+		}
+		if c.w <= 0 || num <= 0 {
+			return math.NaN(), 0
+		}
+		c.r = num / c.w
+		for _, u := range units {
+			if u.Denominator > 0 {
+				d := u.Numerator/u.Denominator/c.r - 1
+				c.q += u.Denominator * d * d
+			}
+		}
+		df--
+	}
+	if df < 1 || ratio <= 0 {
+		return math.NaN(), max(df, 0)
+	}
+	q := cs[0].q + cs[1].q
+	spread := cs[0].w - cs[0].w2/cs[0].w + cs[1].w - cs[1].w2/cs[1].w
+	variance := func(c color) float64 {
+		v := q / df / c.w
+		if spread > 0 {
+			v = max(v, q/spread*c.w2/(c.w*c.w))
+		}
+		return v
+	}
+	se := math.Sqrt(variance(cs[0]) + variance(cs[1]))
+	diff := math.Log(cs[0].r) - math.Log(cs[1].r) - math.Log(ratio)
+	if se == 0 {
+		switch {
+		case diff > 0:
+			return math.Inf(1), df
+		case diff < 0:
+			return math.Inf(-1), df
+		}
+		return 0, df
+	}
+	return tToZ(diff/se, df), df
+}
+
+// tToZ is the standard normal quantile of Student's t distribution's CDF at t with df degrees
+// of freedom: the z with the same one-sided p-value.
+func tToZ(t, df float64) float64 {
+	// Upper tail P(T > |t|) = I_x(df/2, 1/2) / 2 with x = df / (df + t^2).
+	tail := 0.5 * regIncBeta(df/(df+t*t), df/2, 0.5)
+	z := math.Sqrt2 * math.Erfcinv(2*tail) // the upper-tail normal quantile of tail
+	if t < 0 {
+		return -z
+	}
+	return z
+}
+
+// regIncBeta is the regularized incomplete beta function I_x(a, b), by its continued fraction
+// (modified Lentz), using the symmetry I_x(a, b) = 1 - I_{1-x}(b, a) where the fraction
+// converges slowly.
+func regIncBeta(x, a, b float64) float64 {
+	switch {
+	case x <= 0:
+		return 0
+	case x >= 1:
+		return 1
+	}
+	la, _ := math.Lgamma(a)
+	lb, _ := math.Lgamma(b)
+	lab, _ := math.Lgamma(a + b)
+	front := math.Exp(lab - la - lb + a*math.Log(x) + b*math.Log1p(-x))
+	if x > (a+1)/(a+b+2) {
+		return 1 - front*betaFraction(1-x, b, a)/b
+	}
+	return front * betaFraction(x, a, b) / a
+}
+
+// betaFraction evaluates the incomplete beta function's continued fraction.
+func betaFraction(x, a, b float64) float64 {
+	const tiny, eps = 1e-300, 1e-15
+	c, d := 1.0, 1-(a+b)*x/(a+1)
+	if math.Abs(d) < tiny {
+		d = tiny
+	}
+	d = 1 / d
+	h := d
+	for m := 1.0; m <= 300; m++ {
+		// Even step.
+		num := m * (b - m) * x / ((a + 2*m - 1) * (a + 2*m))
+		d = 1 + num*d
+		if math.Abs(d) < tiny {
+			d = tiny
+		}
+		c = 1 + num/c
+		if math.Abs(c) < tiny {
+			c = tiny
+		}
+		d = 1 / d
+		h *= d * c
+		// Odd step.
+		num = -(a + m) * (a + b + m) * x / ((a + 2*m) * (a + 2*m + 1))
+		d = 1 + num*d
+		if math.Abs(d) < tiny {
+			d = tiny
+		}
+		c = 1 + num/c
+		if math.Abs(c) < tiny {
+			c = tiny
+		}
+		d = 1 / d
+		delta := d * c
+		h *= delta
+		if math.Abs(delta-1) < eps {
+			break
+		}
+	}
+	return h
+}

@@ -1,0 +1,135 @@
+package analysis
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
+	"github.com/modelship/modelship/internal/metrics"
+)
+
+// perUnitPlan is the per-unit metrics of a measurement (Run's path for metrics with PerUnit
+// set): their rendered numerator and denominator queries per color.
+type perUnitPlan struct {
+	metrics []v1alpha1.AnalysisMetric
+	// cand and stable are each metric's rendered [numerator, denominator] queries; stable is
+	// empty when the metric has no relative bound or there is no stable color.
+	cand, stable [][2]string
+}
+
+// planPerUnit renders the queries of the per-unit metrics among ms.
+func planPerUnit(ms []v1alpha1.AnalysisMetric, t Target, candVars, stableVars metrics.Vars) (*perUnitPlan, error) {
+	p := &perUnitPlan{}
+	render := func(m v1alpha1.AnalysisMetric, v metrics.Vars) ([2]string, error) {
+		num, err := metrics.Render(m.PerUnit.NumeratorQuery, v)
+		if err != nil {
+			return [2]string{}, fmt.Errorf("metrics[%s].perUnit.numeratorQuery: %w", m.Name, err)
+		}
+		den, err := metrics.Render(m.PerUnit.DenominatorQuery, v)
+		if err != nil {
+			return [2]string{}, fmt.Errorf("metrics[%s].perUnit.denominatorQuery: %w", m.Name, err)
+		}
+		return [2]string{num, den}, nil
+	}
+	for _, m := range ms {
+		if m.PerUnit == nil || m.Histogram != nil {
+			continue
+		}
+		cand, err := render(m, candVars)
+		if err != nil {
+			return nil, err
+		}
+		var stable [2]string
+		if m.MaxRatioToStable != nil && t.Stable.Pods != "" {
+			if stable, err = render(m, stableVars); err != nil {
+				return nil, err
+			}
+		}
+		p.metrics = append(p.metrics, m)
+		p.cand, p.stable = append(p.cand, cand), append(p.stable, stable)
+	}
+	return p, nil
+}
+
+// perUnitData is the per-pod sums fetched for a plan, in its order.
+type perUnitData struct{ cand, stable []PerUnitSample }
+
+// start runs the plan's queries in the background, a few at a time, and sends the sums once
+// all have answered.
+func (p *perUnitPlan) start(ctx context.Context, q metrics.Querier, at time.Time) <-chan perUnitData {
+	out := make(chan perUnitData, 1)
+	d := perUnitData{cand: make([]PerUnitSample, len(p.metrics)), stable: make([]PerUnitSample, len(p.metrics))}
+	if len(p.metrics) == 0 {
+		out <- d
+		return out
+	}
+	go func() {
+		sem := make(chan struct{}, maxConcurrentQueries)
+		var wg sync.WaitGroup
+		fetch := func(queries [2]string, dst *PerUnitSample) {
+			wg.Go(func() {
+				sem <- struct{}{}
+				defer func() { <-sem }()
+				*dst = fetchPerUnit(ctx, q, queries, at)
+			})
+		}
+		for i := range p.metrics {
+			fetch(p.cand[i], &d.cand[i])
+			if p.stable[i][0] != "" {
+				fetch(p.stable[i], &d.stable[i])
+			} else {
+				d.stable[i] = PerUnitSample{Err: fmt.Errorf("no stable color to compare with")}
+			}
+		}
+		wg.Wait()
+		out <- d
+	}()
+	return out
+}
+
+// fetchPerUnit runs a color's numerator and denominator queries and joins their series by
+// pod. A Prometheus failure of either is an Err; a pod without both series, or without work
+// (a denominator not above 0), is left out.
+func fetchPerUnit(ctx context.Context, q metrics.Querier, queries [2]string, at time.Time) PerUnitSample {
+	num, err := q.Vector(ctx, queries[0], at)
+	if err != nil {
+		return PerUnitSample{Err: fmt.Errorf("numerator query: %w", err)}
+	}
+	den, err := q.Vector(ctx, queries[1], at)
+	if err != nil {
+		return PerUnitSample{Err: fmt.Errorf("denominator query: %w", err)}
+	}
+	return PerUnitSample{Units: joinUnits(num, den)}
+}
+
+// joinUnits pairs numerator and denominator series by their pod label, in pod order. A query
+// not grouped by pod (a single series without the label) counts as one unit.
+func joinUnits(num, den []metrics.Series) []UnitSum {
+	nums := map[string]float64{}
+	for _, s := range num {
+		nums[s.Labels["pod"]] += s.Value
+	}
+	var out []UnitSum
+	for _, s := range den {
+		pod := s.Labels["pod"]
+		n, ok := nums[pod]
+		if !ok || !(s.Value > 0) || n < 0 {
+			continue
+		}
+		out = append(out, UnitSum{Pod: pod, Numerator: n, Denominator: s.Value})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Pod < out[j].Pod })
+	return out
+}
+
+// judge judges each per-unit metric with the candidate's request count.
+func (p *perUnitPlan) judge(d perUnitData, candRequests metrics.Sample, minSamples int32, look Look, at time.Time, results map[string]v1alpha1.MetricResult) {
+	for i, m := range p.metrics {
+		c := d.cand[i]
+		c.Requests = candRequests
+		results[m.Name] = JudgePerUnit(m, c, d.stable[i], minSamples, look, at)
+	}
+}
