@@ -16,6 +16,9 @@ import (
 // p95 TTFT (seconds) and the requests queued on each pod.
 type sloServing struct {
 	work, ttft, waitingPerPod float64
+	// served is the requests finished per second (0: no data); waitingGrowth the requests
+	// each pod's queue gains per second from the start.
+	served, waitingGrowth float64
 }
 
 // withSLO states a 2s p95 TTFT and 100ms p95 ITL and no metrics.
@@ -38,16 +41,19 @@ func startSLOServer(t *testing.T, name string, replicas int, s sloServing, opts 
 			return promAnswer{value: s.ttft}
 		case strings.Contains(q, "vllm:inter_token_latency_seconds_bucket"):
 			return promAnswer{value: 0.04}
+		case strings.Contains(q, "vllm:request_success_total") && s.served > 0:
+			return promAnswer{value: s.served}
 		}
 		return promAnswer{noData: true}
 	})
+	start := time.Now()
 	prometheus.setSeries(ns, func(q string) []podSeries {
 		if !strings.Contains(q, "vllm:num_requests_waiting") {
 			return nil
 		}
 		var out []podSeries
 		for _, p := range pods {
-			out = append(out, podSeries{pod: p, value: s.waitingPerPod})
+			out = append(out, podSeries{pod: p, value: s.waitingPerPod + s.waitingGrowth*time.Since(start).Seconds()})
 		}
 		return out
 	})
@@ -138,4 +144,25 @@ func TestSLOABurstTakesTheFastPath(t *testing.T) {
 		return nil
 	})
 	waitReplicas(t, ns, "slo-burst-blue", 4)
+}
+
+// Two replicas serve 10 requests a second while each one's queue grows by 200 a second: 410
+// arrive, 41 times what is served, and the fast path sizes the fleet for them at once rather
+// than doubling it: beyond 4 in one step (to HPA's default scale-up limit, 6, then maxReplicas).
+func TestSLOABurstOfArrivalsSizesTheFleetForThem(t *testing.T) {
+	t.Parallel()
+	ms, ns := startSLOServer(t, "slo-arrivals", 2, sloServing{work: 0.5, ttft: 0.4, waitingPerPod: 40, served: 10, waitingGrowth: 200})
+	eventually(t, 30*time.Second, "sized for the arrivals", func() error {
+		a, err := autoscaling(getMS(t, ms))
+		if err != nil {
+			return err
+		}
+		if a.DesiredReplicas <= 4 || !strings.Contains(a.LastScaleReason, "arriving") || a.Queue == nil {
+			return fmt.Errorf("desired %d, reason %q, queue %+v", a.DesiredReplicas, a.LastScaleReason, a.Queue)
+		}
+		return nil
+	})
+	if n := deploymentReplicas(t, ns, "slo-arrivals-blue"); n <= 4 {
+		t.Fatalf("the Deployment asks for %d replicas, want more than the doubling's 4", n)
+	}
 }
