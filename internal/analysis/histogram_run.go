@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"sync"
 	"time"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
@@ -53,40 +52,11 @@ func planHistograms(ms []v1alpha1.AnalysisMetric, t Target, candVars, stableVars
 	return p, nil
 }
 
-// histogramData is the histograms fetched for a plan, in its order.
-type histogramData struct{ cand, stable []HistogramSample }
-
 // start runs the plan's bucket queries in the background, a few at a time, and sends their
 // histograms once all have answered.
-func (p *histogramPlan) start(ctx context.Context, q metrics.Querier, at time.Time) <-chan histogramData {
-	out := make(chan histogramData, 1)
-	d := histogramData{cand: make([]HistogramSample, len(p.metrics)), stable: make([]HistogramSample, len(p.metrics))}
-	if len(p.metrics) == 0 {
-		out <- d
-		return out
-	}
-	go func() {
-		sem := make(chan struct{}, maxConcurrentQueries)
-		var wg sync.WaitGroup
-		fetch := func(query string, dst *HistogramSample) {
-			wg.Go(func() {
-				sem <- struct{}{}
-				defer func() { <-sem }()
-				*dst = fetchHistogram(ctx, q, query, at)
-			})
-		}
-		for i := range p.metrics {
-			fetch(p.cand[i], &d.cand[i])
-			if p.stable[i] != "" {
-				fetch(p.stable[i], &d.stable[i])
-			} else {
-				d.stable[i] = HistogramSample{Err: fmt.Errorf("no stable color to compare with")}
-			}
-		}
-		wg.Wait()
-		out <- d
-	}()
-	return out
+func (p *histogramPlan) start(ctx context.Context, q metrics.Querier, at time.Time) <-chan colors[HistogramSample] {
+	return fetchColors(p.cand, p.stable, func(query string) HistogramSample { return fetchHistogram(ctx, q, query, at) },
+		HistogramSample{Err: errNoStable})
 }
 
 // fetchHistogram runs a bucket query. A Prometheus failure or an answer without a +Inf bucket
@@ -130,7 +100,7 @@ func podGroups(series []metrics.Series) []metrics.Histogram {
 }
 
 // judge judges each histogram metric with the colors' request counts.
-func (p *histogramPlan) judge(d histogramData, candRequests, stableRequests metrics.Sample, minSamples int32, look Look, at time.Time) {
+func (p *histogramPlan) judge(d colors[HistogramSample], candRequests, stableRequests metrics.Sample, minSamples int32, look Look, at time.Time) {
 	for i, m := range p.metrics {
 		c, s := d.cand[i], d.stable[i]
 		c.Requests, s.Requests = candRequests, stableRequests

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"sync"
 	"time"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
@@ -54,40 +53,11 @@ func planPerUnit(ms []v1alpha1.AnalysisMetric, t Target, candVars, stableVars me
 	return p, nil
 }
 
-// perUnitData is the per-pod sums fetched for a plan, in its order.
-type perUnitData struct{ cand, stable []PerUnitSample }
-
 // start runs the plan's queries in the background, a few at a time, and sends the sums once
 // all have answered.
-func (p *perUnitPlan) start(ctx context.Context, q metrics.Querier, at time.Time) <-chan perUnitData {
-	out := make(chan perUnitData, 1)
-	d := perUnitData{cand: make([]PerUnitSample, len(p.metrics)), stable: make([]PerUnitSample, len(p.metrics))}
-	if len(p.metrics) == 0 {
-		out <- d
-		return out
-	}
-	go func() {
-		sem := make(chan struct{}, maxConcurrentQueries)
-		var wg sync.WaitGroup
-		fetch := func(queries [2]string, dst *PerUnitSample) {
-			wg.Go(func() {
-				sem <- struct{}{}
-				defer func() { <-sem }()
-				*dst = fetchPerUnit(ctx, q, queries, at)
-			})
-		}
-		for i := range p.metrics {
-			fetch(p.cand[i], &d.cand[i])
-			if p.stable[i][0] != "" {
-				fetch(p.stable[i], &d.stable[i])
-			} else {
-				d.stable[i] = PerUnitSample{Err: fmt.Errorf("no stable color to compare with")}
-			}
-		}
-		wg.Wait()
-		out <- d
-	}()
-	return out
+func (p *perUnitPlan) start(ctx context.Context, q metrics.Querier, at time.Time) <-chan colors[PerUnitSample] {
+	return fetchColors(p.cand, p.stable, func(queries [2]string) PerUnitSample { return fetchPerUnit(ctx, q, queries, at) },
+		PerUnitSample{Err: errNoStable})
 }
 
 // fetchPerUnit runs a color's numerator and denominator queries and joins their series by
@@ -126,7 +96,7 @@ func joinUnits(num, den []metrics.Series) []UnitSum {
 }
 
 // judge judges each per-unit metric with the candidate's request count.
-func (p *perUnitPlan) judge(d perUnitData, candRequests metrics.Sample, minSamples int32, look Look, at time.Time, results map[string]v1alpha1.MetricResult) {
+func (p *perUnitPlan) judge(d colors[PerUnitSample], candRequests metrics.Sample, minSamples int32, look Look, at time.Time, results map[string]v1alpha1.MetricResult) {
 	for i, m := range p.metrics {
 		c := d.cand[i]
 		c.Requests = candRequests

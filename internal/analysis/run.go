@@ -189,10 +189,10 @@ func Run(ctx context.Context, q metrics.Querier, spec v1alpha1.AnalysisSpec, t T
 			continue
 		}
 		if isProportion(m) {
-			results[i] = JudgeProportion(m, got[plans[i].cand], sample(plans[i].stable, "no stable color to compare with"), samples, sample(stableSampleIdx, "no sample query"), minSamples, t.Look, at)
+			results[i] = JudgeProportion(m, got[plans[i].cand], sample(plans[i].stable, errNoStable.Error()), samples, sample(stableSampleIdx, "no sample query"), minSamples, t.Look, at)
 			continue
 		}
-		results[i] = Judge(m, got[plans[i].cand], sample(plans[i].stable, "no stable color to compare with"), samples, minSamples, at)
+		results[i] = Judge(m, got[plans[i].cand], sample(plans[i].stable, errNoStable.Error()), samples, minSamples, at)
 	}
 	sort.Slice(results, func(i, j int) bool { return results[i].Name < results[j].Name })
 	return results, nil
