@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 
@@ -243,7 +244,7 @@ func PerUnit(name, query, numerator, denominator string, maxRatio *resource.Quan
 // ttft-p95, 0 without it). Whether the version is slower is read from a metric that leaves
 // queueing out, decode-per-token; TTFT is held to the user's SLO (WithSLO), and either can be
 // held to an absolute bound with a metric of its name in spec.rollout.analysis.metrics
-// (TTFTP95Max, E2EP95Max). vLLM's prefill time per prompt token is not judged: measured from
+// (P95Max). vLLM's prefill time per prompt token is not judged: measured from
 // a request's scheduling, it holds the wait behind the other prompts of its batch, and under
 // bursts it rolled back 5 of 200 identical candidates as ttft-p95 did.
 
@@ -303,35 +304,19 @@ func servingPreset(q servingMetrics) []v1alpha1.AnalysisMetric {
 	return ms
 }
 
-// TTFTP95Max is the preset's ttft-p95 held to an absolute bound of max seconds, judged from
-// its histogram's buckets; nil for a preset without one (none).
-func TTFTP95Max(preset v1alpha1.AnalysisPreset, max *resource.Quantity) *v1alpha1.AnalysisMetric {
-	var query, buckets string
-	switch preset {
-	case v1alpha1.AnalysisPresetVLLM, "":
-		query, buckets = VLLMTTFTP95, VLLMTTFTBuckets
-	case v1alpha1.AnalysisPresetSGLang:
-		query, buckets = SGLangTTFTP95, SGLangTTFTBuckets
-	default:
+// P95Max is the preset's latency metric name (MetricTTFTP95 or MetricE2EP95) held to an
+// absolute bound of max seconds, judged from its histogram's buckets; nil for a preset
+// without one (none) or another name.
+func P95Max(preset v1alpha1.AnalysisPreset, name string, max *resource.Quantity) *v1alpha1.AnalysisMetric {
+	queries := map[v1alpha1.AnalysisPreset]map[string][2]string{
+		v1alpha1.AnalysisPresetVLLM:   {MetricTTFTP95: {VLLMTTFTP95, VLLMTTFTBuckets}, MetricE2EP95: {VLLME2EP95, VLLME2EBuckets}},
+		v1alpha1.AnalysisPresetSGLang: {MetricTTFTP95: {SGLangTTFTP95, SGLangTTFTBuckets}, MetricE2EP95: {SGLangE2EP95, SGLangE2EBuckets}},
+	}
+	q, ok := queries[cmp.Or(preset, v1alpha1.AnalysisPresetVLLM)][name]
+	if !ok {
 		return nil
 	}
-	m := LatencyP95(MetricTTFTP95, query, buckets, nil)
-	m.Max = max
-	return &m
-}
-
-// E2EP95Max is the preset's e2e-p95 held to an absolute bound of max seconds, as TTFTP95Max.
-func E2EP95Max(preset v1alpha1.AnalysisPreset, max *resource.Quantity) *v1alpha1.AnalysisMetric {
-	var query, buckets string
-	switch preset {
-	case v1alpha1.AnalysisPresetVLLM, "":
-		query, buckets = VLLME2EP95, VLLME2EBuckets
-	case v1alpha1.AnalysisPresetSGLang:
-		query, buckets = SGLangE2EP95, SGLangE2EBuckets
-	default:
-		return nil
-	}
-	m := LatencyP95(MetricE2EP95, query, buckets, nil)
+	m := LatencyP95(name, q[0], q[1], nil)
 	m.Max = max
 	return &m
 }
@@ -346,7 +331,7 @@ func WithSLO(spec v1alpha1.AnalysisSpec, slo *v1alpha1.LatencySLO) v1alpha1.Anal
 		return spec
 	}
 	max := resource.NewMilliQuantity(slo.TTFTP95.Duration.Milliseconds(), resource.DecimalSI)
-	m := TTFTP95Max(spec.Preset, max)
+	m := P95Max(spec.Preset, MetricTTFTP95, max)
 	if m == nil {
 		return spec
 	}

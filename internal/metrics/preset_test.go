@@ -135,7 +135,7 @@ func TestServingPresets(t *testing.T) {
 			})
 		}
 		t.Run(string(tc.preset)+" latencies are p95s of the server's histograms, inter-token latency under its new and old names; TTFT and e2e only with an absolute bound", func(t *testing.T) {
-			ttft, e2e := TTFTP95Max(tc.preset, quantity("2")), E2EP95Max(tc.preset, quantity("30"))
+			ttft, e2e := P95Max(tc.preset, MetricTTFTP95, quantity("2")), P95Max(tc.preset, MetricE2EP95, quantity("30"))
 			for _, m := range []*v1alpha1.AnalysisMetric{ttft, e2e} {
 				if m.MaxRatioToStable != nil || m.Histogram == nil {
 					t.Errorf("%s: ratio %v histogram %v; want an absolute bound judged from the buckets", m.Name, m.MaxRatioToStable, m.Histogram)
@@ -342,4 +342,17 @@ func TestEffectiveMetrics(t *testing.T) {
 			t.Fatalf("spec changed: %+v", spec.Metrics[0])
 		}
 	})
+}
+
+// P95Max knows only the presets' TTFT and e2e latencies: none for preset none or another name.
+func TestP95MaxIsThePresetsTTFTOrE2EOnly(t *testing.T) {
+	if m := P95Max(v1alpha1.AnalysisPresetNone, MetricTTFTP95, quantity("2")); m != nil {
+		t.Errorf("preset none: %+v, want nil", m)
+	}
+	if m := P95Max(v1alpha1.AnalysisPresetVLLM, MetricITLP95, quantity("2")); m != nil {
+		t.Errorf("itl-p95: %+v, want nil (judged relative to stable, not by P95Max)", m)
+	}
+	if m := P95Max("", MetricE2EP95, quantity("30")); m == nil || m.Query != VLLME2EP95 {
+		t.Errorf("the default preset's e2e-p95: %+v, want vLLM's", m)
+	}
 }
