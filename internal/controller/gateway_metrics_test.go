@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"fmt"
 	"strings"
 	"testing"
 
@@ -49,16 +48,7 @@ func TestRolloutRollsBackOnTheErrorsTheGatewayCountsForTheCandidate(t *testing.T
 
 	setImage(t, ms, imageV2)
 	v2 := waitCandidate(t, ms, imageV2)
-	eventually(t, rolloutTimeout, "rolled back on gateway-error-ratio", func() error {
-		st := getMS(t, ms).Status
-		if st.Phase != v1alpha1.PhaseRolledBack || st.Rollout.RolledBackRevision != v2 {
-			return fmt.Errorf("phase %s rolledBackRevision %q analysis %+v", st.Phase, st.Rollout.RolledBackRevision, st.Rollout.Analysis)
-		}
-		if len(st.History) == 0 || !strings.Contains(st.History[0].Reason, metrics.MetricGatewayErrorRatio) {
-			return fmt.Errorf("history %+v does not name %s", st.History, metrics.MetricGatewayErrorRatio)
-		}
-		return nil
-	})
+	waitRolledBack(t, ms, v2, metrics.MetricGatewayErrorRatio)
 	if st := getMS(t, ms).Status; st.Stable == nil || st.Stable.Revision != v1 {
 		t.Errorf("stable %+v, want %s", st.Stable, v1)
 	}

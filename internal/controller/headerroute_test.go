@@ -235,12 +235,7 @@ func TestHeaderRouteGoesWhenAnalysisRollsTheCandidateBack(t *testing.T) {
 
 	setImage(t, ms, imageV2)
 	v2 := waitCandidate(t, ms, imageV2)
-	eventually(t, rolloutTimeout, "rolled back", func() error {
-		if st := getMS(t, ms).Status; st.Phase != v1alpha1.PhaseRolledBack || st.Rollout.RolledBackRevision != v2 {
-			return fmt.Errorf("phase %s", st.Phase)
-		}
-		return nil
-	})
+	waitRolledBack(t, ms, v2, "")
 	eventually(t, rolloutTimeout, "header rule gone after the rollback", func() error {
 		r, err := getRoute(ns, ms.RouteName())
 		if err != nil {

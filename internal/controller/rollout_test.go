@@ -341,6 +341,25 @@ func waitCandidate(t *testing.T, ms *v1alpha1.ModelServer, image string) string 
 	return rev
 }
 
+// waitRolledBack waits until rev is rolled back (phase RolledBack, status.rollout's
+// rolledBackRevision) and, when reason is not empty, the history's first entry names it;
+// it returns the status.
+func waitRolledBack(t *testing.T, ms *v1alpha1.ModelServer, rev, reason string) v1alpha1.ModelServerStatus {
+	t.Helper()
+	var st v1alpha1.ModelServerStatus
+	eventually(t, rolloutTimeout, "revision "+rev+" rolled back "+reason, func() error {
+		st = getMS(t, ms).Status
+		if st.Phase != v1alpha1.PhaseRolledBack || st.Rollout.RolledBackRevision != rev {
+			return fmt.Errorf("phase %s rolledBackRevision %q weights %+v shadow %+v analysis %+v", st.Phase, st.Rollout.RolledBackRevision, st.Weights, st.Rollout.Shadow, st.Rollout.Analysis)
+		}
+		if reason != "" && (len(st.History) == 0 || !strings.Contains(st.History[0].Reason, reason)) {
+			return fmt.Errorf("history %+v does not name %q", st.History, reason)
+		}
+		return nil
+	})
+	return st
+}
+
 // waitPromoted waits until rev serves all traffic from color, Healthy and Ready, with
 // Promoted at the top of the history, and returns the ModelServer.
 func waitPromoted(t *testing.T, ms *v1alpha1.ModelServer, color v1alpha1.Color, rev string) *v1alpha1.ModelServer {
@@ -564,13 +583,7 @@ func TestRolloutRollsBackASlowerBuild(t *testing.T) {
 	// The candidate decodes at 40 ms per token against 20 ms on stable (bound 1.2x = 24 ms; its
 	// p95 TTFT is 3x stable's, which the preset does not compare): after one tolerated failure
 	// (failureLimit 1), the rollout rolls back on its own.
-	eventually(t, rolloutTimeout, "rolled back", func() error {
-		st := getMS(t, ms).Status
-		if st.Phase != v1alpha1.PhaseRolledBack || st.Rollout.RolledBackRevision != v2 {
-			return fmt.Errorf("phase %s rolledBackRevision %q weights %+v", st.Phase, st.Rollout.RolledBackRevision, st.Weights)
-		}
-		return nil
-	})
+	waitRolledBack(t, ms, v2, "")
 	got := getMS(t, ms)
 	st := got.Status
 	if st.Stable == nil || st.Stable.Color != v1alpha1.Blue || st.Stable.Revision != v1 || st.Weights != (v1alpha1.Weights{Stable: 100}) {
@@ -670,17 +683,7 @@ func TestRolloutRollsBackACandidateThatDecodesSlowerPerToken(t *testing.T) {
 
 	setImage(t, ms, imageV2)
 	v2 := waitCandidate(t, ms, imageV2)
-	eventually(t, rolloutTimeout, "rolled back", func() error {
-		st := getMS(t, ms).Status
-		if st.Phase != v1alpha1.PhaseRolledBack || st.Rollout.RolledBackRevision != v2 {
-			return fmt.Errorf("phase %s rolledBackRevision %q analysis %+v", st.Phase, st.Rollout.RolledBackRevision, st.Rollout.Analysis)
-		}
-		return nil
-	})
-	st := getMS(t, ms).Status
-	if len(st.History) == 0 || !strings.Contains(st.History[0].Reason, "decode-per-token 0.03 > 0.024 (1.2x stable 0.02)") {
-		t.Errorf("history should name decode-per-token, its value and its bound: %+v", st.History)
-	}
+	waitRolledBack(t, ms, v2, "decode-per-token 0.03 > 0.024 (1.2x stable 0.02)")
 }
 
 // The presets do not compare TTFT with the stable color (queueing makes it differ between
@@ -701,16 +704,7 @@ func TestRolloutHoldsTheCandidatesTTFTToTheUsersSLO(t *testing.T) {
 
 	setImage(t, ms, imageV2)
 	v2 := waitCandidate(t, ms, imageV2)
-	eventually(t, rolloutTimeout, "rolled back", func() error {
-		st := getMS(t, ms).Status
-		if st.Phase != v1alpha1.PhaseRolledBack || st.Rollout.RolledBackRevision != v2 {
-			return fmt.Errorf("phase %s rolledBackRevision %q analysis %+v", st.Phase, st.Rollout.RolledBackRevision, st.Rollout.Analysis)
-		}
-		return nil
-	})
-	if st := getMS(t, ms).Status; len(st.History) == 0 || !strings.Contains(st.History[0].Reason, "ttft-p95 0.9 > 0.5") {
-		t.Errorf("history should name ttft-p95 against the SLO's 0.5 s: %+v", st.History)
-	}
+	waitRolledBack(t, ms, v2, "ttft-p95 0.9 > 0.5")
 }
 
 func TestRolloutHoldsItsStepWhilePrometheusIsDownAndResumesWhenItReturns(t *testing.T) {

@@ -102,16 +102,7 @@ func TestShadowPhaseWaitsForAMirroringGatewayThenRollsBackASlowCandidateUnseen(t
 	if err := k8s.Status().Update(context.Background(), gc); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, rolloutTimeout, "rolled back in the shadow phase", func() error {
-		st := getMS(t, ms).Status
-		if st.Phase != v1alpha1.PhaseRolledBack || st.Rollout.RolledBackRevision != v2 {
-			return fmt.Errorf("phase %s shadow %+v", st.Phase, st.Rollout.Shadow)
-		}
-		if !strings.Contains(st.History[0].Reason, "decode-per-token") {
-			return fmt.Errorf("rolled back for %q, want the decode time per token", st.History[0].Reason)
-		}
-		return nil
-	})
+	waitRolledBack(t, ms, v2, "decode-per-token")
 	eventually(t, rolloutTimeout, "mirror gone after the rollback", func() error {
 		r, err := getRoute(ns, ms.RouteName())
 		if err != nil {
