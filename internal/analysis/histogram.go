@@ -138,13 +138,21 @@ func JudgeHistogram(m v1alpha1.AnalysisMetric, cand, stable HistogramSample, min
 	if nc < minObservations || ns < minObservations {
 		return verdict(v1alpha1.VerdictInconclusive, fmt.Sprintf("%s %s vs %s (%sx stable %s) on too few observations to judge (%s)", m.Name, format(cq), format(bound), format(ratio), format(sq), n))
 	}
+	return verdict(relativeVerdict(m.Name, cq, sq, ratio, z, look, n))
+}
+
+// relativeVerdict is the verdict of a relative test's z on the candidate's value cv against
+// ratio x the stable color's sv: Fail when z reaches FailZ(look), Pass within the bound, else
+// Inconclusive (the step holds and the next measurement reads more); n describes the data.
+func relativeVerdict(name string, cv, sv, ratio, z float64, look Look, n string) (v1alpha1.Verdict, string) {
+	bound := ratio * sv
 	if zf := FailZ(look); z >= zf {
-		return verdict(v1alpha1.VerdictFail, fmt.Sprintf("%s %s > %s (%sx stable %s): slower than %sx stable (z %.2f >= %.2f, the threshold of step %d with %sx its first window's data; %s)", m.Name, format(cq), format(bound), format(ratio), format(sq), format(ratio), z, zf, max(look.Step, 1), format(max(look.Info, 1)), n))
+		return v1alpha1.VerdictFail, fmt.Sprintf("%s %s > %s (%sx stable %s): slower than %sx stable (z %.2f >= %.2f, the threshold of step %d with %sx its first window's data; %s)", name, format(cv), format(bound), format(ratio), format(sv), format(ratio), z, zf, max(look.Step, 1), format(max(look.Info, 1)), n)
 	}
-	if !above(cq, bound) {
-		return verdict(v1alpha1.VerdictPass, fmt.Sprintf("%s %s <= %s (%sx stable %s; %s)", m.Name, format(cq), format(bound), format(ratio), format(sq), n))
+	if !above(cv, bound) {
+		return v1alpha1.VerdictPass, fmt.Sprintf("%s %s <= %s (%sx stable %s; %s)", name, format(cv), format(bound), format(ratio), format(sv), n)
 	}
-	return verdict(v1alpha1.VerdictInconclusive, fmt.Sprintf("%s %s > %s (%sx stable %s) but not significant (z %.2f < %.2f; %s)", m.Name, format(cq), format(bound), format(ratio), format(sq), z, FailZ(look), n))
+	return v1alpha1.VerdictInconclusive, fmt.Sprintf("%s %s > %s (%sx stable %s) but not significant (z %.2f < %.2f; %s)", name, format(cv), format(bound), format(ratio), format(sv), z, FailZ(look), n)
 }
 
 // designEffect is the variance inflation the rank test applies to both colors, at least 1: the

@@ -133,13 +133,7 @@ func JudgePerUnit(m v1alpha1.AnalysisMetric, cand, stable PerUnitSample, minSamp
 		}
 		return verdict(v1alpha1.VerdictInconclusive, fmt.Sprintf("%s %s > %s (%sx stable %s) on too few pods to judge (%s)", m.Name, format(cm), format(bound), format(ratio), format(sm), n))
 	}
-	if zf := FailZ(look); z >= zf {
-		return verdict(v1alpha1.VerdictFail, fmt.Sprintf("%s %s > %s (%sx stable %s): slower than %sx stable (z %.2f >= %.2f, the threshold of step %d with %sx its first window's data; %s)", m.Name, format(cm), format(bound), format(ratio), format(sm), format(ratio), z, zf, max(look.Step, 1), format(max(look.Info, 1)), n))
-	}
-	if !above(cm, bound) {
-		return verdict(v1alpha1.VerdictPass, fmt.Sprintf("%s %s <= %s (%sx stable %s; %s)", m.Name, format(cm), format(bound), format(ratio), format(sm), n))
-	}
-	return verdict(v1alpha1.VerdictInconclusive, fmt.Sprintf("%s %s > %s (%sx stable %s) but not significant (z %.2f < %.2f; %s)", m.Name, format(cm), format(bound), format(ratio), format(sm), z, FailZ(look), n))
+	return verdict(relativeVerdict(m.Name, cm, sm, ratio, z, look, n))
 }
 
 // PerUnitTest is the one-sided test of JudgePerUnit that the candidate's mean per unit is above
