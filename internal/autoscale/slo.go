@@ -223,6 +223,12 @@ func learnSLO(s sloSpec, in Input, prev *v1alpha1.AutoscalingStatus, now time.Ti
 	// Running beyond the limit says the limit read is not the engine's (more engines than
 	// stated): at most a tight window, never a miss (a queue is what shows one).
 	r = max(r, min(batchRatio(in), 1))
+	// What each replica carried in a window that held: with pods starting (the minutes a
+	// fleet is short are those it scales up in, and those that teach most), some may have come
+	// Ready within the window, so it is taken as load/Current, a bound below it (a starting pod
+	// serves nothing, so the Ready ones carried at least that).
+	carried := in.Load.Value / float64(max(in.Ready, in.Current))
+	heldWithMargin := !queued && r <= sloMargin
 	if st.known && !st.last.IsZero() && now.Sub(st.last) < win {
 		// One sample per window, but a window that holds with margin proves at every pass
 		// that a replica carries its load: the capacity is at least that at once. Otherwise a
@@ -230,8 +236,8 @@ func learnSLO(s sloSpec, in Input, prev *v1alpha1.AutoscalingStatus, now time.Ti
 		// before it) would be stretched to a load many times larger, in as many replicas,
 		// for a whole window. The floor is left to the window's sample: the highest of many
 		// overlapping passes would ratchet it, as one odd minute must not.
-		if u, held := heldWithMargin(in, r); held {
-			st.capacity = max(st.capacity, u)
+		if heldWithMargin {
+			st.capacity = max(st.capacity, carried)
 		}
 		return st, true
 	}
@@ -265,12 +271,9 @@ func learnSLO(s sloSpec, in Input, prev *v1alpha1.AutoscalingStatus, now time.Ti
 			st.capacity = max(min(st.capacity+learnWeight*(bound-st.capacity), ceiling), floor)
 		}
 	default:
-		// Held: with pods starting (the minutes a fleet is short are those it scales up in, and
-		// those that teach most), some may have come Ready within the window, so what each
-		// replica carried is taken as load/Current, a bound below it (a starting pod serves
-		// nothing, so the Ready ones carried at least that).
-		u = in.Load.Value / float64(max(in.Ready, in.Current))
-		if r <= sloMargin {
+		// Held (not queued: a queue is a miss), each replica carrying what it carried.
+		u = carried
+		if heldWithMargin {
 			// Held with margin: a replica carried u. A window that held only just (a burst
 			// that happened to miss it) is no proof that the next one holds at u.
 			floor = max(floor, u)
@@ -321,16 +324,6 @@ func draining(in Input, now time.Time, win time.Duration) bool {
 	q := in.Previous.Queue
 	dt := now.Sub(q.At.Time)
 	return dt > 0 && dt <= win && in.RequestsWaiting.Value < float64(q.Requests)
-}
-
-// heldWithMargin is the load per replica of a window that held the SLO with margin (each
-// ratio r at most sloMargin, no queue), taken as in learnSLO's held case: the load over the
-// Ready replicas or Current, the more (pods that came Ready within the window served part of it).
-func heldWithMargin(in Input, r float64) (float64, bool) {
-	if r > sloMargin || (usable(in.RequestsWaiting) && in.RequestsWaiting.Value/float64(in.Ready) >= SLOQueuedPerReplica) {
-		return 0, false
-	}
-	return in.Load.Value / float64(max(in.Ready, in.Current)), true
 }
 
 // scaledUpWithin: a scale-up within d before now (its pods may have come Ready since).

@@ -215,6 +215,11 @@ func (p promQL) Fetch(ctx context.Context, t Target, now time.Time) (Signals, er
 // total is the query's value for ms, with its trend when spec.autoscaling.projectionHorizon is
 // set.
 func (p promQL) total(ctx context.Context, ms *v1alpha1.ModelServer, now time.Time) autoscale.Observation {
+	return p.value(ctx, ms, now, ms.Spec.Autoscaling != nil && ms.Spec.Autoscaling.ProjectionHorizon.Duration > 0)
+}
+
+// value is the query's value over ms's pods, with its trend when trend is set.
+func (p promQL) value(ctx context.Context, ms *v1alpha1.ModelServer, now time.Time, trend bool) autoscale.Observation {
 	q, err := metrics.Render(p.query, BothColors(ms))
 	if err != nil {
 		return autoscale.Observation{Metric: p.name, Status: metrics.Error, Message: err.Error()}
@@ -225,7 +230,7 @@ func (p promQL) total(ctx context.Context, ms *v1alpha1.ModelServer, now time.Ti
 	// The query is checked against the policy as it runs, not only its template.
 	prom := metrics.Enforce(p.prom, p.policy, ms.Namespace)
 	o := FromSample(p.name, prom.Scalar(ctx, q, now))
-	if ms.Spec.Autoscaling != nil && ms.Spec.Autoscaling.ProjectionHorizon.Duration > 0 && o.Status == metrics.OK {
+	if trend && o.Status == metrics.OK {
 		o = WithTrend(o, prom.Scalar(ctx, TrendQuery(q), now))
 	}
 	return o
@@ -250,18 +255,11 @@ func (w tokenWork) Fetch(ctx context.Context, t Target, now time.Time) (Signals,
 	out := Signals{Load: p.total(ctx, t.ModelServer, now), Served: autoscale.Observation{Metric: autoscale.MetricSLO, Status: metrics.NoData, Message: "token work has no data"}}
 	if out.Load.Status == metrics.OK {
 		// The served rate only matters beside the token work (the fast path reads both).
-		out.Served = w.served(ctx, rate, t.ModelServer, now)
+		// Without a trend: the fast path reads its level only.
+		p.query = rate
+		out.Served = p.value(ctx, t.ModelServer, now, false)
 	}
 	return out, nil
-}
-
-// served is the requests ms's pods finished per second (the rate query), without a trend.
-func (w tokenWork) served(ctx context.Context, query string, ms *v1alpha1.ModelServer, now time.Time) autoscale.Observation {
-	q, err := metrics.Render(query, BothColors(ms))
-	if err != nil {
-		return autoscale.Observation{Metric: autoscale.MetricSLO, Status: metrics.Error, Message: err.Error()}
-	}
-	return FromSample(autoscale.MetricSLO, metrics.Enforce(w.prom, w.policy, ms.Namespace).Scalar(ctx, q, now))
 }
 
 // resourceMetric is a resource metric's average utilization over the Ready pods, from
