@@ -50,8 +50,11 @@ const (
 	rateScale = 0.25
 	// replicas of the stories with a fixed count.
 	replicas = 6
-	// gpuNodes of devenv.DefaultGPUsPerNode GPUs: room for the stories that run together.
-	gpuNodes = 6
+	// gpuNodes of devenv.DefaultGPUsPerNode GPUs: room for the stories that run together, 8 at
+	// once (test.parallel) of up to 12 one-GPU pods each (6 stable and 6 candidate, or a shadow
+	// candidate sized for a 100% mirror). With 6 nodes (48 GPUs) the stories' candidates waited
+	// minutes in NoRoomForCandidate whenever the big ones overlapped, and timed out on a slower run.
+	gpuNodes = 12
 )
 
 // simulatedGatewayEnv, set, runs the stories on the simulator's old mode (it splits the
