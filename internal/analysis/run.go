@@ -87,7 +87,9 @@ func GatewayQueries(spec v1alpha1.AnalysisSpec, t Target, window time.Duration) 
 // judged by JudgeHistogram; the sample query then also runs for the stable color (the test's
 // effective sample size), and for the candidate even when MinSamples is 0. A metric with
 // PerUnit runs its numerator and denominator queries instead of its query, for both colors,
-// and is judged by JudgePerUnit.
+// and is judged by JudgePerUnit. Where the preset has a saturation query
+// (metrics.SaturationQuery), it runs for the stable color, and the latency verdicts hold while
+// the stable color is saturated (HoldIfSaturated).
 // window is the analysis window (rollout.AnalysisWindow: at least four scrape intervals); queries
 // use it as {{.Window}}.
 //
@@ -152,6 +154,13 @@ func Run(ctx context.Context, q metrics.Querier, spec v1alpha1.AnalysisSpec, t T
 			return nil, err
 		}
 	}
+	// The stable color's saturation (HoldIfSaturated), where the preset can tell it.
+	saturationIdx := none
+	if tmpl := metrics.SaturationQuery(spec.Preset); tmpl != "" && t.Stable.Pods != "" {
+		if saturationIdx, err = renderAdd(tmpl, stableVars, add); err != nil {
+			return nil, err
+		}
+	}
 	for i, m := range ms {
 		if m.Histogram != nil || m.PerUnit != nil {
 			continue
@@ -194,6 +203,7 @@ func Run(ctx context.Context, q metrics.Querier, spec v1alpha1.AnalysisSpec, t T
 		}
 		results[i] = Judge(m, got[plans[i].cand], sample(plans[i].stable, errNoStable.Error()), samples, minSamples, at)
 	}
+	results = HoldIfSaturated(ms, results, sample(saturationIdx, "no saturation query"))
 	sort.Slice(results, func(i, j int) bool { return results[i].Name < results[j].Name })
 	return results, nil
 }

@@ -169,10 +169,16 @@ func TestRunRendersCandidateAndStableQueries(t *testing.T) {
 		return n
 	}
 	// 2 sample queries (candidate, and stable for the histogram test's sample sizes) + 5
-	// candidate queries + 4 stable queries (itl-p95 as a bucket query, decode-per-token's
-	// numerator and denominator per pod, and the abort ratio).
-	if len(queries) != 11 {
-		t.Fatalf("%d queries, want 11:\n%s", len(queries), strings.Join(queries, "\n"))
+	// candidate queries + 5 stable queries (itl-p95 as a bucket query, decode-per-token's
+	// numerator and denominator per pod, the abort ratio and the saturation share).
+	if len(queries) != 12 {
+		t.Fatalf("%d queries, want 12:\n%s", len(queries), strings.Join(queries, "\n"))
+	}
+	if n := count("vllm:num_requests_waiting", stablePods); n != 1 {
+		t.Errorf("%d saturation queries of the stable color, want 1", n)
+	}
+	if n := count("vllm:num_requests_waiting", candidatePods); n != 0 {
+		t.Errorf("%d saturation queries of the candidate, want 0: only the stable color's saturation holds the verdicts", n)
 	}
 	for _, part := range []string{"sum by (pod) (increase(vllm:request_decode_time_seconds_sum", "sum by (pod) (increase(vllm:request_generation_tokens_count"} {
 		for _, pods := range []string{candidatePods, stablePods} {
@@ -254,6 +260,41 @@ func TestRunJudgesEachMetric(t *testing.T) {
 				if !strings.HasPrefix(r.Message, "decode-per-token 0.03 > 0.024 (1.2x stable 0.02): slower than 1.2x stable") || r.Candidate != "0.03" || r.Stable != "0.02" {
 					t.Errorf("result = %+v", r)
 				}
+			},
+		},
+		{
+			name: "holds the latency verdicts of a 1.5x slower candidate while the stable color is saturated, and still judges its errors",
+			spec: metrics.WithSLO(vllmSpec(), &v1alpha1.LatencySLO{TTFTP95: &v1alpha1.Duration{Duration: 500 * time.Millisecond}}),
+			setup: func(f *fakeQuerier) {
+				f.rules = append([]rule{
+					decode(candidatePods, 0.030)[0],
+					latency(0.82, "time_to_first_token", candidatePods),
+					{contains: []string{"vllm:num_requests_waiting", stablePods}, sample: ok(0.75)},
+				}, f.rules...)
+			},
+			want: map[string]v1alpha1.Verdict{
+				"abort-ratio": v1alpha1.VerdictInconclusive, "error-ratio": v1alpha1.VerdictPass,
+				"itl-p95": v1alpha1.VerdictInconclusive, "ttft-p95": v1alpha1.VerdictInconclusive, "decode-per-token": v1alpha1.VerdictInconclusive,
+			},
+			check: func(t *testing.T, rs []v1alpha1.MetricResult) {
+				r := rs[slices.IndexFunc(rs, func(r v1alpha1.MetricResult) bool { return r.Name == "decode-per-token" })]
+				if !strings.HasPrefix(r.Message, "held, decode-per-token would have been a failure (decode-per-token 0.03 > 0.024") ||
+					!strings.Contains(r.Message, "the stable color is saturated (the queue never emptied over the window on 75% of its pods)") {
+					t.Errorf("message = %q", r.Message)
+				}
+			},
+		},
+		{
+			name: "fails a 1.5x slower candidate when a minority of the stable pods queue",
+			setup: func(f *fakeQuerier) {
+				f.rules = append([]rule{
+					decode(candidatePods, 0.030)[0],
+					{contains: []string{"vllm:num_requests_waiting", stablePods}, sample: ok(0.25)},
+				}, f.rules...)
+			},
+			want: map[string]v1alpha1.Verdict{
+				"abort-ratio": v1alpha1.VerdictPass, "error-ratio": v1alpha1.VerdictPass,
+				"itl-p95": v1alpha1.VerdictPass, "decode-per-token": v1alpha1.VerdictFail,
 			},
 		},
 		{

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
+	"github.com/modelship/modelship/internal/metrics"
 	"github.com/modelship/modelship/internal/rollout"
 	"github.com/modelship/modelship/internal/routing"
 )
@@ -683,6 +685,55 @@ func TestRolloutRollsBackACandidateThatDecodesSlowerPerToken(t *testing.T) {
 
 	setImage(t, ms, imageV2)
 	v2 := waitCandidate(t, ms, imageV2)
+	waitRolledBack(t, ms, v2, "decode-per-token 0.03 > 0.024 (1.2x stable 0.02)")
+}
+
+// While the stable color is saturated (its pods' queues never empty over the window), latency
+// measures the overload, not the version: a candidate that decodes 1.5x slower is held at its
+// step, neither rolled back nor advanced, with the verdict it would have had in its message;
+// once the stable color's queue drains, it is judged and rolled back.
+func TestRolloutHoldsItsLatencyVerdictsWhileTheStableColorIsSaturated(t *testing.T) {
+	t.Parallel()
+	ns := newNamespace(t)
+	ms := newModelServer(ns, "saturated")
+	var drained atomic.Bool
+	byColor := map[v1alpha1.Color]latencies{v1alpha1.Blue: healthy, v1alpha1.Green: slowDecode}
+	answers := vllmAnswers(ms.Name, byColor)
+	saturated := func(q string) promAnswer {
+		if strings.Contains(q, "vllm:num_requests_waiting") && strings.Contains(q, `pod=~"`+ms.Name+`-blue-`) && !drained.Load() {
+			return promAnswer{value: 1} // every stable pod queued at every scrape
+		}
+		return answers(q)
+	}
+	tr, _ := startServing(t, ms, byColor)
+	prometheus.set(ns, saturated)
+	playDeployments(t, ns)
+
+	setImage(t, ms, imageV2)
+	v2 := waitCandidate(t, ms, imageV2)
+	tr.waitCandidateWeight(t, 20)
+	const held = "held, decode-per-token would have been a failure (decode-per-token 0.03 > 0.024"
+	var step int32
+	eventually(t, 20*time.Second, "decode-per-token held", func() error {
+		st := getMS(t, ms).Status
+		for _, r := range st.Rollout.Analysis {
+			if r.Name == metrics.MetricDecodePerToken && r.Verdict == v1alpha1.VerdictInconclusive && strings.HasPrefix(r.Message, held) {
+				step = st.Rollout.Step
+				return nil
+			}
+		}
+		return fmt.Errorf("phase %s analysis %+v", st.Phase, st.Rollout.Analysis)
+	})
+	weights := tr.current()
+	consistently(t, holdFor, "holds its step while the stable color is saturated", func() error {
+		st := getMS(t, ms).Status
+		if w := tr.current(); w != weights || st.Rollout.Step != step || st.Phase != v1alpha1.PhaseProgressing {
+			return fmt.Errorf("weights %s step %d phase %s; held at %s step %d", w, st.Rollout.Step, st.Phase, weights, step)
+		}
+		return nil
+	})
+
+	drained.Store(true)
 	waitRolledBack(t, ms, v2, "decode-per-token 0.03 > 0.024 (1.2x stable 0.02)")
 }
 

@@ -321,6 +321,26 @@ func P95Max(preset v1alpha1.AnalysisPreset, name string, max *resource.Quantity)
 	return &m
 }
 
+// saturation is the share of a color's pods whose queue (a gauge of the requests waiting for
+// a batch slot) never emptied over the window: at every scrape, each of those pods had a request
+// it could not start. A pod serving several models has a series per model; the least counts.
+func saturation(waiting string) string {
+	return `avg(min by (pod) (min_over_time(` + waiting + `{` + podSelector + `}[{{.Window}}])) > bool 0)`
+}
+
+// SaturationQuery is the preset's query of the share of a color's pods whose queue never
+// emptied over the window (vLLM's vllm:num_requests_waiting, SGLang's sglang:num_queue_reqs),
+// which analysis.HoldIfSaturated reads for the stable color; "" for a preset without one.
+func SaturationQuery(preset v1alpha1.AnalysisPreset) string {
+	switch preset {
+	case v1alpha1.AnalysisPresetVLLM, "":
+		return saturation("vllm:num_requests_waiting")
+	case v1alpha1.AnalysisPresetSGLang:
+		return saturation("sglang:num_queue_reqs")
+	}
+	return ""
+}
+
 // WithSLO returns the analysis spec with the user's latency SLO (spec.autoscaling.slo) as
 // absolute bounds: a ttftP95 becomes the preset's ttft-p95 at most that many seconds (the
 // candidate's p95 over the analysis window, judged from its buckets). It goes before the

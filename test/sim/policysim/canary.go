@@ -100,6 +100,8 @@ type podCounters struct {
 	ok, failed     uint64
 	loaded         bool
 	requests       fleet.RequestSums
+	// waiting is the pod's queue (vllm:num_requests_waiting) at the snapshot.
+	waiting int
 }
 
 // ColorWindow is one color's activity over a window.
@@ -118,6 +120,10 @@ type ColorWindow struct {
 	// vllm:request_prompt_tokens, vllm:request_generation_tokens), in pod-name order, as
 	// `sum by (pod) (increase(...))` returns them.
 	PodRequests []PodRequests
+	// Saturation is the share of the color's pods whose queue never emptied over the window
+	// (waiting at every snapshot in it), as metrics.SaturationQuery reads it; NoData without a
+	// pod.
+	Saturation metrics.Sample
 }
 
 // PodRequests is one pod's per-request sums over a window.
@@ -191,9 +197,36 @@ func (v *View) Window(color string, d time.Duration) ColorWindow {
 		}})
 		w.Failed += float64(c.failed) - float64(o.failed)
 	}
+	w.Saturation = v.saturation(color, from)
 	w.Refused = float64(v.cur.refused[color]) - float64(base.refused[color])
 	w.TTFT, w.ITL, w.E2E = toHistogram(fleet.TTFTBuckets, ttft), toHistogram(fleet.ITLBuckets, itl), toHistogram(fleet.E2EBuckets, e2e)
 	return w
+}
+
+// saturation is the share of a color's pods (now) that had requests waiting at every snapshot
+// after from: min_over_time of their queue over the window above 0.
+func (v *View) saturation(color string, from time.Duration) metrics.Sample {
+	var pods, queued int
+	for name, c := range v.cur.pods {
+		if c.color != color {
+			continue
+		}
+		pods++
+		never := true
+		for _, s := range v.snaps {
+			if p, ok := s.pods[name]; ok && s.at > from && p.waiting == 0 {
+				never = false
+				break
+			}
+		}
+		if never {
+			queued++
+		}
+	}
+	if pods == 0 {
+		return metrics.Sample{Status: metrics.NoData, Message: "no pod"}
+	}
+	return metrics.Sample{Status: metrics.OK, Value: float64(queued) / float64(pods)}
 }
 
 func addDelta(acc []float64, cur, old []uint64) []float64 {
@@ -260,7 +293,7 @@ func RunRollout(cfg RolloutConfig, c Canary) RolloutResult {
 		for _, p := range f.Pods() {
 			s.pods[p.Pod.Name] = podCounters{color: p.Pod.Color, ttft: p.TTFT, itl: p.ITL, e2e: p.E2E,
 				ok: p.Success[fleet.FinishStop] + p.Success[fleet.FinishLength], failed: p.Success[fleet.FinishAbort], loaded: p.Loaded,
-				requests: p.Requests}
+				requests: p.Requests, waiting: p.Waiting}
 		}
 		for _, color := range []string{stableColor, candidateColor} {
 			s.refused[color] = f.GatewayCount(namespace, modelServer, color, fleet.CodeUnavailable)

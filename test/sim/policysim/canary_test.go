@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelship/modelship/internal/metrics"
 	"github.com/modelship/modelship/test/framework/fleet"
 )
 
@@ -140,4 +141,38 @@ func steadyArrivals(d time.Duration) []fleet.Arrival {
 		arr = append(arr, fleet.Arrival{At: time.Duration(i) * 125 * time.Millisecond, ContextTokens: 800 + 400*r.IntN(3), GeneratedTokens: 100 + 100*r.IntN(4)})
 	}
 	return arr
+}
+
+func TestWindowSaturationIsTheShareOfPodsWhoseQueueNeverEmptied(t *testing.T) {
+	snap := func(at time.Duration, waiting map[string]int) snapshot {
+		s := snapshot{at: at, pods: map[string]podCounters{}}
+		for name, n := range waiting {
+			color := "blue"
+			if strings.HasPrefix(name, "green") {
+				color = "green"
+			}
+			s.pods[name] = podCounters{color: color, waiting: n}
+		}
+		return s
+	}
+	v := &View{Now: 60 * time.Second}
+	v.snaps = []snapshot{
+		// Before the window: blue-2's empty queue here does not count.
+		snap(20*time.Second, map[string]int{"blue-0": 0, "blue-1": 5, "blue-2": 0, "blue-3": 3, "green-0": 0}),
+		snap(40*time.Second, map[string]int{"blue-0": 9, "blue-1": 5, "blue-2": 4, "blue-3": 0, "green-0": 7}),
+		snap(50*time.Second, map[string]int{"blue-0": 9, "blue-1": 5, "blue-2": 4, "blue-3": 3, "green-0": 7}),
+		snap(60*time.Second, map[string]int{"blue-0": 1, "blue-1": 6, "blue-2": 2, "blue-3": 3, "green-0": 0}),
+	}
+	v.cur = v.snaps[len(v.snaps)-1]
+	blue := v.Window("blue", 30*time.Second).Saturation
+	// blue-0, blue-1 and blue-2 queued at 40, 50 and 60 s; blue-3 emptied at 40 s.
+	if blue.Status != metrics.OK || blue.Value != 0.75 {
+		t.Errorf("blue saturation = %+v, want 0.75", blue)
+	}
+	if green := v.Window("green", 30*time.Second).Saturation; green.Status != metrics.OK || green.Value != 0 {
+		t.Errorf("green saturation = %+v, want 0 (its queue emptied at 60 s)", green)
+	}
+	if none := v.Window("red", 30*time.Second).Saturation; none.Status != metrics.NoData {
+		t.Errorf("a color without pods: %+v, want NoData", none)
+	}
 }

@@ -207,5 +207,6 @@ func (m *ModelshipRollout) measure(v *View, window time.Duration, look analysis.
 		}
 		out = append(out, analysis.Judge(mt, errRatio(cand), errRatio(stable), count(cand), minSamples, at))
 	}
-	return out
+	// As analysis.Run: the latency verdicts hold while the stable color is saturated.
+	return analysis.HoldIfSaturated(ms, out, stable.Saturation)
 }
