@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -11,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
 	"github.com/modelship/modelship/test/framework/fleet"
 	"github.com/modelship/modelship/test/sim/policysim"
 	"github.com/modelship/modelship/test/sim/workloads"
@@ -26,7 +28,17 @@ type judgeWorkload struct {
 	name string
 	// arrivals returns the run's requests from its start (the candidate is deployed 2m in).
 	arrivals func(seed uint64, run, runs int) ([]fleet.Arrival, error)
+	// replicas is the stable color's pod count (0: rolloutReplicas) and speed the GPUs' speed
+	// relative to the nominal capacity (0: 1).
+	replicas int32
+	speed    float64
 }
+
+// judgeSizingWork is the work per replica (fleet.Capacity.Work) a matrix workload's stable fleet
+// is sized for, as an autoscaler keeps it below the 0.8 where a replica stops serving well: the
+// judge matrix measures the judge on a fleet that carries its load, and an overload is asked for
+// by name (matrix:NAME@REPLICAS).
+const judgeSizingWork = 0.7
 
 // judgeCandidate is a candidate revision of the matrix: 1 is identical (A/A).
 type judgeCandidate struct {
@@ -55,8 +67,10 @@ func parseJudgeCandidates(spec string) ([]judgeCandidate, error) {
 // parseJudgeWorkloads reads --judge-workloads: comma-separated trace@SCALE (the trace at that
 // rollout rate scale), bursty@SCALE (the trace at that scale with every request moved to the
 // start of its 20-second bin, so that the bin's requests arrive at once) and matrix:NAME (a
-// workload of test/sim/workloads, shipped trace taken from --trace).
-func parseJudgeWorkloads(spec string, tr fleet.Trace) ([]judgeWorkload, error) {
+// workload of test/sim/workloads, shipped trace taken from --trace, on GPUs of its speed, its
+// stable fleet sized for its mean work at judgeSizingWork per replica and at least
+// rolloutReplicas; matrix:NAME@REPLICAS fixes the fleet, e.g. an overload).
+func parseJudgeWorkloads(spec string, tr fleet.Trace, capa fleet.Capacity) ([]judgeWorkload, error) {
 	var out []judgeWorkload
 	for _, w := range strings.Split(spec, ",") {
 		w = strings.TrimSpace(w)
@@ -65,13 +79,29 @@ func parseJudgeWorkloads(spec string, tr fleet.Trace) ([]judgeWorkload, error) {
 		}
 		if name, ok := strings.CutPrefix(w, "matrix:"); ok {
 			// A workload of the matrix (test/sim/workloads), each run its own seed's sequence.
+			name, fixed, pinned := strings.Cut(name, "@")
 			wl, err := workloads.Find(workloads.Matrix(tr), name)
 			if err != nil {
 				return nil, fmt.Errorf("--judge-workloads %q: %w", w, err)
 			}
-			out = append(out, judgeWorkload{name: w, arrivals: func(seed uint64, _, _ int) ([]fleet.Arrival, error) {
+			jw := judgeWorkload{name: w, speed: wl.Speed(), arrivals: func(seed uint64, _, _ int) ([]fleet.Arrival, error) {
 				return wl.Sequence(seed)
-			}})
+			}}
+			if pinned {
+				n, err := strconv.Atoi(fixed)
+				if err != nil || n < 1 {
+					return nil, fmt.Errorf("--judge-workloads %q: want matrix:NAME@REPLICAS with a positive count", w)
+				}
+				jw.replicas = int32(n)
+			} else {
+				arr, err := wl.Sequence(0)
+				if err != nil {
+					return nil, fmt.Errorf("--judge-workloads %q: %w", w, err)
+				}
+				work := policysim.WorkBetween(arr, capa.AtSpeed(jw.speed), 0, wl.Duration)
+				jw.replicas = max(rolloutReplicas, int32(math.Ceil(work/judgeSizingWork)))
+			}
+			out = append(out, jw)
 			continue
 		}
 		kind, scaleS, ok := strings.Cut(w, "@")
@@ -117,6 +147,10 @@ func traceArrivals(tr fleet.Trace, scale float64, burst time.Duration) func(seed
 // judgeExplain (--judge-explain) prints the Fail results of every A/A run that was rolled back.
 var judgeExplain bool
 
+// judgeLoadMatching (--judge-load-matching) is the runs' spec.rollout.loadMatching ("": the
+// API's default).
+var judgeLoadMatching v1alpha1.LoadMatching
+
 // judgeFigures are one (workload, candidate) cell of the matrix.
 type judgeFigures struct {
 	runs, rolledBack, promoted, undecided int
@@ -153,6 +187,12 @@ func runJudgeMatrix(workloads []judgeWorkload, judgeCandidates []judgeCandidate,
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			cfg := base
+			if j.w.replicas > 0 {
+				cfg.Replicas = j.w.replicas
+			}
+			if j.w.speed > 0 {
+				cfg.Capacity = base.Capacity.AtSpeed(j.w.speed)
+			}
 			// Every run of a workload is a scenario of its own; a regression's run i sees the
 			// same requests as the A/A run i.
 			cfg.Seed = seed + uint64(j.run) + 1
@@ -164,8 +204,9 @@ func runJudgeMatrix(workloads []judgeWorkload, judgeCandidates []judgeCandidate,
 				return
 			}
 			cfg.Arrivals = arr
-			ms := policysim.NewModelshipRollout(base.Replicas)
+			ms := policysim.NewModelshipRollout(cfg.Replicas)
 			ms.SetAnalysisInterval(interval)
+			ms.SetLoadMatching(judgeLoadMatching)
 			results[i] = policysim.RunRollout(cfg, ms)
 			failures[i] = ms.Failures()
 		})
@@ -216,6 +257,7 @@ func printJudgeMatrix(workloads []judgeWorkload, judgeCandidates []judgeCandidat
 	detectMin := map[string]*worst{}
 	p50Max := map[string]*worst{}
 	for _, w := range workloads {
+		fmt.Printf("judge.%s.fleet stable_replicas=%d gpu_speed=%g\n", w.name, cmp.Or(w.replicas, rolloutReplicas), cmp.Or(w.speed, 1))
 		for _, c := range judgeCandidates {
 			f := cells[w.name+"/"+c.name]
 			if f == nil {

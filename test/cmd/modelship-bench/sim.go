@@ -50,6 +50,14 @@ func runSim(args []string) error {
 	judgeOnly := fs.Bool("judge-only", false, "run only the judge matrix")
 	fs.BoolVar(&judgeExplain, "judge-explain", false, "print, for every identical candidate (A/A) the judge rolled back, the Fail results that did it (metric, step, look, z, threshold, effective counts)")
 	judgeCands := fs.String("judge-candidates", "1.25,1.5,3", "the judge matrix's slower candidates, as latency multipliers (an identical one always runs)")
+	fs.Func("judge-load-matching", "the judge matrix's spec.rollout.loadMatching (None, StablePods; default: the API's)", func(v string) error {
+		switch lm := v1alpha1.LoadMatching(v); lm {
+		case v1alpha1.LoadMatchingNone, v1alpha1.LoadMatchingStablePods:
+			judgeLoadMatching = lm
+			return nil
+		}
+		return fmt.Errorf("want None or StablePods")
+	})
 	judgeInterval := fs.Duration("judge-interval", 0, "the judge matrix's spec.rollout.analysis.interval (0: the API's 30s)")
 	gpuSpeed := fs.Float64("gpu-speed", 1, "the simulated GPUs' speed relative to the token rates modelship's work query assumes (0.7: 30% slower); with --workload it multiplies each workload's own")
 	workload := fs.String("workload", "", "run the autoscaling policies on workloads of the matrix (test/sim/workloads): a name, comma-separated names, or 'matrix' for all; --trace, when not the shipped trace, is added at --rate-scale")
@@ -62,7 +70,7 @@ func runSim(args []string) error {
 	if err != nil {
 		return err
 	}
-	judgeWorkloads, err := parseJudgeWorkloads(*judgeSpec, tr)
+	judgeWorkloads, err := parseJudgeWorkloads(*judgeSpec, tr, fleet.DefaultCapacity().AtSpeed(*gpuSpeed))
 	if err != nil {
 		return err
 	}

@@ -69,7 +69,7 @@ func TestTheJudgeMatrixRunsDistinctScenarios(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ws, err := parseJudgeWorkloads("trace@6,bursty@4", tr)
+	ws, err := parseJudgeWorkloads("trace@6,bursty@4", tr, fleet.DefaultCapacity())
 	if err != nil || len(ws) != 2 {
 		t.Fatalf("workloads %v, %v", ws, err)
 	}
@@ -92,5 +92,38 @@ func TestTheJudgeMatrixRunsDistinctScenarios(t *testing.T) {
 	}
 	if _, err := parseJudgeCandidates("0.9"); err == nil {
 		t.Error("a faster candidate was accepted as a regression")
+	}
+}
+
+// TestTheJudgeMatrixSizesItsFleetAndRunsItsGPUs: a matrix workload of the judge runs on GPUs of
+// its speed, over a stable fleet sized for its work (more pods for more load or slower GPUs,
+// never fewer than rolloutReplicas), and matrix:NAME@REPLICAS pins the fleet.
+func TestTheJudgeMatrixSizesItsFleetAndRunsItsGPUs(t *testing.T) {
+	tr, err := fleet.LoadTrace("../../traces/azure-llm-2023-conv.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws, err := parseJudgeWorkloads("matrix:azure-conv,matrix:azure-conv-x18-at40m,matrix:azure-conv-gpu0.7,matrix:azure-conv-x6-at20m,matrix:azure-conv-x18-at40m@8", tr, fleet.DefaultCapacity())
+	if err != nil || len(ws) != 5 {
+		t.Fatalf("workloads %v, %v", ws, err)
+	}
+	conv, x18, slow, x6, pinned := ws[0], ws[1], ws[2], ws[3], ws[4]
+	if conv.replicas <= rolloutReplicas || x18.replicas <= conv.replicas || slow.replicas <= conv.replicas {
+		t.Errorf("replicas: azure-conv %d, at 18x %d, on 0.7x GPUs %d; want more than %d, and more for more load or slower GPUs",
+			conv.replicas, x18.replicas, slow.replicas, rolloutReplicas)
+	}
+	if x6.replicas != rolloutReplicas {
+		t.Errorf("azure-conv at 6x: %d replicas, want the floor %d", x6.replicas, rolloutReplicas)
+	}
+	if slow.speed != 0.7 || conv.speed != 1 {
+		t.Errorf("speeds %g and %g, want 0.7 and 1", slow.speed, conv.speed)
+	}
+	if pinned.replicas != 8 || pinned.name != "matrix:azure-conv-x18-at40m@8" {
+		t.Errorf("pinned: %+v", pinned)
+	}
+	for _, bad := range []string{"matrix:azure-conv@0", "matrix:azure-conv@x"} {
+		if _, err := parseJudgeWorkloads(bad, tr, fleet.DefaultCapacity()); err == nil {
+			t.Errorf("%s accepted", bad)
+		}
 	}
 }

@@ -72,6 +72,13 @@ func (m *ModelshipRollout) SetAnalysisInterval(d time.Duration) {
 	}
 }
 
+// SetLoadMatching sets spec.rollout.loadMatching ("" keeps the API's default).
+func (m *ModelshipRollout) SetLoadMatching(lm v1alpha1.LoadMatching) {
+	if lm != "" {
+		m.ms.Spec.Rollout.LoadMatching = lm
+	}
+}
+
 // Name implements Canary.
 func (m *ModelshipRollout) Name() string { return "modelship" }
 
