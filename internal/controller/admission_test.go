@@ -1032,3 +1032,23 @@ func TestATypedClientCanAskForZeroMinReplicas(t *testing.T) {
 		}
 	}
 }
+
+// An unset spec.rollout.loadMatching is stored as StablePods, the API's default: a step's
+// weight follows the candidate's share of Ready pods, so that the colors are compared at the
+// same load per pod; None stays None.
+func TestAdmissionDefaultsLoadMatchingToStablePods(t *testing.T) {
+	ns := newNamespace(t)
+	for name, lm := range map[string]v1alpha1.LoadMatching{"unset": "", "none": v1alpha1.LoadMatchingNone} {
+		ms := newModelServer(ns, name, func(ms *v1alpha1.ModelServer) { ms.Spec.Rollout.LoadMatching = lm })
+		if err := k8s.Create(context.Background(), ms); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		want := v1alpha1.LoadMatchingStablePods
+		if lm != "" {
+			want = lm
+		}
+		if got := getMS(t, ms).Spec.Rollout.LoadMatching; got != want {
+			t.Errorf("%s: stored loadMatching %q, want %q", name, got, want)
+		}
+	}
+}

@@ -138,6 +138,9 @@ func newModelServer(ns, name string, opts ...msOption) *v1alpha1.ModelServer {
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: v1alpha1.ModelServerSpec{
 			Replicas: ptr.To(int32(2)),
+			// The step weights as written, which the tests assert; unset is StablePods
+			// (TestAdmissionDefaultsLoadMatchingToStablePods).
+			Rollout: v1alpha1.RolloutSpec{LoadMatching: v1alpha1.LoadMatchingNone},
 			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{
 				Name: "vllm", Image: "vllm/vllm-openai:v0.10.2", Args: []string{"--model", "/models/llama"},
 				Ports:     []corev1.ContainerPort{{Name: "http", ContainerPort: 8000}},

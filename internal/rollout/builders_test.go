@@ -20,9 +20,12 @@ const (
 
 type msOption func(*v1alpha1.ModelServer)
 
-// newModelServer is a ModelServer at generation 4 with API defaults left zero (Next applies them).
+// newModelServer is a ModelServer at generation 4 with API defaults left zero (Next applies them),
+// but for loadMatching None: the step weights as written, which the tests assert
+// (withLoadMatching("") leaves the default, StablePods).
 func newModelServer(opts ...msOption) *v1alpha1.ModelServer {
 	ms := &v1alpha1.ModelServer{ObjectMeta: metav1.ObjectMeta{Name: "llm", Namespace: "ns", Generation: 4}}
+	ms.Spec.Rollout.LoadMatching = v1alpha1.LoadMatchingNone
 	for _, o := range opts {
 		o(ms)
 	}

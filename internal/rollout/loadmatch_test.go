@@ -10,8 +10,8 @@ import (
 
 // TestLoadMatching pins spec.rollout.loadMatching: with StablePods a step's weight is raised to
 // the candidate's share of both colors' Ready pods (its own counted up to what the step
-// needs), at most the next step's weight and what its Ready pods carry; with None, or unset,
-// the step's weight is sent as written.
+// needs), at most the next step's weight and what its Ready pods carry; unset is StablePods
+// (the API's default); with None the step's weight is sent as written.
 func TestLoadMatching(t *testing.T) {
 	cases := []struct {
 		name           string
@@ -21,7 +21,7 @@ func TestLoadMatching(t *testing.T) {
 		candReady      int32
 		wantCandWeight int32
 	}{
-		{"unset sends the step's weight", "", 6, 1, 6, 1, 10},
+		{"unset is StablePods: one candidate pod beside 6 stable pods gets a seventh", "", 6, 1, 6, 1, 14},
 		{"None sends the step's weight", v1alpha1.LoadMatchingNone, 6, 1, 6, 1, 10},
 		{"one candidate pod beside 6 stable pods gets a seventh of the traffic", v1alpha1.LoadMatchingStablePods, 6, 1, 6, 1, 14},
 		{"pods started early for the next step do not raise this one", v1alpha1.LoadMatchingStablePods, 6, 1, 6, 2, 14},

@@ -81,7 +81,7 @@ func policyOf(ms *v1alpha1.ModelServer) policy {
 		inconclusiveReport: orDefault(r.Inconclusive.ReportAfter.Duration, DefaultInconclusiveReportAfter),
 		autoPromote:        r.AutoPromote == nil || *r.AutoPromote,
 		failureLimit:       max(r.FailureLimit, 0),
-		matchStablePods:    r.LoadMatching == v1alpha1.LoadMatchingStablePods,
+		matchStablePods:    r.LoadMatching != v1alpha1.LoadMatchingNone, // StablePods, the default
 	}
 	if sh := r.Shadow; sh != nil {
 		p.shadow = &shadowPolicy{percent: sh.Percent, duration: orDefault(sh.Duration.Duration, DefaultShadowDuration)}

@@ -48,10 +48,10 @@ func NewModelshipRollout(total int32) *ModelshipRollout {
 	m := &ModelshipRollout{Total: total, start: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), deps: map[v1alpha1.Color]*msDep{}}
 	m.ms = &v1alpha1.ModelServer{ObjectMeta: metav1.ObjectMeta{Name: modelServer, Namespace: namespace, Generation: 1}}
 	// The API's defaults (the CRD's +kubebuilder:default markers), which a stored object
-	// always carries: minSamples 20, failureLimit 1, loadMatching None.
+	// always carries: minSamples 20, failureLimit 1, loadMatching StablePods.
 	m.ms.Spec.Rollout.Analysis.MinSamples = 20
 	m.ms.Spec.Rollout.FailureLimit = 1
-	m.ms.Spec.Rollout.LoadMatching = v1alpha1.LoadMatchingNone
+	m.ms.Spec.Rollout.LoadMatching = v1alpha1.LoadMatchingStablePods
 	// The simulated Prometheus scrapes every 15s (as the peers' 1m queries assume): the window
 	// is then 4 scrapes, 1m, instead of the 4m a 60s scrape (the API's assumption) needs.
 	m.ms.Spec.Rollout.Analysis.ScrapeInterval = &v1alpha1.Duration{Duration: 15 * time.Second}
