@@ -175,3 +175,25 @@ func TestEnforceRunsTheBuiltInQueriesItIsGiven(t *testing.T) {
 		t.Errorf("a query that only starts like the built-in one ran: %+v", s)
 	}
 }
+
+// The saturation query, in Prometheus's engine: the share of the color's pods whose queue never
+// emptied over the window (a pod serving two models counts by its emptier queue).
+func TestTheSaturationQueryIsTheShareOfPodsWhoseQueueNeverEmptied(t *testing.T) {
+	q, err := Render(SaturationQuery(v1alpha1.AnalysisPresetVLLM), Vars{Namespace: "ml", Name: "llama", Pods: PodRegex("llama-blue"), Window: "1m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiting := func(pod, model string) string {
+		return `vllm:num_requests_waiting{namespace="ml",pod="` + pod + `",model_name="` + model + `"}`
+	}
+	promtoolEval(t, map[string]string{
+		waiting("llama-blue-7d9f8c6b5-aaaaa", "m"):                                      "5x10",    // queued at every scrape
+		waiting("llama-blue-7d9f8c6b5-bbbbb", "m"):                                      "3x7 0 3", // emptied inside the window
+		waiting("llama-blue-7d9f8c6b5-ccccc", "m"):                                      "0x3 2x7", // emptied before the window only (a range that holds its left end, as Prometheus 2 does, sees none at 1m)
+		waiting("llama-blue-7d9f8c6b5-ddddd", "m"):                                      "0x10",    // never queued
+		waiting("llama-blue-7d9f8c6b5-eeeee", "a"):                                      "4x10",    // two models: one queue empty
+		waiting("llama-blue-7d9f8c6b5-eeeee", "b"):                                      "0x10",    //
+		waiting("llama-green-6c5b4a39f-fffff", "m"):                                     "9x10",    // the other color
+		`vllm:num_requests_waiting{namespace="other",pod="llama-blue-7d9f8c6b5-ggggg"}`: "9x10",    // another namespace
+	}, q, map[string]float64{"{}": 0.4})
+}

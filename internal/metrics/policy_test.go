@@ -175,6 +175,9 @@ func TestPresetQueriesAreNamespaced(t *testing.T) {
 		if err := QueryPolicyNamespaced.CheckQuery(sample, varsOf("ml", "llama")...); err != nil {
 			t.Errorf("%s sample query: %v", preset, err)
 		}
+		if err := QueryPolicyNamespaced.CheckQuery(SaturationQuery(preset), varsOf("ml", "llama")...); err != nil {
+			t.Errorf("%s saturation query: %v", preset, err)
+		}
 	}
 	// The latency SLOs of learnCapacity and spec.autoscaling.slo, and the SLO's token work, run
 	// on the ModelServer's behalf too.
