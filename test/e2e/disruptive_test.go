@@ -361,7 +361,7 @@ func storyControllerKilled(t *testing.T) {
 		return inv(v)
 	}, func(v view) bool { return v.healthyOn(rev) })
 	then(t, "the rollout resumes at step %d and goes on to promotion: steps %v, candidate weights %v, never backwards", killedAt.Rollout.Step, steps[1:], weights)
-	if want := []int32{10, 25, 50}; fmt.Sprint(weights) != fmt.Sprint(want) {
+	if want := goodWeights; fmt.Sprint(weights) != fmt.Sprint(want) {
 		t.Errorf("candidate weights seen %v, want %v", weights, want)
 	}
 	if want := []int32{1, 2, 3}; fmt.Sprint(steps[1:]) != fmt.Sprint(want) {
@@ -481,7 +481,7 @@ func storyLeaderFailover(t *testing.T) {
 	}
 	then(t, "%s takes over %s later and the rollout goes on to promotion, weights never backwards", other, secs(took))
 	v := follow(t, ns, ms.Name, 3*time.Minute, "promotion of "+rev, inv, func(v view) bool { return v.healthyOn(rev) })
-	if want := []int32{10, 25, 50}; fmt.Sprint(weights) != fmt.Sprint(want) {
+	if want := goodWeights; fmt.Sprint(weights) != fmt.Sprint(want) {
 		t.Errorf("candidate weights seen %v, want %v", weights, want)
 	}
 	if h := v.ms.Status.History; len(h) != 1 || h[0].Outcome != v1alpha1.OutcomePromoted {

@@ -67,7 +67,7 @@ func goodVersionPromoted(t *testing.T, ms *v1alpha1.ModelServer, v0 view, label 
 	promoted := time.Since(began)
 
 	then(t, "the candidate took the weights %v one step after the other and was promoted", weights)
-	if want := []int32{10, 25, 50}; fmt.Sprint(weights) != fmt.Sprint(want) {
+	if want := goodWeights; fmt.Sprint(weights) != fmt.Sprint(want) {
 		t.Errorf("candidate weights seen %v, want %v", weights, want)
 	}
 	if last.stableColor() != newColor || last.route[newColor] != 100 || last.route[stableColor] != 0 {
@@ -94,6 +94,13 @@ func goodVersionPromoted(t *testing.T, ms *v1alpha1.ModelServer, v0 view, label 
 	figure(t, "time to promote a good version (4 steps of 20s)"+label, "%s (first weight after %s)", secs(promoted), secs(firstWeight.Sub(began)))
 	figure(t, "responses during the good rollout"+label, "%.0f, 503 %.0f, 502 (in flight on a pod scaled away) %.0f", total, refused, lost)
 }
+
+// goodWeights are the candidate weights of a good rollout over steps 10, 25, 50, 100 of the
+// stories' 6 replicas, with loadMatching StablePods, the API's default: at the 10% step one
+// candidate pod beside the 6 stable ones gets a seventh of the traffic, a stable pod's load
+// (14%); the 25% and 50% steps keep their weight (2 and 3 candidate pods carry no more than a
+// stable pod there).
+var goodWeights = []int32{14, 25, 50}
 
 // monotonicNew checks the weights at every poll of a rollout to newColor: they add up to 100,
 // the new color's route weight never decreases below what the like-with-like rule allows (see
