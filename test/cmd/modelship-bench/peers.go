@@ -48,7 +48,7 @@ func runPeers(args []string) error {
 	verdictTimeout := fs.Duration("verdict-timeout", 5*time.Minute, "longest wait for a rollout's verdict")
 	badHorizon := fs.Duration("bad-horizon", 150*time.Second, "how long the slower release is watched (its requests are counted over it)")
 	repeat := fs.Int("repeat", 1, "rounds of every scenario, contenders taking turns within a round; with more than one, the figures of each round and then each figure's median, min and max (the plot shows round 1, the CSV all)")
-	loadMatching := fs.String("load-matching", string(v1alpha1.LoadMatchingStablePods), "modelship's spec.rollout.loadMatching in the rollouts (None: the step weights as written, the API's default)")
+	loadMatching := fs.String("load-matching", string(v1alpha1.LoadMatchingStablePods), "modelship's spec.rollout.loadMatching in the rollouts (StablePods, the API's default; None: the step weights as written)")
 	sloTTFT := fs.Duration("slo-ttft", 2*time.Second, "p95 time-to-first-token SLO")
 	sloITL := fs.Duration("slo-itl", 100*time.Millisecond, "p95 inter-token latency SLO")
 	if err := fs.Parse(args); err != nil {
