@@ -20,11 +20,12 @@ type histogramPlan struct {
 	results      map[string]v1alpha1.MetricResult
 }
 
-// renderAdd renders a template and adds it to Run's scalar queries.
-func renderAdd(tmpl string, v metrics.Vars, add func(string) int) (int, error) {
+// renderAdd renders a template and adds it to Run's scalar queries; an error names the field
+// the template comes from.
+func renderAdd(field, tmpl string, v metrics.Vars, add func(string) int) (int, error) {
 	query, err := metrics.Render(tmpl, v)
 	if err != nil {
-		return 0, fmt.Errorf("sampleQuery: %w", err)
+		return 0, fmt.Errorf("%s: %w", field, err)
 	}
 	return add(query), nil
 }

@@ -117,11 +117,10 @@ func Run(ctx context.Context, q metrics.Querier, spec v1alpha1.AnalysisSpec, t T
 		minSamples = 0
 	}
 	if minSamples > 0 {
-		query, err := metrics.Render(sampleTmpl, candVars)
-		if err != nil {
-			return nil, fmt.Errorf("sampleQuery: %w", err)
+		var err error
+		if sampleIdx, err = renderAdd("sampleQuery", sampleTmpl, candVars, add); err != nil {
+			return nil, err
 		}
-		sampleIdx = add(query)
 	}
 	type plan struct{ cand, stable int }
 	plans := make([]plan, len(ms))
@@ -137,27 +136,25 @@ func Run(ctx context.Context, q metrics.Querier, spec v1alpha1.AnalysisSpec, t T
 	proportions := slices.ContainsFunc(ms, isProportion)
 	if (len(hists.metrics) > 0 || proportions) && sampleTmpl != "" && t.Stable.Pods != "" {
 		// The histogram test caps each color's observations at its request count.
-		query, err := metrics.Render(sampleTmpl, stableVars)
-		if err != nil {
-			return nil, fmt.Errorf("sampleQuery: %w", err)
+		if stableSampleIdx, err = renderAdd("sampleQuery", sampleTmpl, stableVars, add); err != nil {
+			return nil, err
 		}
-		stableSampleIdx = add(query)
 		if sampleIdx == none {
-			if sampleIdx, err = renderAdd(sampleTmpl, candVars, add); err != nil {
+			if sampleIdx, err = renderAdd("sampleQuery", sampleTmpl, candVars, add); err != nil {
 				return nil, err
 			}
 		}
 	}
 	if len(perUnit.metrics) > 0 && sampleIdx == none && sampleTmpl != "" {
 		// The per-unit test gates on the candidate's request count even when MinSamples is 0.
-		if sampleIdx, err = renderAdd(sampleTmpl, candVars, add); err != nil {
+		if sampleIdx, err = renderAdd("sampleQuery", sampleTmpl, candVars, add); err != nil {
 			return nil, err
 		}
 	}
 	// The stable color's saturation (HoldIfSaturated), where the preset can tell it.
 	saturationIdx := none
 	if tmpl := metrics.SaturationQuery(spec.Preset); tmpl != "" && t.Stable.Pods != "" {
-		if saturationIdx, err = renderAdd(tmpl, stableVars, add); err != nil {
+		if saturationIdx, err = renderAdd("saturationQuery", tmpl, stableVars, add); err != nil {
 			return nil, err
 		}
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -28,8 +27,8 @@ type judgeWorkload struct {
 	name string
 	// arrivals returns the run's requests from its start (the candidate is deployed 2m in).
 	arrivals func(seed uint64, run, runs int) ([]fleet.Arrival, error)
-	// replicas is the stable color's pod count (0: rolloutReplicas) and speed the GPUs' speed
-	// relative to the nominal capacity (0: 1).
+	// replicas is the stable color's pod count and speed the GPUs' speed relative to the
+	// nominal capacity.
 	replicas int32
 	speed    float64
 }
@@ -117,7 +116,7 @@ func parseJudgeWorkloads(spec string, tr fleet.Trace, capa fleet.Capacity) ([]ju
 		default:
 			return nil, fmt.Errorf("--judge-workloads %q: unknown kind %q (trace, bursty)", w, kind)
 		}
-		out = append(out, judgeWorkload{name: w, arrivals: traceArrivals(tr, scale, burst)})
+		out = append(out, judgeWorkload{name: w, arrivals: traceArrivals(tr, scale, burst), replicas: rolloutReplicas, speed: 1})
 	}
 	return out, nil
 }
@@ -187,12 +186,7 @@ func runJudgeMatrix(workloads []judgeWorkload, judgeCandidates []judgeCandidate,
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			cfg := base
-			if j.w.replicas > 0 {
-				cfg.Replicas = j.w.replicas
-			}
-			if j.w.speed > 0 {
-				cfg.Capacity = base.Capacity.AtSpeed(j.w.speed)
-			}
+			cfg.Replicas, cfg.Capacity = j.w.replicas, base.Capacity.AtSpeed(j.w.speed)
 			// Every run of a workload is a scenario of its own; a regression's run i sees the
 			// same requests as the A/A run i.
 			cfg.Seed = seed + uint64(j.run) + 1
@@ -257,7 +251,7 @@ func printJudgeMatrix(workloads []judgeWorkload, judgeCandidates []judgeCandidat
 	detectMin := map[string]*worst{}
 	p50Max := map[string]*worst{}
 	for _, w := range workloads {
-		fmt.Printf("judge.%s.fleet stable_replicas=%d gpu_speed=%g\n", w.name, cmp.Or(w.replicas, rolloutReplicas), cmp.Or(w.speed, 1))
+		fmt.Printf("judge.%s.fleet stable_replicas=%d gpu_speed=%g\n", w.name, w.replicas, w.speed)
 		for _, c := range judgeCandidates {
 			f := cells[w.name+"/"+c.name]
 			if f == nil {
