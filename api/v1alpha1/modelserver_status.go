@@ -344,6 +344,13 @@ type MetricResult struct {
 	Bound string `json:"bound,omitempty"`
 	// Verdict of the measurement.
 	Verdict Verdict `json:"verdict"`
+	// Confident is set for a histogram or per-unit metric held relative to the stable color
+	// (a metric judged by a test): true on a Pass whose test passed at the rollout's error
+	// budget (the mirror of a Fail: the candidate is within its bound with the confidence a
+	// Fail needs), false otherwise. With spec.rollout.minStepDuration, a step whose every such
+	// metric is confident, and every other metric passed, ends early.
+	// +optional
+	Confident *bool `json:"confident,omitempty"`
 	// Message says why, for Fail and Inconclusive.
 	// +optional
 	Message string `json:"message,omitempty"`

@@ -296,6 +296,7 @@ var DefaultSteps = []int32{10, 25, 50, 100}
 // +kubebuilder:validation:XValidation:rule="!has(self.steps) || self.steps.all(i, i >= 1 && i <= 100)",message="spec.rollout.steps must each be between 1 and 100"
 // +kubebuilder:validation:XValidation:rule="!has(self.steps) || self.steps.isSorted()",message="spec.rollout.steps must be strictly increasing"
 // +kubebuilder:validation:XValidation:rule="!has(self.steps) || size(self.steps) == 0 || self.steps[size(self.steps) - 1] == 100",message="spec.rollout.steps must end at 100"
+// +kubebuilder:validation:XValidation:rule="!has(self.minStepDuration) || !has(self.stepDuration) || !self.minStepDuration.matches('^(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+$') || !self.stepDuration.matches('^(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+$') || duration(self.minStepDuration) <= duration(self.stepDuration)",message="spec.rollout.minStepDuration must be at most spec.rollout.stepDuration",fieldPath=".minStepDuration"
 // +kubebuilder:validation:XValidation:rule="!has(self.stepDuration) || !has(self.analysis) || !has(self.analysis.interval) || !self.stepDuration.matches('^(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+$') || !self.analysis.interval.matches('^(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+$') || duration(self.stepDuration) >= duration(self.analysis.interval)",message="spec.rollout.stepDuration must be at least spec.rollout.analysis.interval: every step is judged on at least one measurement",fieldPath=".stepDuration"
 type RolloutSpec struct {
 	// Steps are the candidate's traffic weights, in percent, one per step. Strictly increasing,
@@ -333,6 +334,18 @@ type RolloutSpec struct {
 	// +kubebuilder:validation:XValidation:rule="!self.matches('^[-+]?(0|(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+)$') || (duration(self) > duration('0s'))",message="spec.rollout.stepDuration must be a positive duration such as 2m or 90s (units h, m, s, ms)"
 	// +optional
 	StepDuration Duration `json:"stepDuration,omitempty,omitzero"`
+
+	// MinStepDuration, when set, lets a step end before stepDuration once its analysis answers
+	// with confidence: after at least this long at the step, a measurement in which every
+	// metric passed, and every histogram and per-unit metric held relative to the stable color
+	// passed its rank or per-pod test at the rollout's error budget (status.rollout.analysis
+	// shows confident: true: the candidate is within its bound with the confidence a Fail
+	// needs), advances the step at once (the last one promotes). Clear regressions already end
+	// a step early (a Fail needs no stepDuration). Unset, every step lasts stepDuration. At most
+	// stepDuration; a positive duration such as 30s.
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[-+]?(0|(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+)$') || (duration(self) > duration('0s'))",message="spec.rollout.minStepDuration must be a positive duration such as 30s or 1m (units h, m, s, ms)"
+	// +optional
+	MinStepDuration *Duration `json:"minStepDuration,omitempty"`
 
 	// Warmup, when set, is a check every pod must pass (an HTTP GET answering 2xx) after its
 	// containers are ready and before it gets any traffic. Model servers such as vLLM report

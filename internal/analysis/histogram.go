@@ -81,6 +81,9 @@ func JudgeHistogram(m v1alpha1.AnalysisMetric, cand, stable HistogramSample, min
 		q = float64(m.Histogram.Percentile) / 100
 	}
 	relative := m.MaxRatioToStable != nil
+	if relative {
+		res.Confident = new(bool) // judged by a test: confident only when it says so
+	}
 	verdict := func(v v1alpha1.Verdict, msg string) v1alpha1.MetricResult {
 		res.Verdict, res.Message = v, msg
 		return res
@@ -138,21 +141,35 @@ func JudgeHistogram(m v1alpha1.AnalysisMetric, cand, stable HistogramSample, min
 	if nc < minObservations || ns < minObservations {
 		return verdict(v1alpha1.VerdictInconclusive, fmt.Sprintf("%s %s vs %s (%sx stable %s) on too few observations to judge (%s)", m.Name, format(cq), format(bound), format(ratio), format(sq), n))
 	}
-	return verdict(relativeVerdict(m.Name, cq, sq, ratio, z, look, n))
+	// The same U read the other way: the continuity correction moves toward the pass side.
+	zPass := z + 1/math.Sqrt(nc*ns*(nc+ns+1)/12)
+	var confident bool
+	res.Verdict, res.Message, confident = relativeVerdict(m.Name, cq, sq, ratio, z, zPass, look, n)
+	res.Confident = &confident
+	return res
 }
 
-// relativeVerdict is the verdict of a relative test's z on the candidate's value cv against
-// ratio x the stable color's sv: Fail when z reaches FailZ(look), Pass within the bound, else
+// relativeVerdict is the verdict of a relative test on the candidate's value cv against ratio x
+// the stable color's sv: Fail when its z reaches FailZ(look), Pass within the bound, else
 // Inconclusive (the step holds and the next measurement reads more); n describes the data.
-func relativeVerdict(name string, cv, sv, ratio, z float64, look Look, n string) (v1alpha1.Verdict, string) {
+// zPass is the test's z read toward passing (the rank test's continuity correction turned
+// around; z itself for a test without one): a Pass is confident when zPass is at or below
+// -FailZ(look), the mirror of a Fail, so that a candidate exactly at the bound passes
+// confidently over the whole rollout with at most the probability Alpha that one within it
+// fails.
+func relativeVerdict(name string, cv, sv, ratio, z, zPass float64, look Look, n string) (verdict v1alpha1.Verdict, msg string, confident bool) {
 	bound := ratio * sv
-	if zf := FailZ(look); z >= zf {
-		return v1alpha1.VerdictFail, fmt.Sprintf("%s %s > %s (%sx stable %s): slower than %sx stable (z %.2f >= %.2f, the threshold of step %d with %sx its first window's data; %s)", name, format(cv), format(bound), format(ratio), format(sv), format(ratio), z, zf, max(look.Step, 1), format(max(look.Info, 1)), n)
+	zf := FailZ(look)
+	if z >= zf {
+		return v1alpha1.VerdictFail, fmt.Sprintf("%s %s > %s (%sx stable %s): slower than %sx stable (z %.2f >= %.2f, the threshold of step %d with %sx its first window's data; %s)", name, format(cv), format(bound), format(ratio), format(sv), format(ratio), z, zf, max(look.Step, 1), format(max(look.Info, 1)), n), false
 	}
 	if !above(cv, bound) {
-		return v1alpha1.VerdictPass, fmt.Sprintf("%s %s <= %s (%sx stable %s; %s)", name, format(cv), format(bound), format(ratio), format(sv), n)
+		if zPass <= -zf {
+			return v1alpha1.VerdictPass, fmt.Sprintf("%s %s <= %s (%sx stable %s), confidently (z %.2f <= -%.2f; %s)", name, format(cv), format(bound), format(ratio), format(sv), zPass, zf, n), true
+		}
+		return v1alpha1.VerdictPass, fmt.Sprintf("%s %s <= %s (%sx stable %s; %s)", name, format(cv), format(bound), format(ratio), format(sv), n), false
 	}
-	return v1alpha1.VerdictInconclusive, fmt.Sprintf("%s %s > %s (%sx stable %s) but not significant (z %.2f < %.2f; %s)", name, format(cv), format(bound), format(ratio), format(sv), z, FailZ(look), n)
+	return v1alpha1.VerdictInconclusive, fmt.Sprintf("%s %s > %s (%sx stable %s) but not significant (z %.2f < %.2f; %s)", name, format(cv), format(bound), format(ratio), format(sv), z, zf, n), false
 }
 
 // designEffect is the variance inflation the rank test applies to both colors, at least 1: the

@@ -71,6 +71,9 @@ func (s PerUnitSample) Mean() (float64, bool) {
 func JudgePerUnit(m v1alpha1.AnalysisMetric, cand, stable PerUnitSample, minSamples int32, look Look, at time.Time) v1alpha1.MetricResult {
 	res := v1alpha1.MetricResult{Name: m.Name, At: metav1.NewTime(at)}
 	relative := m.MaxRatioToStable != nil
+	if relative {
+		res.Confident = new(bool) // judged by a test: confident only when it says so
+	}
 	verdict := func(v v1alpha1.Verdict, msg string) v1alpha1.MetricResult {
 		res.Verdict, res.Message = v, msg
 		return res
@@ -133,7 +136,10 @@ func JudgePerUnit(m v1alpha1.AnalysisMetric, cand, stable PerUnitSample, minSamp
 		}
 		return verdict(v1alpha1.VerdictInconclusive, fmt.Sprintf("%s %s > %s (%sx stable %s) on too few pods to judge (%s)", m.Name, format(cm), format(bound), format(ratio), format(sm), n))
 	}
-	return verdict(relativeVerdict(m.Name, cm, sm, ratio, z, look, n))
+	var confident bool
+	res.Verdict, res.Message, confident = relativeVerdict(m.Name, cm, sm, ratio, z, z, look, n)
+	res.Confident = &confident
+	return res
 }
 
 // PerUnitTest is the one-sided test of JudgePerUnit that the candidate's mean per unit is above

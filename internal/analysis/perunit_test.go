@@ -176,3 +176,49 @@ func TestJudgePerUnit(t *testing.T) {
 		})
 	}
 }
+
+// A per-unit Pass is confident as a Fail is sure, on the other side: a candidate exactly at its
+// bound (1.2x stable's seconds per token) passes confidently in at most about Alpha of its
+// rollouts (every look of steps of 1, 2, 4 and 8 candidate pods), and an identical candidate
+// on pods whose speed differs by 6% passes confidently at some step in nine rollouts of ten
+// (96%: a third by its second step, the rest as more pods join).
+func TestJudgePerUnitIsConfidentOnlyWithinItsBound(t *testing.T) {
+	const runs = 2000
+	m := v1alpha1.AnalysisMetric{Name: "decode-per-token", MaxRatioToStable: resource.NewMilliQuantity(1200, resource.DecimalSI),
+		PerUnit: &v1alpha1.AnalysisPerUnit{NumeratorQuery: "n", DenominatorQuery: "d"}}
+	at := time.Unix(0, 0)
+	requests := metrics.Sample{Status: metrics.OK, Value: 200}
+	// confidentAt is the first step with a confident look (0: none).
+	confidentAt := func(rng *rand.Rand, mult float64) int {
+		for step, candPods := range []int{1, 2, 4, 8} {
+			for _, info := range []float64{1, 2, 4} {
+				stable := drawPods(rng, 8, 1500*info, 0.4, 0.02, 0.06, 0.5)
+				cand := drawPods(rng, candPods, 1500*info, 0.4, 0.02*mult, 0.06, 0.5)
+				r := JudgePerUnit(m, PerUnitSample{Units: cand, Requests: requests}, PerUnitSample{Units: stable, Requests: requests}, 20, Look{Step: step + 1, Info: info, Looks: 2}, at)
+				if r.Confident == nil {
+					t.Fatalf("a relative per-unit result without confident: %+v", r)
+				}
+				if *r.Confident {
+					if r.Verdict != v1alpha1.VerdictPass || !strings.Contains(r.Message, "confidently") {
+						t.Fatalf("confident %s: %q", r.Verdict, r.Message)
+					}
+					return step + 1
+				}
+			}
+		}
+		return 0
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	var atBound, identical [5]int
+	for range runs {
+		atBound[confidentAt(rng, 1.2)]++
+		identical[confidentAt(rng, 1)]++
+	}
+	t.Logf("FIGURE/perunit_confident at the bound: %d of %d; identical: %d, first at steps 1-4: %v", runs-atBound[0], runs, runs-identical[0], identical[1:])
+	if n := runs - atBound[0]; n > runs/100 {
+		t.Errorf("a candidate at its bound passed confidently in %d of %d rollouts; the budget is 1%%", n, runs)
+	}
+	if n := runs - identical[0]; n < runs*9/10 {
+		t.Errorf("an identical candidate was confident in %d of %d rollouts (first at steps 1-4: %v)", n, runs, identical[1:])
+	}
+}

@@ -42,6 +42,9 @@ func HoldIfSaturated(ms []v1alpha1.AnalysisMetric, results []v1alpha1.MetricResu
 		results[i].Message = fmt.Sprintf("held, %s would have been %s: the stable color is saturated (the queue never emptied over the window on %.0f%% of its pods), so latency measures the overload, not the version; the step holds until the queue drains",
 			r.Name, verdictWord(r), 100*share.Value)
 		results[i].Verdict = v1alpha1.VerdictInconclusive
+		if r.Confident != nil {
+			results[i].Confident = new(bool)
+		}
 	}
 	return results
 }

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
 	"github.com/modelship/modelship/internal/metrics"
@@ -22,7 +23,7 @@ func TestHoldIfSaturatedHoldsOnlyLatencyAndRelativeVerdicts(t *testing.T) {
 	results := func() []v1alpha1.MetricResult {
 		return []v1alpha1.MetricResult{
 			{Name: "itl-p95", Verdict: v1alpha1.VerdictFail, Message: "itl-p95 0.09 > 0.07"},
-			{Name: "decode-per-token", Verdict: v1alpha1.VerdictPass},
+			{Name: "decode-per-token", Verdict: v1alpha1.VerdictPass, Confident: ptr.To(true)},
 			{Name: "abort-ratio", Verdict: v1alpha1.VerdictInconclusive, Message: "stable: no data"},
 			{Name: "error-ratio", Verdict: v1alpha1.VerdictFail, Message: "error-ratio 0.3 > 0.05"},
 			{Name: "ttft-p95", Verdict: v1alpha1.VerdictFail, Message: "ttft-p95 40 > 0.05"},
@@ -48,6 +49,9 @@ func TestHoldIfSaturatedHoldsOnlyLatencyAndRelativeVerdicts(t *testing.T) {
 				if r.Verdict != tc.want[i] {
 					t.Errorf("%s: %s (%q), want %s", r.Name, r.Verdict, r.Message, tc.want[i])
 				}
+			}
+			if held := got[1].Verdict == v1alpha1.VerdictInconclusive; got[1].Confident == nil || *got[1].Confident == held {
+				t.Errorf("decode-per-token %s with confident %v: a held pass is not confident, a pass kept is", got[1].Verdict, got[1].Confident)
 			}
 			if tc.share.Status == metrics.OK && tc.share.Value >= SaturatedShare {
 				if got[2].Message != "stable: no data" {

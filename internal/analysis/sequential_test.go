@@ -290,3 +290,83 @@ func TestTheDesignEffectPoolsBothColors(t *testing.T) {
 		t.Errorf("a 1.5x slower candidate on unclustered pods failed only %d of %d windows", slower, seeds)
 	}
 }
+
+// TestAConfidentPassHoldsTheErrorBudgetAtTheBound: a confident Pass (which ends a step before
+// its stepDuration) is the mirror of a Fail, so a candidate exactly at the bound (1.2x the
+// stable color's latencies) or beyond it passes confidently at some look of some step in at
+// most about Alpha of its rollouts, on pods whose requests queue behind each other as on
+// independent ones. Its power is that of a Fail against a candidate 1.2x beyond the bound: an
+// identical candidate on independent requests is confident at the end of the third step (8
+// candidate pods) in about a third of the rollouts with 720 requests per color (log-normal
+// latencies of sigma 0.8 in coarse buckets), and in nearly all with four times as many; at
+// the first step (one pod) rarely, and the step then lasts its stepDuration.
+func TestAConfidentPassHoldsTheErrorBudgetAtTheBound(t *testing.T) {
+	const (
+		seeds = 300
+		looks = 6
+	)
+	m := histogramMetric()
+	// run reports whether any look of a three-step rollout passed confidently, and whether
+	// the last look of each step did; per is the requests per pod per look.
+	run := func(seed uint64, mult, phi float64, per int) (any bool, atEnd [3]bool) {
+		rng := rand.New(rand.NewPCG(seed, 29))
+		for step := 1; step <= 3; step++ {
+			candPods := []int{1, 3, 8}[step-1]
+			cand := make([][]float64, candPods)
+			stable := make([][]float64, 8)
+			for k := 1; k <= looks; k++ {
+				for p := range cand {
+					cand[p] = append(cand[p], podLatencies(rng, per, phi, mult)...)
+				}
+				for p := range stable {
+					stable[p] = append(stable[p], podLatencies(rng, per, phi, 1)...)
+				}
+				r := JudgeHistogram(m, sample(cand), sample(stable), 20, Look{Step: step, Info: float64(k), Looks: 1}, now)
+				confident := r.Confident != nil && *r.Confident
+				if confident && r.Verdict != "Pass" {
+					t.Fatalf("confident %s: %s", r.Verdict, r.Message)
+				}
+				any = any || confident
+				atEnd[step-1] = confident
+			}
+		}
+		return any, atEnd
+	}
+	for _, c := range []struct {
+		name      string
+		mult, phi float64
+		per       int
+	}{
+		{"at the bound, clustered", 1.2, 0.9, 15},
+		{"at the bound, independent", 1.2, 0, 15},
+		{"at the bound, independent, 4x the requests", 1.2, 0, 60},
+		{"1.5x, clustered", 1.5, 0.9, 15},
+		{"identical, clustered", 1, 0.9, 15},
+		{"identical, independent", 1, 0, 15},
+		{"identical, independent, 4x the requests", 1, 0, 60},
+	} {
+		var anyN int
+		var endN [3]int
+		for s := range uint64(seeds) {
+			a, e := run(s, c.mult, c.phi, c.per)
+			if a {
+				anyN++
+			}
+			for i, x := range e {
+				if x {
+					endN[i]++
+				}
+			}
+		}
+		fmt.Printf("FIGURE confident-pass candidate=%q rollouts=%d confident_at_some_look=%d (%.1f%%) confident_at_the_end_of_steps_1_2_3=%v\n",
+			c.name, seeds, anyN, 100*float64(anyN)/seeds, endN)
+		switch {
+		case c.mult > 1 && float64(anyN)/seeds > 3*Alpha:
+			t.Errorf("%s: confident in %d of %d rollouts, want at most %.0f%%", c.name, anyN, seeds, 300*Alpha)
+		case c.mult == 1 && c.phi == 0 && c.per == 15 && endN[2] < seeds/4:
+			t.Errorf("%s: confident at the end of step 3 in only %d of %d rollouts", c.name, endN[2], seeds)
+		case c.mult == 1 && c.phi == 0 && c.per == 60 && endN[2] < seeds*9/10:
+			t.Errorf("%s: confident at the end of step 3 in only %d of %d rollouts", c.name, endN[2], seeds)
+		}
+	}
+}

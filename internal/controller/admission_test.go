@@ -172,6 +172,13 @@ func badSpecs() []badSpec {
 		{name: "a step shorter than the analysis interval", mutate: func(ms *v1alpha1.ModelServer) {
 			ms.Spec.Rollout.StepDuration, ms.Spec.Rollout.Analysis.Interval = dur("30s"), dur("1m")
 		}, want: []string{"spec.rollout.stepDuration must be at least spec.rollout.analysis.interval"}},
+		{name: "a minimum step duration longer than the step", mutate: func(ms *v1alpha1.ModelServer) {
+			ms.Spec.Rollout.StepDuration, ms.Spec.Rollout.MinStepDuration = dur("1m"), ptr.To(dur("90s"))
+		}, want: []string{"spec.rollout.minStepDuration must be at most spec.rollout.stepDuration"}},
+		{name: "a minimum step duration of zero", mutate: func(ms *v1alpha1.ModelServer) { ms.Spec.Rollout.MinStepDuration = ptr.To(text("0s")) },
+			want: []string{"spec.rollout.minStepDuration must be a positive duration"}},
+		{name: "a minimum step duration in words", mutate: func(ms *v1alpha1.ModelServer) { ms.Spec.Rollout.MinStepDuration = ptr.To(text("half a minute")) },
+			want: []string{notADuration("spec.rollout.minStepDuration", "half a minute")}},
 		{name: "an autoscaling interval written 15sec", mutate: func(ms *v1alpha1.ModelServer) { autoscaleOn(ms).Interval = text("15sec") },
 			want: []string{notADuration("spec.autoscaling.interval", "15sec")}},
 		{name: "a negative autoscaling interval", mutate: func(ms *v1alpha1.ModelServer) { autoscaleOn(ms).Interval = text("-15s") },

@@ -737,6 +737,51 @@ func TestRolloutHoldsItsLatencyVerdictsWhileTheStableColorIsSaturated(t *testing
 	waitRolledBack(t, ms, v2, "decode-per-token 0.03 > 0.024 (1.2x stable 0.02)")
 }
 
+// With spec.rollout.minStepDuration, a step whose analysis passes with confidence ends early:
+// a good candidate, served as much as stable on plenty of requests (20,000 per window), is
+// promoted within the test's minute although each step's stepDuration is an hour, and the
+// promotion and its measurements say why.
+func TestRolloutEndsItsStepsEarlyOnConfidentPasses(t *testing.T) {
+	t.Parallel()
+	ns := newNamespace(t)
+	ms := newModelServer(ns, "earlypass")
+	byColor := map[v1alpha1.Color]latencies{v1alpha1.Blue: healthy, v1alpha1.Green: healthy}
+	answers := vllmAnswers(ms.Name, byColor)
+	plenty := func(q string) promAnswer {
+		a := answers(q)
+		for le := range a.buckets {
+			a.buckets[le] *= 40
+		}
+		if strings.Contains(q, "request_success_total") && !strings.Contains(q, "finished_reason") {
+			a.value *= 40
+		}
+		return a
+	}
+	_, _ = startServing(t, ms, byColor)
+	prometheus.set(ns, plenty)
+	updateMS(t, ms, func(ms *v1alpha1.ModelServer) {
+		ms.Spec.Rollout.StepDuration = v1alpha1.Duration{Duration: time.Hour}
+		ms.Spec.Rollout.MinStepDuration = &v1alpha1.Duration{Duration: 2 * time.Second}
+	})
+	playDeployments(t, ns)
+
+	setImage(t, ms, imageV2)
+	v2 := waitCandidate(t, ms, imageV2)
+	got := waitPromoted(t, ms, v1alpha1.Green, v2)
+	if h := got.Status.History; len(h) == 0 || !strings.Contains(h[0].Reason, "passed with confidence") {
+		t.Errorf("history %+v; want the promotion to say the analysis passed with confidence", h)
+	}
+	confident := map[string]bool{}
+	for _, r := range got.Status.Rollout.Analysis {
+		if r.Confident != nil {
+			confident[r.Name] = *r.Confident
+		}
+	}
+	if !confident[metrics.MetricITLP95] || !confident[metrics.MetricDecodePerToken] || len(confident) != 2 {
+		t.Errorf("the last measurement's confident results %v; want itl-p95 and decode-per-token, both true", confident)
+	}
+}
+
 // The presets do not compare TTFT with the stable color (queueing makes it differ between
 // identical colors); a user's SLO holds it: a candidate whose p95 TTFT is above
 // spec.autoscaling.slo.ttftP95, with every other metric as stable's, is rolled back on ttft-p95.

@@ -48,6 +48,7 @@ var DefaultSteps = v1alpha1.DefaultSteps
 type policy struct {
 	steps                []int32
 	stepDuration         time.Duration
+	minStepDuration      time.Duration // spec.rollout.minStepDuration; 0: every step lasts stepDuration
 	interval             time.Duration
 	window               time.Duration // the analysis window: see AnalysisWindow
 	settle               time.Duration // from a step's start to its window's opening: see MeasureWindow
@@ -103,6 +104,9 @@ func policyOf(ms *v1alpha1.ModelServer) policy {
 	// A step is held for at least one analysis interval, so that every step is judged on at
 	// least one measurement taken after its weight was set (the API documents this bound).
 	p.stepDuration = max(p.stepDuration, p.interval)
+	if d := r.MinStepDuration; d != nil && d.Duration > 0 {
+		p.minStepDuration = min(d.Duration, p.stepDuration)
+	}
 	return p
 }
 

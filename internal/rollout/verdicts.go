@@ -24,6 +24,15 @@ func (m *machine) measuredPassInStep() bool {
 	return v == v1alpha1.VerdictPass
 }
 
+// confidentPassInStep: the last measurement was taken during the current step and passed with
+// confidence (analysis.ConfidentPass): the step may end before stepDuration.
+func (m *machine) confidentPassInStep() bool {
+	if !m.measuredPassInStep() {
+		return false
+	}
+	return confidentPass(m.st.Rollout.Analysis)
+}
+
 // passedNow: this pass brought a measurement, and it passed.
 func (m *machine) passedNow() bool {
 	if m.obs.Measurement == nil {
@@ -103,4 +112,24 @@ func inconclusiveHint(msg string) string {
 	default:
 		return "the metrics gave no verdict"
 	}
+}
+
+// confidentPass says whether a measurement lets a step end before its stepDuration
+// (spec.rollout.minStepDuration): every result passed, and every result of a metric judged by
+// a test (MetricResult.Confident set) is confident. A measurement without any tested metric is
+// never confident: a point estimate alone does not end a step early.
+func confidentPass(results []v1alpha1.MetricResult) bool {
+	tested := 0
+	for _, r := range results {
+		if r.Verdict != v1alpha1.VerdictPass {
+			return false
+		}
+		if r.Confident != nil {
+			if !*r.Confident {
+				return false
+			}
+			tested++
+		}
+	}
+	return tested > 0
 }

@@ -150,6 +150,14 @@ var judgeExplain bool
 // API's default).
 var judgeLoadMatching v1alpha1.LoadMatching
 
+// judgeMinStep (--judge-min-step) is the runs' spec.rollout.minStepDuration (0: unset, every
+// step lasts stepDuration).
+var judgeMinStep time.Duration
+
+// judgeStepDuration (--judge-step-duration) is the runs' spec.rollout.stepDuration (0: the
+// API's 2m).
+var judgeStepDuration time.Duration
+
 // judgeFigures are one (workload, candidate) cell of the matrix.
 type judgeFigures struct {
 	runs, rolledBack, promoted, undecided int
@@ -201,6 +209,8 @@ func runJudgeMatrix(workloads []judgeWorkload, judgeCandidates []judgeCandidate,
 			ms := policysim.NewModelshipRollout(cfg.Replicas)
 			ms.SetAnalysisInterval(interval)
 			ms.SetLoadMatching(judgeLoadMatching)
+			ms.SetMinStepDuration(judgeMinStep)
+			ms.SetStepDuration(judgeStepDuration)
 			results[i] = policysim.RunRollout(cfg, ms)
 			failures[i] = ms.Failures()
 		})

@@ -58,6 +58,8 @@ func runSim(args []string) error {
 		}
 		return fmt.Errorf("want None or StablePods")
 	})
+	fs.DurationVar(&judgeMinStep, "judge-min-step", 0, "the judge matrix's spec.rollout.minStepDuration: a step ends after it on a confident pass (0: unset, every step lasts the API's 2m)")
+	fs.DurationVar(&judgeStepDuration, "judge-step-duration", 0, "the judge matrix's spec.rollout.stepDuration (0: the API's 2m)")
 	judgeInterval := fs.Duration("judge-interval", 0, "the judge matrix's spec.rollout.analysis.interval (0: the API's 30s)")
 	gpuSpeed := fs.Float64("gpu-speed", 1, "the simulated GPUs' speed relative to the token rates modelship's work query assumes (0.7: 30% slower); with --workload it multiplies each workload's own")
 	workload := fs.String("workload", "", "run the autoscaling policies on workloads of the matrix (test/sim/workloads): a name, comma-separated names, or 'matrix' for all; --trace, when not the shipped trace, is added at --rate-scale")

@@ -72,6 +72,20 @@ func (m *ModelshipRollout) SetAnalysisInterval(d time.Duration) {
 	}
 }
 
+// SetMinStepDuration sets spec.rollout.minStepDuration (0 leaves it unset).
+func (m *ModelshipRollout) SetMinStepDuration(d time.Duration) {
+	if d > 0 {
+		m.ms.Spec.Rollout.MinStepDuration = &v1alpha1.Duration{Duration: d}
+	}
+}
+
+// SetStepDuration sets spec.rollout.stepDuration (the API's 2m by default); zero keeps it.
+func (m *ModelshipRollout) SetStepDuration(d time.Duration) {
+	if d > 0 {
+		m.ms.Spec.Rollout.StepDuration = v1alpha1.Duration{Duration: d}
+	}
+}
+
 // SetLoadMatching sets spec.rollout.loadMatching ("" keeps the API's default).
 func (m *ModelshipRollout) SetLoadMatching(lm v1alpha1.LoadMatching) {
 	if lm != "" {
