@@ -150,7 +150,9 @@ func JudgeHistogram(m v1alpha1.AnalysisMetric, cand, stable HistogramSample, min
 }
 
 // relativeVerdict is the verdict of a relative test on the candidate's value cv against ratio x
-// the stable color's sv: Fail when its z reaches FailZ(look), Pass within the bound, else
+// the stable color's sv: Fail when its z reaches FailZ(look) (the message compares cv with the
+// bound as it is: a test on whole distributions can fail a quantile within it), Pass within the
+// bound, else
 // Inconclusive (the step holds and the next measurement reads more); n describes the data.
 // zPass is the test's z read toward passing (the rank test's continuity correction turned
 // around; z itself for a test without one): a Pass is confident when zPass is at or below
@@ -161,7 +163,13 @@ func relativeVerdict(name string, cv, sv, ratio, z, zPass float64, look Look, n 
 	bound := ratio * sv
 	zf := FailZ(look)
 	if z >= zf {
-		return v1alpha1.VerdictFail, fmt.Sprintf("%s %s > %s (%sx stable %s): slower than %sx stable (z %.2f >= %.2f, the threshold of step %d with %sx its first window's data; %s)", name, format(cv), format(bound), format(ratio), format(sv), format(ratio), z, zf, max(look.Step, 1), format(max(look.Info, 1)), n), false
+		// The test reads whole distributions: a candidate slower in its bulk fails with its
+		// quantile still within the bound, and the message says so rather than "above".
+		cmp := ">"
+		if !above(cv, bound) {
+			cmp = "<="
+		}
+		return v1alpha1.VerdictFail, fmt.Sprintf("%s %s %s %s (%sx stable %s): slower than %sx stable (z %.2f >= %.2f, the threshold of step %d with %sx its first window's data; %s)", name, format(cv), cmp, format(bound), format(ratio), format(sv), format(ratio), z, zf, max(look.Step, 1), format(max(look.Info, 1)), n), false
 	}
 	if !above(cv, bound) {
 		if zPass <= -zf {

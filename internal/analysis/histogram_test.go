@@ -74,6 +74,12 @@ func TestJudgeHistogram(t *testing.T) {
 			wantValue: "1.75",
 		},
 		{
+			name: "fails a candidate slower in its bulk with its p95 within the bound, and says so",
+			// Stable: most requests fast, a tail at 0.75-1; candidate: most at 0.5-0.75, no tail.
+			metric: histogramMetric(), cand: sampleOf(hist(0, 0, 0, 200)), stable: sampleOf(hist(150, 0, 0, 0, 50)), minSamples: 20,
+			want: v1alpha1.VerdictFail, wantMessage: "ttft-p95 0.7375 <= 1.14 (1.2x stable 0.95): slower than 1.2x stable (z ",
+		},
+		{
 			name:   "is inconclusive when a few requests put the p95 above the bound without significance",
 			metric: histogramMetric(), cand: sampleOf(hist(6, 8, 4, 0, 1, 1)), stable: sampleOf(hist(6, 8, 5, 1, 0, 0)), minSamples: 20,
 			want: v1alpha1.VerdictInconclusive, wantMessage: "but not significant (z -0.48 < 3.29",
