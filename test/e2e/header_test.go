@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -43,15 +44,18 @@ func askColor(t *testing.T, host string, canary bool, n int) map[v1alpha1.Color]
 }
 
 // storyHeaderRoute: with spec.rollout.headerRoute, requests with the header reach only the
-// candidate from step 0 (weight 0), requests without it follow the weights, and the rule is gone
-// after the promotion.
+// candidate from step 0 (weight 0) and at the later 50% step, requests without it follow the
+// weights, and the rule is gone after the promotion.
 func storyHeaderRoute(t *testing.T) {
 	t.Parallel()
 	ns := namespace(t, "story-header")
-	ms := newModelServer(ns, "llama", imageV1, fixedReplicas(2), steps(10*time.Second, 50, 100))
+	// replicas, as the stories that judge a good version: the story waits at 50% on a passing
+	// analysis, which two replicas under the simulator's load would not give.
+	ms := newModelServer(ns, "llama", imageV1, fixedReplicas(replicas), steps(10*time.Second, 50, 100),
+		func(ms *v1alpha1.ModelServer) { ms.Spec.Rollout.AutoPromote = ptr.To(false) })
 	ms.Spec.Rollout.HeaderRoute = &v1alpha1.HeaderRouteSpec{Name: "x-canary", Value: "always"}
 	host := string(ms.Spec.Gateway.Hostnames[0])
-	given(t, "a %s, with headerRoute x-canary: always, behind Traefik %s", describe(ms), gateway.Version)
+	given(t, "a %s, with headerRoute x-canary: always, promoted by a person, behind Traefik %s", describe(ms), gateway.Version)
 	v0 := create(t, ms, 3*time.Minute)
 	stable, candidate := v0.stableColor(), v0.stableColor().Other()
 
@@ -90,20 +94,46 @@ func storyHeaderRoute(t *testing.T) {
 		t.Errorf("100 requests without the header were answered %v at weight 0; want all by stable %s", got, stable)
 	}
 
-	// The promotion is a person's (promote-full): the story is about the route, not the
-	// analysis, which the other stories judge.
-	when(t, "the rollout is resumed and %s promoted by request (promote-full)", imageGood)
+	when(t, "the rollout is resumed: it goes on to its 50%% step, where it waits for a person (autoPromote false)")
 	if err := st.Client.Get(context.Background(), client.ObjectKeyFromObject(ms), cur); err != nil {
 		t.Fatal(err)
 	}
 	patch = client.MergeFrom(cur.DeepCopy())
 	cur.Spec.Paused = false
+	if err := st.Client.Patch(context.Background(), cur, patch); err != nil {
+		t.Fatalf("resuming: %v", err)
+	}
+	waiting := follow(t, ns, ms.Name, 4*time.Minute, "AwaitingPromotion at the 50% step", weightsInvariant, func(v view) bool {
+		return v.phase() == v1alpha1.PhaseAwaitingPromotion && v.route[candidate] > 0
+	})
+	w := waiting.route[candidate]
+	then(t, "at %d%% to the candidate, requests with the header still reach the candidate only; those without follow the weights", w)
+	if got := askColor(t, host, true, 100); got[candidate] != 100 {
+		t.Errorf("100 requests with the header at weight %d were answered %v; want all by the candidate %s", w, got, candidate)
+	}
+	split := askColor(t, host, false, 200)
+	if split[candidate]+split[stable] != 200 {
+		t.Errorf("200 requests without the header at weight %d were answered %v; want all by %s or %s", w, split, stable, candidate)
+	}
+	// Traefik's weighted round robin is smooth, so the share is close to the weight; 12 points
+	// is over 3 binomial standard deviations at 200 requests, were it random.
+	if share := 100 * split[candidate] / 200; share < int(w)-12 || share > int(w)+12 {
+		t.Errorf("requests without the header: %d%% answered by the candidate (%v), want the route's %d%% within 12 points", share, split, w)
+	}
+
+	// The promotion is a person's (promote-full): the story is about the route, not the
+	// analysis, which the other stories judge.
+	when(t, "%s is promoted by request (promote-full)", imageGood)
+	if err := st.Client.Get(context.Background(), client.ObjectKeyFromObject(ms), cur); err != nil {
+		t.Fatal(err)
+	}
+	patch = client.MergeFrom(cur.DeepCopy())
 	if cur.Annotations == nil {
 		cur.Annotations = map[string]string{}
 	}
 	cur.Annotations[v1alpha1.AnnotationPromoteFull] = cur.Status.Revision
 	if err := st.Client.Patch(context.Background(), cur, patch); err != nil {
-		t.Fatalf("resuming: %v", err)
+		t.Fatalf("promoting: %v", err)
 	}
 	rev := cur.Status.Revision
 	follow(t, ns, ms.Name, 5*time.Minute, "promotion", weightsInvariant, func(v view) bool { return v.healthyOn(rev) })
@@ -121,5 +151,6 @@ func storyHeaderRoute(t *testing.T) {
 	if n := len(route.Spec.Rules); n != 1 {
 		t.Errorf("the route has %d rules after the promotion, want 1", n)
 	}
-	figure(t, "header route: requests with the header before weight moved", "%s", fmt.Sprint(got))
+	figure(t, "header route: requests with the header at weight 0", "%s", fmt.Sprint(got))
+	figure(t, "header route: 200 requests without the header at the candidate's weight "+fmt.Sprint(w)+"%", "%s", fmt.Sprint(split))
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -130,5 +131,22 @@ func TestRouteTargets(t *testing.T) {
 	}
 	if chat := got[types.NamespacedName{Namespace: "ns", Name: "chat"}]; chat.Path != "/chat/v1/chat/completions" {
 		t.Errorf("chat (an Exact match): %+v", chat)
+	}
+}
+
+// The header rule of spec.rollout.headerRoute, which modelship puts before the weighted rule,
+// is not where the users' requests go: they carry no header and follow the weights.
+func TestRouteTargetsLeaveTheHeaderRuleToTesters(t *testing.T) {
+	llm := types.NamespacedName{Namespace: "ns", Name: "llm"}
+	route := newRoute(
+		[]gatewayv1.HTTPBackendRef{backend("llm-green", nil)},
+		[]gatewayv1.HTTPBackendRef{backend("llm-blue", ptr.To[int32](100)), backend("llm-green", ptr.To[int32](0))},
+	)
+	name := gatewayv1.SectionName((&v1alpha1.ModelServer{ObjectMeta: metav1.ObjectMeta{Name: "llm"}}).HeaderRuleName())
+	route.Spec.Rules[0].Name = &name
+	route.Spec.Rules[0].Matches = []gatewayv1.HTTPRouteMatch{{Headers: []gatewayv1.HTTPHeaderMatch{{Name: "x-canary", Value: "always"}}}}
+	got := RouteTargets(route, map[types.NamespacedName]bool{llm: true}, nil, nil)
+	if tg, ok := got[llm]; !ok || len(tg.Headers) != 0 {
+		t.Errorf("llm's target %+v (found %t); want the weighted rule's, with no header", tg, ok)
 	}
 }

@@ -236,7 +236,8 @@ func peerServices(ctx context.Context, c client.Client, groups map[types.Namespa
 
 // RouteTargets is where a route sends each ModelServer's requests (see Target): per ModelServer
 // the first rule whose backendRefs reference it (as RouteWeights reads them, whatever the
-// weights).
+// weights), but for the ModelServer's header rule (spec.rollout.headerRoute): the load
+// generator stands for its users, who do not send the testers' header and follow the weights.
 func RouteTargets(route *gatewayv1.HTTPRoute, modelServers map[types.NamespacedName]bool, pools, services map[types.NamespacedName]PoolTarget) map[types.NamespacedName]Target {
 	out := map[types.NamespacedName]Target{}
 	host := ""
@@ -270,6 +271,9 @@ func RouteTargets(route *gatewayv1.HTTPRoute, modelServers map[types.NamespacedN
 			}
 		}
 		for k := range RouteWeights(one, modelServers, pools, services) {
+			if rule.Name != nil && string(*rule.Name) == (&v1alpha1.ModelServer{ObjectMeta: metav1.ObjectMeta{Name: k.Name}}).HeaderRuleName() {
+				continue
+			}
 			if _, seen := out[k]; !seen {
 				out[k] = Target{ModelServer: k, Route: types.NamespacedName{Namespace: route.Namespace, Name: route.Name},
 					Host: host, Path: path, Headers: headers, Model: k.Name}
