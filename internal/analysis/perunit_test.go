@@ -68,27 +68,33 @@ func TestPerUnitTestHoldsItsLevelAtTheBound(t *testing.T) {
 	}
 }
 
+// perUnitRollout judges decode-per-token (at most 1.2x stable) over a rollout of steps of 1, 2,
+// 4 and 8 candidate pods beside 8 stable ones, each looked at over windows of 1, 2 and 4 times
+// the first's work, the candidate's pods mult times slower per token (pods 6% apart), and
+// returns the first step at which stop says so of a look's result (0: none).
+func perUnitRollout(rng *rand.Rand, mult float64, stop func(v1alpha1.MetricResult) bool) int {
+	m := v1alpha1.AnalysisMetric{Name: "decode-per-token", MaxRatioToStable: resource.NewMilliQuantity(1200, resource.DecimalSI),
+		PerUnit: &v1alpha1.AnalysisPerUnit{NumeratorQuery: "n", DenominatorQuery: "d"}}
+	requests := metrics.Sample{Status: metrics.OK, Value: 200}
+	for step, candPods := range []int{1, 2, 4, 8} {
+		for _, info := range []float64{1, 2, 4} {
+			stable := drawPods(rng, 8, 1500*info, 0.4, 0.02, 0.06, 0.5)
+			cand := drawPods(rng, candPods, 1500*info, 0.4, 0.02*mult, 0.06, 0.5)
+			if stop(JudgePerUnit(m, PerUnitSample{Units: cand, Requests: requests}, PerUnitSample{Units: stable, Requests: requests}, 20, Look{Step: step + 1, Info: info, Looks: 2}, time.Unix(0, 0))) {
+				return step + 1
+			}
+		}
+	}
+	return 0
+}
+
 // An identical candidate is never rolled back over a whole rollout (steps of 1, 2, 4 and 8
 // candidate pods beside 8 stable ones, each step looked at over doubling windows), and a 1.5x
 // slower one is caught in nearly every rollout, most by its third step (four candidate pods).
 func TestJudgePerUnitHoldsTheBudgetAndCatchesA1_5xCandidate(t *testing.T) {
 	const runs = 2000
-	m := v1alpha1.AnalysisMetric{Name: "decode-per-token", MaxRatioToStable: resource.NewMilliQuantity(1200, resource.DecimalSI),
-		PerUnit: &v1alpha1.AnalysisPerUnit{NumeratorQuery: "n", DenominatorQuery: "d"}}
-	at := time.Unix(0, 0)
-	requests := metrics.Sample{Status: metrics.OK, Value: 200}
 	rollout := func(rng *rand.Rand, mult float64) (failedAtStep int) {
-		for step, candPods := range []int{1, 2, 4, 8} {
-			for _, info := range []float64{1, 2, 4} {
-				stable := drawPods(rng, 8, 1500*info, 0.4, 0.02, 0.06, 0.5)
-				cand := drawPods(rng, candPods, 1500*info, 0.4, 0.02*mult, 0.06, 0.5)
-				r := JudgePerUnit(m, PerUnitSample{Units: cand, Requests: requests}, PerUnitSample{Units: stable, Requests: requests}, 20, Look{Step: step + 1, Info: info, Looks: 2}, at)
-				if r.Verdict == v1alpha1.VerdictFail {
-					return step + 1
-				}
-			}
-		}
-		return 0
+		return perUnitRollout(rng, mult, func(r v1alpha1.MetricResult) bool { return r.Verdict == v1alpha1.VerdictFail })
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	aaFails := 0
@@ -184,29 +190,17 @@ func TestJudgePerUnit(t *testing.T) {
 // (96%: a third by its second step, the rest as more pods join).
 func TestJudgePerUnitIsConfidentOnlyWithinItsBound(t *testing.T) {
 	const runs = 2000
-	m := v1alpha1.AnalysisMetric{Name: "decode-per-token", MaxRatioToStable: resource.NewMilliQuantity(1200, resource.DecimalSI),
-		PerUnit: &v1alpha1.AnalysisPerUnit{NumeratorQuery: "n", DenominatorQuery: "d"}}
-	at := time.Unix(0, 0)
-	requests := metrics.Sample{Status: metrics.OK, Value: 200}
 	// confidentAt is the first step with a confident look (0: none).
 	confidentAt := func(rng *rand.Rand, mult float64) int {
-		for step, candPods := range []int{1, 2, 4, 8} {
-			for _, info := range []float64{1, 2, 4} {
-				stable := drawPods(rng, 8, 1500*info, 0.4, 0.02, 0.06, 0.5)
-				cand := drawPods(rng, candPods, 1500*info, 0.4, 0.02*mult, 0.06, 0.5)
-				r := JudgePerUnit(m, PerUnitSample{Units: cand, Requests: requests}, PerUnitSample{Units: stable, Requests: requests}, 20, Look{Step: step + 1, Info: info, Looks: 2}, at)
-				if r.Confident == nil {
-					t.Fatalf("a relative per-unit result without confident: %+v", r)
-				}
-				if *r.Confident {
-					if r.Verdict != v1alpha1.VerdictPass || !strings.Contains(r.Message, "confidently") {
-						t.Fatalf("confident %s: %q", r.Verdict, r.Message)
-					}
-					return step + 1
-				}
+		return perUnitRollout(rng, mult, func(r v1alpha1.MetricResult) bool {
+			if r.Confident == nil {
+				t.Fatalf("a relative per-unit result without confident: %+v", r)
 			}
-		}
-		return 0
+			if *r.Confident && (r.Verdict != v1alpha1.VerdictPass || !strings.Contains(r.Message, "confidently")) {
+				t.Fatalf("confident %s: %q", r.Verdict, r.Message)
+			}
+			return *r.Confident
+		})
 	}
 	rng := rand.New(rand.NewPCG(3, 4))
 	var atBound, identical [5]int

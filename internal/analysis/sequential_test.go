@@ -58,6 +58,28 @@ func sumHistograms(hs []metrics.Histogram) metrics.Histogram {
 	return out
 }
 
+// nullRollout draws a three-step rollout's windows (1, 3 and 8 candidate pods beside 8 stable
+// ones, each step's window growing over looks looks of per requests per pod, latencies of
+// lag-1 autocorrelation phi, the candidate's times mult) and hands each look's samples to
+// judge, until it returns true.
+func nullRollout(rng *rand.Rand, looks, per int, phi, mult float64, judge func(look Look, cand, stable HistogramSample) (stop bool)) {
+	for step := 1; step <= 3; step++ {
+		cand := make([][]float64, []int{1, 3, 8}[step-1])
+		stable := make([][]float64, 8)
+		for k := 1; k <= looks; k++ {
+			for p := range cand {
+				cand[p] = append(cand[p], podLatencies(rng, per, phi, mult)...)
+			}
+			for p := range stable {
+				stable[p] = append(stable[p], podLatencies(rng, per, phi, 1)...)
+			}
+			if judge(Look{Step: step, Info: float64(k), Looks: 1}, sample(cand), sample(stable)) {
+				return
+			}
+		}
+	}
+}
+
 // TestTheDesignEffectGrowsWithAutocorrelation: pods whose requests are independent show a
 // design effect near 1; pods whose requests queue behind each other (lag-1 autocorrelation
 // 0.9) show a large one, close to (1 + phi) / (1 - phi) = 19 for long runs.
@@ -177,32 +199,16 @@ func TestTheSequentialTestHoldsOnClusteredNullData(t *testing.T) {
 	m := histogramMetric()
 	ratio := m.MaxRatioToStable.AsApproximateFloat64()
 	run := func(seed uint64, mult float64) (failed, naiveFailed bool) {
-		rng := rand.New(rand.NewPCG(seed, 27))
-		for step := 1; step <= 3; step++ {
-			candPods := []int{1, 3, 8}[step-1]
-			cand := make([][]float64, candPods)
-			stable := make([][]float64, 8)
-			for k := 1; k <= looks; k++ {
-				for p := range cand {
-					cand[p] = append(cand[p], podLatencies(rng, per, phi, mult)...)
-				}
-				for p := range stable {
-					stable[p] = append(stable[p], podLatencies(rng, per, phi, 1)...)
-				}
-				cs, ss := sample(cand), sample(stable)
-				r := JudgeHistogram(m, cs, ss, 20, Look{Step: step, Info: float64(k), Looks: 1}, now)
-				if r.Verdict == "Fail" {
-					failed = true
-				}
-				z, nc, ns := RankTest(cs.Histogram, ss.Histogram, ratio, cs.Histogram.Total(), ss.Histogram.Total())
-				if nc >= minObservations && ns >= minObservations && z >= 2.3263478740408408 {
-					naiveFailed = true
-				}
-				if failed && naiveFailed {
-					return
-				}
+		nullRollout(rand.New(rand.NewPCG(seed, 27)), looks, per, phi, mult, func(look Look, cs, ss HistogramSample) bool {
+			if r := JudgeHistogram(m, cs, ss, 20, look, now); r.Verdict == "Fail" {
+				failed = true
 			}
-		}
+			z, nc, ns := RankTest(cs.Histogram, ss.Histogram, ratio, cs.Histogram.Total(), ss.Histogram.Total())
+			if nc >= minObservations && ns >= minObservations && z >= 2.3263478740408408 {
+				naiveFailed = true
+			}
+			return failed && naiveFailed
+		})
 		return
 	}
 	for _, c := range []struct {
@@ -309,27 +315,16 @@ func TestAConfidentPassHoldsTheErrorBudgetAtTheBound(t *testing.T) {
 	// run reports whether any look of a three-step rollout passed confidently, and whether
 	// the last look of each step did; per is the requests per pod per look.
 	run := func(seed uint64, mult, phi float64, per int) (any bool, atEnd [3]bool) {
-		rng := rand.New(rand.NewPCG(seed, 29))
-		for step := 1; step <= 3; step++ {
-			candPods := []int{1, 3, 8}[step-1]
-			cand := make([][]float64, candPods)
-			stable := make([][]float64, 8)
-			for k := 1; k <= looks; k++ {
-				for p := range cand {
-					cand[p] = append(cand[p], podLatencies(rng, per, phi, mult)...)
-				}
-				for p := range stable {
-					stable[p] = append(stable[p], podLatencies(rng, per, phi, 1)...)
-				}
-				r := JudgeHistogram(m, sample(cand), sample(stable), 20, Look{Step: step, Info: float64(k), Looks: 1}, now)
-				confident := r.Confident != nil && *r.Confident
-				if confident && r.Verdict != "Pass" {
-					t.Fatalf("confident %s: %s", r.Verdict, r.Message)
-				}
-				any = any || confident
-				atEnd[step-1] = confident
+		nullRollout(rand.New(rand.NewPCG(seed, 29)), looks, per, phi, mult, func(look Look, cs, ss HistogramSample) bool {
+			r := JudgeHistogram(m, cs, ss, 20, look, now)
+			confident := r.Confident != nil && *r.Confident
+			if confident && r.Verdict != "Pass" {
+				t.Fatalf("confident %s: %s", r.Verdict, r.Message)
 			}
-		}
+			any = any || confident
+			atEnd[look.Step-1] = confident
+			return false
+		})
 		return any, atEnd
 	}
 	for _, c := range []struct {
