@@ -1,6 +1,7 @@
 package policysim
 
 import (
+	"math"
 	"slices"
 	"testing"
 	"time"
@@ -150,5 +151,24 @@ func TestOptimumIsNoWorseThanTheBestFixedFleet(t *testing.T) {
 	t.Logf("optimum: counts %v, %.2f GPU-hours, SLO minutes %.3f", o.Counts, o.GPUHours, o.SLOMinutes)
 	if o.SLOMinutes != 1 || o.GPUHours > best.GPUHours {
 		t.Errorf("optimum %.3f SLO minutes on %.2f GPU-hours; the best fixed fleet 1.000 on %.2f", o.SLOMinutes, o.GPUHours, best.GPUHours)
+	}
+}
+
+// HeldFor is the rolling maximum's replica-minutes over the counts': a flat need costs nothing
+// more, a one-minute peak of 6 over 2 held for 4 minutes costs three more minutes at 6.
+func TestHeldForIsTheRollingMaximumOverTheCounts(t *testing.T) {
+	for _, tc := range []struct {
+		counts  []int32
+		minutes int
+		want    float64
+	}{
+		{[]int32{3, 3, 3, 3}, 4, 1},
+		{[]int32{2, 6, 2, 2, 2, 2}, 4, float64(2+6+6+6+6+2) / float64(2+6+2+2+2+2)},
+		{[]int32{2, 6, 2, 2}, 1, 1},
+		{nil, 4, 0},
+	} {
+		if got := (OptimumResult{Counts: tc.counts}).HeldFor(tc.minutes); math.Abs(got-tc.want) > 1e-9 {
+			t.Errorf("HeldFor(%v, %d) = %.4f, want %.4f", tc.counts, tc.minutes, got, tc.want)
+		}
 	}
 }
