@@ -340,9 +340,10 @@ type RolloutSpec struct {
 	// metric passed, and every histogram and per-unit metric held relative to the stable color
 	// passed its rank or per-pod test at the rollout's error budget (status.rollout.analysis
 	// shows confident: true: the candidate is within its bound with the confidence a Fail
-	// needs), advances the step at once (the last one promotes). Clear regressions already end
-	// a step early (a Fail needs no stepDuration). Unset, every step lasts stepDuration. At most
-	// stepDuration; a positive duration such as 30s.
+	// needs), advances the step at once (after the last, the candidate is promoted, or awaits a
+	// person with autoPromote false). Clear regressions already end a step early (a Fail needs
+	// no stepDuration). Unset, every step lasts stepDuration. At most stepDuration; a positive
+	// duration such as 30s.
 	// +kubebuilder:validation:XValidation:rule="!self.matches('^[-+]?(0|(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+)$') || (duration(self) > duration('0s'))",message="spec.rollout.minStepDuration must be a positive duration such as 30s or 1m (units h, m, s, ms)"
 	// +optional
 	MinStepDuration *Duration `json:"minStepDuration,omitempty"`
