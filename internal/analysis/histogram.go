@@ -152,9 +152,8 @@ func JudgeHistogram(m v1alpha1.AnalysisMetric, cand, stable HistogramSample, min
 // relativeVerdict is the verdict of a relative test on the candidate's value cv against ratio x
 // the stable color's sv: Fail when its z reaches FailZ(look) (the message compares cv with the
 // bound as it is: a test on whole distributions can fail a quantile within it), Pass within the
-// bound, else
-// Inconclusive (the step holds and the next measurement reads more); n describes the data.
-// zPass is the test's z read toward passing (the rank test's continuity correction turned
+// bound, else Inconclusive (the step holds and the next measurement reads more); n describes
+// the data. zPass is the test's z read toward passing (the rank test's continuity correction turned
 // around; z itself for a test without one): a Pass is confident when zPass is at or below
 // -FailZ(look), the mirror of a Fail, so that a candidate exactly at the bound passes
 // confidently over the whole rollout with at most the probability Alpha that one within it

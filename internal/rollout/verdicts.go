@@ -25,7 +25,7 @@ func (m *machine) measuredPassInStep() bool {
 }
 
 // confidentPassInStep: the last measurement was taken during the current step and passed with
-// confidence (analysis.ConfidentPass): the step may end before stepDuration.
+// confidence (confidentPass): the step may end before stepDuration.
 func (m *machine) confidentPassInStep() bool {
 	if !m.measuredPassInStep() {
 		return false
