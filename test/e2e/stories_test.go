@@ -21,6 +21,7 @@ func TestStoriesSharingTheStack(t *testing.T) {
 	t.Run("a 3x slower version is rolled back in its shadow phase, no user request served by it", storyShadowRollsBackUnseen)
 	t.Run("from 0 replicas, the requests Traefik counts at the route bring the first pods up", storyScaleFromZeroOnGatewayRequests)
 	t.Run("a gate answering 503 for a minute holds step 0, and each rollout event is notified once", storyGateAndNotifications)
+	t.Run("with minStepDuration, a good version's steps end once the analysis is confident", storyConfidentStepsEndEarly)
 }
 
 // TestStoriesDisruptingTheStack runs, after them and one after the other, the stories that
