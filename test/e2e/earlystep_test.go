@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -24,7 +23,9 @@ func storyConfidentStepsEndEarly(t *testing.T) {
 	t.Parallel()
 	ns := namespace(t, "story-early")
 	ms := newModelServer(ns, "llama", imageV1, fixedReplicas(replicas), steps(2*time.Minute, 10, 25, 50, 100),
-		func(ms *v1alpha1.ModelServer) { ms.Spec.Rollout.MinStepDuration = &v1alpha1.Duration{Duration: 20 * time.Second} })
+		func(ms *v1alpha1.ModelServer) {
+			ms.Spec.Rollout.MinStepDuration = &v1alpha1.Duration{Duration: 20 * time.Second}
+		})
 	given(t, "a %s, minStepDuration %s", describe(ms), ms.Spec.Rollout.MinStepDuration.Duration)
 	v0 := create(t, ms, 3*time.Minute)
 	newColor := v0.stableColor().Other()
@@ -32,17 +33,7 @@ func storyConfidentStepsEndEarly(t *testing.T) {
 	when(t, "the image changes to %s, a version as fast as the stable one", imageGood)
 	began := time.Now()
 	rev := setImage(t, ns, ms.Name, imageGood)
-	var weights []int32
-	var firstWeight time.Time
-	last := follow(t, ns, ms.Name, 9*time.Minute, "promotion of "+rev, func(v view) error {
-		if err := monotonicNew(v, newColor, &weights, &firstWeight); err != nil {
-			return err
-		}
-		if v.ms.Status.Phase == v1alpha1.PhaseRolledBack {
-			return fmt.Errorf("the good version was rolled back: %+v", v.ms.Status.History)
-		}
-		return nil
-	}, func(v view) bool { return v.healthyOn(rev) })
+	last, weights, firstWeight := followPromotion(t, ns, ms.Name, rev, newColor, 9*time.Minute)
 	promoted := time.Since(began)
 
 	then(t, "each step after the first began, and the promotion came, on an analysis that passed with confidence")

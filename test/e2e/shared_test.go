@@ -53,17 +53,7 @@ func goodVersionPromoted(t *testing.T, ms *v1alpha1.ModelServer, v0 view, label 
 	when(t, "the image changes to %s, a version as fast as the stable one", imageGood)
 	began := time.Now()
 	rev := setImage(t, ns, ms.Name, imageGood)
-	var weights []int32 // candidate weights in the order they appeared in status
-	var firstWeight time.Time
-	last := follow(t, ns, ms.Name, 4*time.Minute, "promotion of "+rev, func(v view) error {
-		if err := monotonicNew(v, newColor, &weights, &firstWeight); err != nil {
-			return err
-		}
-		if v.ms.Status.Phase == v1alpha1.PhaseRolledBack {
-			return fmt.Errorf("the good version was rolled back: %+v", v.ms.Status.History)
-		}
-		return nil
-	}, func(v view) bool { return v.healthyOn(rev) })
+	last, weights, firstWeight := followPromotion(t, ns, ms.Name, rev, newColor, 4*time.Minute)
 	promoted := time.Since(began)
 
 	then(t, "the candidate took the weights %v one step after the other and was promoted", weights)
@@ -93,6 +83,23 @@ func goodVersionPromoted(t *testing.T, ms *v1alpha1.ModelServer, v0 view, label 
 	}
 	figure(t, "time to promote a good version (4 steps of 20s)"+label, "%s (first weight after %s)", secs(promoted), secs(firstWeight.Sub(began)))
 	figure(t, "responses during the good rollout"+label, "%.0f, 503 %.0f, 502 (in flight on a pod scaled away) %.0f", total, refused, lost)
+}
+
+// followPromotion follows the rollout of rev to newColor until it is promoted, failing the story
+// when the weights go back (monotonicNew) or it is rolled back; it returns the last view, the
+// candidate weights in the order they appeared in status and when the first appeared.
+func followPromotion(t *testing.T, ns, name, rev string, newColor v1alpha1.Color, timeout time.Duration) (last view, weights []int32, firstWeight time.Time) {
+	t.Helper()
+	last = follow(t, ns, name, timeout, "promotion of "+rev, func(v view) error {
+		if err := monotonicNew(v, newColor, &weights, &firstWeight); err != nil {
+			return err
+		}
+		if v.ms.Status.Phase == v1alpha1.PhaseRolledBack {
+			return fmt.Errorf("the good version was rolled back: %+v", v.ms.Status.History)
+		}
+		return nil
+	}, func(v view) bool { return v.healthyOn(rev) })
+	return last, weights, firstWeight
 }
 
 // goodWeights are the candidate weights of a good rollout over steps 10, 25, 50, 100 of the
