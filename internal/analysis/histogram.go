@@ -143,40 +143,40 @@ func JudgeHistogram(m v1alpha1.AnalysisMetric, cand, stable HistogramSample, min
 	}
 	// The same U read the other way: the continuity correction moves toward the pass side.
 	zPass := z + 1/math.Sqrt(nc*ns*(nc+ns+1)/12)
-	var confident bool
-	res.Verdict, res.Message, confident = relativeVerdict(m.Name, cq, sq, ratio, z, zPass, look, n)
-	res.Confident = &confident
-	return res
+	return relativeVerdict(res, cq, sq, ratio, z, zPass, look, n)
 }
 
-// relativeVerdict is the verdict of a relative test on the candidate's value cv against ratio x
-// the stable color's sv: Fail when its z reaches FailZ(look) (the message compares cv with the
-// bound as it is: a test on whole distributions can fail a quantile within it), Pass within the
-// bound, else Inconclusive (the step holds and the next measurement reads more); n describes
-// the data. zPass is the test's z read toward passing (the rank test's continuity correction turned
-// around; z itself for a test without one): a Pass is confident when zPass is at or below
-// -FailZ(look), the mirror of a Fail, so that a candidate exactly at the bound passes
-// confidently over the whole rollout with at most the probability Alpha that one within it
-// fails.
-func relativeVerdict(name string, cv, sv, ratio, z, zPass float64, look Look, n string) (verdict v1alpha1.Verdict, msg string, confident bool) {
-	bound := ratio * sv
-	zf := FailZ(look)
-	if z >= zf {
+// relativeVerdict sets res's verdict, message and confidence from a relative test on the
+// candidate's value cv against ratio x the stable color's sv: Fail when its z reaches
+// FailZ(look) (the message compares cv with the bound as it is: a test on whole distributions
+// can fail a quantile within it), Pass within the bound, else Inconclusive (the step holds and
+// the next measurement reads more); n describes the data. zPass is the test's z read toward
+// passing (the rank test's continuity correction turned around; z itself for a test without
+// one): a Pass is confident when zPass is at or below -FailZ(look), the mirror of a Fail, so
+// that a candidate exactly at the bound passes confidently over the whole rollout with at most
+// the probability Alpha that one within it fails.
+func relativeVerdict(res v1alpha1.MetricResult, cv, sv, ratio, z, zPass float64, look Look, n string) v1alpha1.MetricResult {
+	name, bound, zf := res.Name, ratio*sv, FailZ(look)
+	confident := false
+	switch {
+	case z >= zf:
 		// The test reads whole distributions: a candidate slower in its bulk fails with its
 		// quantile still within the bound, and the message says so rather than "above".
 		cmp := ">"
 		if !above(cv, bound) {
 			cmp = "<="
 		}
-		return v1alpha1.VerdictFail, fmt.Sprintf("%s %s %s %s (%sx stable %s): slower than %sx stable (z %.2f >= %.2f, the threshold of step %d with %sx its first window's data; %s)", name, format(cv), cmp, format(bound), format(ratio), format(sv), format(ratio), z, zf, max(look.Step, 1), format(max(look.Info, 1)), n), false
+		res.Verdict, res.Message = v1alpha1.VerdictFail, fmt.Sprintf("%s %s %s %s (%sx stable %s): slower than %sx stable (z %.2f >= %.2f, the threshold of step %d with %sx its first window's data; %s)", name, format(cv), cmp, format(bound), format(ratio), format(sv), format(ratio), z, zf, max(look.Step, 1), format(max(look.Info, 1)), n)
+	case above(cv, bound):
+		res.Verdict, res.Message = v1alpha1.VerdictInconclusive, fmt.Sprintf("%s %s > %s (%sx stable %s) but not significant (z %.2f < %.2f; %s)", name, format(cv), format(bound), format(ratio), format(sv), z, zf, n)
+	case zPass <= -zf:
+		confident = true
+		res.Verdict, res.Message = v1alpha1.VerdictPass, fmt.Sprintf("%s %s <= %s (%sx stable %s), confidently (z %.2f <= -%.2f; %s)", name, format(cv), format(bound), format(ratio), format(sv), zPass, zf, n)
+	default:
+		res.Verdict, res.Message = v1alpha1.VerdictPass, fmt.Sprintf("%s %s <= %s (%sx stable %s; %s)", name, format(cv), format(bound), format(ratio), format(sv), n)
 	}
-	if !above(cv, bound) {
-		if zPass <= -zf {
-			return v1alpha1.VerdictPass, fmt.Sprintf("%s %s <= %s (%sx stable %s), confidently (z %.2f <= -%.2f; %s)", name, format(cv), format(bound), format(ratio), format(sv), zPass, zf, n), true
-		}
-		return v1alpha1.VerdictPass, fmt.Sprintf("%s %s <= %s (%sx stable %s; %s)", name, format(cv), format(bound), format(ratio), format(sv), n), false
-	}
-	return v1alpha1.VerdictInconclusive, fmt.Sprintf("%s %s > %s (%sx stable %s) but not significant (z %.2f < %.2f; %s)", name, format(cv), format(bound), format(ratio), format(sv), z, zf, n), false
+	res.Confident = &confident
+	return res
 }
 
 // designEffect is the variance inflation the rank test applies to both colors, at least 1: the

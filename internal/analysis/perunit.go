@@ -136,10 +136,7 @@ func JudgePerUnit(m v1alpha1.AnalysisMetric, cand, stable PerUnitSample, minSamp
 		}
 		return verdict(v1alpha1.VerdictInconclusive, fmt.Sprintf("%s %s > %s (%sx stable %s) on too few pods to judge (%s)", m.Name, format(cm), format(bound), format(ratio), format(sm), n))
 	}
-	var confident bool
-	res.Verdict, res.Message, confident = relativeVerdict(m.Name, cm, sm, ratio, z, z, look, n)
-	res.Confident = &confident
-	return res
+	return relativeVerdict(res, cm, sm, ratio, z, z, look, n)
 }
 
 // PerUnitTest is the one-sided test of JudgePerUnit that the candidate's mean per unit is above

@@ -251,11 +251,14 @@ func (m *machine) progress() {
 
 	stepEnd := started.Add(m.pol.stepDuration)
 	if m.now.Before(stepEnd) {
-		if early := started.Add(m.pol.minStepDuration); m.pol.minStepDuration > 0 && !m.now.Before(early) && m.confidentPassInStep() && m.readyFor(next) {
-			m.advance(next, fmt.Sprintf("analysis passed with confidence after %s (minStepDuration %s, stepDuration %s)", m.now.Sub(started).Round(time.Second), m.pol.minStepDuration, m.pol.stepDuration))
-			return
-		} else if m.pol.minStepDuration > 0 && m.now.Before(early) {
-			m.wakeAt(early)
+		if m.pol.minStepDuration > 0 {
+			// spec.rollout.minStepDuration: a confident pass ends the step early.
+			if early := started.Add(m.pol.minStepDuration); m.now.Before(early) {
+				m.wakeAt(early)
+			} else if m.confidentPassInStep() && m.readyFor(next) {
+				m.advance(next, fmt.Sprintf("analysis passed with confidence after %s (minStepDuration %s, stepDuration %s)", m.now.Sub(started).Round(time.Second), m.pol.minStepDuration, m.pol.stepDuration))
+				return
+			}
 		}
 		m.wakeAt(stepEnd)
 		return

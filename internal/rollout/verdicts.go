@@ -27,10 +27,7 @@ func (m *machine) measuredPassInStep() bool {
 // confidentPassInStep: the last measurement was taken during the current step and passed with
 // confidence (confidentPass): the step may end before stepDuration.
 func (m *machine) confidentPassInStep() bool {
-	if !m.measuredPassInStep() {
-		return false
-	}
-	return confidentPass(m.st.Rollout.Analysis)
+	return m.measuredPassInStep() && confidentPass(m.st.Rollout.Analysis)
 }
 
 // passedNow: this pass brought a measurement, and it passed.

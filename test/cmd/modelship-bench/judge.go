@@ -146,17 +146,31 @@ func traceArrivals(tr fleet.Trace, scale float64, burst time.Duration) func(seed
 // judgeExplain (--judge-explain) prints the Fail results of every A/A run that was rolled back.
 var judgeExplain bool
 
-// judgeLoadMatching (--judge-load-matching) is the runs' spec.rollout.loadMatching ("": the
-// API's default).
-var judgeLoadMatching v1alpha1.LoadMatching
+// judgeRollout is the judge matrix's spec.rollout from the --judge-* flags; a zero field keeps
+// the API's default.
+var judgeRollout struct {
+	interval     time.Duration         // --judge-interval: analysis.interval (the API's 30s)
+	stepDuration time.Duration         // --judge-step-duration: stepDuration (the API's 2m)
+	minStep      time.Duration         // --judge-min-step: minStepDuration (unset)
+	loadMatching v1alpha1.LoadMatching // --judge-load-matching: loadMatching (StablePods)
+}
 
-// judgeMinStep (--judge-min-step) is the runs' spec.rollout.minStepDuration (0: unset, every
-// step lasts stepDuration).
-var judgeMinStep time.Duration
-
-// judgeStepDuration (--judge-step-duration) is the runs' spec.rollout.stepDuration (0: the
-// API's 2m).
-var judgeStepDuration time.Duration
+// applyJudgeRollout sets the fields of judgeRollout that are not zero on r.
+func applyJudgeRollout(r *v1alpha1.RolloutSpec) {
+	j := judgeRollout
+	if j.interval > 0 {
+		r.Analysis.Interval = v1alpha1.Duration{Duration: j.interval}
+	}
+	if j.stepDuration > 0 {
+		r.StepDuration = v1alpha1.Duration{Duration: j.stepDuration}
+	}
+	if j.minStep > 0 {
+		r.MinStepDuration = &v1alpha1.Duration{Duration: j.minStep}
+	}
+	if j.loadMatching != "" {
+		r.LoadMatching = j.loadMatching
+	}
+}
 
 // judgeFigures are one (workload, candidate) cell of the matrix.
 type judgeFigures struct {
@@ -169,7 +183,7 @@ type judgeFigures struct {
 }
 
 // runJudgeMatrix runs the matrix, two runs at a time.
-func runJudgeMatrix(workloads []judgeWorkload, judgeCandidates []judgeCandidate, runs int, base policysim.RolloutConfig, seed uint64, interval time.Duration) (map[string]*judgeFigures, error) {
+func runJudgeMatrix(workloads []judgeWorkload, judgeCandidates []judgeCandidate, runs int, base policysim.RolloutConfig, seed uint64) (map[string]*judgeFigures, error) {
 	type job struct {
 		cell string
 		w    judgeWorkload
@@ -207,10 +221,7 @@ func runJudgeMatrix(workloads []judgeWorkload, judgeCandidates []judgeCandidate,
 			}
 			cfg.Arrivals = arr
 			ms := policysim.NewModelshipRollout(cfg.Replicas)
-			ms.SetAnalysisInterval(interval)
-			ms.SetLoadMatching(judgeLoadMatching)
-			ms.SetMinStepDuration(judgeMinStep)
-			ms.SetStepDuration(judgeStepDuration)
+			ms.EditRollout(applyJudgeRollout)
 			results[i] = policysim.RunRollout(cfg, ms)
 			failures[i] = ms.Failures()
 		})

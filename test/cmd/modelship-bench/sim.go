@@ -53,14 +53,14 @@ func runSim(args []string) error {
 	fs.Func("judge-load-matching", "the judge matrix's spec.rollout.loadMatching (None, StablePods; default: the API's)", func(v string) error {
 		switch lm := v1alpha1.LoadMatching(v); lm {
 		case v1alpha1.LoadMatchingNone, v1alpha1.LoadMatchingStablePods:
-			judgeLoadMatching = lm
+			judgeRollout.loadMatching = lm
 			return nil
 		}
 		return fmt.Errorf("want None or StablePods")
 	})
-	fs.DurationVar(&judgeMinStep, "judge-min-step", 0, "the judge matrix's spec.rollout.minStepDuration: a step ends after it on a confident pass (0: unset, every step lasts the API's 2m)")
-	fs.DurationVar(&judgeStepDuration, "judge-step-duration", 0, "the judge matrix's spec.rollout.stepDuration (0: the API's 2m)")
-	judgeInterval := fs.Duration("judge-interval", 0, "the judge matrix's spec.rollout.analysis.interval (0: the API's 30s)")
+	fs.DurationVar(&judgeRollout.minStep, "judge-min-step", 0, "the judge matrix's spec.rollout.minStepDuration: a step ends after it on a confident pass (0: unset, every step lasts the API's 2m)")
+	fs.DurationVar(&judgeRollout.stepDuration, "judge-step-duration", 0, "the judge matrix's spec.rollout.stepDuration (0: the API's 2m)")
+	fs.DurationVar(&judgeRollout.interval, "judge-interval", 0, "the judge matrix's spec.rollout.analysis.interval (0: the API's 30s)")
 	gpuSpeed := fs.Float64("gpu-speed", 1, "the simulated GPUs' speed relative to the token rates modelship's work query assumes (0.7: 30% slower); with --workload it multiplies each workload's own")
 	workload := fs.String("workload", "", "run the autoscaling policies on workloads of the matrix (test/sim/workloads): a name, comma-separated names, or 'matrix' for all; --trace, when not the shipped trace, is added at --rate-scale")
 	matrixBase := fs.String("matrix-base", shippedTrace, "the shipped trace the matrix's replays are built from")
@@ -81,7 +81,7 @@ func runSim(args []string) error {
 		return err
 	}
 	if *judgeOnly {
-		return runJudge(judgeWorkloads, candidates, *judgeRuns, fleet.DefaultCapacity().AtSpeed(*gpuSpeed), *seed, *sloTTFT, *coldStart, *judgeInterval)
+		return runJudge(judgeWorkloads, candidates, *judgeRuns, fleet.DefaultCapacity().AtSpeed(*gpuSpeed), *seed, *sloTTFT, *coldStart)
 	}
 	set := simSettings{
 		sloTTFT: *sloTTFT, sloITL: *sloITL, coldStart: *coldStart, minR: int32(*minR), maxR: int32(*maxR), seed: *seed,
@@ -165,18 +165,18 @@ func runSim(args []string) error {
 			k, r.Outcome, k, r.DecidedAfter.Seconds(), k, r.CandidateRequests, k, r.Unavailable)
 	}
 	fmt.Printf("aa_runs=%d\n", *aaRuns)
-	return runJudge(judgeWorkloads, candidates, *judgeRuns, capa, *seed, *sloTTFT, *coldStart, *judgeInterval)
+	return runJudge(judgeWorkloads, candidates, *judgeRuns, capa, *seed, *sloTTFT, *coldStart)
 }
 
 // runJudge runs and prints the judge matrix (see judge.go).
-func runJudge(workloads []judgeWorkload, candidates []judgeCandidate, runs int, capa fleet.Capacity, seed uint64, slo, coldStart, interval time.Duration) error {
+func runJudge(workloads []judgeWorkload, candidates []judgeCandidate, runs int, capa fleet.Capacity, seed uint64, slo, coldStart time.Duration) error {
 	if len(workloads) == 0 || runs <= 0 {
 		return nil
 	}
 	began := time.Now()
 	base := policysim.RolloutConfig{Replicas: rolloutReplicas, Capacity: capa, StartAt: 2 * time.Minute,
 		Horizon: 42 * time.Minute, Tick: 5 * time.Second, Step: 50 * time.Millisecond, SLOTTFT: slo, ColdStart: coldStart}
-	cells, err := runJudgeMatrix(workloads, candidates, runs, base, seed, interval)
+	cells, err := runJudgeMatrix(workloads, candidates, runs, base, seed)
 	if err != nil {
 		return err
 	}

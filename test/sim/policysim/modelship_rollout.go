@@ -64,34 +64,9 @@ func NewModelshipRollout(total int32) *ModelshipRollout {
 	return m
 }
 
-// SetAnalysisInterval sets spec.rollout.analysis.interval (the API's 30s by default); zero
-// keeps it.
-func (m *ModelshipRollout) SetAnalysisInterval(d time.Duration) {
-	if d > 0 {
-		m.ms.Spec.Rollout.Analysis.Interval = v1alpha1.Duration{Duration: d}
-	}
-}
-
-// SetMinStepDuration sets spec.rollout.minStepDuration (0 leaves it unset).
-func (m *ModelshipRollout) SetMinStepDuration(d time.Duration) {
-	if d > 0 {
-		m.ms.Spec.Rollout.MinStepDuration = &v1alpha1.Duration{Duration: d}
-	}
-}
-
-// SetStepDuration sets spec.rollout.stepDuration (the API's 2m by default); zero keeps it.
-func (m *ModelshipRollout) SetStepDuration(d time.Duration) {
-	if d > 0 {
-		m.ms.Spec.Rollout.StepDuration = v1alpha1.Duration{Duration: d}
-	}
-}
-
-// SetLoadMatching sets spec.rollout.loadMatching ("" keeps the API's default).
-func (m *ModelshipRollout) SetLoadMatching(lm v1alpha1.LoadMatching) {
-	if lm != "" {
-		m.ms.Spec.Rollout.LoadMatching = lm
-	}
-}
+// EditRollout changes spec.rollout, the API's defaults otherwise (see NewModelshipRollout),
+// before the rollout.
+func (m *ModelshipRollout) EditRollout(edit func(*v1alpha1.RolloutSpec)) { edit(&m.ms.Spec.Rollout) }
 
 // Name implements Canary.
 func (m *ModelshipRollout) Name() string { return "modelship" }
