@@ -435,6 +435,15 @@ type LearnedCapacity struct {
 	// before the first miss, and for learnCapacity metrics.
 	// +optional
 	Ceiling string `json:"ceiling,omitempty"`
+	// LatencyFloor is, for the slo, the lowest worst p95 latency over its SLO seen with each
+	// Ready replica carrying a light load (at most half the ceiling), e.g. "0.55": the part of the
+	// latency a replica answers with at any load (a long prompt's own prefill). Where it is
+	// above a fifth of the SLO, a window holds with margin at up to half the headroom above it
+	// (rather than 0.6 of the SLO), so that a workload whose latencies are high at any load
+	// is not taken as one at the edge of capacity. Empty before such a window; it only falls,
+	// and starts again with a new revision.
+	// +optional
+	LatencyFloor string `json:"latencyFloor,omitempty"`
 }
 
 // Proposal is one metric's proposed replica count.

@@ -40,9 +40,14 @@ import (
 //     ITL and TTFT at 0.46 of the SLO one replica before it, 0.57 on it), and a probe that
 //     crosses it costs a cold start of missed minutes;
 //   - a window that holds the SLO tightly (a p95 above sloMargin of its SLO), even just after a
-//     scale-down, shows the replicas at the edge: C comes back to the floor (about u), so that the next
-//     probe does not step off the cliff (a p95 grows slowly, then at once when requests queue,
-//     and the replicas a probe removed take a cold start to come back);
+//     scale-down, shows the replicas at the edge: C comes back to the floor (about u, here the
+//     load over the Ready replicas, which carried it), so that the next probe does not step off
+//     the cliff (a p95 grows slowly, then at once when requests queue, and the replicas a probe
+//     removed take a cold start to come back); but not at a light load, u at most sloLight of
+//     the ceiling: there the latency is the requests' own (a long prompt's prefill), which no
+//     replica added shortens;
+//   - margins are read over the latencies' own floor (overFloor): the lowest ratio seen at a
+//     light load, where it is above a fifth of the SLO;
 //   - the ceiling is the lowest u seen missing the SLO, doubling every sloCeilingDoubling:
 //     probing does not take C above it (the replicas were seen beyond capacity there), and
 //     after a while probes again (the workload may have changed);
@@ -84,8 +89,14 @@ const (
 	sloProbeCeiling    = 1.35
 	sloFloorHalfLife   = 30 * time.Minute
 	sloCeilingDoubling = time.Hour
-	sloQueueRef        = 8.0
-	sloMaxFast         = 2.0
+	// sloLight is the share of the ceiling (the lowest load per replica seen missing the SLO)
+	// at or below which a load is light: its latencies are the requests' own.
+	sloLight = 0.5
+	// sloFloorHeadroom is the share of the headroom above the latencies' floor that counts as
+	// a margin, where that is more than sloMargin of the SLO.
+	sloFloorHeadroom = 0.5
+	sloQueueRef      = 8.0
+	sloMaxFast       = 2.0
 )
 
 // sloSpec is the resolved SLO, in seconds (0: not set).
@@ -128,6 +139,7 @@ func (s sloSpec) latencyRatio(in Input, withTTFT bool) (float64, bool) {
 type sloState struct {
 	capacity, floor float64
 	ceiling         float64 // 0: none
+	latFloor        float64 // 0: none (see overFloor)
 	samples         int32
 	last            time.Time
 	revision        string
@@ -150,9 +162,12 @@ func sloStateOf(prev []v1alpha1.LearnedCapacity, revision string) sloState {
 		if f, err := strconv.ParseFloat(c.Ceiling, 64); err == nil && f > 0 && !math.IsInf(f, 0) {
 			st.ceiling = f
 		}
+		if f, err := strconv.ParseFloat(c.LatencyFloor, 64); err == nil && f > 0 && f < 1 {
+			st.latFloor = f
+		}
 		if revision != "" && c.Revision != "" && c.Revision != revision {
 			// Another revision's capacity: the starting point, not a proof.
-			st.floor, st.ceiling, st.samples, st.last, st.revision = 0, 0, 0, time.Time{}, revision
+			st.floor, st.ceiling, st.latFloor, st.samples, st.last, st.revision = 0, 0, 0, 0, time.Time{}, revision
 		}
 		return st
 	}
@@ -168,7 +183,36 @@ func (st sloState) status() v1alpha1.LearnedCapacity {
 	if st.ceiling > 0 {
 		c.Ceiling = strconv.FormatFloat(st.ceiling, 'g', 6, 64)
 	}
+	if st.latFloor > 0 {
+		c.LatencyFloor = strconv.FormatFloat(st.latFloor, 'g', 6, 64)
+	}
 	return c
+}
+
+// overFloor is a window's worst latency ratio (p95 over SLO) as the learning judges it: where
+// the latencies have a floor of their own, it counts the headroom above that floor. A p95 is
+// partly the load (the queue, the batch a request shares) and partly the request itself: a
+// prompt of 20,000 tokens takes over a second to prefill on an idle replica, so on a
+// long-prompt workload the p95 TTFT is most of the SLO at any load, and a margin fixed at
+// sloMargin of the SLO would never be seen: every window tight, the capacity brought down to
+// the load per replica at each, the fleet grown for nothing to maxReplicas (measured: 2.0x the
+// optimum's GPU-hours on such a workload). The floor (latFloor) is the lowest ratio seen with
+// each replica carrying a light load (at most sloLight of the ceiling); a margin is then sloMargin of
+// the SLO or, where more, half the headroom above the floor (the same on workloads whose
+// floor is at most a fifth of the SLO), and the ratio is mapped so that this margin reads as
+// sloMargin and the SLO as 1: a miss is a miss, and every rule below reads one scale.
+func (st sloState) overFloor(lat float64) float64 {
+	m := sloMargin
+	if st.latFloor > 0 && st.latFloor < 1 {
+		m = max(m, st.latFloor+sloFloorHeadroom*(1-st.latFloor))
+	}
+	if m <= sloMargin || lat >= 1 {
+		return lat
+	}
+	if lat <= m {
+		return lat * sloMargin / m
+	}
+	return sloMargin + (lat-m)*(1-sloMargin)/(1-m)
 }
 
 // floorAt is the floor decayed to now.
@@ -208,10 +252,11 @@ func learnSLO(s sloSpec, in Input, prev *v1alpha1.AutoscalingStatus, now time.Ti
 	// A window with requests queued is judged on the queue and the ITL: its p95 TTFT is mostly
 	// the queue's wait (minutes after a burst), whose ratio to the SLO says how long the queue
 	// is, not how much a replica carries, and would cut the capacity to its lower bound.
-	r, ok := s.latencyRatio(in, !queued)
+	lat, ok := s.latencyRatio(in, !queued)
 	if !ok {
 		return st, st.known
 	}
+	r := st.overFloor(lat)
 	if queued && draining(in, now, win) && r <= 1 {
 		// The queue shrank since the last pass: the Ready replicas serve more than arrives, and
 		// what queues is a backlog (left on the pods it queued on while new ones started), not a
@@ -248,6 +293,11 @@ func learnSLO(s sloSpec, in Input, prev *v1alpha1.AutoscalingStatus, now time.Ti
 	settled := in.Starting > 0 || !scaledUpWithin(prev, now, 2*win+cold)
 	u := in.Load.Value / float64(in.Ready)
 	floor, ceiling := st.floorAt(now), st.ceilingAt(now)
+	light := ceiling > 0 && u <= sloLight*ceiling
+	if !queued && settled && light && (st.latFloor <= 0 || lat < st.latFloor) {
+		// A light load's latency: what a replica answers in whatever it carries.
+		st.latFloor = lat
+	}
 	miss := r > 1 || queued
 	switch {
 	case miss && !settled:
@@ -301,11 +351,11 @@ func learnSLO(s sloSpec, in Input, prev *v1alpha1.AutoscalingStatus, now time.Ti
 			if ceiling > 0 {
 				st.capacity = max(min(st.capacity, ceiling), floor)
 			}
-		case r > sloMargin:
+		case r > sloMargin && !light:
 			// Held, but tightly: the replicas are at the edge, so C is about u. Probing
 			// stops here and C comes back to what was seen to hold (u, or the floor when a
 			// window with margin proved more).
-			st.capacity = min(st.capacity, max(floor, u))
+			st.capacity = min(st.capacity, max(floor, in.Load.Value/float64(in.Ready)))
 		}
 		st.capacity = max(st.capacity, floor)
 	}

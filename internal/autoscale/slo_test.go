@@ -510,3 +510,74 @@ func TestACapacitySeededAtALightLoadIsNotStretchedToAHeavyOne(t *testing.T) {
 		t.Errorf("capacity %g after a tight pass within the window, want %g unchanged", c2, c)
 	}
 }
+
+// A window that held only just while new pods were coming up brings the capacity back to what
+// each serving replica carried, the load over the Ready replicas: not over Current, whose pods
+// still loading carried nothing. Over Current, every such window took the capacity below what
+// the replicas carried and asked for more pods again, each request for pods lowering the next
+// window's load per replica asked for: a held-out long-prompt workload went to maxReplicas
+// that way (2.0x the optimum's GPU-hours).
+func TestATightWindowWithPodsStartingComesBackToWhatTheReadyOnesCarried(t *testing.T) {
+	st := &v1alpha1.AutoscalingStatus{LearnedCapacities: []v1alpha1.LearnedCapacity{{Metric: MetricSLO, PerReplica: "0.19",
+		Samples: 6, Revision: "", LastSampleTime: metav1.NewTime(t0.Add(-time.Minute))}}}
+	out := Decide(sloInput(sloSpecOf(1, 40), 25, 18, 2.6, 1.74, 0, st), t0)
+	c, _ := sloOf(t, out.Status)
+	if want := 2.6 / 18; math.Abs(c-want) > 1e-6 {
+		t.Fatalf("capacity %g after a tight window on 18 Ready of 25, want %g (2.6 over the Ready replicas)", c, want)
+	}
+}
+
+// Where the latencies stay high at any load (a long prompt's own prefill), a tight window at a
+// light load, each replica carrying at most half the lowest load seen missing the SLO, says
+// nothing of the capacity: it is left where it is, where before it was brought down to the
+// load per replica at each such window, the fleet growing to maxReplicas. Such windows' lowest
+// latency is the floor over which the margin is then read: 0.7 of the SLO is tight over no
+// floor and a margin over a floor of 0.5, which raises the capacity.
+func TestLatenciesHighAtALightLoadAreTheRequestsNotTheLoad(t *testing.T) {
+	r := &sloRun{spec: sloSpecOf(1, 40), cur: 9, at: t0}
+	r.step(2.25, 2.44, 0) // a miss at 0.25 a replica: the ceiling
+	r.prev.Events = nil   // as if the pods asked for had come long ago
+	c0, _ := sloOf(t, *r.prev)
+	r.cur = 30
+	out := r.step(2.7, 1.4, 0) // 0.09 a replica: light; tight over no floor
+	c1, _ := sloOf(t, out.Status)
+	if math.Abs(c1-c0) > 1e-9 {
+		t.Fatalf("capacity %g -> %g on a tight window at a light load, want it kept", c0, c1)
+	}
+	if lf := out.Status.LearnedCapacities[0].LatencyFloor; lf != "0.7" {
+		t.Fatalf("latency floor %q, want 0.7 (1.4s of the 2s SLO at a light load)", lf)
+	}
+	r.cur = 30
+	r.step(2.7, 1.0, 0) // lower: the floor is 0.5
+	r.cur = 12
+	out = r.step(2.7, 1.4, 0) // 0.225 a replica: not light; 0.7 of the SLO is within the margin over the floor
+	c2, _ := sloOf(t, out.Status)
+	if lf := out.Status.LearnedCapacities[0].LatencyFloor; lf != "0.5" {
+		t.Fatalf("latency floor %q, want 0.5", lf)
+	}
+	if !(c2 > c1) {
+		t.Fatalf("capacity %g -> %g on a window at 0.7 of the SLO over a floor of 0.5: want it raised (a margin)", c1, c2)
+	}
+	// Without the floor (a new revision), the same window is tight.
+	learnt := append([]v1alpha1.LearnedCapacity(nil), out.Status.LearnedCapacities...)
+	learnt[0].Revision = "r1"
+	st := sloStateOf(learnt, "r2")
+	if st.latFloor != 0 || st.overFloor(0.7) != 0.7 {
+		t.Fatalf("a new revision kept the latency floor: %+v", st)
+	}
+}
+
+// overFloor reads the margin over the floor as sloMargin and the SLO as 1, and changes nothing
+// where the floor is at most a fifth of the SLO.
+func TestOverFloorMapsTheMarginOverTheFloor(t *testing.T) {
+	for _, tc := range []struct{ floor, lat, want float64 }{
+		{0, 0.7, 0.7}, {0.2, 0.7, 0.7}, {0.1, 0.5, 0.5},
+		{0.5, 0.75, sloMargin}, {0.5, 1, 1}, {0.5, 1.3, 1.3}, {0.5, 0.375, sloMargin / 2},
+		{0.6, 0.8, sloMargin}, {0.6, 0.9, sloMargin + (0.9-0.8)*(1-sloMargin)/(1-0.8)},
+	} {
+		got := sloState{latFloor: tc.floor}.overFloor(tc.lat)
+		if math.Abs(got-tc.want) > 1e-9 {
+			t.Errorf("floor %g: overFloor(%g) = %g, want %g", tc.floor, tc.lat, got, tc.want)
+		}
+	}
+}
