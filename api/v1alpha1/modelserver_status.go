@@ -436,7 +436,7 @@ type LearnedCapacity struct {
 	// +optional
 	Ceiling string `json:"ceiling,omitempty"`
 	// LatencyFloor is, for the slo, the lowest worst p95 latency over its SLO seen with each
-	// Ready replica carrying a light load (at most half the ceiling), e.g. "0.55": the part of the
+	// Ready replica carrying a light load (at most half lastMissLoad), e.g. "0.55": the part of the
 	// latency a replica answers with at any load (a long prompt's own prefill). Where it is
 	// above a fifth of the SLO, a window holds with margin at up to half the headroom above it
 	// (rather than 0.6 of the SLO), so that a workload whose latencies are high at any load
@@ -444,6 +444,11 @@ type LearnedCapacity struct {
 	// and starts again with a new revision.
 	// +optional
 	LatencyFloor string `json:"latencyFloor,omitempty"`
+	// LastMissLoad is, for the slo, the load per Ready replica of the last window that missed
+	// the SLO: a window at half of it or less is at a light load, whose latencies are the
+	// requests' own (see latencyFloor), and a tight one there does not lower the capacity.
+	// +optional
+	LastMissLoad string `json:"lastMissLoad,omitempty"`
 }
 
 // Proposal is one metric's proposed replica count.

@@ -44,7 +44,7 @@ import (
 //     load over the Ready replicas, which carried it), so that the next probe does not step off
 //     the cliff (a p95 grows slowly, then at once when requests queue, and the replicas a probe
 //     removed take a cold start to come back); but not at a light load, u at most sloLight of
-//     the ceiling: there the latency is the requests' own (a long prompt's prefill), which no
+//     the load per replica of the last miss: there the latency is the requests' own (a long prompt's prefill), which no
 //     replica added shortens;
 //   - margins are read over the latencies' own floor (overFloor): the lowest ratio seen at a
 //     light load, where it is above a fifth of the SLO;
@@ -89,8 +89,9 @@ const (
 	sloProbeCeiling    = 1.35
 	sloFloorHalfLife   = 30 * time.Minute
 	sloCeilingDoubling = time.Hour
-	// sloLight is the share of the ceiling (the lowest load per replica seen missing the SLO)
-	// at or below which a load is light: its latencies are the requests' own.
+	// sloLight is the share of the load per replica of the last miss at or below which a load
+	// is light: its latencies are the requests' own. (Not the ceiling's: it doubles every hour
+	// without a miss, and would soon call light the load a fleet runs at.)
 	sloLight = 0.5
 	// sloFloorHeadroom is the share of the headroom above the latencies' floor that counts as
 	// a margin, where that is more than sloMargin of the SLO.
@@ -140,6 +141,7 @@ type sloState struct {
 	capacity, floor float64
 	ceiling         float64 // 0: none
 	latFloor        float64 // 0: none (see overFloor)
+	missLoad        float64 // u of the last miss, 0: none (light loads are below sloLight of it)
 	samples         int32
 	last            time.Time
 	revision        string
@@ -165,9 +167,12 @@ func sloStateOf(prev []v1alpha1.LearnedCapacity, revision string) sloState {
 		if f, err := strconv.ParseFloat(c.LatencyFloor, 64); err == nil && f > 0 && f < 1 {
 			st.latFloor = f
 		}
+		if f, err := strconv.ParseFloat(c.LastMissLoad, 64); err == nil && f > 0 && !math.IsInf(f, 0) {
+			st.missLoad = f
+		}
 		if revision != "" && c.Revision != "" && c.Revision != revision {
 			// Another revision's capacity: the starting point, not a proof.
-			st.floor, st.ceiling, st.latFloor, st.samples, st.last, st.revision = 0, 0, 0, 0, time.Time{}, revision
+			st.floor, st.ceiling, st.latFloor, st.missLoad, st.samples, st.last, st.revision = 0, 0, 0, 0, 0, time.Time{}, revision
 		}
 		return st
 	}
@@ -186,6 +191,9 @@ func (st sloState) status() v1alpha1.LearnedCapacity {
 	if st.latFloor > 0 {
 		c.LatencyFloor = strconv.FormatFloat(st.latFloor, 'g', 6, 64)
 	}
+	if st.missLoad > 0 {
+		c.LastMissLoad = strconv.FormatFloat(st.missLoad, 'g', 6, 64)
+	}
 	return c
 }
 
@@ -197,7 +205,7 @@ func (st sloState) status() v1alpha1.LearnedCapacity {
 // sloMargin of the SLO would never be seen: every window tight, the capacity brought down to
 // the load per replica at each, the fleet grown for nothing to maxReplicas (measured: 2.0x the
 // optimum's GPU-hours on such a workload). The floor (latFloor) is the lowest ratio seen with
-// each replica carrying a light load (at most sloLight of the ceiling); a margin is then sloMargin of
+// each replica carrying a light load (at most sloLight of the last miss's); a margin is then sloMargin of
 // the SLO or, where more, half the headroom above the floor (the same on workloads whose
 // floor is at most a fifth of the SLO), and the ratio is mapped so that this margin reads as
 // sloMargin and the SLO as 1: a miss is a miss, and every rule below reads one scale.
@@ -293,7 +301,7 @@ func learnSLO(s sloSpec, in Input, prev *v1alpha1.AutoscalingStatus, now time.Ti
 	settled := in.Starting > 0 || !scaledUpWithin(prev, now, 2*win+cold)
 	u := in.Load.Value / float64(in.Ready)
 	floor, ceiling := st.floorAt(now), st.ceilingAt(now)
-	light := ceiling > 0 && u <= sloLight*ceiling
+	light := st.missLoad > 0 && u <= sloLight*st.missLoad
 	if !queued && settled && light && (st.latFloor <= 0 || lat < st.latFloor) {
 		// A light load's latency: what a replica answers in whatever it carries.
 		st.latFloor = lat
@@ -311,6 +319,7 @@ func learnSLO(s sloSpec, in Input, prev *v1alpha1.AutoscalingStatus, now time.Ti
 			factor = min(factor, queueFactor)
 		}
 		bound := u * max(factor, 0.5)
+		st.missLoad = u
 		if ceiling <= 0 || u < ceiling {
 			ceiling = u
 		}

@@ -528,7 +528,7 @@ func TestATightWindowWithPodsStartingComesBackToWhatTheReadyOnesCarried(t *testi
 }
 
 // Where the latencies stay high at any load (a long prompt's own prefill), a tight window at a
-// light load, each replica carrying at most half the lowest load seen missing the SLO, says
+// light load, each replica carrying at most half the load of the last miss, says
 // nothing of the capacity: it is left where it is, where before it was brought down to the
 // load per replica at each such window, the fleet growing to maxReplicas. Such windows' lowest
 // latency is the floor over which the margin is then read: 0.7 of the SLO is tight over no
@@ -579,5 +579,21 @@ func TestOverFloorMapsTheMarginOverTheFloor(t *testing.T) {
 		if math.Abs(got-tc.want) > 1e-9 {
 			t.Errorf("floor %g: overFloor(%g) = %g, want %g", tc.floor, tc.lat, got, tc.want)
 		}
+	}
+}
+
+// A light load is light against the last miss's load per replica, which does not age: two
+// hours after a miss at 0.5 a replica (the ceiling has doubled twice since), a tight window at
+// 0.4 is at the edge, and the capacity comes back to it.
+func TestALightLoadIsLightAgainstTheLastMissNotTheAgedCeiling(t *testing.T) {
+	st := &v1alpha1.AutoscalingStatus{LearnedCapacities: []v1alpha1.LearnedCapacity{{Metric: MetricSLO, PerReplica: "0.6",
+		Ceiling: "0.5", LastMissLoad: "0.5", Samples: 100, LastSampleTime: metav1.NewTime(t0.Add(-2 * time.Hour))}}}
+	out := Decide(sloInput(sloSpecOf(1, 40), 10, 10, 4, 1.5, 0, st), t0)
+	if c, _ := sloOf(t, out.Status); math.Abs(c-0.4) > 1e-9 {
+		t.Fatalf("capacity %g after a tight window at 0.4 a replica, two hours after a miss at 0.5: want 0.4", c)
+	}
+	out = Decide(sloInput(sloSpecOf(1, 40), 20, 20, 4, 1.5, 0, st), t0)
+	if c, _ := sloOf(t, out.Status); c != 0.6 {
+		t.Fatalf("capacity %g after a tight window at 0.2 a replica (light: at most half the last miss's 0.5): want 0.6 kept", c)
 	}
 }
