@@ -44,8 +44,8 @@ import (
 //     load over the Ready replicas, which carried it), so that the next probe does not step off
 //     the cliff (a p95 grows slowly, then at once when requests queue, and the replicas a probe
 //     removed take a cold start to come back); but not at a light load, u at most sloLight of
-//     the load per replica of the last miss: there the latency is the requests' own (a long prompt's prefill), which no
-//     replica added shortens;
+//     the load per replica of the last miss: there the latency is the requests' own (a long
+//     prompt's prefill), which no replica added shortens;
 //   - margins are read over the latencies' own floor (overFloor): the lowest ratio seen at a
 //     light load, where it is above a fifth of the SLO;
 //   - the ceiling is the lowest u seen missing the SLO, doubling every sloCeilingDoubling:
@@ -205,10 +205,11 @@ func (st sloState) status() v1alpha1.LearnedCapacity {
 // sloMargin of the SLO would never be seen: every window tight, the capacity brought down to
 // the load per replica at each, the fleet grown for nothing to maxReplicas (measured: 2.0x the
 // optimum's GPU-hours on such a workload). The floor (latFloor) is the lowest ratio seen with
-// each replica carrying a light load (at most sloLight of the last miss's); a margin is then sloMargin of
-// the SLO or, where more, half the headroom above the floor (the same on workloads whose
-// floor is at most a fifth of the SLO), and the ratio is mapped so that this margin reads as
-// sloMargin and the SLO as 1: a miss is a miss, and every rule below reads one scale.
+// each replica carrying a light load (at most sloLight of the last miss's); a margin is then
+// sloMargin of the SLO or, where more, half the headroom above the floor (the same on
+// workloads whose floor is at most a fifth of the SLO), and the ratio is mapped so that this
+// margin reads as sloMargin and the SLO as 1: a miss is a miss, and every rule below reads
+// one scale.
 func (st sloState) overFloor(lat float64) float64 {
 	m := sloMargin
 	if st.latFloor > 0 && st.latFloor < 1 {
@@ -330,17 +331,17 @@ func learnSLO(s sloSpec, in Input, prev *v1alpha1.AutoscalingStatus, now time.Ti
 			st.capacity = max(min(st.capacity+learnWeight*(bound-st.capacity), ceiling), floor)
 		}
 	default:
-		// Held (not queued: a queue is a miss), each replica carrying what it carried.
-		u = carried
+		// Held (not queued: a queue is a miss), each replica carrying what it carried (at
+		// least carried, at most u).
 		if heldWithMargin {
-			// Held with margin: a replica carried u. A window that held only just (a burst
-			// that happened to miss it) is no proof that the next one holds at u.
-			floor = max(floor, u)
+			// Held with margin: a replica carried that. A window that held only just (a burst
+			// that happened to miss it) is no proof that the next one holds at it.
+			floor = max(floor, carried)
 		}
 		switch {
 		case !st.known:
-			st.capacity = u / sloShare
-		case r <= sloMargin && (u >= sloNear*st.capacity || in.Load.Value/(sloShare*st.capacity) > float64(in.Ready-1)) && steadyFor(prev, now, win):
+			st.capacity = carried / sloShare
+		case r <= sloMargin && (carried >= sloNear*st.capacity || in.Load.Value/(sloShare*st.capacity) > float64(in.Ready-1)) && steadyFor(prev, now, win):
 			step := sloProbe
 			if r <= sloMargin/4 {
 				step *= 2 // far from the SLO: a bolder step
@@ -361,10 +362,12 @@ func learnSLO(s sloSpec, in Input, prev *v1alpha1.AutoscalingStatus, now time.Ti
 				st.capacity = max(min(st.capacity, ceiling), floor)
 			}
 		case r > sloMargin && !light:
-			// Held, but tightly: the replicas are at the edge, so C is about u. Probing
-			// stops here and C comes back to what was seen to hold (u, or the floor when a
-			// window with margin proved more).
-			st.capacity = min(st.capacity, max(floor, in.Load.Value/float64(in.Ready)))
+			// Held, but tightly: the replicas are at the edge, so C is about u (the load
+			// over the Ready replicas, which carried it: over the replicas asked for, each
+			// scale-up would lower the next window's figure, and C with it). Probing stops
+			// here and C comes back to what was seen to hold (u, or the floor when a window
+			// with margin proved more).
+			st.capacity = min(st.capacity, max(floor, u))
 		}
 		st.capacity = max(st.capacity, floor)
 	}
