@@ -270,6 +270,13 @@ func Matrix(shipped fleet.Trace) []Workload {
 			Prompt:   chatPrompt, Output: chatOutput,
 		},
 		{
+			Name:     "long-context",
+			Summary:  "long-context chat: prompts of about 7,200 tokens on average (p95 about 22,000), outputs about 180, Poisson arrivals at 3.5/s: the p95 prompt alone takes most of the TTFT SLO to prefill on an idle replica",
+			Duration: hour,
+			Arrivals: Arrivals{Rate: 3.5, BurstSize: 1},
+			Prompt:   longPrompt, Output: longOutput,
+		},
+		{
 			Name:     "slow-ramp",
 			Summary:  "conversation-like lengths; the rate ramps from 0.2x to 1x over 50 minutes",
 			Duration: hour,
@@ -301,6 +308,10 @@ var (
 	chatPrompt = Lengths{Median: 250, Sigma: 1.0, TailShare: 0.05, TailAlpha: 2.0, Min: 1, Max: 16384}
 	// chatOutput: median 150, mean about 230, p95 about 660.
 	chatOutput = Lengths{Median: 150, Sigma: 0.9, TailShare: 0.04, TailAlpha: 2.2, Min: 1, Max: 4096}
+	// longPrompt: median 5,000, mean about 7,200, p95 about 22,000 (published long-context
+	// serving traces: input means of 7,000-8,000 tokens); longOutput: median 120, mean about 180.
+	longPrompt = Lengths{Median: 5000, Sigma: 0.9, TailShare: 0.03, TailAlpha: 2.5, Min: 64, Max: 32768}
+	longOutput = Lengths{Median: 120, Sigma: 0.9, TailShare: 0.02, TailAlpha: 2.5, Min: 1, Max: 2048}
 	// convPrompt and convOutput: the shipped conversation trace's medians (1,020 and 129).
 	convPrompt = Lengths{Median: 1020, Sigma: 0.8, TailShare: 0.04, TailAlpha: 2.5, Min: 1, Max: 32768}
 	convOutput = Lengths{Median: 129, Sigma: 0.9, TailShare: 0.04, TailAlpha: 2.5, Min: 1, Max: 4096}

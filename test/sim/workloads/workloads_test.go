@@ -39,7 +39,7 @@ func TestTheMatrixListsItsWorkloads(t *testing.T) {
 	}
 	names := map[string]bool{}
 	scales, offsets := map[float64]bool{}, map[time.Duration]bool{}
-	var slower, faster, flash, ramp, bursty, hawkes, code, chat bool
+	var slower, faster, flash, ramp, bursty, hawkes, code, chat, long bool
 	for _, w := range m {
 		if names[w.Name] {
 			t.Errorf("two workloads named %s", w.Name)
@@ -59,13 +59,15 @@ func TestTheMatrixListsItsWorkloads(t *testing.T) {
 		hawkes = hawkes || w.Arrivals.Branching > 0
 		code = code || w.Base == nil && w.Prompt.Mean() > 1500 && w.Output.Mean() < 50 && w.Prompt.TailShare > 0
 		chat = chat || w.Base == nil && w.Prompt.Mean() < 600 && w.Prompt.TailShare > 0
+		long = long || w.Base == nil && w.Prompt.Mean() > 5000 && w.Output.Mean() > 100
 		t.Logf("%-22s speed=%.1f %s", w.Name, w.Speed(), w.Summary)
 	}
 	if len(scales) < 3 || len(offsets) < 3 {
 		t.Errorf("the shipped trace at rate scales %v and offsets %v, want three of each", scales, offsets)
 	}
 	for what, ok := range map[string]bool{"a slower GPU": slower, "a faster GPU": faster, "a flash crowd": flash, "a slow ramp": ramp,
-		"bursty arrivals": bursty, "self-exciting arrivals": hawkes, "code-completion lengths": code, "short-chat lengths": chat} {
+		"bursty arrivals": bursty, "self-exciting arrivals": hawkes, "code-completion lengths": code, "short-chat lengths": chat,
+		"long-context prompts": long} {
 		if !ok {
 			t.Errorf("the matrix has no workload with %s", what)
 		}
