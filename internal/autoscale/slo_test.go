@@ -535,7 +535,7 @@ func TestATightWindowWithPodsStartingComesBackToWhatTheReadyOnesCarried(t *testi
 // floor and a margin over a floor of 0.5, which raises the capacity.
 func TestLatenciesHighAtALightLoadAreTheRequestsNotTheLoad(t *testing.T) {
 	r := &sloRun{spec: sloSpecOf(1, 40), cur: 9, at: t0}
-	r.step(2.25, 2.44, 0) // a miss at 0.25 a replica: the ceiling
+	r.step(2.25, 2.44, 0) // a miss at 0.25 a replica: the last miss's load
 	r.prev.Events = nil   // as if the pods asked for had come long ago
 	c0, _ := sloOf(t, *r.prev)
 	r.cur = 30
