@@ -445,7 +445,8 @@ type LearnedCapacity struct {
 	// +optional
 	LatencyFloor string `json:"latencyFloor,omitempty"`
 	// LastMissLoad is, for the slo, the load per Ready replica of the last window that missed
-	// the SLO: a window at half of it or less is at a light load, whose latencies are the
+	// the SLO with no scale-up within two windows and a cold start before it (one measured
+	// while new pods came up reads low): a window at half of it or less is at a light load, whose latencies are the
 	// requests' own (see latencyFloor), and a tight one there does not lower the capacity.
 	// +optional
 	LastMissLoad string `json:"lastMissLoad,omitempty"`

@@ -320,7 +320,12 @@ func learnSLO(s sloSpec, in Input, prev *v1alpha1.AutoscalingStatus, now time.Ti
 			factor = min(factor, queueFactor)
 		}
 		bound := u * max(factor, 0.5)
-		st.missLoad = u
+		if !scaledUpWithin(prev, now, 2*win+cold) {
+			// What a replica carried when it missed, from a window the same replicas served
+			// throughout: with new pods come Ready within it, u reads low, and a low figure
+			// would leave no load light.
+			st.missLoad = u
+		}
 		if ceiling <= 0 || u < ceiling {
 			ceiling = u
 		}

@@ -597,3 +597,28 @@ func TestALightLoadIsLightAgainstTheLastMissNotTheAgedCeiling(t *testing.T) {
 		t.Fatalf("capacity %g after a tight window at 0.2 a replica (light: at most half the last miss's 0.5): want 0.6 kept", c)
 	}
 }
+
+// The last miss's load is taken only from a window without a scale-up within two windows and
+// a cold start: one measured while new pods came up reads the load over more Ready replicas
+// than served most of it, too low, and would leave no load light (a long-context workload's
+// fleet then stayed at 25-30 replicas where 10-16 meet the SLO). Such a miss still lowers the
+// capacity, as before.
+func TestAMissWhilePodsComeUpSetsNoLastMissLoad(t *testing.T) {
+	prevAt := t0.Add(-time.Minute)
+	st := &v1alpha1.AutoscalingStatus{LearnedCapacities: []v1alpha1.LearnedCapacity{{Metric: MetricSLO, PerReplica: "0.2",
+		LastMissLoad: "0.27", Samples: 8, LastSampleTime: metav1.NewTime(prevAt)}},
+		Events: []v1alpha1.ScaleEvent{{At: metav1.NewTime(t0.Add(-2 * time.Minute)), From: 12, To: 16}}}
+	out := Decide(sloInput(sloSpecOf(1, 40), 16, 14, 1.69, 2.3, 0, st), t0)
+	lc := out.Status.LearnedCapacities[0]
+	if lc.LastMissLoad != "0.27" {
+		t.Fatalf("lastMissLoad %q after a miss on 14 Ready of 16, two minutes after a scale-up: want 0.27 kept", lc.LastMissLoad)
+	}
+	if c, _ := sloOf(t, out.Status); !(c < 0.2) {
+		t.Fatalf("capacity %g after the miss, want it lowered below 0.2", c)
+	}
+	st.Events = nil
+	out = Decide(sloInput(sloSpecOf(1, 40), 14, 14, 1.69, 2.3, 0, st), t0)
+	if got := out.Status.LearnedCapacities[0].LastMissLoad; got != "0.120714" {
+		t.Fatalf("lastMissLoad %q after a miss on 14 settled replicas, want 0.120714 (1.69/14)", got)
+	}
+}
