@@ -158,17 +158,10 @@ func sloStateOf(prev []v1alpha1.LearnedCapacity, revision string) sloState {
 			return sloState{}
 		}
 		st := sloState{capacity: v, samples: c.Samples, last: c.LastSampleTime.Time, revision: c.Revision, known: true}
-		if f, err := strconv.ParseFloat(c.Floor, 64); err == nil && f > 0 && !math.IsInf(f, 0) {
-			st.floor = min(f, v)
-		}
-		if f, err := strconv.ParseFloat(c.Ceiling, 64); err == nil && f > 0 && !math.IsInf(f, 0) {
-			st.ceiling = f
-		}
-		if f, err := strconv.ParseFloat(c.LatencyFloor, 64); err == nil && f > 0 && f < 1 {
+		st.floor = min(positive(c.Floor), v)
+		st.ceiling, st.missLoad = positive(c.Ceiling), positive(c.LastMissLoad)
+		if f := positive(c.LatencyFloor); f < 1 {
 			st.latFloor = f
-		}
-		if f, err := strconv.ParseFloat(c.LastMissLoad, 64); err == nil && f > 0 && !math.IsInf(f, 0) {
-			st.missLoad = f
 		}
 		if revision != "" && c.Revision != "" && c.Revision != revision {
 			// Another revision's capacity: the starting point, not a proof.
@@ -182,19 +175,25 @@ func sloStateOf(prev []v1alpha1.LearnedCapacity, revision string) sloState {
 func (st sloState) status() v1alpha1.LearnedCapacity {
 	c := v1alpha1.LearnedCapacity{Metric: MetricSLO, PerReplica: strconv.FormatFloat(st.capacity, 'g', 6, 64), Samples: st.samples,
 		Revision: st.revision, LastSampleTime: metav1.NewTime(st.last)}
-	if st.floor > 0 {
-		c.Floor = strconv.FormatFloat(st.floor, 'g', 6, 64)
-	}
-	if st.ceiling > 0 {
-		c.Ceiling = strconv.FormatFloat(st.ceiling, 'g', 6, 64)
-	}
-	if st.latFloor > 0 {
-		c.LatencyFloor = strconv.FormatFloat(st.latFloor, 'g', 6, 64)
-	}
-	if st.missLoad > 0 {
-		c.LastMissLoad = strconv.FormatFloat(st.missLoad, 'g', 6, 64)
-	}
+	c.Floor, c.Ceiling, c.LatencyFloor, c.LastMissLoad = optional(st.floor), optional(st.ceiling), optional(st.latFloor), optional(st.missLoad)
 	return c
+}
+
+// positive reads an optional figure of the slo's status: 0 when empty, unreadable, not above 0
+// or infinite.
+func positive(s string) float64 {
+	if f, err := strconv.ParseFloat(s, 64); err == nil && f > 0 && !math.IsInf(f, 0) {
+		return f
+	}
+	return 0
+}
+
+// optional writes an optional figure of the slo's status: empty when 0 (none).
+func optional(v float64) string {
+	if v <= 0 {
+		return ""
+	}
+	return strconv.FormatFloat(v, 'g', 6, 64)
 }
 
 // overFloor is a window's worst latency ratio (p95 over SLO) as the learning judges it: where
@@ -299,7 +298,8 @@ func learnSLO(s sloSpec, in Input, prev *v1alpha1.AutoscalingStatus, now time.Ti
 	// replica then reads low, and a miss measured on the fewer replicas before them says
 	// nothing of what each carries now (it would set a ceiling far below the capacity, and
 	// stop the probing for an hour).
-	settled := in.Starting > 0 || !scaledUpWithin(prev, now, 2*win+cold)
+	recentUp := scaledUpWithin(prev, now, 2*win+cold)
+	settled := in.Starting > 0 || !recentUp
 	u := in.Load.Value / float64(in.Ready)
 	floor, ceiling := st.floorAt(now), st.ceilingAt(now)
 	light := st.missLoad > 0 && u <= sloLight*st.missLoad
@@ -320,7 +320,7 @@ func learnSLO(s sloSpec, in Input, prev *v1alpha1.AutoscalingStatus, now time.Ti
 			factor = min(factor, queueFactor)
 		}
 		bound := u * max(factor, 0.5)
-		if !scaledUpWithin(prev, now, 2*win+cold) {
+		if !recentUp {
 			// What a replica carried when it missed, from a window the same replicas served
 			// throughout: with new pods come Ready within it, u reads low, and a low figure
 			// would leave no load light.
