@@ -393,7 +393,9 @@ type AutoscalingStatus struct {
 	LearnedCapacities []LearnedCapacity `json:"learnedCapacities,omitempty"`
 	// Queue is the requests queued in the Ready pods at the last pass that saw a queue, for
 	// spec.autoscaling.slo's fast path: the queue's growth since then, added to the requests
-	// served per second, is the rate arriving. Empty when nothing was queued.
+	// served per second, is the rate arriving; a queue that shrank is a backlog draining, whose
+	// wait is no lesson for the learnt capacity. Kept two serving windows after the queue is
+	// gone (the latencies measured are still the backlog's), then empty.
 	// +optional
 	Queue *QueueSample `json:"queue,omitempty"`
 }
@@ -450,6 +452,16 @@ type LearnedCapacity struct {
 	// requests' own (see latencyFloor), and a tight one there does not lower the capacity.
 	// +optional
 	LastMissLoad string `json:"lastMissLoad,omitempty"`
+	// BurstLoad is, for the slo, the highest load (token work) seen arriving in a burst
+	// (requests queued faster than the Ready replicas served them: the fast path's arrival
+	// rate), at BurstTime. The replicas that carry it at the learnt capacity are kept, the
+	// load fading by half every 30 minutes: a burst seen is taken to come again. Empty when
+	// none.
+	// +optional
+	BurstLoad string `json:"burstLoad,omitempty"`
+	// BurstTime is when BurstLoad was seen.
+	// +optional
+	BurstTime *metav1.Time `json:"burstTime,omitempty"`
 }
 
 // Proposal is one metric's proposed replica count.

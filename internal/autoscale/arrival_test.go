@@ -1,6 +1,7 @@
 package autoscale
 
 import (
+	"math"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
+	"k8s.io/utils/ptr"
 )
 
 // burstSpec is sloSpecOf with a 3-minute cold start (projectionHorizon) and, unless
@@ -82,15 +84,17 @@ func TestABurstOfArrivalsSizesTheFleetForTheArrivalRateInOnePass(t *testing.T) {
 }
 
 // A queue that holds (1,000 then 1,000) is no burst: what is served is what arrives, and the
-// fast path keeps its doubling of the Ready replicas; so is a queue sample older than the
-// serving window (the controller was down), and a queue without the served rate.
+// fast path keeps its doubling of the Ready replicas; so is a queue that shrinks too slowly to
+// be gone within a cold start on a fleet that has all it asked for (new pods take the arrivals
+// off the pods it is on), a queue sample older than the serving window (the controller was
+// down), and a queue without the served rate.
 func TestASteadyQueueDoesNotSizeForAnArrivalRate(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		in   func() Input
 	}{
 		{name: "a queue that holds", in: func() Input { return burstPass(burstSpec(false), 5, 5, 1000, 1000) }},
-		{name: "a queue that shrinks", in: func() Input { return burstPass(burstSpec(false), 5, 5, 1200, 1000) }},
+		{name: "a queue that shrinks by 10 in 15 s (gone in 25 minutes)", in: func() Input { return burstPass(burstSpec(false), 5, 5, 1010, 1000) }},
 		{name: "a queue that grew by less than a request per Ready replica", in: func() Input { return burstPass(burstSpec(false), 5, 5, 996, 1000) }},
 		{name: "no queue at the last pass", in: func() Input { return burstPass(burstSpec(false), 5, 5, 0, 1000) }},
 		{name: "a queue sample older than the serving window", in: func() Input {
@@ -112,9 +116,38 @@ func TestASteadyQueueDoesNotSizeForAnArrivalRate(t *testing.T) {
 			}
 		})
 	}
-	// Without a queue, nothing is kept for the next pass.
-	if out := Decide(burstPass(burstSpec(false), 5, 5, 100, 0), t0); out.Status.Queue != nil {
-		t.Errorf("status queue %+v without a queue, want none", out.Status.Queue)
+	// Without a queue, the last one seen is kept for two windows (the latencies measured are
+	// still the backlog's), then nothing is.
+	if out := Decide(burstPass(burstSpec(false), 5, 5, 100, 0), t0); out.Status.Queue == nil || out.Status.Queue.Requests != 100 {
+		t.Errorf("status queue %+v 15 s after a queue of 100, want it kept", out.Status.Queue)
+	}
+	if out := Decide(burstPass(burstSpec(false), 5, 5, 100, 0), t0.Add(2*time.Minute)); out.Status.Queue != nil {
+		t.Errorf("status queue %+v two windows after the last queue, want none", out.Status.Queue)
+	}
+}
+
+// A queue that shrinks is a backlog on the pods it queued on, which new pods cannot take: the
+// fast path holds Current instead of doubling the Ready replicas where the pods asked for would
+// serve after it is gone (1,200 -> 1,000 in 15 s: gone in 75 s, a cold start is 3 minutes) or
+// after the pods starting already (a flash crowd's backlog while the replicas it asked for
+// come Ready: doubling then took the fleet to maxReplicas, twice what the crowd needed).
+func TestADrainingQueueIsNoBurst(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		cur, ready int32
+		was, now   float64
+		want       int32
+	}{
+		{name: "gone within a cold start", cur: 5, ready: 5, was: 1200, now: 1000, want: 5},
+		{name: "slower, with pods starting", cur: 8, ready: 5, was: 1010, now: 1000, want: 8},
+		{name: "slower, on a fleet that has all it asked for", cur: 5, ready: 5, was: 1010, now: 1000, want: 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := Decide(burstPass(burstSpec(false), tc.cur, tc.ready, tc.was, tc.now), t0)
+			if p := sloProposal(t, out); *p.Replicas != tc.want || out.Desired != tc.want {
+				t.Fatalf("proposal %d (%s), desired %d, want %d", *p.Replicas, p.Message, out.Desired, tc.want)
+			}
+		})
 	}
 }
 
@@ -173,5 +206,55 @@ func TestAQueuedWindowIsJudgedOnTheQueueNotTheTTFT(t *testing.T) {
 func TestADrainingBacklogTeachesNothing(t *testing.T) {
 	if c, _ := sloOf(t, Decide(learnPass(2000, 1500, 100), t0).Status); c != 0.8 {
 		t.Fatalf("capacity %g after a draining backlog, want 0.8 kept", c)
+	}
+}
+
+// A burst seen is taken to come again: its arriving load (80 requests/s at 0.17 each, 13.6) is
+// kept in status, and after it the fleet is kept at the replicas that carry it at the learnt
+// capacity, the load fading by half every 30 minutes (a fleet sized on the minute's average
+// between bursts met a 3x spike every 12 minutes with a third of what it needed).
+func TestABurstSeenIsRemembered(t *testing.T) {
+	spec := burstSpec(false)
+	out := Decide(burstPass(spec, 5, 5, 100, 1000), t0)
+	var burst v1alpha1.LearnedCapacity
+	for _, c := range out.Status.LearnedCapacities {
+		if c.Metric == MetricSLO {
+			burst = c
+		}
+	}
+	if burst.BurstLoad != "13.6" || burst.BurstTime == nil || !burst.BurstTime.Equal(&metav1.Time{Time: t0}) {
+		t.Fatalf("burst %q at %v, want 13.6 at now", burst.BurstLoad, burst.BurstTime)
+	}
+	prev := out.Status
+	for _, tc := range []struct {
+		after time.Duration
+		load  float64
+	}{{time.Minute, 3.4}, {10 * time.Minute, 3.4}, {30 * time.Minute, 3.4}} {
+		in := sloInput(spec, out.Desired, out.Desired, tc.load, 0.4, 0, &prev)
+		at := t0.Add(tc.after)
+		got := Decide(in, at)
+		p := sloProposal(t, got)
+		c, _ := sloOf(t, got.Status)
+		want := int32(math.Ceil(13.6 * math.Exp2(-tc.after.Minutes()/30) / c))
+		if *p.Replicas < want || !strings.Contains(p.Message, "burst memory") {
+			t.Errorf("%s after the burst: proposal %d (%s), want at least %d for 13.6 faded at capacity %g", tc.after, *p.Replicas, p.Message, want, c)
+		}
+	}
+	// Without a burst, nothing is remembered.
+	if out := Decide(burstPass(spec, 5, 5, 1000, 1000), t0); out.Status.LearnedCapacities[0].BurstLoad != "" {
+		t.Errorf("burst %q from a queue that held", out.Status.LearnedCapacities[0].BurstLoad)
+	}
+}
+
+// The burst memory holds no replica while nothing is served: an idle fleet goes to
+// minReplicas (0 here) as before.
+func TestABurstMemoryHoldsNoIdleFleet(t *testing.T) {
+	spec := burstSpec(false)
+	spec.MinReplicas = ptr.To(int32(0))
+	out := Decide(burstPass(spec, 5, 5, 100, 1000), t0)
+	prev := out.Status
+	in := sloInput(spec, 5, 5, 0, 0.4, 0, &prev)
+	if p := sloProposal(t, Decide(in, t0.Add(10*time.Minute))); *p.Replicas != 0 && strings.Contains(p.Message, "burst memory") {
+		t.Fatalf("proposal %d (%s) with nothing served, want none held by the burst", *p.Replicas, p.Message)
 	}
 }

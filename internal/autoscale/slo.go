@@ -67,7 +67,18 @@ import (
 // fast path: when
 // the requests queue (SLOQueuedPerReplica or more per Ready replica), the replicas are beyond
 // capacity now and the load read (the tokens served) is not the load arriving; the proposal is
-// then at least the Ready replicas times 1 + queued/(sloQueueRef x Ready), up to twice them.
+// then at least the Ready replicas times 1 + queued/(sloQueueRef x Ready), up to twice them;
+// but a queue that shrinks is a backlog on the pods it queued on, which new pods cannot take:
+// it holds Current where pods are starting or the backlog is gone within a cold start. While
+// requests queue, or a backlog drains, the load read is what the Ready replicas serve: no trend
+// of it is projected, and a window's p95 TTFT (the backlog's wait) teaches nothing.
+//
+// The burst memory: a burst's load arriving (the fast path's arrival rate, in token work) is
+// kept, the highest seen, fading by half every sloFloorHalfLife; while anything is served, the
+// proposal is at least the replicas that carry it at C (its edge: a burst is short). A burst
+// seen is taken to come again: a fleet sized on the minute's average between bursts met a 3x
+// spike every 12 minutes with a third of what it needed, missing 4 minutes each time, and no
+// pod asked for when the queue shows serves before a short spike is over.
 // Decide's cold-start rule keeps this from cascading while the new pods load (a proposal not
 // above Current holds), and its scale-down window keeps the replicas after the burst.
 //
@@ -142,6 +153,8 @@ type sloState struct {
 	ceiling         float64 // 0: none
 	latFloor        float64 // 0: none (see overFloor)
 	missLoad        float64 // u of the last miss, 0: none (light loads are below sloLight of it)
+	burst           float64 // the highest load seen arriving in a burst, at burstAt; 0: none
+	burstAt         time.Time
 	samples         int32
 	last            time.Time
 	revision        string
@@ -160,6 +173,9 @@ func sloStateOf(prev []v1alpha1.LearnedCapacity, revision string) sloState {
 		st := sloState{capacity: v, samples: c.Samples, last: c.LastSampleTime.Time, revision: c.Revision, known: true}
 		st.floor = min(positive(c.Floor), v)
 		st.ceiling, st.missLoad = positive(c.Ceiling), positive(c.LastMissLoad)
+		if b := positive(c.BurstLoad); b > 0 && c.BurstTime != nil {
+			st.burst, st.burstAt = b, c.BurstTime.Time
+		}
 		if f := positive(c.LatencyFloor); f < 1 {
 			st.latFloor = f
 		}
@@ -176,6 +192,9 @@ func (st sloState) status() v1alpha1.LearnedCapacity {
 	c := v1alpha1.LearnedCapacity{Metric: MetricSLO, PerReplica: strconv.FormatFloat(st.capacity, 'g', 6, 64), Samples: st.samples,
 		Revision: st.revision, LastSampleTime: metav1.NewTime(st.last)}
 	c.Floor, c.Ceiling, c.LatencyFloor, c.LastMissLoad = optional(st.floor), optional(st.ceiling), optional(st.latFloor), optional(st.missLoad)
+	if st.burst > 0 {
+		c.BurstLoad, c.BurstTime = optional(st.burst), &metav1.Time{Time: st.burstAt}
+	}
 	return c
 }
 
@@ -231,6 +250,14 @@ func (st sloState) floorAt(now time.Time) float64 {
 	return st.floor * math.Exp2(-now.Sub(st.last).Seconds()/sloFloorHalfLife.Seconds())
 }
 
+// burstLoadAt is the burst's load faded to now (halved every sloFloorHalfLife); 0 when none.
+func (st sloState) burstLoadAt(now time.Time) float64 {
+	if st.burst <= 0 || !now.After(st.burstAt) {
+		return st.burst
+	}
+	return st.burst * math.Exp2(-now.Sub(st.burstAt).Seconds()/sloFloorHalfLife.Seconds())
+}
+
 // ceilingAt is the ceiling risen to now (doubling every sloCeilingDoubling); 0 when none.
 func (st sloState) ceilingAt(now time.Time) float64 {
 	if st.ceiling <= 0 || st.last.IsZero() || !now.After(st.last) {
@@ -256,19 +283,25 @@ func learnSLO(s sloSpec, in Input, prev *v1alpha1.AutoscalingStatus, now time.Ti
 	if in.Ready <= 0 || in.BothColorsReady || !usable(in.Load) || in.Load.Value <= 0 {
 		return st, st.known
 	}
+	if b, ok := arrivingLoad(in, now); ok && b > st.burstLoadAt(now) {
+		st.burst, st.burstAt = b, now
+	}
 	queued := usable(in.RequestsWaiting) && in.RequestsWaiting.Value/float64(in.Ready) >= SLOQueuedPerReplica
-	// A window with requests queued is judged on the queue and the ITL: its p95 TTFT is mostly
-	// the queue's wait (minutes after a burst), whose ratio to the SLO says how long the queue
-	// is, not how much a replica carries, and would cut the capacity to its lower bound.
-	lat, ok := s.latencyRatio(in, !queued)
+	// The queue shrank since a pass within the window (to nothing, maybe): the Ready replicas
+	// serve more than arrives, and what queued is a backlog (left on the pods it queued on
+	// while new ones started), not a load beyond their capacity.
+	backlog := draining(in, now, win)
+	// A window with requests queued, or a backlog draining, is judged on the queue and the
+	// ITL: its p95 TTFT is mostly the queue's wait (minutes after a burst, until the last
+	// request queued is served), whose ratio to the SLO says how long the queue was, not how
+	// much a replica carries, and would cut the capacity to its lower bound.
+	lat, ok := s.latencyRatio(in, !queued && !backlog)
 	if !ok {
 		return st, st.known
 	}
 	r := st.overFloor(lat)
-	if queued && draining(in, now, win) && r <= 1 {
-		// The queue shrank since the last pass: the Ready replicas serve more than arrives, and
-		// what queues is a backlog (left on the pods it queued on while new ones started), not a
-		// load beyond their capacity; its wait is no lesson either way.
+	if backlog && r <= 1 {
+		// A backlog's wait is no lesson either way.
 		return st, st.known
 	}
 	// The batch is judged as the latencies are: running requests at sloMargin of the engine's
@@ -382,15 +415,30 @@ func learnSLO(s sloSpec, in Input, prev *v1alpha1.AutoscalingStatus, now time.Ti
 	return st, true
 }
 
-// draining: the requests queued now are fewer than at the last pass (status.autoscaling.queue,
-// taken within the window).
+// draining: the requests queued now are fewer than at the last pass that saw a queue
+// (status.autoscaling.queue, taken within two windows: once the queue is gone, the window's
+// latencies are still the backlog's until a window has passed).
 func draining(in Input, now time.Time, win time.Duration) bool {
+	_, ok := drainTime(in, now, win)
+	return ok
+}
+
+// drainTime is how long the requests queued now take to drain at the rate the queue shrank
+// since the last pass that saw one (0 when none is left); false when it did not shrink.
+func drainTime(in Input, now time.Time, win time.Duration) (time.Duration, bool) {
 	if in.Previous == nil || in.Previous.Queue == nil || !usable(in.RequestsWaiting) {
-		return false
+		return 0, false
+	}
+	if win <= 0 {
+		win = time.Minute
 	}
 	q := in.Previous.Queue
 	dt := now.Sub(q.At.Time)
-	return dt > 0 && dt <= win && in.RequestsWaiting.Value < float64(q.Requests)
+	shrunk := float64(q.Requests) - in.RequestsWaiting.Value
+	if dt <= 0 || dt >= 2*win || !(shrunk > 0) {
+		return 0, false
+	}
+	return time.Duration(in.RequestsWaiting.Value / shrunk * float64(dt)), true
 }
 
 // scaledUpWithin: a scale-up within d before now (its pods may have come Ready since).
@@ -458,6 +506,8 @@ func (s settings) proposeSLO(in Input, cur int32, st sloState, known bool, now t
 		return p, false
 	}
 	p.Value = fmtNum(o.Value)
+	queued := usable(in.RequestsWaiting) && in.Ready > 0 && in.RequestsWaiting.Value/float64(in.Ready) >= SLOQueuedPerReplica
+	drain, backlog := drainTime(in, now, in.ServingWindow)
 	var n int32
 	if !known || !(st.capacity > 0) {
 		n, p.Message = cur, "no capacity learnt yet: holding"
@@ -465,25 +515,48 @@ func (s settings) proposeSLO(in Input, cur int32, st sloState, known bool, now t
 		tgt := sloShare * st.capacity
 		p.Target = fmt.Sprintf("%s (%s%% of %s learnt to hold the SLO)", fmtNum(tgt), fmtNum(100*sloShare), fmtNum(st.capacity))
 		n, p.Message, _ = replicas(total, o, tgt, s.tolerance, cur, in.Ready)
-		n, p.Message = s.projectSLO(o, tgt, cur, n, p.Message)
+		if !queued && !backlog {
+			// While requests queue, or a backlog drains, the load read (the tokens served) is
+			// what the Ready replicas serve, not what arrives: its rise is the new pods' coming
+			// Ready, no trend to project (the fast path sizes a burst).
+			n, p.Message = s.projectSLO(o, tgt, cur, n, p.Message)
+		}
+	}
+	if b := st.burstLoadAt(now); known && st.capacity > 0 && b > 0 && o.Value > 0 {
+		// The replicas that carry the burst seen, at the capacity (its edge: a burst is short);
+		// not while nothing is served (an idle fleet goes to minReplicas as before).
+		if need := ceil(b / st.capacity); need > n {
+			n = need
+			p.Message = fmt.Sprintf("%s %s arriving %s ago (%s now, fading by half every %s): %d carry it at %s",
+				burstPrefix, fmtNum(st.burst), now.Sub(st.burstAt).Round(time.Second), fmtNum(b), sloFloorHalfLife, need, fmtNum(st.capacity))
+		}
 	}
 	if need, ok := batchNeed(in); ok && need > n {
 		n = need
 		p.Message = fmt.Sprintf("%s %s requests running on %d Ready replicas of batch limit %d: %d keep them within %s%% of it",
 			batchPrefix, fmtNum(in.RequestsRunning.Value), in.Ready, in.BatchLimit, need, fmtNum(100*sloShare))
 	}
-	if w := in.RequestsWaiting; usable(w) && in.Ready > 0 && w.Value/float64(in.Ready) >= SLOQueuedPerReplica {
+	if w := in.RequestsWaiting; queued {
 		fast, msg, ok := s.arrivalNeed(in, st, known, now)
-		if !ok {
+		switch {
+		case !ok && backlog && (cur > in.Ready || drain <= s.sloColdStart(in.ServingWindow)):
+			// A queue that shrinks is no burst: the Ready replicas serve more than arrives, and
+			// what queues is a backlog on the pods it queued on, which new pods cannot take.
+			// Pods asked now would serve after the pods starting already, or after it is gone;
+			// only a backlog draining slower on a fleet that has all it asked for takes the
+			// doubling (new pods take the arrivals off the pods it is on).
+			fast = cur
+		case !ok:
 			factor := min(1+w.Value/(sloQueueRef*float64(in.Ready)), sloMaxFast)
-			fast = ceil(float64(in.Ready) * factor)
-			msg = fmt.Sprintf("%s %s requests queued on %d Ready replicas: %d at once", fastPrefix, fmtNum(w.Value), in.Ready, max(fast, in.Ready+1))
+			fast = max(ceil(float64(in.Ready)*factor), in.Ready+1)
+			msg = fmt.Sprintf("%s %s requests queued on %d Ready replicas: %d at once", fastPrefix, fmtNum(w.Value), in.Ready, fast)
+		default:
+			fast = max(fast, in.Ready+1)
 		}
-		fast = max(fast, in.Ready+1)
 		if fast > n {
 			n, p.Message = fast, msg
 		}
-		if fast <= cur && n < cur {
+		if n < cur {
 			n = cur // never below Current while requests queue
 		}
 	}
@@ -503,22 +576,12 @@ func (s settings) proposeSLO(in Input, cur int32, st sloState, known bool, now t
 // queue sample older than the serving window (a controller that was down). False when it does
 // not apply or a signal is missing: the fast path then doubles the Ready replicas at most.
 func (s settings) arrivalNeed(in Input, st sloState, known bool, now time.Time) (int32, string, bool) {
+	growth, arriving, ok := arrival(in, now)
+	if !ok {
+		return 0, "", false
+	}
 	w, served, load := in.RequestsWaiting, in.Served, in.Load
-	if in.Previous == nil || in.Previous.Queue == nil || !usable(w) || !usable(served) || !(served.Value > 0) || !usable(load) || !(load.Value > 0) || in.Ready <= 0 {
-		return 0, "", false
-	}
-	win := in.ServingWindow
-	if win <= 0 {
-		win = time.Minute
-	}
-	dt := now.Sub(in.Previous.Queue.At.Time)
-	grown := w.Value - float64(in.Previous.Queue.Requests)
-	if dt <= 0 || dt > win || grown < SLOQueuedPerReplica*float64(in.Ready) {
-		return 0, "", false
-	}
-	growth := grown / dt.Seconds()
-	arriving := served.Value + growth
-	cold := s.sloColdStart(win)
+	cold := s.sloColdStart(in.ServingWindow)
 	// Each engine queues its own requests: new pods cannot take them, so the queue drains at
 	// most at the rate the Ready replicas serve, once the new ones carry what arrives.
 	drain := min(w.Value/cold.Seconds(), served.Value)
@@ -531,11 +594,49 @@ func (s settings) arrivalNeed(in Input, st sloState, known bool, now time.Time) 
 		fastPrefix, fmtNum(w.Value), in.Ready, fmtNum(growth), fmtNum(served.Value), n, fmtNum(arriving), cold), true
 }
 
-// queueSample is the queue to keep in status for the next pass's arrivalNeed: this pass's
-// total while requests queue, nil otherwise (a pass without a queue writes nothing new).
+// arrival is a burst's queue growth and requests arriving per second (served plus the
+// growth), when one is on (see arrivalNeed); false otherwise.
+func arrival(in Input, now time.Time) (growth, arriving float64, ok bool) {
+	w, served, load := in.RequestsWaiting, in.Served, in.Load
+	if in.Previous == nil || in.Previous.Queue == nil || !usable(w) || !usable(served) || !(served.Value > 0) || !usable(load) || !(load.Value > 0) || in.Ready <= 0 {
+		return 0, 0, false
+	}
+	win := in.ServingWindow
+	if win <= 0 {
+		win = time.Minute
+	}
+	dt := now.Sub(in.Previous.Queue.At.Time)
+	grown := w.Value - float64(in.Previous.Queue.Requests)
+	if dt <= 0 || dt > win || grown < SLOQueuedPerReplica*float64(in.Ready) {
+		return 0, 0, false
+	}
+	growth = grown / dt.Seconds()
+	return growth, served.Value + growth, true
+}
+
+// arrivingLoad is a burst's load arriving (token work): the requests arriving per second, each
+// at the token work the served ones carry; false when no burst is on.
+func arrivingLoad(in Input, now time.Time) (float64, bool) {
+	_, arriving, ok := arrival(in, now)
+	if !ok {
+		return 0, false
+	}
+	return in.Load.Value / in.Served.Value * arriving, true
+}
+
+// queueSample is the queue to keep in status for the next pass's arrivalNeed and draining:
+// this pass's total while requests queue; once none do, the last one seen for a serving window
+// (the window's latencies are then the backlog's that drained), nil after that.
 func queueSample(in Input, now time.Time) *v1alpha1.QueueSample {
 	w := in.RequestsWaiting
 	if !usable(w) || !(w.Value >= 1) {
+		win := in.ServingWindow
+		if win <= 0 {
+			win = time.Minute
+		}
+		if q := in.Previous; q != nil && q.Queue != nil && now.Sub(q.Queue.At.Time) < 2*win {
+			return q.Queue
+		}
 		return nil
 	}
 	return &v1alpha1.QueueSample{At: metav1.NewTime(now), Requests: int64(math.Round(min(w.Value, math.MaxInt32)))}
@@ -543,6 +644,9 @@ func queueSample(in Input, now time.Time) *v1alpha1.QueueSample {
 
 // fastPrefix starts the message of a proposal raised by the fast path, which cause repeats.
 const fastPrefix = "fast path:"
+
+// burstPrefix starts the message of a proposal raised by the burst memory, which cause repeats.
+const burstPrefix = "burst memory:"
 
 // batchPrefix starts the message of a proposal raised by the batch guard, which cause repeats.
 const batchPrefix = "batch:"

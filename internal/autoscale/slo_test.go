@@ -622,3 +622,42 @@ func TestAMissWhilePodsComeUpSetsNoLastMissLoad(t *testing.T) {
 		t.Fatalf("lastMissLoad %q after a miss on 14 settled replicas, want 0.120714 (1.69/14)", got)
 	}
 }
+
+// A burst's backlog drains (2,000 queued, then 500, then none): its requests' wait is the p95
+// TTFT of the windows until the last of them is served, a window after the queue is gone. Those
+// windows are no lesson: what the burst's miss learnt stays (with the queue kept for two
+// windows and the TTFT left out, as while requests queue), where a TTFT of 60 times the SLO
+// read as load would take the lighter load after the burst for where the replicas miss.
+func TestABacklogsWaitIsNoLesson(t *testing.T) {
+	r := &sloRun{spec: sloSpecOf(10, 10), cur: 10, at: t0} // a fleet held at 10: every miss teaches
+	for range 10 {
+		r.step(5, 0.4, 0)
+	}
+	r.step(5, 0.4, 2000) // a burst: a miss
+	missed := *r.prev
+	r.step(4, 0.4, 500) // draining
+	r.step(3, 120, 0)   // the queue gone, the backlog's TTFT in the window
+	if got, want := r.prev.LearnedCapacities[0], missed.LearnedCapacities[0]; got.PerReplica != want.PerReplica || got.Ceiling != want.Ceiling || got.LastMissLoad != want.LastMissLoad {
+		t.Fatalf("after the backlog's window: capacity %s, ceiling %s, last miss %s; want the burst's %s, %s, %s",
+			got.PerReplica, got.Ceiling, got.LastMissLoad, want.PerReplica, want.Ceiling, want.LastMissLoad)
+	}
+	if r.prev.Queue == nil {
+		t.Fatal("the queue seen a minute ago was dropped: the next window would read the backlog's wait as load")
+	}
+}
+
+// While a backlog drains, the load read (the tokens served) rises as the pods asked for come
+// Ready: a rise of what the fleet serves, not of what arrives. It is not projected (a flash
+// crowd's backlog took the fleet to maxReplicas along it).
+func TestABacklogsRiseIsNotProjected(t *testing.T) {
+	spec := sloSpecOf(1, 40)
+	spec.ProjectionHorizon = v1alpha1.Duration{Duration: 3 * time.Minute}
+	st := &v1alpha1.AutoscalingStatus{LearnedCapacities: []v1alpha1.LearnedCapacity{{Metric: MetricSLO, PerReplica: "1", Floor: "0.5",
+		Samples: 10, LastSampleTime: metav1.NewTime(t0.Add(-30 * time.Second))}},
+		Queue: &v1alpha1.QueueSample{At: metav1.NewTime(t0.Add(-15 * time.Second)), Requests: 100}}
+	in := sloInput(spec, 10, 10, 8.4, 0.4, 30, st)
+	in.Load.Trend, in.Load.HasTrend = 0.02, true
+	if out := Decide(in, t0); out.Desired != 10 {
+		t.Fatalf("desired %d with a backlog draining (100 -> 30 queued), want 10: no projection (%+v)", out.Desired, out.Status.Proposals)
+	}
+}
