@@ -32,7 +32,9 @@ type OptimumResult struct {
 // drains as a policy's does, and is paid until it is gone. A replica started within ColdStart of
 // one that went away is paid only for the gap (the optimum would have kept that one instead).
 // The replicas of the first minute up to Config.Initial are there from the start, free, as every
-// policy's initial replicas are.
+// policy's initial replicas are; within a cold start of the start no replica can be added (it
+// would have been started before the run, as no policy can), nor removed (it could not come
+// back): a minute there that they cannot meet is missed for everyone.
 //
 // Where a minute is infeasible because the previous minute's fewest count left too long a
 // queue, the previous minute is redone with the fewest count after which the maximum meets this
@@ -163,8 +165,25 @@ func optimum(cfg Config, lo, hi int32, exhaustive bool) OptimumResult {
 		res.Tries++
 		return s, m
 	}
-	// fewest searches minute at from the state before it, starting at count prev.
+	// top is the most replicas minute at can serve with from state s: hi, but within a cold start
+	// of the run's start only those there (a replica added then would have been started before
+	// the run, which no policy can do).
+	top := func(s *optState, at time.Duration) int32 {
+		if at < cfg.ColdStart {
+			return min(hi, int32(s.active()))
+		}
+		return hi
+	}
+	// fewest searches minute at from the state before it, starting at count prev. Within a cold
+	// start of the run's start it keeps the replicas there: one removed could not come back
+	// before the cold start ends, and the minute-by-minute search cannot see whether a later
+	// minute there needs it.
 	fewest := func(before *optState, at time.Duration, prev int32) (*optState, Minute, int32) {
+		hi, lo := top(before, at), lo
+		if at < cfg.ColdStart {
+			lo = hi
+		}
+		prev = min(max(prev, lo), hi)
 		if exhaustive {
 			var s *optState
 			var m Minute
@@ -231,17 +250,18 @@ func optimum(cfg Config, lo, hi int32, exhaustive bool) OptimumResult {
 	for mi := range minutes {
 		at := time.Duration(mi) * time.Minute
 		next, m, n := fewest(state, at, prev)
-		if !m.Met && mi > 0 && res.Counts[mi-1] < hi {
+		if !m.Met && mi > 0 && res.Counts[mi-1] < top(before, at-time.Minute) {
+			prevTop := top(before, at-time.Minute)
 			// The fewest count of the previous minute may have left a queue that no count meets
-			// this minute with: find the fewest previous count after which hi meets it (if any),
-			// redo the previous minute with it, then this one.
+			// this minute with: find the fewest previous count after which the most meets it (if
+			// any), redo the previous minute with it, then this one.
 			feasibleAfter := func(k int32) (*optState, Minute, bool) {
 				s, pm := try(before, at-time.Minute, k)
-				_, m2 := try(s, at, hi)
+				_, m2 := try(s, at, top(s, at))
 				return s, pm, m2.Met
 			}
-			if _, _, ok := feasibleAfter(hi); ok {
-				lowK, highK := res.Counts[mi-1], hi // lowK fails, highK succeeds
+			if _, _, ok := feasibleAfter(prevTop); ok {
+				lowK, highK := res.Counts[mi-1], prevTop // lowK fails, highK succeeds
 				for highK-lowK > 1 {
 					mid := (lowK + highK) / 2
 					if _, _, ok := feasibleAfter(mid); ok {

@@ -37,10 +37,12 @@ func burst(from time.Duration, n int) []fleet.Arrival {
 }
 
 // TestOptimumSearchFindsTheFewestCount: walking from the previous minute's count finds, minute
-// by minute, the same counts as trying every count from the minimum up.
+// by minute, the same counts as trying every count from the minimum up (no cold start, so that
+// every minute is searched).
 func TestOptimumSearchFindsTheFewestCount(t *testing.T) {
 	d := 4 * time.Minute
 	cfg := optConfig(shippedArrivals(t, 12, d), d)
+	cfg.ColdStart = 0
 	walk := optimum(cfg, 2, 30, false)
 	every := optimum(cfg, 2, 30, true)
 	t.Logf("counts %v (%d minutes tried; %d trying every count)", walk.Counts, walk.Tries, every.Tries)
@@ -116,13 +118,15 @@ func TestAMinuteNoCountMeetsIsMissedForEveryone(t *testing.T) {
 // TestOptimumLooksOneMinuteBack: a burst in the last two seconds of minute 0 completes in
 // minute 1, queued on minute 0's replicas; minute 0 alone is met by the minimum (nothing
 // completes in it), after which no count meets minute 1. The optimum redoes minute 0 with the
-// fewest replicas after which minute 1 can be met.
+// fewest replicas after which minute 1 can be met (no cold start: minute 0 may add replicas).
 func TestOptimumLooksOneMinuteBack(t *testing.T) {
 	var arr []fleet.Arrival
 	for i := range 100 {
 		arr = append(arr, fleet.Arrival{At: 58*time.Second + time.Duration(i)*20*time.Millisecond, ContextTokens: 2000, GeneratedTokens: 20})
 	}
-	o := Optimum(optConfig(arr, 3*time.Minute), 2, 30)
+	cfg := optConfig(arr, 3*time.Minute)
+	cfg.ColdStart = 0
+	o := Optimum(cfg, 2, 30)
 	t.Logf("counts %v infeasible %v", o.Counts, o.Infeasible)
 	if slices.Contains(o.Infeasible, true) || o.Counts[0] <= 2 {
 		t.Fatalf("counts %v infeasible %v: want minute 0 raised above the minimum so that minute 1 is met", o.Counts, o.Infeasible)
@@ -170,5 +174,21 @@ func TestHeldForIsTheRollingMaximumOverTheCounts(t *testing.T) {
 		if got := (OptimumResult{Counts: tc.counts}).HeldFor(tc.minutes); math.Abs(got-tc.want) > 1e-9 {
 			t.Errorf("HeldFor(%v, %d) = %.4f, want %.4f", tc.counts, tc.minutes, got, tc.want)
 		}
+	}
+}
+
+// TestOptimumStartsNoReplicaBeforeTheRun: a burst in minute 1 with a cold start of 3 minutes
+// would need replicas started before the run, as no policy can: the optimum keeps its 2 initial
+// replicas for the first cold start (none added, none removed), marks the minute missed for
+// everyone, and adds replicas for the same burst in minute 5.
+func TestOptimumStartsNoReplicaBeforeTheRun(t *testing.T) {
+	d := 7 * time.Minute
+	o := Optimum(optConfig(append(burst(time.Minute, 900), burst(5*time.Minute, 900)...), d), 2, 30)
+	t.Logf("counts %v infeasible %v", o.Counts, o.Infeasible)
+	if !slices.Equal(o.Counts[:3], []int32{2, 2, 2}) || !o.Infeasible[1] {
+		t.Fatalf("counts %v infeasible %v: want 2 replicas in minutes 0-2 and minute 1 missed for everyone", o.Counts, o.Infeasible)
+	}
+	if o.Counts[5] <= 2 || o.Infeasible[5] {
+		t.Fatalf("counts %v infeasible %v: want replicas added for minute 5, met", o.Counts, o.Infeasible)
 	}
 }
