@@ -160,7 +160,13 @@ func TestSLOABurstOfArrivalsSizesTheFleetForThem(t *testing.T) {
 		if a.DesiredReplicas <= 4 || !strings.Contains(a.LastScaleReason, "arriving") || a.Queue == nil {
 			return fmt.Errorf("desired %d, reason %q, queue %+v", a.DesiredReplicas, a.LastScaleReason, a.Queue)
 		}
-		return nil
+		// The burst is remembered in status, through the API server (the burst memory).
+		for _, c := range a.LearnedCapacities {
+			if c.Metric == autoscale.MetricSLO && c.BurstLoad != "" && c.BurstTime != nil {
+				return nil
+			}
+		}
+		return fmt.Errorf("no burst remembered: %+v", a.LearnedCapacities)
 	})
 	if n := deploymentReplicas(t, ns, "slo-arrivals-blue"); n <= 4 {
 		t.Fatalf("the Deployment asks for %d replicas, want more than the doubling's 4", n)
