@@ -336,8 +336,10 @@ func learnSLO(s sloSpec, in Input, prev *v1alpha1.AutoscalingStatus, now time.Ti
 	u := in.Load.Value / float64(in.Ready)
 	floor, ceiling := st.floorAt(now), st.ceilingAt(now)
 	light := st.missLoad > 0 && u <= sloLight*st.missLoad
-	if !queued && settled && light && (st.latFloor <= 0 || lat < st.latFloor) {
-		// A light load's latency: what a replica answers in whatever it carries.
+	if !queued && !recentUp && light && (st.latFloor <= 0 || lat < st.latFloor) {
+		// A light load's latency: what a replica answers in whatever it carries; from a window
+		// the same replicas served throughout, as the last miss's load (with pods come Ready
+		// within it, u reads low, and a heavier load's latency would set the floor).
 		st.latFloor = lat
 	}
 	miss := r > 1 || queued

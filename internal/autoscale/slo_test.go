@@ -661,3 +661,24 @@ func TestABacklogsRiseIsNotProjected(t *testing.T) {
 		t.Fatalf("desired %d with a backlog draining (100 -> 30 queued), want 10: no projection (%+v)", out.Desired, out.Status.Proposals)
 	}
 }
+
+// The latency floor is read, as the last miss's load is, only from a window the same replicas
+// served throughout: two minutes after a scale-up, with pods still starting, some of the Ready
+// ones came Ready within the window and u reads light where the replicas carried more (on
+// long-context the floor so went 0.64 -> 0.55 -> 0.50).
+func TestTheLatencyFloorIsNotReadWhilePodsComeUp(t *testing.T) {
+	prevAt := t0.Add(-time.Minute)
+	st := &v1alpha1.AutoscalingStatus{LearnedCapacities: []v1alpha1.LearnedCapacity{{Metric: MetricSLO, PerReplica: "0.2",
+		LastMissLoad: "0.27", LatencyFloor: "0.64", Samples: 8, LastSampleTime: metav1.NewTime(prevAt)}},
+		Events: []v1alpha1.ScaleEvent{{At: metav1.NewTime(t0.Add(-2 * time.Minute)), From: 12, To: 16}}}
+	// 14 Ready of 16 at 1.4 of token work: 0.1 a replica, light (at most half 0.27); p95 TTFT 1.1s.
+	out := Decide(sloInput(sloSpecOf(1, 40), 16, 14, 1.4, 1.1, 0, st), t0)
+	if lf := out.Status.LearnedCapacities[0].LatencyFloor; lf != "0.64" {
+		t.Fatalf("latency floor %q two minutes after a scale-up with pods starting, want 0.64 kept", lf)
+	}
+	st.Events = nil
+	out = Decide(sloInput(sloSpecOf(1, 40), 14, 14, 1.4, 1.1, 0, st), t0)
+	if lf := out.Status.LearnedCapacities[0].LatencyFloor; lf != "0.55" {
+		t.Fatalf("latency floor %q on settled replicas, want 0.55 (1.1s of the 2s SLO)", lf)
+	}
+}
