@@ -258,3 +258,27 @@ func TestABurstMemoryHoldsNoIdleFleet(t *testing.T) {
 		t.Fatalf("proposal %d (%s) with nothing served, want none held by the burst", *p.Replicas, p.Message)
 	}
 }
+
+// A burst whose load is still there a cold start after it was seen is a level the fleet
+// follows (a flash crowd: the pods asked for serve it), not a spike that was over before they
+// could: it is forgotten. The check is made once, a cold start after the burst: a later spike
+// carried by the replicas the memory kept does not make it forget.
+func TestABurstThatLastsIsALevelNotASpike(t *testing.T) {
+	spec := burstSpec(false) // a cold start of 3 minutes
+	out := Decide(burstPass(spec, 5, 5, 100, 1000), t0)
+	prev := out.Status
+	burstOf := func(st v1alpha1.AutoscalingStatus) string { return st.LearnedCapacities[0].BurstLoad }
+	pass := func(at time.Duration, ready int32, load float64) v1alpha1.AutoscalingStatus {
+		in := sloInput(spec, ready, ready, load, 0.4, 0, &prev)
+		return Decide(in, t0.Add(at)).Status
+	}
+	if got := burstOf(pass(3*time.Minute, 20, 12)); got != "" {
+		t.Errorf("burst %q kept with the load still at 12 a cold start after 13.6 arrived, want it forgotten", got)
+	}
+	if got := burstOf(pass(3*time.Minute, 5, 3.4)); got != "13.6" {
+		t.Errorf("burst %q after a spike that was over a cold start later, want 13.6 kept", got)
+	}
+	if got := burstOf(pass(10*time.Minute, 20, 12)); got != "13.6" {
+		t.Errorf("burst %q at a later spike carried, want 13.6 kept", got)
+	}
+}
