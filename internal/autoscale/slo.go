@@ -183,7 +183,8 @@ func sloStateOf(prev []v1alpha1.LearnedCapacity, revision string) sloState {
 			st.latFloor = f
 		}
 		if revision != "" && c.Revision != "" && c.Revision != revision {
-			// Another revision's capacity: the starting point, not a proof.
+			// Another revision's capacity: the starting point, not a proof. (The burst memory
+			// is the traffic's, and stays.)
 			st.floor, st.ceiling, st.latFloor, st.missLoad, st.samples, st.last, st.revision = 0, 0, 0, 0, 0, time.Time{}, revision
 		}
 		return st
@@ -279,10 +280,7 @@ func learnSLO(s sloSpec, in Input, prev *v1alpha1.AutoscalingStatus, now time.Ti
 		learnt = prev.LearnedCapacities
 	}
 	st := sloStateOf(learnt, in.Revision)
-	win := in.ServingWindow
-	if win <= 0 {
-		win = time.Minute
-	}
+	win := servingWindow(in.ServingWindow)
 	if in.Ready <= 0 || in.BothColorsReady || !usable(in.Load) || in.Load.Value <= 0 {
 		return st, st.known
 	}
@@ -440,9 +438,7 @@ func drainTime(in Input, now time.Time, win time.Duration) (time.Duration, bool)
 	if in.Previous == nil || in.Previous.Queue == nil || !usable(in.RequestsWaiting) {
 		return 0, false
 	}
-	if win <= 0 {
-		win = time.Minute
-	}
+	win = servingWindow(win)
 	q := in.Previous.Queue
 	dt := now.Sub(q.At.Time)
 	shrunk := float64(q.Requests) - in.RequestsWaiting.Value
@@ -465,22 +461,24 @@ func scaledUpWithin(prev *v1alpha1.AutoscalingStatus, now time.Time, d time.Dura
 	return false
 }
 
+// servingWindow is the serving window, a minute where none is known.
+func servingWindow(win time.Duration) time.Duration {
+	if win <= 0 {
+		return time.Minute
+	}
+	return win
+}
+
 // sloColdStart is the time a new pod takes to serve, as the slo assumes it: the projection
 // horizon, else the serving window.
 func (s settings) sloColdStart(win time.Duration) time.Duration {
-	if win <= 0 {
-		win = time.Minute
-	}
-	return max(s.projectionHorizon, win)
+	return max(s.projectionHorizon, servingWindow(win))
 }
 
 // sloMemory is how long the slo needs the scale events kept: a cold start and two windows
 // (the window the latencies were measured over may have ended a window ago).
 func (s settings) sloMemory(win time.Duration) time.Duration {
-	if win <= 0 {
-		win = time.Minute
-	}
-	return 2*win + s.sloColdStart(win)
+	return 2*servingWindow(win) + s.sloColdStart(win)
 }
 
 // steadyFor: no scale-down within the last window, so the window's latencies were not
@@ -612,11 +610,8 @@ func arrival(in Input, now time.Time) (growth, arriving float64, ok bool) {
 	if in.Previous == nil || in.Previous.Queue == nil || !usable(w) || !usable(served) || !(served.Value > 0) || !usable(load) || !(load.Value > 0) || in.Ready <= 0 {
 		return 0, 0, false
 	}
-	win := in.ServingWindow
-	if win <= 0 {
-		win = time.Minute
-	}
 	dt := now.Sub(in.Previous.Queue.At.Time)
+	win := servingWindow(in.ServingWindow)
 	grown := w.Value - float64(in.Previous.Queue.Requests)
 	if dt <= 0 || dt > win || grown < SLOQueuedPerReplica*float64(in.Ready) {
 		return 0, 0, false
@@ -636,16 +631,12 @@ func arrivingLoad(in Input, now time.Time) (float64, bool) {
 }
 
 // queueSample is the queue to keep in status for the next pass's arrivalNeed and draining:
-// this pass's total while requests queue; once none do, the last one seen for a serving window
-// (the window's latencies are then the backlog's that drained), nil after that.
+// this pass's total while requests queue; once none do, the last one seen for two serving
+// windows (the windows' latencies are then the backlog's that drained), nil after that.
 func queueSample(in Input, now time.Time) *v1alpha1.QueueSample {
 	w := in.RequestsWaiting
 	if !usable(w) || !(w.Value >= 1) {
-		win := in.ServingWindow
-		if win <= 0 {
-			win = time.Minute
-		}
-		if q := in.Previous; q != nil && q.Queue != nil && now.Sub(q.Queue.At.Time) < 2*win {
+		if q := in.Previous; q != nil && q.Queue != nil && now.Sub(q.Queue.At.Time) < 2*servingWindow(in.ServingWindow) {
 			return q.Queue
 		}
 		return nil
