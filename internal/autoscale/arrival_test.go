@@ -282,3 +282,19 @@ func TestABurstThatLastsIsALevelNotASpike(t *testing.T) {
 		t.Errorf("burst %q at a later spike carried, want 13.6 kept", got)
 	}
 }
+
+// Two passes 2 s apart (a pass follows any change to the ModelServer or its pods) straddle a
+// scrape: the queue read grew by 900, a scrape's growth. It is read over at least a scrape
+// interval (a quarter of the 1-minute window: 15 s), as the 15 s passes read it, not as 450
+// requests a second arriving, which would size the fleet for 80 and remember it half an hour.
+func TestTwoPassesCloseTogetherReadTheQueuesGrowthOverAScrape(t *testing.T) {
+	in := burstPass(burstSpec(false), 5, 5, 100, 1000)
+	in.Previous.Queue.At = metav1.NewTime(t0.Add(-2 * time.Second))
+	out := Decide(in, t0)
+	if p := sloProposal(t, out); *p.Replicas != 22 || !strings.Contains(p.Message, "80/s arriving") {
+		t.Fatalf("proposal %d (%s), want 22 for 80 requests/s arriving, as with passes 15 s apart", *p.Replicas, p.Message)
+	}
+	if b := out.Status.LearnedCapacities[0].BurstLoad; b != "13.6" {
+		t.Fatalf("burst %q, want 13.6", b)
+	}
+}

@@ -10,6 +10,7 @@ import (
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
 	"github.com/modelship/modelship/internal/sample"
+	"github.com/modelship/modelship/internal/window"
 )
 
 // SLO-first autoscaling (spec.autoscaling.slo).
@@ -616,7 +617,11 @@ func arrival(in Input, now time.Time) (growth, arriving float64, ok bool) {
 	if dt <= 0 || dt > win || grown < SLOQueuedPerReplica*float64(in.Ready) {
 		return 0, 0, false
 	}
-	growth = grown / dt.Seconds()
+	// The queue is a gauge read at each scrape: two passes closer than a scrape interval (a
+	// pass follows any change to the ModelServer or its pods) can read a whole scrape's growth
+	// in a few seconds. It is read over at least the shortest scrape interval the window allows
+	// (a window spans at least window.ScrapesPerWindow of them).
+	growth = grown / max(dt, win/window.ScrapesPerWindow).Seconds()
 	return growth, served.Value + growth, true
 }
 
