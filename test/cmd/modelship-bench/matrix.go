@@ -66,6 +66,7 @@ func (s simSettings) policies(arr []fleet.Arrival, dur time.Duration, speed floa
 		&policysim.Modelship{Label: "modelship-saturation", Start: start, Spec: saturationSpec(lo, hi, s.msDown)},
 		policysim.NewHPA("hpa-gpu70", lo, hi, 70, false, func(sig policysim.Signals) (float64, bool) { return sig.GPUUtilization, sig.HasGPU }),
 		policysim.NewKEDA(lo, hi, 5),
+		&policysim.PanicMax{Max: hi},
 	}
 	for _, p := range policies {
 		if m, ok := p.(*policysim.Modelship); ok {
