@@ -250,8 +250,11 @@ func optimum(cfg Config, lo, hi int32, exhaustive bool) OptimumResult {
 	for mi := range minutes {
 		at := time.Duration(mi) * time.Minute
 		next, m, n := fewest(state, at, prev)
-		if !m.Met && mi > 0 && res.Counts[mi-1] < top(before, at-time.Minute) {
-			prevTop := top(before, at-time.Minute)
+		prevTop := hi // the most the previous minute could run
+		if mi > 0 {
+			prevTop = top(before, at-time.Minute)
+		}
+		if !m.Met && mi > 0 && res.Counts[mi-1] < prevTop {
 			// The fewest count of the previous minute may have left a queue that no count meets
 			// this minute with: find the fewest previous count after which the most meets it (if
 			// any), redo the previous minute with it, then this one.
