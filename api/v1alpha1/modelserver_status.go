@@ -455,8 +455,8 @@ type LearnedCapacity struct {
 	// BurstLoad is, for the slo, the highest load (token work) seen arriving in a burst
 	// (requests queued faster than the Ready replicas served them: the fast path's arrival
 	// rate), at BurstTime. The replicas that carry it at the learnt capacity are kept, the
-	// load fading by half every 30 minutes: a burst seen is taken to come again. Empty when
-	// none.
+	// load fading by half every spec.autoscaling.slo.burstMemory (30m): a burst seen is taken
+	// to come again. Empty when none or the memory is off.
 	// +optional
 	BurstLoad string `json:"burstLoad,omitempty"`
 	// BurstTime is when BurstLoad was seen.

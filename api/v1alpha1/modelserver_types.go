@@ -1118,6 +1118,17 @@ type LatencySLO struct {
 	// +kubebuilder:validation:XValidation:rule="!self.matches('^[-+]?(0|(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+)$') || (duration(self) >= duration('1ms') && duration(self) <= duration('10m'))",message="spec.autoscaling.slo.itlP95 must be a duration from 1ms to 10m, such as 100ms"
 	// +optional
 	ITLP95 *Duration `json:"itlP95,omitempty"`
+
+	// BurstMemory is how long a burst is remembered: the load seen arriving in a burst
+	// (requests queued faster than the Ready replicas served them) keeps the replicas that
+	// carry it, fading by half every BurstMemory, since no pod asked for when the queue shows
+	// serves before a spike of a minute or two is over; a burst whose load is still there a
+	// cold start after it was seen is a level the fleet follows, and is forgotten. 0s turns the
+	// memory off (each short spike is then met by the replicas of the minutes' average). A
+	// duration from 0s to 24h; defaults to 30m.
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[-+]?(0|(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+)$') || (duration(self) >= duration('0s') && duration(self) <= duration('24h'))",message="spec.autoscaling.slo.burstMemory must be a duration from 0s to 24h such as 30m (0s: off)"
+	// +optional
+	BurstMemory *Duration `json:"burstMemory,omitempty"`
 }
 
 // CapacityLearning says when the replicas are beyond their capacity and which share of it each

@@ -298,3 +298,28 @@ func TestTwoPassesCloseTogetherReadTheQueuesGrowthOverAScrape(t *testing.T) {
 		t.Fatalf("burst %q, want 13.6", b)
 	}
 }
+
+// spec.autoscaling.slo.burstMemory is the memory's half-life: 0s turns it off (nothing kept,
+// the proposal the minutes' own), 10m fades it by half in 10 minutes.
+func TestTheBurstMemoryIsTheSpecs(t *testing.T) {
+	off := burstSpec(false)
+	off.SLO.BurstMemory = &v1alpha1.Duration{}
+	out := Decide(burstPass(off, 5, 5, 100, 1000), t0)
+	if b := out.Status.LearnedCapacities[0].BurstLoad; b != "" {
+		t.Fatalf("burst %q remembered with burstMemory 0s", b)
+	}
+	prev := out.Status
+	if p := sloProposal(t, Decide(sloInput(off, 22, 22, 3.4, 0.4, 0, &prev), t0.Add(5*time.Minute))); strings.Contains(p.Message, "burst memory") {
+		t.Fatalf("proposal %d (%s) with the memory off", *p.Replicas, p.Message)
+	}
+	ten := burstSpec(false)
+	ten.SLO.BurstMemory = &v1alpha1.Duration{Duration: 10 * time.Minute}
+	out = Decide(burstPass(ten, 5, 5, 100, 1000), t0)
+	prev = out.Status
+	got := Decide(sloInput(ten, 22, 22, 3.4, 0.4, 0, &prev), t0.Add(10*time.Minute))
+	p := sloProposal(t, got)
+	c, _ := sloOf(t, got.Status)
+	if want := int32(math.Ceil(6.8 / c)); *p.Replicas != want || !strings.Contains(p.Message, "fading by half every 10m0s") {
+		t.Fatalf("proposal %d (%s) 10 minutes after 13.6 arrived, want %d (6.8 at capacity %g)", *p.Replicas, p.Message, want, c)
+	}
+}

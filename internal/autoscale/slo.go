@@ -113,16 +113,26 @@ const (
 	sloFloorHeadroom = 0.5
 	sloQueueRef      = 8.0
 	sloMaxFast       = 2.0
+	// sloBurstMemory is the burst memory's half-life where spec.autoscaling.slo.burstMemory is
+	// unset: the floor's.
+	sloBurstMemory = sloFloorHalfLife
 )
 
-// sloSpec is the resolved SLO, in seconds (0: not set).
-type sloSpec struct{ ttft, itl float64 }
+// sloSpec is the resolved SLO, in seconds (0: not set), and the burst memory's half-life (0:
+// off).
+type sloSpec struct {
+	ttft, itl   float64
+	burstMemory time.Duration
+}
 
 func resolveSLO(spec *v1alpha1.LatencySLO) (sloSpec, bool) {
 	if spec == nil {
 		return sloSpec{}, false
 	}
-	var s sloSpec
+	s := sloSpec{burstMemory: sloBurstMemory}
+	if spec.BurstMemory != nil {
+		s.burstMemory = max(spec.BurstMemory.Duration, 0)
+	}
 	if spec.TTFTP95 != nil && spec.TTFTP95.Duration > 0 {
 		s.ttft = spec.TTFTP95.Duration.Seconds()
 	}
@@ -255,12 +265,16 @@ func (st sloState) floorAt(now time.Time) float64 {
 	return st.floor * math.Exp2(-now.Sub(st.last).Seconds()/sloFloorHalfLife.Seconds())
 }
 
-// burstLoadAt is the burst's load faded to now (halved every sloFloorHalfLife); 0 when none.
-func (st sloState) burstLoadAt(now time.Time) float64 {
-	if st.burst <= 0 || !now.After(st.burstAt) {
+// burstLoadAt is the burst's load faded to now (halved every half); 0 when none or the memory
+// is off (half 0).
+func (st sloState) burstLoadAt(now time.Time, half time.Duration) float64 {
+	switch {
+	case st.burst <= 0 || half <= 0:
+		return 0
+	case !now.After(st.burstAt):
 		return st.burst
 	}
-	return st.burst * math.Exp2(-now.Sub(st.burstAt).Seconds()/sloFloorHalfLife.Seconds())
+	return st.burst * math.Exp2(-now.Sub(st.burstAt).Seconds()/half.Seconds())
 }
 
 // ceilingAt is the ceiling risen to now (doubling every sloCeilingDoubling); 0 when none.
@@ -285,8 +299,11 @@ func learnSLO(s sloSpec, in Input, prev *v1alpha1.AutoscalingStatus, now time.Ti
 	if in.Ready <= 0 || in.BothColorsReady || !usable(in.Load) || in.Load.Value <= 0 {
 		return st, st.known
 	}
-	if b, ok := arrivingLoad(in, now); ok && b > st.burstLoadAt(now) {
+	if b, ok := arrivingLoad(in, now); ok && s.burstMemory > 0 && b > st.burstLoadAt(now, s.burstMemory) {
 		st.burst, st.burstAt = b, now
+	}
+	if s.burstMemory <= 0 {
+		st.burst, st.burstAt = 0, time.Time{} // the memory turned off
 	}
 	queued := usable(in.RequestsWaiting) && in.RequestsWaiting.Value/float64(in.Ready) >= SLOQueuedPerReplica
 	if since := now.Sub(st.burstAt); st.burst > 0 && since >= cold && since < cold+win && in.Load.Value >= sloShare*st.burst {
@@ -532,13 +549,13 @@ func (s settings) proposeSLO(in Input, cur int32, st sloState, known bool, now t
 			n, p.Message = s.projectSLO(o, tgt, cur, n, p.Message)
 		}
 	}
-	if b := st.burstLoadAt(now); known && st.capacity > 0 && b > 0 && o.Value > 0 {
+	if b := st.burstLoadAt(now, s.slo.burstMemory); known && st.capacity > 0 && b > 0 && o.Value > 0 {
 		// The replicas that carry the burst seen, at the capacity (its edge: a burst is short);
 		// not while nothing is served (an idle fleet goes to minReplicas as before).
 		if need := ceil(b / st.capacity); need > n {
 			n = need
 			p.Message = fmt.Sprintf("%s %s arriving %s ago (%s now, fading by half every %s): %d carry it at %s",
-				burstPrefix, fmtNum(st.burst), now.Sub(st.burstAt).Round(time.Second), fmtNum(b), sloFloorHalfLife, need, fmtNum(st.capacity))
+				burstPrefix, fmtNum(st.burst), now.Sub(st.burstAt).Round(time.Second), fmtNum(b), s.slo.burstMemory, need, fmtNum(st.capacity))
 		}
 	}
 	if need, ok := batchNeed(in); ok && need > n {

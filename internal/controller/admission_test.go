@@ -214,6 +214,12 @@ func badSpecs() []badSpec {
 		{name: "an SLO ITL of an hour", mutate: func(ms *v1alpha1.ModelServer) {
 			autoscaleOn(ms).SLO = &v1alpha1.LatencySLO{ITLP95: ptr.To(dur("1h"))}
 		}, want: []string{"spec.autoscaling.slo.itlP95 must be a duration from 1ms to 10m"}},
+		{name: "a burst memory of two days", mutate: func(ms *v1alpha1.ModelServer) {
+			autoscaleOn(ms).SLO = &v1alpha1.LatencySLO{TTFTP95: ptr.To(dur("2s")), BurstMemory: ptr.To(dur("48h"))}
+		}, want: []string{"spec.autoscaling.slo.burstMemory must be a duration from 0s to 24h"}},
+		{name: "a burst memory in words", mutate: func(ms *v1alpha1.ModelServer) {
+			autoscaleOn(ms).SLO = &v1alpha1.LatencySLO{TTFTP95: ptr.To(dur("2s")), BurstMemory: ptr.To(text("half an hour"))}
+		}, want: []string{notADuration("spec.autoscaling.slo.burstMemory", "half an hour")}},
 		{name: "a learnt-capacity share over 100%", mutate: func(ms *v1alpha1.ModelServer) {
 			autoscaleOn(ms).Metrics = []v1alpha1.AutoscalingMetric{{Prometheus: &v1alpha1.PrometheusMetric{Query: "x", Target: resource.MustParse("1"),
 				LearnCapacity: &v1alpha1.CapacityLearning{TargetPercentOfCapacity: ptr.To(int32(120))}}}}
