@@ -113,6 +113,10 @@ const (
 	sloFloorHeadroom = 0.5
 	sloQueueRef      = 8.0
 	sloMaxFast       = 2.0
+	// sloBacklogWindows is how many serving windows the last queue seen is kept once it is
+	// gone: its last requests are served within a pass, and the window read then ends a window
+	// later.
+	sloBacklogWindows = 2
 	// sloBurstMemory is the burst memory's half-life where spec.autoscaling.slo.burstMemory is
 	// unset: the floor's.
 	sloBurstMemory = sloFloorHalfLife
@@ -305,7 +309,7 @@ func learnSLO(s sloSpec, in Input, prev *v1alpha1.AutoscalingStatus, now time.Ti
 	if s.burstMemory <= 0 {
 		st.burst, st.burstAt = 0, time.Time{} // the memory turned off
 	}
-	queued := usable(in.RequestsWaiting) && in.RequestsWaiting.Value/float64(in.Ready) >= SLOQueuedPerReplica
+	queued := queuedBeyond(in)
 	if since := now.Sub(st.burstAt); st.burst > 0 && since >= cold && since < cold+win && in.Load.Value >= sloShare*st.burst {
 		// A cold start after it was seen the load is still the burst's: a level the fleet
 		// follows (the pods asked for serve it), not a spike over before they could; nothing
@@ -315,7 +319,7 @@ func learnSLO(s sloSpec, in Input, prev *v1alpha1.AutoscalingStatus, now time.Ti
 	// The queue shrank since a pass within the window (to nothing, maybe): the Ready replicas
 	// serve more than arrives, and what queued is a backlog (left on the pods it queued on
 	// while new ones started), not a load beyond their capacity.
-	backlog := draining(in, now, win)
+	_, backlog := drainTime(in, now, win)
 	// A window with requests queued, or a backlog draining, is judged on the queue and the
 	// ITL: its p95 TTFT is mostly the queue's wait (minutes after a burst, until the last
 	// request queued is served), whose ratio to the SLO says how long the queue was, not how
@@ -442,16 +446,16 @@ func learnSLO(s sloSpec, in Input, prev *v1alpha1.AutoscalingStatus, now time.Ti
 	return st, true
 }
 
-// draining: the requests queued now are fewer than at the last pass that saw a queue
-// (status.autoscaling.queue, taken within two windows: once the queue is gone, the window's
-// latencies are still the backlog's until a window has passed).
-func draining(in Input, now time.Time, win time.Duration) bool {
-	_, ok := drainTime(in, now, win)
-	return ok
+// queuedBeyond: at least SLOQueuedPerReplica requests queued per Ready replica (the replicas
+// are beyond capacity now).
+func queuedBeyond(in Input) bool {
+	return usable(in.RequestsWaiting) && in.Ready > 0 && in.RequestsWaiting.Value/float64(in.Ready) >= SLOQueuedPerReplica
 }
 
 // drainTime is how long the requests queued now take to drain at the rate the queue shrank
-// since the last pass that saw one (0 when none is left); false when it did not shrink.
+// since the last pass that saw one (status.autoscaling.queue, kept sloBacklogWindows: once the
+// queue is gone, the windows' latencies are still the backlog's); 0 when none is left. False
+// when it did not shrink: no backlog draining.
 func drainTime(in Input, now time.Time, win time.Duration) (time.Duration, bool) {
 	if in.Previous == nil || in.Previous.Queue == nil || !usable(in.RequestsWaiting) {
 		return 0, false
@@ -460,7 +464,7 @@ func drainTime(in Input, now time.Time, win time.Duration) (time.Duration, bool)
 	q := in.Previous.Queue
 	dt := now.Sub(q.At.Time)
 	shrunk := float64(q.Requests) - in.RequestsWaiting.Value
-	if dt <= 0 || dt >= 2*win || !(shrunk > 0) {
+	if dt <= 0 || dt >= sloBacklogWindows*win || !(shrunk > 0) {
 		return 0, false
 	}
 	return time.Duration(in.RequestsWaiting.Value / shrunk * float64(dt)), true
@@ -533,7 +537,7 @@ func (s settings) proposeSLO(in Input, cur int32, st sloState, known bool, now t
 		return p, false
 	}
 	p.Value = fmtNum(o.Value)
-	queued := usable(in.RequestsWaiting) && in.Ready > 0 && in.RequestsWaiting.Value/float64(in.Ready) >= SLOQueuedPerReplica
+	queued := queuedBeyond(in)
 	drain, backlog := drainTime(in, now, in.ServingWindow)
 	var n int32
 	if !known || !(st.capacity > 0) {
@@ -653,12 +657,13 @@ func arrivingLoad(in Input, now time.Time) (float64, bool) {
 }
 
 // queueSample is the queue to keep in status for the next pass's arrivalNeed and draining:
-// this pass's total while requests queue; once none do, the last one seen for two serving
-// windows (the windows' latencies are then the backlog's that drained), nil after that.
+// this pass's total while requests queue; once none do, the last one seen for
+// sloBacklogWindows serving windows (the windows' latencies are then the backlog's that
+// drained), nil after that.
 func queueSample(in Input, now time.Time) *v1alpha1.QueueSample {
 	w := in.RequestsWaiting
 	if !usable(w) || !(w.Value >= 1) {
-		if q := in.Previous; q != nil && q.Queue != nil && now.Sub(q.Queue.At.Time) < 2*servingWindow(in.ServingWindow) {
+		if q := in.Previous; q != nil && q.Queue != nil && now.Sub(q.Queue.At.Time) < sloBacklogWindows*servingWindow(in.ServingWindow) {
 			return q.Queue
 		}
 		return nil
