@@ -12,6 +12,7 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
+	"github.com/modelship/modelship/internal/autoscale"
 	"github.com/modelship/modelship/test/framework/stack"
 	"github.com/modelship/modelship/test/sim/policysim"
 )
@@ -80,17 +81,19 @@ func (m Modelship) Name() string {
 	return "modelship"
 }
 
-// simScaleDown is make bench-sim's scale-down stabilization window of modelship's recipe and
-// SLO policies (its --modelship-scale-down-window).
+// simScaleDown is make bench-sim's scale-down stabilization window of modelship's recipe (its
+// --modelship-scale-down-window, part of the recipe). The SLO policy runs the API's default
+// (autoscale.DefaultScaleDownWindow, bench-sim's --slo-scale-down-window): a ModelServer that
+// states only its SLO gets it.
 const simScaleDown = 180 * time.Second
 
 // ModelServer is the benchmark's ModelServer: the demo's pod template and Gateway, the vLLM
 // analysis preset with 20s steps of 10/25/50% and loadMatching lm (StablePods when empty: 14%
 // at the first step with 6 replicas); autoscaled between 2 and 10 replicas on DCGM GPU
 // utilization at 70% with the API's defaults otherwise (15s interval, 5m scale-down
-// stabilization: the HPA's), or on the recipe or the SLO (make bench-sim's, with the
-// simulator's cold start and bench-sim's 180s scale-down window), or RolloutReplicas fixed
-// replicas.
+// stabilization: the HPA's), or on the recipe (make bench-sim's, with the simulator's cold start
+// and bench-sim's 180s scale-down window) or the SLO (with the cold start and the API's 5m
+// scale-down window), or RolloutReplicas fixed replicas.
 func (m Modelship) ModelServer(ns, image string, autoscaled bool) *v1alpha1.ModelServer {
 	ms := stack.ModelServer(ns, WorkloadName, image)
 	ms.Spec.Gateway.Hostnames = []gatewayv1.Hostname{gatewayv1.Hostname(Hostname(ns))}
@@ -109,7 +112,7 @@ func (m Modelship) ModelServer(ns, image string, autoscaled bool) *v1alpha1.Mode
 			spec := policysim.RecipeSpec(MinReplicas, MaxReplicas, stack.DefaultColdStart, 0.57, 2, simScaleDown, 0, 0.1)
 			ms.Spec.Autoscaling = &spec
 		case m.SLO != nil:
-			spec := policysim.SLOSpec(MinReplicas, MaxReplicas, m.SLO.TTFT, m.SLO.ITL, stack.DefaultColdStart, simScaleDown)
+			spec := policysim.SLOSpec(MinReplicas, MaxReplicas, m.SLO.TTFT, m.SLO.ITL, stack.DefaultColdStart, autoscale.DefaultScaleDownWindow)
 			ms.Spec.Autoscaling = &spec
 		}
 	}

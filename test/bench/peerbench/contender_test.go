@@ -5,10 +5,13 @@ import (
 	"time"
 
 	"k8s.io/utils/ptr"
+
+	"github.com/modelship/modelship/internal/autoscale"
 )
 
 // The SLO contender autoscales on the scenario's SLO with nothing to tune: no metric of its
-// own, where the other modelship contenders target GPU utilization or token work.
+// own, where the other modelship contenders target GPU utilization or token work, and the API's
+// scale-down window (what a ModelServer stating only its SLO gets; KEDA's HPA has the same).
 func TestTheSLOContenderAutoscalesOnTheScenariosSLOAlone(t *testing.T) {
 	slo := SLO{TTFT: 2 * time.Second, ITL: 100 * time.Millisecond}
 	k := Modelship{SLO: &slo}
@@ -25,6 +28,9 @@ func TestTheSLOContenderAutoscalesOnTheScenariosSLOAlone(t *testing.T) {
 	}
 	if len(a.Metrics) != 0 {
 		t.Errorf("metrics %+v: the SLO contender tunes no metric", a.Metrics)
+	}
+	if d := a.Behavior.ScaleDown; d != nil && d.StabilizationWindow != nil && d.StabilizationWindow.Duration != autoscale.DefaultScaleDownWindow {
+		t.Errorf("scale-down window %s, want the API's default %s", d.StabilizationWindow.Duration, autoscale.DefaultScaleDownWindow)
 	}
 	if ptr.Deref(a.MinReplicas, 0) != MinReplicas || a.MaxReplicas != MaxReplicas {
 		t.Errorf("bounds [%d, %d], want the scenario's [%d, %d]", ptr.Deref(a.MinReplicas, 0), a.MaxReplicas, MinReplicas, MaxReplicas)

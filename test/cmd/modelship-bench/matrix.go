@@ -28,7 +28,7 @@ type simSettings struct {
 	seed                       uint64
 	msTarget                   float64
 	msWaiting                  int64
-	msDown, msUp               time.Duration
+	msDown, sloDown, msUp      time.Duration
 	msTol, gpuSpeed            float64
 	only                       string
 }
@@ -61,7 +61,7 @@ func (s simSettings) policies(arr []fleet.Arrival, dur time.Duration, speed floa
 	policies := []policysim.Policy{
 		&policysim.Modelship{Label: "modelship", Start: start, Work: work, Spec: policysim.RecipeSpec(lo, hi, s.coldStart, s.msTarget, s.msWaiting, s.msDown, s.msUp, s.msTol)},
 		&policysim.Modelship{Label: "modelship-learnt", Start: start, Work: work, Spec: learnt},
-		&policysim.Modelship{Label: "modelship-slo", Start: start, Spec: policysim.SLOSpec(lo, hi, s.sloTTFT, s.sloITL, s.coldStart, s.msDown)},
+		&policysim.Modelship{Label: "modelship-slo", Start: start, Spec: policysim.SLOSpec(lo, hi, s.sloTTFT, s.sloITL, s.coldStart, s.sloDown)},
 		&policysim.Modelship{Label: "modelship-gpu70", Start: start, Spec: v1alpha1.AutoscalingSpec{MinReplicas: ptr.To(int32(lo)), MaxReplicas: hi}},
 		&policysim.Modelship{Label: "modelship-saturation", Start: start, Spec: saturationSpec(lo, hi, s.msDown)},
 		policysim.NewHPA("hpa-gpu70", lo, hi, 70, false, func(sig policysim.Signals) (float64, bool) { return sig.GPUUtilization, sig.HasGPU }),

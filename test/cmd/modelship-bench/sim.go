@@ -15,6 +15,7 @@ import (
 	"time"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
+	"github.com/modelship/modelship/internal/autoscale"
 	"github.com/modelship/modelship/test/framework/fleet"
 	"github.com/modelship/modelship/test/sim/policysim"
 	"k8s.io/utils/ptr"
@@ -38,7 +39,8 @@ func runSim(args []string) error {
 	seed := fs.Uint64("seed", 1, "seed of the replay and the fleet")
 	msTarget := fs.Float64("modelship-work-per-replica", 0.57, "modelship's prometheus work metric target per replica")
 	msWaiting := fs.Int64("modelship-waiting-per-replica", 2, "modelship's requestsWaiting target per replica (0: no queue metric)")
-	msDown := fs.Duration("modelship-scale-down-window", 180*time.Second, "modelship's scale-down stabilization window")
+	msDown := fs.Duration("modelship-scale-down-window", 180*time.Second, "the scale-down stabilization window of modelship's recipe (part of it) and saturation policies")
+	sloDown := fs.Duration("slo-scale-down-window", autoscale.DefaultScaleDownWindow, "modelship-slo's scale-down stabilization window (default: the API's, as a ModelServer stating only its SLO gets)")
 	outage := fs.String("outage", "", "span FROM:TO (e.g. 20m:30m) during which the pods' metrics are missing from Prometheus")
 	nanSpan := fs.String("nan", "", "span FROM:TO during which the pods' metrics are NaN in Prometheus (series present)")
 	aaRuns := fs.Int("aa-runs", 200, "seeded rollouts of an identical candidate (false rollbacks)")
@@ -85,7 +87,7 @@ func runSim(args []string) error {
 	}
 	set := simSettings{
 		sloTTFT: *sloTTFT, sloITL: *sloITL, coldStart: *coldStart, minR: int32(*minR), maxR: int32(*maxR), seed: *seed,
-		msTarget: *msTarget, msWaiting: *msWaiting, msDown: *msDown, msUp: *msUp, msTol: *msTol,
+		msTarget: *msTarget, msWaiting: *msWaiting, msDown: *msDown, sloDown: *sloDown, msUp: *msUp, msTol: *msTol,
 		gpuSpeed: *gpuSpeed, only: *only,
 	}
 	if *workload != "" && (*outage != "" || *nanSpan != "") {
