@@ -320,6 +320,10 @@ func learnSLO(s sloSpec, in Input, prev *v1alpha1.AutoscalingStatus, now time.Ti
 	// serve more than arrives, and what queued is a backlog (left on the pods it queued on
 	// while new ones started), not a load beyond their capacity.
 	_, backlog := drainTime(in, now, win)
+	// A p95 TTFT longer than the window, with nothing queued now, is the wait of a queue gone
+	// (the backlog's last requests, served after the queue was last seen): the requests it
+	// measures arrived before the window began, so it says nothing of the window's load.
+	backlog = backlog || (!queued && usable(in.TTFTP95) && in.TTFTP95.Value >= win.Seconds())
 	// A window with requests queued, or a backlog draining, is judged on the queue and the
 	// ITL: its p95 TTFT is mostly the queue's wait (minutes after a burst, until the last
 	// request queued is served), whose ratio to the SLO says how long the queue was, not how

@@ -646,6 +646,36 @@ func TestABacklogsWaitIsNoLesson(t *testing.T) {
 	}
 }
 
+// The backlog's last requests are served after the queue was last seen: a window read once the
+// queue is dropped from status (two windows on) can still hold them, with a p95 TTFT of minutes
+// at the lighter load after the burst. A p95 TTFT longer than the window measures requests that
+// arrived before it began: no lesson (read as load, it set a ceiling at the load after a flash
+// crowd, 0.42 where a replica carried 0.76, and the fleet stayed at maxReplicas).
+func TestAWaitLongerThanTheWindowIsNoLesson(t *testing.T) {
+	r := &sloRun{spec: sloSpecOf(10, 10), cur: 10, at: t0}
+	for range 10 {
+		r.step(5, 0.4, 0)
+	}
+	r.step(5, 0.4, 2000) // a burst: a miss
+	r.step(4, 0.4, 500)  // draining
+	r.step(3, 0.4, 0)    // the queue gone, kept in status
+	r.step(3, 0.4, 0)
+	if r.prev.Queue != nil {
+		t.Fatalf("queue %+v still kept two windows after it was seen", r.prev.Queue)
+	}
+	before := r.prev.LearnedCapacities[0]
+	r.step(3, 90, 0) // the backlog's tail: 90 s waits in a 1-minute window
+	if got := r.prev.LearnedCapacities[0]; got.PerReplica != before.PerReplica || got.Ceiling != before.Ceiling || got.LastMissLoad != before.LastMissLoad {
+		t.Fatalf("after a 90 s p95 TTFT with nothing queued: capacity %s, ceiling %s, last miss %s; want %s, %s, %s kept",
+			got.PerReplica, got.Ceiling, got.LastMissLoad, before.PerReplica, before.Ceiling, before.LastMissLoad)
+	}
+	// A p95 TTFT within the window is the window's, and a miss teaches as before.
+	r.step(3, 30, 0)
+	if got := r.prev.LearnedCapacities[0]; got.LastMissLoad == before.LastMissLoad {
+		t.Fatalf("a 30 s p95 TTFT taught nothing: last miss %s, want 0.3", got.LastMissLoad)
+	}
+}
+
 // While a backlog drains, the load read (the tokens served) rises as the pods asked for come
 // Ready: a rise of what the fleet serves, not of what arrives. It is not projected (a flash
 // crowd's backlog took the fleet to maxReplicas along it).
