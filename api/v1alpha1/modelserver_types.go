@@ -844,9 +844,10 @@ type AutoscalingSpec struct {
 	// When set, a prometheus metric (a total) that is rising proposes the replicas for the
 	// load projected this far ahead along its trend over the last 5
 	// minutes (PromQL deriv), so that the replicas are serving when the load arrives; it never
-	// projects a scale-down, nor before the load has been measured for 2.5 minutes (the first
-	// samples of a new series are the rate window filling, not a trend). A duration from 0s to
-	// 1h; unset or 0s projects nothing.
+	// projects a scale-down. The trend reads only samples taken once the load had been above zero
+	// over a whole serving window (a rate over a window that traffic has not filled yet, on a
+	// new ModelServer or a fleet back from idle, reads a flat load as a ramp), and none until
+	// such samples span 2.5 minutes. A duration from 0s to 1h; unset or 0s projects nothing.
 	// +kubebuilder:validation:XValidation:rule="!self.matches('^[-+]?(0|(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+)$') || (duration(self) >= duration('0s') && duration(self) <= duration('1h'))",message="spec.autoscaling.projectionHorizon must be a duration from 0s to 1h such as 3m or 90s (units h, m, s, ms)"
 	// +optional
 	ProjectionHorizon Duration `json:"projectionHorizon,omitempty,omitzero"`

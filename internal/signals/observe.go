@@ -11,6 +11,7 @@ import (
 
 	"github.com/modelship/modelship/internal/autoscale"
 	"github.com/modelship/modelship/internal/metrics"
+	"github.com/modelship/modelship/internal/window"
 )
 
 // Observations of the custom metrics, built by the controller from what it fetched (the hook
@@ -39,11 +40,19 @@ const (
 // maximum.
 const TrendMinSpan = TrendWindow / 2
 
-// TrendQuery is the PromQL for the trend of a rendered total-load query: deriv over
-// TrendWindow of a subquery sampled every TrendStep, in units per second, and nothing (no
-// projection) until the subquery has samples spanning TrendMinSpan.
-func TrendQuery(q string) string {
-	sub := fmt.Sprintf("(%s)[%s:%s]", q, metrics.PromDuration(TrendWindow), metrics.PromDuration(TrendStep))
+// TrendQuery is the PromQL for the trend of a rendered total-load query whose rates are taken
+// over win (the serving window): deriv over TrendWindow of a subquery sampled every TrendStep,
+// in units per second, and nothing (no projection) until the subquery has samples spanning
+// TrendMinSpan. A sample counts only once the load has been above zero over the whole window
+// before it (at each of window.ScrapesPerWindow steps of win): a rate over a window that
+// traffic has not filled yet (a ModelServer whose traffic just started, a fleet back from
+// zero or from idle) reads a flat load as a ramp (measured in Prometheus's engine: a steady
+// 10/s read as rising 0.024/s two minutes on, 43% more load projected over a 3-minute cold
+// start).
+func TrendQuery(q string, win time.Duration) string {
+	step := max(win/window.ScrapesPerWindow, time.Second)
+	full := fmt.Sprintf("(%s) and on() (count_over_time(((%s) > 0)[%s:%s]) >= %d)", q, q, metrics.PromDuration(win), metrics.PromDuration(step), window.ScrapesPerWindow)
+	sub := fmt.Sprintf("(%s)[%s:%s]", full, metrics.PromDuration(TrendWindow), metrics.PromDuration(TrendStep))
 	return fmt.Sprintf("deriv(%s) and on() (count_over_time(%s) >= %d)", sub, sub, int(TrendMinSpan/TrendStep)+1)
 }
 

@@ -231,7 +231,7 @@ func (p promQL) value(ctx context.Context, ms *v1alpha1.ModelServer, now time.Ti
 	prom := metrics.Enforce(p.prom, p.policy, ms.Namespace)
 	o := FromSample(p.name, prom.Scalar(ctx, q, now))
 	if trend && o.Status == metrics.OK {
-		o = WithTrend(o, prom.Scalar(ctx, TrendQuery(q), now))
+		o = WithTrend(o, prom.Scalar(ctx, TrendQuery(q, autoscale.ServingWindowOf(ms)), now))
 	}
 	return o
 }

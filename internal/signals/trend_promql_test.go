@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // promtool finds Prometheus's promtool: $PROMTOOL (make test sets it from hack/prometheus.sh),
@@ -94,22 +95,38 @@ func describe(v *float64) string {
 }
 
 // TestTrendQueryInPrometheus runs TrendQuery through Prometheus's engine: a load that rises
-// 0.1/s has the trend 0.1 once it has been measured over TrendMinSpan, and no trend before
-// that (where a bare deriv already answers from the first samples of the new series).
+// 0.1/s has the trend 0.1 once it has been measured over TrendMinSpan after a whole window of
+// answers, and no trend before that (where a bare deriv already answers from the first samples
+// of the new series); a steady rate that just started, on a new series or an idle one, has no
+// trend while its window fills.
 func TestTrendQueryInPrometheus(t *testing.T) {
 	const q = `sum(work{namespace="ml"})`
 	rising := map[string]string{`work{namespace="ml",pod="a"}`: "0+1.5x60"}
 	lateRising := map[string]string{`work{namespace="ml",pod="a"}`: "_x20 0+1.5x40"}
 	flat := map[string]string{`work{namespace="ml",pod="a"}`: "4x60", `work{namespace="ml",pod="b"}`: "3x60"}
 	bare := "deriv((" + q + ")[5m:30s])"
+	tq := TrendQuery(q, time.Minute)
+	// A counter that starts at 5m and grows 10/s from then on: a steady load.
+	const rate = `sum(rate(tokens_total{namespace="ml"}[1m]))`
+	starts := map[string]string{`tokens_total{namespace="ml",pod="a"}`: "_x20 0+150x60"}
+	// The same traffic starting at 5m on a pod that served nothing before.
+	idle := map[string]string{`tokens_total{namespace="ml",pod="a"}`: "0x20 0+150x60"}
 	runPromtool(t, []promCase{
 		{name: "a bare deriv answers from the first minute of a new series", series: rising, expr: bare, at: "1m", want: num(0.1)},
-		{name: "no trend before the load was measured over half the window", series: rising, expr: TrendQuery(q), at: "1m"},
-		{name: "no trend two minutes in", series: rising, expr: TrendQuery(q), at: "2m"},
-		{name: "the trend once measured over half the window", series: rising, expr: TrendQuery(q), at: "2m30s", want: num(0.1)},
-		{name: "the trend over the whole window", series: rising, expr: TrendQuery(q), at: "10m", want: num(0.1)},
-		{name: "a series that appeared a minute ago has no trend yet", series: lateRising, expr: TrendQuery(q), at: "6m"},
-		{name: "a series that appeared three minutes ago has one", series: lateRising, expr: TrendQuery(q), at: "8m", want: num(0.1)},
-		{name: "a flat load has a zero trend", series: flat, expr: TrendQuery(q), at: "10m", want: num(0)},
+		{name: "no trend before the load was measured over half the window", series: rising, expr: tq, at: "1m"},
+		{name: "no trend two minutes in", series: rising, expr: tq, at: "2m"},
+		{name: "no trend over half the window counting the first window", series: rising, expr: tq, at: "3m"},
+		{name: "the trend once measured over half the window after a whole window", series: rising, expr: tq, at: "3m30s", want: num(0.1)},
+		{name: "the trend over the whole window", series: rising, expr: tq, at: "10m", want: num(0.1)},
+		{name: "a series that appeared a minute ago has no trend yet", series: lateRising, expr: tq, at: "6m"},
+		{name: "a series that appeared three and a half minutes ago has one", series: lateRising, expr: tq, at: "8m30s", want: num(0.1)},
+		{name: "a flat load has a zero trend", series: flat, expr: tq, at: "10m", want: num(0)},
+		{name: "a rate still filling its window reads a ramp to the old query", series: starts, expr: "deriv((" + rate + ")[5m:30s]) and on() (count_over_time((" + rate + ")[5m:30s]) >= 6)", at: "8m", want: num(1 / 42.0)},
+		{name: "a steady rate that just started has a zero trend", series: starts, expr: TrendQuery(rate, time.Minute), at: "8m30s", want: num(0)},
+		{name: "and none while too little of it is full", series: starts, expr: TrendQuery(rate, time.Minute), at: "8m"},
+		{name: "traffic that starts on an idle pod reads a ramp to the old query", series: idle, expr: "deriv((" + rate + ")[5m:30s]) and on() (count_over_time((" + rate + ")[5m:30s]) >= 6)", at: "8m30s", want: num(0.0446969696969697)},
+		{name: "traffic that starts on an idle pod has no trend until its window is full", series: idle, expr: TrendQuery(rate, time.Minute), at: "8m30s"},
+		{name: "traffic that starts on an idle pod has a zero trend", series: idle, expr: TrendQuery(rate, time.Minute), at: "9m", want: num(0)},
+		{name: "an idle pod has no trend", series: idle, expr: TrendQuery(rate, time.Minute), at: "4m"},
 	})
 }

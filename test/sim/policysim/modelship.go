@@ -8,6 +8,7 @@ import (
 	"github.com/modelship/modelship/internal/autoscale"
 	"github.com/modelship/modelship/internal/metrics"
 	"github.com/modelship/modelship/internal/signals"
+	"github.com/modelship/modelship/internal/window"
 )
 
 // Modelship is modelship's autoscaler: package autoscale's Decide, the function the controller
@@ -26,9 +27,42 @@ type Modelship struct {
 	Work func(Signals) float64
 
 	prev  *v1alpha1.AutoscalingStatus
-	work  []sample // the work series, for its trend (signals.TrendQuery)
-	loads []sample // the token work series of the slo, for its trend
+	work  trend // the work series, for its trend (signals.TrendQuery)
+	loads trend // the token work series of the slo, for its trend
 }
+
+// trend is a total metric's series as signals.TrendQuery reads it: a sample counts once the
+// load has been above zero over the whole serving window before it (its rate's window full),
+// the trend is deriv over TrendWindow, and there is none until the samples span TrendMinSpan.
+type trend struct {
+	since time.Duration // when the load last became positive
+	on    bool          // positive now
+	xs    []sample
+}
+
+// add records v at now (win: the serving window) and returns the trend.
+func (tr *trend) add(now time.Duration, v float64, win time.Duration) (float64, bool) {
+	switch {
+	case !(v > 0):
+		tr.gap()
+	case !tr.on:
+		tr.since, tr.on = now, true
+	}
+	// Positive at each of ScrapesPerWindow steps of the window before it (the last included).
+	if tr.on && now-tr.since >= win-win/window.ScrapesPerWindow {
+		tr.xs = append(tr.xs, sample{at: now, v: v})
+	}
+	for len(tr.xs) > 0 && tr.xs[0].at <= now-signals.TrendWindow {
+		tr.xs = tr.xs[1:]
+	}
+	if len(tr.xs) == 0 || now-tr.xs[0].at < signals.TrendMinSpan {
+		return 0, false
+	}
+	return Deriv(tr.xs)
+}
+
+// gap records a pass without a positive answer: the load starts again when it comes back.
+func (tr *trend) gap() { tr.on = false }
 
 type sample struct {
 	at time.Duration
@@ -97,17 +131,11 @@ func (m *Modelship) Decide(s Signals) int32 {
 		case autoscale.MetricPrometheus:
 			if m.Work == nil || s.NoRates {
 				o.Status = metrics.NoData
+				m.work.gap()
 				break
 			}
 			o.Value = m.Work(s)
-			m.work = append(m.work, sample{at: s.Now, v: o.Value})
-			for len(m.work) > 0 && m.work[0].at <= s.Now-signals.TrendWindow {
-				m.work = m.work[1:]
-			}
-			// As signals.TrendQuery: no trend until the load was measured over TrendMinSpan.
-			if s.Now-m.work[0].at >= signals.TrendMinSpan {
-				o.Trend, o.HasTrend = Deriv(m.work)
-			}
+			o.Trend, o.HasTrend = m.work.add(s.Now, o.Value, m.servingWindow())
 		case autoscale.MetricSaturation:
 			o = m.saturation(s)
 		default:
@@ -136,7 +164,7 @@ func (m *Modelship) Decide(s Signals) int32 {
 	in := autoscale.Input{
 		Spec: m.Spec, Current: s.Pods, Ready: s.Ready, Starting: s.Pods - s.Ready,
 		Observations: obs, RequestsWaiting: waiting, RequestsRunning: running, BatchLimit: m.BatchLimit, TTFTP95: ttft, ITLP95: itl, Previous: m.prev,
-		ServingWindow: autoscale.ServingWindow(m.Interval(), scrapeInterval),
+		ServingWindow: m.servingWindow(),
 	}
 	if m.Spec.SLO != nil {
 		in.Load = m.load(s)
@@ -195,14 +223,14 @@ const scrapeInterval = 15 * time.Second
 func (m *Modelship) load(s Signals) autoscale.Observation {
 	o := autoscale.Observation{Metric: autoscale.MetricSLO, Status: metrics.OK, Value: metrics.TokenWork(s.PromptTPS, s.GeneratedTPS)}
 	if s.MetricsMissing || s.NoRates {
+		m.loads.gap()
 		return autoscale.Observation{Metric: autoscale.MetricSLO, Status: metrics.NoData, Message: "the query returned no series"}
 	}
-	m.loads = append(m.loads, sample{at: s.Now, v: o.Value})
-	for len(m.loads) > 0 && m.loads[0].at <= s.Now-signals.TrendWindow {
-		m.loads = m.loads[1:]
-	}
-	if s.Now-m.loads[0].at >= signals.TrendMinSpan {
-		o.Trend, o.HasTrend = Deriv(m.loads)
-	}
+	o.Trend, o.HasTrend = m.loads.add(s.Now, o.Value, m.servingWindow())
 	return o
+}
+
+// servingWindow is the window the controller's rates and latencies are read over.
+func (m *Modelship) servingWindow() time.Duration {
+	return autoscale.ServingWindow(m.Interval(), scrapeInterval)
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelship/modelship/internal/signals"
 	"github.com/modelship/modelship/test/framework/fleet"
 )
 
@@ -47,7 +48,30 @@ func TestTheFirstScrapeHasNoRates(t *testing.T) {
 		t.Fatalf("second scrape: %+v, want a rate of 100 prompt tokens per second", sig)
 	}
 	m := &Modelship{Spec: SLOSpec(1, 10, 2*time.Second, 100*time.Millisecond, 3*time.Minute, 3*time.Minute)}
-	if got := m.Decide(Signals{Now: 0, Pods: 4, Ready: 4, NoRates: true, HasGPU: true}); got != 4 || len(m.loads) != 0 {
-		t.Fatalf("SLO policy on the first scrape: %d, %d load samples; want 4 held and no sample for the trend", got, len(m.loads))
+	if got := m.Decide(Signals{Now: 0, Pods: 4, Ready: 4, NoRates: true, HasGPU: true}); got != 4 || len(m.loads.xs) != 0 {
+		t.Fatalf("SLO policy on the first scrape: %d, %d load samples; want 4 held and no sample for the trend", got, len(m.loads.xs))
+	}
+}
+
+// The trend as signals.TrendQuery reads it in Prometheus: after an idle minute, a load's
+// samples count once it has been positive over the serving window before them (45 s of a
+// 1-minute window: four 15 s steps), and the trend needs samples spanning TrendMinSpan; a
+// load rising 0.01/s has that trend from then on.
+func TestTheTrendStartsAWindowAfterTheLoad(t *testing.T) {
+	var tr trend
+	var got float64
+	var ok bool
+	for at := time.Duration(0); at <= 10*time.Minute; at += 15 * time.Second {
+		v := 0.0
+		if at >= time.Minute {
+			v = 5 + 0.01*(at-time.Minute).Seconds()
+		}
+		got, ok = tr.add(at, v, time.Minute)
+		if first := time.Minute + 45*time.Second + signals.TrendMinSpan; ok != (at >= first) {
+			t.Fatalf("at %s: trend %v (%g), want one from %s", at, ok, got, first)
+		}
+	}
+	if math.Abs(got-0.01) > 1e-9 {
+		t.Fatalf("trend %g, want 0.01", got)
 	}
 }
