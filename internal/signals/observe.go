@@ -47,8 +47,8 @@ const TrendMinSpan = TrendWindow / 2
 // before it (at each of window.ScrapesPerWindow steps of win): a rate over a window that
 // traffic has not filled yet (a ModelServer whose traffic just started, a fleet back from
 // zero or from idle) reads a flat load as a ramp (measured in Prometheus's engine: a steady
-// 10/s read as rising 0.024/s two minutes on, 43% more load projected over a 3-minute cold
-// start).
+// 10/s on a new series read as rising 0.024/s three minutes on, 43% more load projected over
+// a 3-minute cold start).
 func TrendQuery(q string, win time.Duration) string {
 	step := max(win/window.ScrapesPerWindow, time.Second)
 	full := fmt.Sprintf("(%s) and on() (count_over_time(((%s) > 0)[%s:%s]) >= %d)", q, q, metrics.PromDuration(win), metrics.PromDuration(step), window.ScrapesPerWindow)
