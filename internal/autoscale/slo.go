@@ -120,6 +120,9 @@ const (
 	// sloBurstMemory is the burst memory's half-life where spec.autoscaling.slo.burstMemory is
 	// unset: the floor's.
 	sloBurstMemory = sloFloorHalfLife
+	// sloReseed is how many times the capacity the load per replica must reach, before any miss,
+	// to seed it again (the fast path's own bound on a pass's growth).
+	sloReseed = sloMaxFast
 )
 
 // sloSpec is the resolved SLO, in seconds (0: not set), and the burst memory's half-life (0:
@@ -309,6 +312,15 @@ func learnSLO(s sloSpec, in Input, prev *v1alpha1.AutoscalingStatus, now time.Ti
 	if s.burstMemory <= 0 {
 		st.burst, st.burstAt = 0, time.Time{} // the memory turned off
 	}
+	if st.known && st.ceiling <= 0 && in.Load.Value/float64(in.Ready) > sloReseed*st.capacity {
+		// Before any miss, C is only a bound below: the fleet taken as rightly sized at the seed,
+		// then what windows held with margin, probed; it says nothing of loads far above those.
+		// Seeded at a light load (a smoke test's requests before the traffic), it sized the
+		// traffic's first load, 800 times larger, at 1,784 replicas on the real bench. A load per
+		// Ready replica beyond sloReseed times C seeds it again from this pass, as the first
+		// window would (the burst memory, the traffic's, stays).
+		st = sloState{revision: st.revision, burst: st.burst, burstAt: st.burstAt}
+	}
 	queued := queuedBeyond(in)
 	if since := now.Sub(st.burstAt); st.burst > 0 && since >= cold && since < cold+win && in.Load.Value >= sloShare*st.burst {
 		// A cold start after it was seen the load is still the burst's: a level the fleet
@@ -320,10 +332,11 @@ func learnSLO(s sloSpec, in Input, prev *v1alpha1.AutoscalingStatus, now time.Ti
 	// serve more than arrives, and what queued is a backlog (left on the pods it queued on
 	// while new ones started), not a load beyond their capacity.
 	_, backlog := drainTime(in, now, win)
-	// A p95 TTFT longer than the window, with nothing queued now, is the wait of a queue gone
-	// (the backlog's last requests, served after the queue was last seen): the requests it
-	// measures arrived before the window began, so it says nothing of the window's load.
-	backlog = backlog || (!queued && usable(in.TTFTP95) && in.TTFTP95.Value >= win.Seconds())
+	// After a queue, a p95 TTFT longer than the window is its wait (the backlog's last
+	// requests, served after the queue was last seen): the requests it measures arrived before
+	// the window began, so it says nothing of the window's load (queueSample keeps the queue in
+	// status while the windows read are that long).
+	backlog = backlog || (!queued && in.Previous != nil && in.Previous.Queue != nil && waitedBeyond(in, win))
 	// A window with requests queued, or a backlog draining, is judged on the queue and the
 	// ITL: its p95 TTFT is mostly the queue's wait (minutes after a burst, until the last
 	// request queued is served), whose ratio to the SLO says how long the queue was, not how
@@ -663,16 +676,24 @@ func arrivingLoad(in Input, now time.Time) (float64, bool) {
 // queueSample is the queue to keep in status for the next pass's arrivalNeed and draining:
 // this pass's total while requests queue; once none do, the last one seen for
 // sloBacklogWindows serving windows (the windows' latencies are then the backlog's that
-// drained), nil after that.
+// drained), and after that while the window's p95 TTFT is at least the window (its requests
+// still the backlog's), nil after that.
 func queueSample(in Input, now time.Time) *v1alpha1.QueueSample {
 	w := in.RequestsWaiting
 	if !usable(w) || !(w.Value >= 1) {
-		if q := in.Previous; q != nil && q.Queue != nil && now.Sub(q.Queue.At.Time) < sloBacklogWindows*servingWindow(in.ServingWindow) {
+		win := servingWindow(in.ServingWindow)
+		if q := in.Previous; q != nil && q.Queue != nil && (now.Sub(q.Queue.At.Time) < sloBacklogWindows*win || waitedBeyond(in, win)) {
 			return q.Queue
 		}
 		return nil
 	}
 	return &v1alpha1.QueueSample{At: metav1.NewTime(now), Requests: int64(math.Round(min(w.Value, math.MaxInt32)))}
+}
+
+// waitedBeyond: the window's p95 TTFT is at least the window (its requests arrived before it
+// began).
+func waitedBeyond(in Input, win time.Duration) bool {
+	return usable(in.TTFTP95) && in.TTFTP95.Value >= win.Seconds()
 }
 
 // fastPrefix starts the message of a proposal raised by the fast path, which cause repeats.

@@ -500,14 +500,46 @@ func TestACapacitySeededAtALightLoadIsNotStretchedToAHeavyOne(t *testing.T) {
 	if c < 0.326 {
 		t.Errorf("capacity %g: want at least the 0.326 a replica was seen to carry", c)
 	}
-	if floor > 0.01 {
-		t.Errorf("floor %g: the floor is the window's sample's, not raised within the window", floor)
+	// A load per replica 163 times the seed's seeds it again, from this pass (sloReseed).
+	if want := 0.326 / sloShare; math.Abs(c-want) > 1e-6 || math.Abs(floor-0.326) > 1e-6 {
+		t.Errorf("capacity %g, floor %g: want the seed taken again, %g and 0.326", c, floor, want)
 	}
-	// A tight window within the same window proves nothing more: the capacity stays.
+	// A tight window within the same window, at a load within sloReseed of it, proves nothing
+	// more: the capacity stays.
 	tight := out.Status
-	again := Decide(sloInput(spec, out.Desired, out.Desired, 2, 1.5, 0, &tight), t0.Add(30*time.Second))
+	again := Decide(sloInput(spec, out.Desired, out.Desired, 1.2, 1.5, 0, &tight), t0.Add(30*time.Second))
 	if c2, _ := sloOf(t, again.Status); c2 != c {
 		t.Errorf("capacity %g after a tight pass within the window, want %g unchanged", c2, c)
+	}
+}
+
+// A seed taken at a light load (a smoke test's requests before the traffic: 0.002 of a
+// replica's work on 2 replicas) is the fleet taken as rightly sized there; the traffic's first
+// pass, 400 times the load and queued, sized at it asked for 1,784 replicas on the real bench.
+// Before any miss, C is a bound below, and a load per replica beyond twice it seeds it again, as
+// the first window would (a queued one: the queue's bound); once a miss was seen, C is not
+// seeded again.
+func TestACapacityBelowTheTrafficIsSeededAgain(t *testing.T) {
+	spec := sloSpecOf(2, 10)
+	first := Decide(sloInput(spec, 2, 2, 0.002, 0.3, 0, nil), t0)
+	st := first.Status
+	out := Decide(sloInput(spec, 2, 2, 0.83, 0.5, 4, &st), t0.Add(20*time.Second))
+	p := sloProposal(t, out)
+	if *p.Replicas > 4 {
+		t.Fatalf("proposal %d (%s) for 0.83 queued on 2 replicas after a seed at 0.002, want at most 4", *p.Replicas, p.Message)
+	}
+	if c, _ := sloOf(t, out.Status); math.Abs(c-0.9*0.83/2) > 1e-6 {
+		t.Errorf("capacity %g, want the queued pass's bound %g", c, 0.9*0.83/2)
+	}
+	probed := &v1alpha1.AutoscalingStatus{LearnedCapacities: []v1alpha1.LearnedCapacity{{Metric: MetricSLO, PerReplica: "0.1",
+		Samples: 50, LastSampleTime: metav1.NewTime(t0.Add(-20 * time.Second))}}}
+	if c, _ := sloOf(t, Decide(sloInput(spec, 2, 2, 0.83, 0.5, 4, probed), t0).Status); math.Abs(c-0.9*0.83/2) > 1e-6 {
+		t.Errorf("capacity %g after a queued pass at 4 times one probed over 50 windows without a miss, want it seeded again, %g", c, 0.9*0.83/2)
+	}
+	missed := &v1alpha1.AutoscalingStatus{LearnedCapacities: []v1alpha1.LearnedCapacity{{Metric: MetricSLO, PerReplica: "0.1", Ceiling: "0.15",
+		Samples: 50, LastSampleTime: metav1.NewTime(t0.Add(-20 * time.Second))}}}
+	if c, _ := sloOf(t, Decide(sloInput(spec, 2, 2, 0.83, 0.5, 4, missed), t0).Status); c != 0.1 {
+		t.Errorf("capacity %g after a queued pass, within the window, of one that has seen a miss, want 0.1 kept", c)
 	}
 }
 
@@ -646,11 +678,12 @@ func TestABacklogsWaitIsNoLesson(t *testing.T) {
 	}
 }
 
-// The backlog's last requests are served after the queue was last seen: a window read once the
-// queue is dropped from status (two windows on) can still hold them, with a p95 TTFT of minutes
-// at the lighter load after the burst. A p95 TTFT longer than the window measures requests that
-// arrived before it began: no lesson (read as load, it set a ceiling at the load after a flash
-// crowd, 0.42 where a replica carried 0.76, and the fleet stayed at maxReplicas).
+// The backlog's last requests are served after the queue was last seen: windows read two
+// windows on can still hold them, with a p95 TTFT of minutes at the lighter load after the
+// burst. While the window's p95 TTFT is at least the window (its requests arrived before it
+// began) the queue stays in status and the window teaches nothing (read as load, it set a
+// ceiling at the load after a flash crowd, 0.42 where a replica carried 0.76, and the fleet
+// stayed at maxReplicas). Without a queue before it, such a TTFT is a miss as any.
 func TestAWaitLongerThanTheWindowIsNoLesson(t *testing.T) {
 	r := &sloRun{spec: sloSpecOf(10, 10), cur: 10, at: t0}
 	for range 10 {
@@ -658,21 +691,25 @@ func TestAWaitLongerThanTheWindowIsNoLesson(t *testing.T) {
 	}
 	r.step(5, 0.4, 2000) // a burst: a miss
 	r.step(4, 0.4, 500)  // draining
-	r.step(3, 0.4, 0)    // the queue gone, kept in status
+	before := r.prev.LearnedCapacities[0]
+	for i := range 3 { // the queue gone; its waits, 90 s in a 1-minute window, still read
+		r.step(3, 90, 0)
+		if got := r.prev.LearnedCapacities[0]; got.PerReplica != before.PerReplica || got.Ceiling != before.Ceiling || got.LastMissLoad != before.LastMissLoad {
+			t.Fatalf("window %d after the queue, a 90 s p95 TTFT: capacity %s, ceiling %s, last miss %s; want %s, %s, %s kept",
+				i+1, got.PerReplica, got.Ceiling, got.LastMissLoad, before.PerReplica, before.Ceiling, before.LastMissLoad)
+		}
+		if r.prev.Queue == nil {
+			t.Fatalf("window %d after the queue: dropped from status while its waits are read", i+1)
+		}
+	}
 	r.step(3, 0.4, 0)
 	if r.prev.Queue != nil {
-		t.Fatalf("queue %+v still kept two windows after it was seen", r.prev.Queue)
+		t.Fatalf("queue %+v still kept once the waits are gone", r.prev.Queue)
 	}
-	before := r.prev.LearnedCapacities[0]
-	r.step(3, 90, 0) // the backlog's tail: 90 s waits in a 1-minute window
-	if got := r.prev.LearnedCapacities[0]; got.PerReplica != before.PerReplica || got.Ceiling != before.Ceiling || got.LastMissLoad != before.LastMissLoad {
-		t.Fatalf("after a 90 s p95 TTFT with nothing queued: capacity %s, ceiling %s, last miss %s; want %s, %s, %s kept",
-			got.PerReplica, got.Ceiling, got.LastMissLoad, before.PerReplica, before.Ceiling, before.LastMissLoad)
-	}
-	// A p95 TTFT within the window is the window's, and a miss teaches as before.
-	r.step(3, 30, 0)
+	// No queue before it: a 90 s p95 TTFT is a miss, and teaches.
+	r.step(3, 90, 0)
 	if got := r.prev.LearnedCapacities[0]; got.LastMissLoad == before.LastMissLoad {
-		t.Fatalf("a 30 s p95 TTFT taught nothing: last miss %s, want 0.3", got.LastMissLoad)
+		t.Fatalf("a 90 s p95 TTFT with no queue before it taught nothing: last miss %s, want 0.3", got.LastMissLoad)
 	}
 }
 

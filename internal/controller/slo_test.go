@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -27,13 +28,40 @@ func withSLO(a *v1alpha1.AutoscalingSpec) {
 	a.SLO = &v1alpha1.LatencySLO{TTFTP95: &v1alpha1.Duration{Duration: 2 * time.Second}, ITLP95: &v1alpha1.Duration{Duration: 100 * time.Millisecond}}
 }
 
+// liveServing is what the test Prometheus reports, changed by the test while it runs.
+type liveServing struct {
+	mu sync.Mutex
+	s  sloServing
+}
+
+func (l *liveServing) get() sloServing {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.s
+}
+
+func (l *liveServing) set(s sloServing) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.s = s
+}
+
 // startSLOServer creates an SLO-first ModelServer with replicas Ready pods serving s.
 func startSLOServer(t *testing.T, name string, replicas int, s sloServing, opts ...func(*v1alpha1.AutoscalingSpec)) (*v1alpha1.ModelServer, string) {
+	t.Helper()
+	ms, ns, _ := startLiveSLOServer(t, name, replicas, s, opts...)
+	return ms, ns
+}
+
+// startLiveSLOServer is startSLOServer with what the pods serve changeable (set) as it runs.
+func startLiveSLOServer(t *testing.T, name string, replicas int, initial sloServing, opts ...func(*v1alpha1.AutoscalingSpec)) (*v1alpha1.ModelServer, string, *liveServing) {
 	t.Helper()
 	ns := newNamespace(t)
 	node := gpuNode(t, ns, 8)
 	var pods []string
+	live := &liveServing{s: initial}
 	prometheus.set(ns, func(q string) promAnswer {
+		s := live.get()
 		switch {
 		case strings.Contains(q, "vllm:prompt_tokens_total") && strings.Contains(q, "vllm:generation_tokens_total"):
 			return promAnswer{value: s.work}
@@ -51,6 +79,7 @@ func startSLOServer(t *testing.T, name string, replicas int, s sloServing, opts 
 		if !strings.Contains(q, "vllm:num_requests_waiting") {
 			return nil
 		}
+		s := live.get()
 		var out []podSeries
 		for _, p := range pods {
 			out = append(out, podSeries{pod: p, value: s.waitingPerPod + s.waitingGrowth*time.Since(start).Seconds()})
@@ -64,7 +93,7 @@ func startSLOServer(t *testing.T, name string, replicas int, s sloServing, opts 
 	}
 	waitReplicas(t, ns, name+"-blue", int32(replicas))
 	pods = runPods(t, ms, v1alpha1.Blue, replicas, node)
-	return ms, ns
+	return ms, ns, live
 }
 
 func sloCapacity(a *v1alpha1.AutoscalingStatus) (float64, bool) {
@@ -170,5 +199,41 @@ func TestSLOABurstOfArrivalsSizesTheFleetForThem(t *testing.T) {
 	})
 	if n := deploymentReplicas(t, ns, "slo-arrivals-blue"); n <= 4 {
 		t.Fatalf("the Deployment asks for %d replicas, want more than the doubling's 4", n)
+	}
+}
+
+// A smoke test's few requests before the traffic (0.002 of a replica's work on 2 replicas)
+// seed the capacity at what 2 replicas carry there; the traffic then arrives, 400 times the
+// load, queued. Sized at the seed it asked for 1,784 replicas on the real bench (maxReplicas in
+// 30 s); the seed is taken again at the traffic's load, and the fleet grows by a replica.
+func TestSLOASeedAtASmokeTestsLoadIsTakenAgain(t *testing.T) {
+	t.Parallel()
+	ms, ns, live := startLiveSLOServer(t, "slo-smoke", 2, sloServing{work: 0.002, ttft: 0.3})
+	eventually(t, 30*time.Second, "seeded at the smoke test's load", func() error {
+		a, err := autoscaling(getMS(t, ms))
+		if err != nil {
+			return err
+		}
+		if c, ok := sloCapacity(a); !ok || c > 0.01 {
+			return fmt.Errorf("learnt %+v, want a seed below 0.01", a.LearnedCapacities)
+		}
+		return nil
+	})
+	live.set(sloServing{work: 0.83, ttft: 0.5, waitingPerPod: 4})
+	eventually(t, 30*time.Second, "seeded again at the traffic's load", func() error {
+		a, err := autoscaling(getMS(t, ms))
+		if err != nil {
+			return err
+		}
+		if c, ok := sloCapacity(a); !ok || c < 0.3 {
+			return fmt.Errorf("learnt %+v, want the capacity seeded again near 0.37", a.LearnedCapacities)
+		}
+		if a.DesiredReplicas > 4 {
+			return fmt.Errorf("desired %d (%s), want at most 4", a.DesiredReplicas, a.LastScaleReason)
+		}
+		return nil
+	})
+	if n := deploymentReplicas(t, ns, "slo-smoke-blue"); n > 4 {
+		t.Fatalf("the Deployment asks for %d replicas, want at most 4", n)
 	}
 }
