@@ -44,10 +44,8 @@ func TestTheFirstScrapeHasNoRates(t *testing.T) {
 	if sig := s.scrape(0, []fleet.PodStatus{podStatus("a", true, 50, 0, 0, 0)}, 1, Signals{}); !sig.NoRates {
 		t.Fatalf("first scrape: %+v, want no rates", sig)
 	}
-	// Prometheus divides by the rate's range (the counter extrapolated to zero at its first
-	// sample): 1,500 tokens over a minute, until the range is full.
-	if sig := s.scrape(15*time.Second, []fleet.PodStatus{podStatus("a", true, 50, 1500, 300, 0)}, 1, Signals{}); sig.NoRates || sig.PromptTPS != 25 {
-		t.Fatalf("second scrape: %+v, want a rate of 25 prompt tokens per second (1,500 over the minute's range)", sig)
+	if sig := s.scrape(15*time.Second, []fleet.PodStatus{podStatus("a", true, 50, 1500, 300, 0)}, 1, Signals{}); sig.NoRates || sig.PromptTPS != 100 {
+		t.Fatalf("second scrape: %+v, want a rate of 100 prompt tokens per second", sig)
 	}
 	m := &Modelship{Spec: SLOSpec(1, 10, 2*time.Second, 100*time.Millisecond, 3*time.Minute, 3*time.Minute)}
 	if got := m.Decide(Signals{Now: 0, Pods: 4, Ready: 4, NoRates: true, HasGPU: true}); got != 4 || len(m.loads.xs) != 0 {
