@@ -58,9 +58,10 @@ import (
 //     proves nothing for the next (on bursty traffic it is the burst that happened to miss it).
 //
 // Before anything was learnt, the first window with load seeds C: u over sloShare when it held
-// the SLO (the fleet is taken as rightly sized), the bound when it missed. A new revision
-// starts from the capacity of the one before (a new model version is rarely far from the old),
-// without its floor.
+// the SLO (the fleet is taken as rightly sized), the bound when it missed. Before any miss C
+// is only a bound below, and a load per Ready replica beyond sloReseed times it seeds it again
+// (a seed at a smoke test's load). A new revision starts from the capacity of the one before
+// (a new model version is rarely far from the old), without its floor.
 //
 // The proposal is ceil(load / (sloShare x C)) with the tolerance, raised along a rising trend
 // beyond the tolerance as a prometheus metric is (spec.autoscaling.projectionHorizon), never
