@@ -59,9 +59,10 @@ import (
 //
 // Before anything was learnt, the first window with load seeds C: u over sloShare when it held
 // the SLO (the fleet is taken as rightly sized), the bound when it missed. Before any miss C
-// is only a bound below, and a load per Ready replica beyond sloReseed times it seeds it again
-// (a seed at a smoke test's load). A new revision starts from the capacity of the one before
-// (a new model version is rarely far from the old), without its floor.
+// is only a bound below: a load per Ready replica beyond sloReseed times it seeds it again when
+// it misses, and lifts it to what each replica carries when it holds (a seed at a smoke test's
+// load). A new revision starts from the capacity of the one before (a new model version is
+// rarely far from the old), without its floor.
 //
 // The proposal is ceil(load / (sloShare x C)) with the tolerance, raised along a rising trend
 // beyond the tolerance as a prometheus metric is (spec.autoscaling.projectionHorizon), never
@@ -313,15 +314,6 @@ func learnSLO(s sloSpec, in Input, prev *v1alpha1.AutoscalingStatus, now time.Ti
 	if s.burstMemory <= 0 {
 		st.burst, st.burstAt = 0, time.Time{} // the memory turned off
 	}
-	if st.known && st.ceiling <= 0 && in.Load.Value/float64(in.Ready) > sloReseed*st.capacity {
-		// Before any miss, C is only a bound below: the fleet taken as rightly sized at the seed,
-		// then what windows held with margin, probed; it says nothing of loads far above those.
-		// Seeded at a light load (a smoke test's requests before the traffic), it sized the
-		// traffic's first load, 800 times larger, at 1,784 replicas on the real bench. A load per
-		// Ready replica beyond sloReseed times C seeds it again from this pass, as the first
-		// window would (the burst memory, the traffic's, stays).
-		st = sloState{revision: st.revision, burst: st.burst, burstAt: st.burstAt}
-	}
 	queued := queuedBeyond(in)
 	if since := now.Sub(st.burstAt); st.burst > 0 && since >= cold && since < cold+win && in.Load.Value >= sloShare*st.burst {
 		// A cold start after it was seen the load is still the burst's: a level the fleet
@@ -362,6 +354,20 @@ func learnSLO(s sloSpec, in Input, prev *v1alpha1.AutoscalingStatus, now time.Ti
 	// serves nothing, so the Ready ones carried at least that).
 	carried := in.Load.Value / float64(max(in.Ready, in.Current))
 	heldWithMargin := !queued && r <= sloMargin
+	if st.known && st.ceiling <= 0 && in.Load.Value/float64(in.Ready) > sloReseed*st.capacity {
+		// Before any miss, C is only a bound below: the fleet taken as rightly sized at the
+		// seed, then what windows held with margin, probed; it says nothing of loads far above
+		// those. Seeded at a light load (a smoke test's requests before the traffic), it sized
+		// the traffic's first load, 800 times larger and queued, at 1,784 replicas on the real
+		// bench. A load per Ready replica beyond sloReseed times C that misses seeds C again
+		// from this pass, as a first window would (the burst memory, the traffic's, stays); one
+		// that holds shows the replicas carry it, C at least that.
+		if queued || r > 1 {
+			st = sloState{revision: st.revision, burst: st.burst, burstAt: st.burstAt}
+		} else {
+			st.capacity = max(st.capacity, carried)
+		}
+	}
 	if st.known && !st.last.IsZero() && now.Sub(st.last) < win {
 		// One sample per window, but a window that holds with margin proves at every pass
 		// that a replica carries its load: the capacity is at least that at once. Otherwise a
