@@ -354,7 +354,8 @@ func learnSLO(s sloSpec, in Input, prev *v1alpha1.AutoscalingStatus, now time.Ti
 	// serves nothing, so the Ready ones carried at least that).
 	carried := in.Load.Value / float64(max(in.Ready, in.Current))
 	heldWithMargin := !queued && r <= sloMargin
-	if st.known && st.ceiling <= 0 && in.Load.Value/float64(in.Ready) > sloReseed*st.capacity {
+	u := in.Load.Value / float64(in.Ready) // what each Ready replica carries
+	if st.known && st.ceiling <= 0 && u > sloReseed*st.capacity {
 		// Before any miss, C is only a bound below: the fleet taken as rightly sized at the
 		// seed, then what windows held with margin, probed; it says nothing of loads far above
 		// those. Seeded at a light load (a smoke test's requests before the traffic), it sized
@@ -386,7 +387,6 @@ func learnSLO(s sloSpec, in Input, prev *v1alpha1.AutoscalingStatus, now time.Ti
 	// stop the probing for an hour).
 	recentUp := scaledUpWithin(prev, now, 2*win+cold)
 	settled := in.Starting > 0 || !recentUp
-	u := in.Load.Value / float64(in.Ready)
 	floor, ceiling := st.floorAt(now), st.ceilingAt(now)
 	light := st.missLoad > 0 && u <= sloLight*st.missLoad
 	if !queued && !recentUp && light && (st.latFloor <= 0 || lat < st.latFloor) {
