@@ -314,6 +314,13 @@ func learnSLO(s sloSpec, in Input, prev *v1alpha1.AutoscalingStatus, now time.Ti
 	if s.burstMemory <= 0 {
 		st.burst, st.burstAt = 0, time.Time{} // the memory turned off
 	}
+	if in.Load.Filling {
+		// A rate over a window the traffic has not filled reads its start, not its level (a
+		// quarter of a steady load 15 s after it starts): a capacity seeded there is a
+		// fraction of a replica's, and the window filling then asks for replicas in
+		// proportion. The burst memory above is a ratio of two such rates, and a maximum.
+		return st, st.known
+	}
 	queued := queuedBeyond(in)
 	if since := now.Sub(st.burstAt); st.burst > 0 && since >= cold && since < cold+win && in.Load.Value >= sloShare*st.burst {
 		// A cold start after it was seen the load is still the burst's: a level the fleet
@@ -566,6 +573,9 @@ func (s settings) proposeSLO(in Input, cur int32, st sloState, known bool, now t
 	var n int32
 	if !known || !(st.capacity > 0) {
 		n, p.Message = cur, "no capacity learnt yet: holding"
+		if o.Filling {
+			n, p.Message = cur, "no capacity learnt yet (the token work's window is still filling): holding"
+		}
 	} else {
 		tgt := sloShare * st.capacity
 		p.Target = fmt.Sprintf("%s (%s%% of %s learnt to hold the SLO)", fmtNum(tgt), fmtNum(100*sloShare), fmtNum(st.capacity))

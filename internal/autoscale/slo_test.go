@@ -546,6 +546,42 @@ func TestACapacityBelowTheTrafficIsSeededAgain(t *testing.T) {
 	}
 }
 
+// A rate over a window the traffic has not filled reads its start: 15 s into a steady load
+// Prometheus reads a quarter of it. Seeded there, the capacity is a quarter of a replica's, and
+// the window filling asks for four times the replicas (the real bench: seeded at 0.325 where
+// replicas carry 0.55, then 6 replicas asked for 3). Nothing is learnt until the window is full;
+// the fleet holds meanwhile (the fast path still answers a queue), and the first full window
+// seeds the capacity.
+func TestNothingIsLearntFromAWindowTheTrafficHasNotFilled(t *testing.T) {
+	spec := sloSpecOf(2, 10)
+	filling := sloInput(spec, 3, 3, 0.3, 0.4, 0, nil)
+	filling.Load.Filling = true
+	out := Decide(filling, t0)
+	for _, c := range out.Status.LearnedCapacities {
+		if c.Metric == MetricSLO {
+			t.Fatalf("capacity %s seeded from a window still filling, want none", c.PerReplica)
+		}
+	}
+	if p := sloProposal(t, out); *p.Replicas != 3 || !strings.Contains(p.Message, "filling") {
+		t.Fatalf("proposal %d (%s) without a capacity, want 3 held, saying the window is filling", *p.Replicas, p.Message)
+	}
+	st := out.Status
+	full := Decide(sloInput(spec, 3, 3, 1.2, 0.4, 0, &st), t0.Add(45*time.Second))
+	if c, _ := sloOf(t, full.Status); math.Abs(c-1.2/3/sloShare) > 1e-6 {
+		t.Fatalf("capacity %g from the first full window, want %g", c, 1.2/3/sloShare)
+	}
+	if p := sloProposal(t, full); *p.Replicas != 3 {
+		t.Errorf("proposal %d on the first full window, want the 3 that carry it", *p.Replicas)
+	}
+	// A capacity known is kept through a window filling again (traffic back after a pause).
+	known := full.Status
+	again := sloInput(spec, 3, 3, 0.05, 3, 4, &known)
+	again.Load.Filling = true
+	if c, _ := sloOf(t, Decide(again, t0.Add(5*time.Minute)).Status); math.Abs(c-1.2/3/sloShare) > 1e-6 {
+		t.Errorf("capacity %g after a queued pass in a window filling, want %g kept", c, 1.2/3/sloShare)
+	}
+}
+
 // A window that held only just while new pods were coming up brings the capacity back to what
 // each serving replica carried, the load over the Ready replicas: not over Current, whose pods
 // still loading carried nothing. Over Current, every such window took the capacity below what

@@ -88,6 +88,11 @@ type Observation struct {
 	// HasTrend is false when it was not measured.
 	Trend    float64
 	HasTrend bool
+	// Filling is true for a total metric whose rates are taken over a window the load has not
+	// been above zero throughout yet (traffic that just started, a fleet back from idle): the
+	// rate reads the traffic's start, low, and spec.autoscaling.slo learns nothing from it.
+	// False when the source does not tell.
+	Filling bool
 	// Saturation is the saturation metric's measurement (Value is then the saturated count).
 	Saturation *SaturationSample
 }

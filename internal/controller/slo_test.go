@@ -20,6 +20,9 @@ type sloServing struct {
 	// served is the requests finished per second (0: no data); waitingGrowth the requests
 	// each pod's queue gains per second from the start.
 	served, waitingGrowth float64
+	// filling: the token work's rate window is not full yet (signals.FilledQuery answers
+	// nothing).
+	filling bool
 }
 
 // withSLO states a 2s p95 TTFT and 100ms p95 ITL and no metrics.
@@ -63,6 +66,12 @@ func startLiveSLOServer(t *testing.T, name string, replicas int, initial sloServ
 	prometheus.set(ns, func(q string) promAnswer {
 		s := live.get()
 		switch {
+		case strings.HasPrefix(q, "count_over_time("):
+			// signals.FilledQuery: a count of the window's steps, none while it fills.
+			if s.filling || s.work <= 0 {
+				return promAnswer{noData: true}
+			}
+			return promAnswer{value: 4}
 		case strings.Contains(q, "vllm:prompt_tokens_total") && strings.Contains(q, "vllm:generation_tokens_total"):
 			return promAnswer{value: s.work}
 		case strings.Contains(q, "vllm:time_to_first_token_seconds_bucket"):
@@ -236,4 +245,39 @@ func TestSLOASeedAtASmokeTestsLoadIsTakenAgain(t *testing.T) {
 	if n := deploymentReplicas(t, ns, "slo-smoke-blue"); n > 4 {
 		t.Fatalf("the Deployment asks for %d replicas, want at most 4", n)
 	}
+}
+
+// Traffic that has not filled the token work's rate window yet reads low (a quarter of its
+// level 15 s in): the controller learns nothing from it and holds the replicas, saying why;
+// once the window is full it seeds the capacity from what each replica carries.
+func TestSLOAWindowStillFillingTeachesNothing(t *testing.T) {
+	t.Parallel()
+	ms, ns, live := startLiveSLOServer(t, "slo-filling", 2, sloServing{work: 0.3, ttft: 0.4, filling: true})
+	eventually(t, 30*time.Second, "holding while the window fills", func() error {
+		a, err := autoscaling(getMS(t, ms))
+		if err != nil {
+			return err
+		}
+		if len(a.Proposals) != 1 || !strings.Contains(a.Proposals[0].Message, "filling") {
+			return fmt.Errorf("proposals %+v, want the slo's saying its window is filling", a.Proposals)
+		}
+		if c, ok := sloCapacity(a); ok {
+			return fmt.Errorf("capacity %g learnt from a window still filling", c)
+		}
+		return nil
+	})
+	if n := deploymentReplicas(t, ns, "slo-filling-blue"); n != 2 {
+		t.Fatalf("the Deployment asks for %d replicas while the window fills, want 2 held", n)
+	}
+	live.set(sloServing{work: 1.2, ttft: 0.4})
+	eventually(t, 30*time.Second, "seeded from the full window", func() error {
+		a, err := autoscaling(getMS(t, ms))
+		if err != nil {
+			return err
+		}
+		if c, ok := sloCapacity(a); !ok || c < 0.6 {
+			return fmt.Errorf("learnt %+v, want the capacity seeded near %g (1.2 on 2 replicas at 85%%)", a.LearnedCapacities, 0.6/0.85)
+		}
+		return nil
+	})
 }

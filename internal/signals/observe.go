@@ -50,10 +50,26 @@ const TrendMinSpan = TrendWindow / 2
 // 10/s on a new series read as rising 0.024/s three minutes on, 43% more load projected over
 // a 3-minute cold start).
 func TrendQuery(q string, win time.Duration) string {
-	step := max(win/window.ScrapesPerWindow, time.Second)
-	full := fmt.Sprintf("(%s) and on() (count_over_time(((%s) > 0)[%s:%s]) >= %d)", q, q, metrics.PromDuration(win), metrics.PromDuration(step), window.ScrapesPerWindow)
+	full := fmt.Sprintf("(%s) and on() (%s)", q, FilledQuery(q, win))
 	sub := fmt.Sprintf("(%s)[%s:%s]", full, metrics.PromDuration(TrendWindow), metrics.PromDuration(TrendStep))
 	return fmt.Sprintf("deriv(%s) and on() (count_over_time(%s) >= %d)", sub, sub, int(TrendMinSpan/TrendStep)+1)
+}
+
+// FilledQuery is the PromQL that answers (with a count) only when a rendered total-load query
+// whose rates are taken over win (the serving window) has been above zero at each of
+// window.ScrapesPerWindow steps of the window before now: the traffic has filled the rates'
+// window. Until then a rate reads the traffic's start, not its level (Prometheus extrapolates a
+// new counter to zero at its first sample: a quarter of a steady load 15 s after it starts).
+func FilledQuery(q string, win time.Duration) string {
+	step := max(win/window.ScrapesPerWindow, time.Second)
+	return fmt.Sprintf("count_over_time(((%s) > 0)[%s:%s]) >= %d", q, metrics.PromDuration(win), metrics.PromDuration(step), window.ScrapesPerWindow)
+}
+
+// WithFilling marks an observation whose FilledQuery had no answer as Filling: nothing is learnt
+// from it. An error counts as no answer.
+func WithFilling(o autoscale.Observation, s metrics.Sample) autoscale.Observation {
+	o.Filling = s.Status != metrics.OK
+	return o
 }
 
 // WithTrend attaches the outcome of TrendQuery to an observation; a trend without data leaves

@@ -55,3 +55,47 @@ func TestTheSLOSourceReadsTheRequestsServed(t *testing.T) {
 		})
 	}
 }
+
+// filledQuerier answers the token work with 2, and FilledQuery's count with filled.
+type filledQuerier struct{ filled metrics.Sample }
+
+func (f filledQuerier) Scalar(_ context.Context, q string, _ time.Time) metrics.Sample {
+	switch {
+	case strings.HasPrefix(q, "count_over_time("):
+		return f.filled
+	case strings.Contains(q, "vllm:prompt_tokens_total"):
+		return metrics.Sample{Status: metrics.OK, Value: 2}
+	}
+	return metrics.Sample{Status: metrics.NoData}
+}
+
+func (filledQuerier) Vector(context.Context, string, time.Time) ([]metrics.Series, error) {
+	return nil, nil
+}
+
+// The SLO's token work says whether its window is still filling, from FilledQuery over the
+// same rendered query and the serving window; a query without an answer (or an error) is a
+// window filling, from which nothing is learnt.
+func TestTheSLOsTokenWorkSaysWhetherItsWindowIsFilling(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		filled metrics.Sample
+		want   bool
+	}{
+		{name: "full", filled: metrics.Sample{Status: metrics.OK, Value: 4}},
+		{name: "filling", filled: metrics.Sample{Status: metrics.NoData}, want: true},
+		{name: "an error", filled: metrics.Sample{Status: metrics.Error, Message: "timeout"}, want: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ms := autoscaled()
+			ms.Spec.Autoscaling.SLO = &v1alpha1.LatencySLO{TTFTP95: &v1alpha1.Duration{Duration: 2 * time.Second}}
+			got, err := Gather(context.Background(), []Source{tokenWork{prom: filledQuerier{tc.filled}}}, Target{ModelServer: ms}, t0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Load.Status != metrics.OK || got.Load.Value != 2 || got.Load.Filling != tc.want {
+				t.Fatalf("load %+v, want 2 with filling %v", got.Load, tc.want)
+			}
+		})
+	}
+}

@@ -215,11 +215,17 @@ func (p promQL) Fetch(ctx context.Context, t Target, now time.Time) (Signals, er
 // total is the query's value for ms, with its trend when spec.autoscaling.projectionHorizon is
 // set.
 func (p promQL) total(ctx context.Context, ms *v1alpha1.ModelServer, now time.Time) autoscale.Observation {
-	return p.value(ctx, ms, now, ms.Spec.Autoscaling != nil && ms.Spec.Autoscaling.ProjectionHorizon.Duration > 0)
+	return p.value(ctx, ms, now, trending(ms), false)
 }
 
-// value is the query's value over ms's pods, with its trend when trend is set.
-func (p promQL) value(ctx context.Context, ms *v1alpha1.ModelServer, now time.Time, trend bool) autoscale.Observation {
+// trending: ms projects its total metrics along their trend (spec.autoscaling.projectionHorizon).
+func trending(ms *v1alpha1.ModelServer) bool {
+	return ms.Spec.Autoscaling != nil && ms.Spec.Autoscaling.ProjectionHorizon.Duration > 0
+}
+
+// value is the query's value over ms's pods, with its trend when trend is set and whether its
+// window is still filling (FilledQuery) when filling is set.
+func (p promQL) value(ctx context.Context, ms *v1alpha1.ModelServer, now time.Time, trend, filling bool) autoscale.Observation {
 	q, err := metrics.Render(p.query, BothColors(ms))
 	if err != nil {
 		return autoscale.Observation{Metric: p.name, Status: metrics.Error, Message: err.Error()}
@@ -230,8 +236,15 @@ func (p promQL) value(ctx context.Context, ms *v1alpha1.ModelServer, now time.Ti
 	// The query is checked against the policy as it runs, not only its template.
 	prom := metrics.Enforce(p.prom, p.policy, ms.Namespace)
 	o := FromSample(p.name, prom.Scalar(ctx, q, now))
-	if trend && o.Status == metrics.OK {
-		o = WithTrend(o, prom.Scalar(ctx, TrendQuery(q, autoscale.ServingWindowOf(ms)), now))
+	if o.Status != metrics.OK {
+		return o
+	}
+	win := autoscale.ServingWindowOf(ms)
+	if trend {
+		o = WithTrend(o, prom.Scalar(ctx, TrendQuery(q, win), now))
+	}
+	if filling {
+		o = WithFilling(o, prom.Scalar(ctx, FilledQuery(q, win), now))
 	}
 	return o
 }
@@ -252,12 +265,14 @@ func (w tokenWork) Fetch(ctx context.Context, t Target, now time.Time) (Signals,
 		tmpl, rate = metrics.SGLangTokenWork, metrics.SGLangRequestRate
 	}
 	p := promQL{name: autoscale.MetricSLO, query: tmpl, prom: w.prom, policy: w.policy}
-	out := Signals{Load: p.total(ctx, t.ModelServer, now), Served: autoscale.Observation{Metric: autoscale.MetricSLO, Status: metrics.NoData, Message: "token work has no data"}}
+	// The token work tells whether its window is full: the slo learns nothing from a rate
+	// the traffic has not filled.
+	out := Signals{Load: p.value(ctx, t.ModelServer, now, trending(t.ModelServer), true), Served: autoscale.Observation{Metric: autoscale.MetricSLO, Status: metrics.NoData, Message: "token work has no data"}}
 	if out.Load.Status == metrics.OK {
 		// The served rate only matters beside the token work (the fast path reads both).
 		// Without a trend: the fast path reads its level only.
 		p.query = rate
-		out.Served = p.value(ctx, t.ModelServer, now, false)
+		out.Served = p.value(ctx, t.ModelServer, now, false, false)
 	}
 	return out, nil
 }

@@ -130,3 +130,25 @@ func TestTrendQueryInPrometheus(t *testing.T) {
 		{name: "an idle pod has no trend", series: idle, expr: TrendQuery(rate, time.Minute), at: "4m"},
 	})
 }
+
+// TestFilledQueryInPrometheus runs FilledQuery through Prometheus's engine: traffic that starts
+// on a new series at 5m (on an idle one at 5m15s) fills a one-minute rate's window a minute
+// later (the rate is above zero at each of the four 15 s steps before it), not before; a load
+// that stops is filling again a minute later. (Its count is 4 or 5 by Prometheus's version, whose subquery ranges are
+// closed or open on the left; whether it answers is what counts.)
+func TestFilledQueryInPrometheus(t *testing.T) {
+	const rate = `sum(rate(tokens_total{namespace="ml"}[1m]))`
+	starts := map[string]string{`tokens_total{namespace="ml",pod="a"}`: "_x20 0+150x60"}
+	idle := map[string]string{`tokens_total{namespace="ml",pod="a"}`: "0x20 0+150x60"} // grows from 5m15s
+	stops := map[string]string{`tokens_total{namespace="ml",pod="a"}`: "0+150x20 3000x40"}
+	fq := "vector(1) and on() (" + FilledQuery(rate, time.Minute) + ")"
+	runPromtool(t, []promCase{
+		{name: "a new series 45 s after it starts is filling", series: starts, expr: fq, at: "5m45s"},
+		{name: "a new series a minute after it starts has filled the window", series: starts, expr: fq, at: "6m", want: num(1)},
+		{name: "an idle pod 45 s after traffic starts is filling", series: idle, expr: fq, at: "6m"},
+		{name: "an idle pod a minute after traffic starts has filled the window", series: idle, expr: fq, at: "6m15s", want: num(1)},
+		{name: "an idle pod is filling", series: idle, expr: fq, at: "4m"},
+		{name: "a load that went on is full", series: stops, expr: fq, at: "5m", want: num(1)},
+		{name: "a load that stopped is filling again", series: stops, expr: fq, at: "6m15s"},
+	})
+}

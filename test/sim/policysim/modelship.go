@@ -48,8 +48,7 @@ func (tr *trend) add(now time.Duration, v float64, win time.Duration) (float64, 
 	case !tr.on:
 		tr.since, tr.on = now, true
 	}
-	// Positive at each of ScrapesPerWindow steps of the window before it (the last included).
-	if tr.on && now-tr.since >= win-win/window.ScrapesPerWindow {
+	if tr.full(now, win) {
 		tr.xs = append(tr.xs, sample{at: now, v: v})
 	}
 	for len(tr.xs) > 0 && tr.xs[0].at <= now-signals.TrendWindow {
@@ -59,6 +58,12 @@ func (tr *trend) add(now time.Duration, v float64, win time.Duration) (float64, 
 		return 0, false
 	}
 	return Deriv(tr.xs)
+}
+
+// full: the load has been positive at each of ScrapesPerWindow steps of the window before now
+// (the last included), as signals.FilledQuery answers.
+func (tr *trend) full(now, win time.Duration) bool {
+	return tr.on && now-tr.since >= win-win/window.ScrapesPerWindow
 }
 
 // gap records a pass without a positive answer: the load starts again when it comes back.
@@ -219,7 +224,8 @@ const scrapeInterval = 15 * time.Second
 
 // load observes the token work the controller queries for spec.autoscaling.slo
 // (metrics.VLLMTokenWork: the prompt and generated token rates over the serving window), with
-// its trend as signals.TrendQuery measures it.
+// its trend as signals.TrendQuery measures it and whether its window is filling as
+// signals.FilledQuery tells.
 func (m *Modelship) load(s Signals) autoscale.Observation {
 	o := autoscale.Observation{Metric: autoscale.MetricSLO, Status: metrics.OK, Value: metrics.TokenWork(s.PromptTPS, s.GeneratedTPS)}
 	if s.MetricsMissing || s.NoRates {
@@ -227,6 +233,7 @@ func (m *Modelship) load(s Signals) autoscale.Observation {
 		return autoscale.Observation{Metric: autoscale.MetricSLO, Status: metrics.NoData, Message: "the query returned no series"}
 	}
 	o.Trend, o.HasTrend = m.loads.add(s.Now, o.Value, m.servingWindow())
+	o.Filling = !m.loads.full(s.Now, m.servingWindow())
 	return o
 }
 

@@ -8,7 +8,7 @@ import (
 
 // scraper turns the fleet's pods into what Prometheus shows: gauges as scraped, token
 // counters as rate over the last minute (per pod, a pod that appeared counts from zero, as
-// increase() sees a new series after its first sample).
+// rate() extrapolates a counter's first sample to zero).
 type scraper struct {
 	hist []scrapeSample
 }
@@ -49,7 +49,11 @@ func (s *scraper) scrape(now time.Duration, pods []fleet.PodStatus, active int32
 	}
 	old := s.hist[0]
 	sig.NoRates = len(s.hist) < 2
-	if span := (now - old.at).Seconds(); span > 0 {
+	// Over the rate's whole range, as Prometheus divides: a counter that starts at 0 (the run's
+	// first scrape, a pod's first) is extrapolated to zero at its first sample, not to the
+	// range's start, so a rate reads the increase since it started over the minute (a quarter of
+	// the load 15 s after traffic starts) until the range is full.
+	if span := max(now-old.at, time.Minute).Seconds(); len(s.hist) > 1 {
 		var dp, dg uint64
 		for name, c := range cur.tokens {
 			o := old.tokens[name]

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelship/modelship/internal/metrics"
 	"github.com/modelship/modelship/internal/signals"
 	"github.com/modelship/modelship/test/framework/fleet"
 )
@@ -44,8 +45,10 @@ func TestTheFirstScrapeHasNoRates(t *testing.T) {
 	if sig := s.scrape(0, []fleet.PodStatus{podStatus("a", true, 50, 0, 0, 0)}, 1, Signals{}); !sig.NoRates {
 		t.Fatalf("first scrape: %+v, want no rates", sig)
 	}
-	if sig := s.scrape(15*time.Second, []fleet.PodStatus{podStatus("a", true, 50, 1500, 300, 0)}, 1, Signals{}); sig.NoRates || sig.PromptTPS != 100 {
-		t.Fatalf("second scrape: %+v, want a rate of 100 prompt tokens per second", sig)
+	// Prometheus divides by the rate's range (the counter extrapolated to zero at its first
+	// sample): 1,500 tokens over a minute, until the range is full.
+	if sig := s.scrape(15*time.Second, []fleet.PodStatus{podStatus("a", true, 50, 1500, 300, 0)}, 1, Signals{}); sig.NoRates || sig.PromptTPS != 25 {
+		t.Fatalf("second scrape: %+v, want a rate of 25 prompt tokens per second (1,500 over the minute's range)", sig)
 	}
 	m := &Modelship{Spec: SLOSpec(1, 10, 2*time.Second, 100*time.Millisecond, 3*time.Minute, 3*time.Minute)}
 	if got := m.Decide(Signals{Now: 0, Pods: 4, Ready: 4, NoRates: true, HasGPU: true}); got != 4 || len(m.loads.xs) != 0 {
@@ -73,5 +76,27 @@ func TestTheTrendStartsAWindowAfterTheLoad(t *testing.T) {
 	}
 	if math.Abs(got-0.01) > 1e-9 {
 		t.Fatalf("trend %g, want 0.01", got)
+	}
+}
+
+// The slo's load is filling, as signals.FilledQuery tells, until it has been positive at each
+// of the four 15 s steps of a one-minute window (the first included): from traffic starting at
+// 1m, it is full at 1m45s; a pass without rates starts it over.
+func TestTheLoadIsFillingUntilTheTrafficFillsItsWindow(t *testing.T) {
+	m := &Modelship{Spec: SLOSpec(1, 10, 2*time.Second, 100*time.Millisecond, 3*time.Minute, 3*time.Minute)}
+	for at := time.Duration(0); at <= 3*time.Minute; at += 15 * time.Second {
+		s := Signals{Now: at, Ready: 2, Pods: 2}
+		if at >= time.Minute {
+			s.PromptTPS = 500
+		}
+		filling := at < time.Minute+45*time.Second
+		if at == 2*time.Minute+30*time.Second {
+			s.NoRates = true // Prometheus answered nothing
+		} else if at > 2*time.Minute+30*time.Second {
+			filling = true
+		}
+		if o := m.load(s); o.Status == metrics.OK && o.Filling != filling {
+			t.Fatalf("at %s: filling %v, want %v", at, o.Filling, filling)
+		}
 	}
 }
