@@ -311,6 +311,10 @@ func (r *ModelServerReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		} else if err == nil && after != nil {
 			err = after()
 		}
+		if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
+			// The namespace goes away with everything in it: nothing to retry.
+			res, err = ctrl.Result{}, nil
+		}
 	}()
 	if res, refused, err := r.refuse(ctx, before, ms, spec); refused || err != nil {
 		return res, err

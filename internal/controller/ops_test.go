@@ -10,9 +10,11 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -224,5 +226,37 @@ func TestWarmupNeverProbesAPodItsDeploymentDoesNotOwn(t *testing.T) {
 	got := getMS(t, ms)
 	if got.Status.Rollout.Step != 0 || got.Status.Candidate == nil || got.Status.Candidate.Warm {
 		t.Fatalf("the candidate counted as warm from a foreign pod: step %d candidate %+v", got.Status.Rollout.Step, got.Status.Candidate)
+	}
+}
+
+// terminating is the API server's answer to a create in a namespace being deleted.
+func terminating(o client.Object) error {
+	err := apierrors.NewForbidden(schema.GroupResource{Group: "apps", Resource: "controllerrevisions"}, o.GetName(),
+		fmt.Errorf("unable to create new content in namespace %s because it is being terminated", o.GetNamespace()))
+	err.ErrStatus.Details.Causes = append(err.ErrStatus.Details.Causes, metav1.StatusCause{Type: corev1.NamespaceTerminatingCause, Message: "namespace is being terminated", Field: "metadata.namespace"})
+	return err
+}
+
+// A ModelServer whose namespace is being deleted goes away with everything in it: a pass that
+// cannot create what it records (the revision, the last valid spec) there is no failure to
+// retry with backoff and log as a reconciler error (the real bench logged five when it deleted
+// a scenario's namespace).
+func TestANamespaceBeingDeletedIsNoReconcileError(t *testing.T) {
+	r := manualReconciler(t, interceptor.Funcs{
+		Create: func(ctx context.Context, c client.WithWatch, o client.Object, opts ...client.CreateOption) error {
+			if _, ok := o.(*appsv1.ControllerRevision); ok {
+				return terminating(o)
+			}
+			return c.Create(ctx, o, opts...)
+		},
+	})
+	ms := newModelServer(manualNamespace, fmt.Sprintf("ending-%d", time.Now().UnixNano()%1e6))
+	if err := k8s.Create(context.Background(), ms); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2; i++ {
+		if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(ms)}); err != nil {
+			t.Fatalf("pass %d in a namespace being deleted: %v", i+1, err)
+		}
 	}
 }
