@@ -578,7 +578,7 @@ func (s settings) proposeSLO(in Input, cur int32, st sloState, known bool, now t
 	if !known || !(st.capacity > 0) {
 		n, p.Message = cur, "no capacity learnt yet: holding"
 		if o.Filling {
-			n, p.Message = cur, "no capacity learnt yet (the token work's window is still filling): holding"
+			p.Message = "no capacity learnt yet (the token work's window is still filling): holding"
 		}
 	} else {
 		tgt := sloShare * st.capacity
