@@ -50,14 +50,14 @@ func (l *liveServing) set(s sloServing) {
 }
 
 // startSLOServer creates an SLO-first ModelServer with replicas Ready pods serving s.
-func startSLOServer(t *testing.T, name string, replicas int, s sloServing, opts ...func(*v1alpha1.AutoscalingSpec)) (*v1alpha1.ModelServer, string) {
+func startSLOServer(t *testing.T, name string, replicas int, s sloServing, opts ...msOption) (*v1alpha1.ModelServer, string) {
 	t.Helper()
 	ms, ns, _ := startLiveSLOServer(t, name, replicas, s, opts...)
 	return ms, ns
 }
 
 // startLiveSLOServer is startSLOServer with what the pods serve changeable (set) as it runs.
-func startLiveSLOServer(t *testing.T, name string, replicas int, initial sloServing, opts ...func(*v1alpha1.AutoscalingSpec)) (*v1alpha1.ModelServer, string, *liveServing) {
+func startLiveSLOServer(t *testing.T, name string, replicas int, initial sloServing, opts ...msOption) (*v1alpha1.ModelServer, string, *liveServing) {
 	t.Helper()
 	ns := newNamespace(t)
 	node := gpuNode(t, ns, 8)
@@ -96,7 +96,7 @@ func startLiveSLOServer(t *testing.T, name string, replicas int, initial sloServ
 		return out
 	})
 	t.Cleanup(func() { prometheus.set(ns, nil); prometheus.setSeries(ns, nil) })
-	ms := newModelServer(ns, name, onPool(ns), withReplicas(int32(replicas)), withAutoscaling(1, 8, 70, append([]func(*v1alpha1.AutoscalingSpec){withSLO}, opts...)...))
+	ms := newModelServer(ns, name, append([]msOption{onPool(ns), withReplicas(int32(replicas)), withAutoscaling(1, 8, 70, withSLO)}, opts...)...)
 	if err := k8s.Create(context.Background(), ms); err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +145,7 @@ func TestSLOAMissedSLOScalesUp(t *testing.T) {
 // margin, the capacity is probed up pass after pass, and the fleet comes down.
 func TestSLOAComfortableMarginProbesDown(t *testing.T) {
 	t.Parallel()
-	ms, _ := startSLOServer(t, "slo-margin", 4, sloServing{work: 2, ttft: 0.4}, scaleDownWindow(0))
+	ms, _ := startSLOServer(t, "slo-margin", 4, sloServing{work: 2, ttft: 0.4}, autoscalingWith(scaleDownWindow(0)))
 	var first float64
 	eventually(t, 30*time.Second, "probed down", func() error {
 		a, err := autoscaling(getMS(t, ms))
@@ -184,12 +184,23 @@ func TestSLOABurstTakesTheFastPath(t *testing.T) {
 	waitReplicas(t, ns, "slo-burst-blue", 4)
 }
 
+// autoscalingWith applies f to the ModelServer's autoscaling spec (after withAutoscaling).
+func autoscalingWith(f func(*v1alpha1.AutoscalingSpec)) msOption {
+	return func(ms *v1alpha1.ModelServer) { f(ms.Spec.Autoscaling) }
+}
+
 // Two replicas serve 10 requests a second while each one's queue grows by 200 a second: 410
 // arrive, 41 times what is served, and the fast path sizes the fleet for them at once rather
 // than doubling it: beyond 4 in one step (to HPA's default scale-up limit, 6, then maxReplicas).
+// The growth is read between two passes within the serving window: a 1s scrape makes it 4s,
+// eight 500ms passes (at the suite's 100ms scrape it was one pass, and a pass late under load
+// left the fast path doubling, 1 run in 4).
 func TestSLOABurstOfArrivalsSizesTheFleetForThem(t *testing.T) {
 	t.Parallel()
-	ms, ns := startSLOServer(t, "slo-arrivals", 2, sloServing{work: 0.5, ttft: 0.4, waitingPerPod: 40, served: 10, waitingGrowth: 200})
+	scrape := func(ms *v1alpha1.ModelServer) {
+		ms.Spec.Rollout.Analysis.ScrapeInterval = &v1alpha1.Duration{Duration: time.Second}
+	}
+	ms, ns := startSLOServer(t, "slo-arrivals", 2, sloServing{work: 0.5, ttft: 0.4, waitingPerPod: 40, served: 10, waitingGrowth: 200}, scrape)
 	eventually(t, 30*time.Second, "sized for the arrivals", func() error {
 		a, err := autoscaling(getMS(t, ms))
 		if err != nil {
