@@ -427,11 +427,7 @@ func learnSLO(s sloSpec, in Input, prev *v1alpha1.AutoscalingStatus, now time.Ti
 		switch {
 		case !st.known:
 			st.capacity = bound
-		case bound < st.capacity && u <= st.capacity:
-			// A miss with each replica carrying more than C (a load that rose faster than
-			// the fleet followed) is what C foretold: its ceiling, not a lesson on C, which
-			// the latency's ratio to the SLO would halve (latency grows faster than the load
-			// beyond capacity). A miss at C or below, the fleet sized by it, lowers C.
+		case bound < st.capacity:
 			st.capacity = max(min(st.capacity+learnWeight*(bound-st.capacity), ceiling), floor)
 		}
 	default:

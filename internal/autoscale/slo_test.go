@@ -582,32 +582,6 @@ func TestNothingIsLearntFromAWindowTheTrafficHasNotFilled(t *testing.T) {
 	}
 }
 
-// A load that doubles on a fleet sized at C misses (p95 TTFT 2.3x the SLO, each replica carrying
-// 0.93 where C is 0.78) until the pods asked for serve: the miss is what C foretold, and only
-// sets the ceiling. Halving C toward u/r (0.47) had the fleet sized for a replica carrying 0.4
-// where it carries 0.7 (the real bench's 2x step, then 7 replicas where 5 serve). A miss on
-// replicas carrying C or less, the fleet sized by it, still lowers C.
-func TestAMissBeyondTheCapacityIsItsCeilingNotALesson(t *testing.T) {
-	known := func() *v1alpha1.AutoscalingStatus {
-		return &v1alpha1.AutoscalingStatus{LearnedCapacities: []v1alpha1.LearnedCapacity{{Metric: MetricSLO, PerReplica: "0.78", Floor: "0.5",
-			Samples: 5, LastSampleTime: metav1.NewTime(t0.Add(-2 * time.Minute))}}}
-	}
-	spec := sloSpecOf(1, 20)
-	beyond := Decide(sloInput(spec, 3, 3, 2.8, 4.6, 0, known()), t0)
-	for _, c := range beyond.Status.LearnedCapacities {
-		if ceil, _ := strconv.ParseFloat(c.Ceiling, 64); c.Metric == MetricSLO && (c.PerReplica != "0.78" || math.Abs(ceil-2.8/3) > 1e-4) {
-			t.Fatalf("after a miss at 0.93 a replica with C 0.78: capacity %s, ceiling %s; want 0.78 kept, ceiling %g", c.PerReplica, c.Ceiling, 2.8/3)
-		}
-	}
-	if p := sloProposal(t, beyond); *p.Replicas != 5 {
-		t.Errorf("proposal %d (%s), want the 5 that carry 2.8 at 85%% of 0.78", *p.Replicas, p.Message)
-	}
-	within := Decide(sloInput(spec, 4, 4, 2.6, 4.6, 0, known()), t0)
-	if c, _ := sloOf(t, within.Status); !(c < 0.78) {
-		t.Errorf("capacity %g after a miss at 0.65 a replica with C 0.78, want it lowered", c)
-	}
-}
-
 // A window that held only just while new pods were coming up brings the capacity back to what
 // each serving replica carried, the load over the Ready replicas: not over Current, whose pods
 // still loading carried nothing. Over Current, every such window took the capacity below what
