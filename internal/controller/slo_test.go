@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -31,24 +31,6 @@ func withSLO(a *v1alpha1.AutoscalingSpec) {
 	a.SLO = &v1alpha1.LatencySLO{TTFTP95: &v1alpha1.Duration{Duration: 2 * time.Second}, ITLP95: &v1alpha1.Duration{Duration: 100 * time.Millisecond}}
 }
 
-// liveServing is what the test Prometheus reports, changed by the test while it runs.
-type liveServing struct {
-	mu sync.Mutex
-	s  sloServing
-}
-
-func (l *liveServing) get() sloServing {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.s
-}
-
-func (l *liveServing) set(s sloServing) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.s = s
-}
-
 // startSLOServer creates an SLO-first ModelServer with replicas Ready pods serving s.
 func startSLOServer(t *testing.T, name string, replicas int, s sloServing, opts ...msOption) (*v1alpha1.ModelServer, string) {
 	t.Helper()
@@ -56,15 +38,16 @@ func startSLOServer(t *testing.T, name string, replicas int, s sloServing, opts 
 	return ms, ns
 }
 
-// startLiveSLOServer is startSLOServer with what the pods serve changeable (set) as it runs.
-func startLiveSLOServer(t *testing.T, name string, replicas int, initial sloServing, opts ...msOption) (*v1alpha1.ModelServer, string, *liveServing) {
+// startLiveSLOServer is startSLOServer with what the pods serve changeable (Store) as it runs.
+func startLiveSLOServer(t *testing.T, name string, replicas int, initial sloServing, opts ...msOption) (*v1alpha1.ModelServer, string, *atomic.Pointer[sloServing]) {
 	t.Helper()
 	ns := newNamespace(t)
 	node := gpuNode(t, ns, 8)
 	var pods []string
-	live := &liveServing{s: initial}
+	live := new(atomic.Pointer[sloServing])
+	live.Store(&initial)
 	prometheus.set(ns, func(q string) promAnswer {
-		s := live.get()
+		s := *live.Load()
 		switch {
 		case strings.HasPrefix(q, "count_over_time("):
 			// signals.FilledQuery: a count of the window's steps, none while it fills.
@@ -88,7 +71,7 @@ func startLiveSLOServer(t *testing.T, name string, replicas int, initial sloServ
 		if !strings.Contains(q, "vllm:num_requests_waiting") {
 			return nil
 		}
-		s := live.get()
+		s := *live.Load()
 		var out []podSeries
 		for _, p := range pods {
 			out = append(out, podSeries{pod: p, value: s.waitingPerPod + s.waitingGrowth*time.Since(start).Seconds()})
@@ -239,7 +222,7 @@ func TestSLOASeedAtASmokeTestsLoadIsTakenAgain(t *testing.T) {
 		}
 		return nil
 	})
-	live.set(sloServing{work: 0.83, ttft: 0.5, waitingPerPod: 4})
+	live.Store(&sloServing{work: 0.83, ttft: 0.5, waitingPerPod: 4})
 	eventually(t, 30*time.Second, "seeded again at the traffic's load", func() error {
 		a, err := autoscaling(getMS(t, ms))
 		if err != nil {
@@ -280,7 +263,7 @@ func TestSLOAWindowStillFillingTeachesNothing(t *testing.T) {
 	if n := deploymentReplicas(t, ns, "slo-filling-blue"); n != 2 {
 		t.Fatalf("the Deployment asks for %d replicas while the window fills, want 2 held", n)
 	}
-	live.set(sloServing{work: 1.2, ttft: 0.4})
+	live.Store(&sloServing{work: 1.2, ttft: 0.4})
 	eventually(t, 30*time.Second, "seeded from the full window", func() error {
 		a, err := autoscaling(getMS(t, ms))
 		if err != nil {

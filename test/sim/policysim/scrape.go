@@ -9,6 +9,9 @@ import (
 // scraper turns the fleet's pods into what Prometheus shows: gauges as scraped, token
 // counters as rate over the last minute (per pod, a pod that appeared counts from zero, as
 // rate() extrapolates a counter's first sample to zero).
+// rateRange is the range of the scraper's rates (rate(x[1m])).
+const rateRange = time.Minute
+
 type scraper struct {
 	hist []scrapeSample
 }
@@ -44,7 +47,7 @@ func (s *scraper) scrape(now time.Duration, pods []fleet.PodStatus, active int32
 		sig.GPUUtilization, sig.KVCacheUsage, sig.HasGPU = util/float64(sig.Ready), kv/float64(sig.Ready), true
 	}
 	s.hist = append(s.hist, cur)
-	for len(s.hist) > 1 && now-s.hist[0].at > time.Minute {
+	for len(s.hist) > 1 && now-s.hist[0].at > rateRange {
 		s.hist = s.hist[1:]
 	}
 	old := s.hist[0]
@@ -53,7 +56,8 @@ func (s *scraper) scrape(now time.Duration, pods []fleet.PodStatus, active int32
 	// first scrape, a pod's first) is extrapolated to zero at its first sample, not to the
 	// range's start, so a rate reads the increase since it started over the minute (a quarter of
 	// the load 15 s after traffic starts) until the range is full.
-	if span := max(now-old.at, time.Minute).Seconds(); len(s.hist) > 1 {
+	if !sig.NoRates {
+		span := max(now-old.at, rateRange).Seconds()
 		var dp, dg uint64
 		for name, c := range cur.tokens {
 			o := old.tokens[name]
