@@ -159,7 +159,7 @@ func (m *machine) drainUntil(t time.Time) {
 
 // drainWeight is the weight a rolled-back or aborted candidate keeps this pass: the part of
 // its last weight that the stable color's Ready pods cannot carry yet and its own Ready pods
-// can. It only shrinks, and is 0 once the stable color carries everything.
+// can. It only shrinks, and is 0 once the stable color carries everything, or at a total of 0.
 func (m *machine) drainWeight() int32 {
 	c, prev := m.st.Candidate, m.ms.Status.Candidate
 	if c == nil || prev == nil || prev.Color != c.Color || prev.Revision != c.Revision {
@@ -172,7 +172,8 @@ func (m *machine) drainWeight() int32 {
 // this pass: see drainWeight.
 func (m *machine) drainOf(c *v1alpha1.ColorStatus, last int32) int32 {
 	s := m.st.Stable
-	if m.stableGrowthRefused() {
+	if m.total <= 0 || m.stableGrowthRefused() {
+		// Scaled to zero, the stable color is asked for no pod: none is coming to wait for.
 		return 0
 	}
 	stableReady := m.servingReady(s.Color, s.Revision)

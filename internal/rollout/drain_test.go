@@ -58,3 +58,22 @@ func TestAnAbortDoesNotWaitForAStableScaleUpThatWasRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestAnAbortAtATotalOfZeroGivesTheCandidatesWeightBack: scaled to zero (spec.replicas 0, or
+// an autoscaler at its minimum of 0), the stable color is asked for no pod, so none is coming
+// for a drain to wait for: an aborted candidate gives its weight back at once instead of
+// serving on until a replica is wanted again (found by TestSequencesKeepInvariants: a
+// rolled-back candidate held 25% for over 30 minutes at a total of 0).
+func TestAnAbortAtATotalOfZeroGivesTheCandidatesWeightBack(t *testing.T) {
+	ms := newModelServer(withSteps(25, 100),
+		withStatus(phase(v1alpha1.PhaseProgressing), stableOn(blue, revA, 0), inRollout(revB, 1, t0.Add(-time.Minute), 25)))
+	obs := newObs(revB, 0, deploy(blue, revA, 0, 0), deploy(green, revB, 1, 1))
+	obs.Operation = OpAbort
+	d := next(ms, obs, t0)
+	if d.Status.Phase != v1alpha1.PhaseRolledBack {
+		t.Fatalf("phase %s after the abort, want RolledBack", d.Status.Phase)
+	}
+	if got := d.Weights[green]; got != 0 {
+		t.Errorf("candidate weight %d at a total of 0 after the abort, want 0", got)
+	}
+}

@@ -108,6 +108,7 @@ func runRandom(seed uint64, passes int, log *passLog) (outcomes, error) {
 	if seed%3 == 0 {
 		s.capacity = int32(3 + rng.IntN(8)) // GPUs for 3..10 pods: often too few for both colors
 	}
+	s.slowPods = seed%4 == 1
 	failedInRollout := 0 // Fail verdicts judged for the current candidate
 
 	drained := map[string]supersededAt{} // superseded candidates' revisions -> their weight's drop to 0
@@ -258,7 +259,9 @@ func checkPass(ms *v1alpha1.ModelServer, pol policy, prev *v1alpha1.ModelServerS
 	if st.Candidate != nil && st.Candidate.Revision == obs.Revision && stableServesNothingIn(prev, &st, obs) {
 		maxW = 100
 	}
-	if st.Weights.Candidate != 0 && (st.Candidate == nil || cw >= 100 && maxW < 100 || st.Phase != v1alpha1.PhaseRolledBack && !drainingRolledBack && cw > maxW) {
+	// A superseded candidate (the spec asks for another revision) is held to its drain below.
+	superseded := st.Candidate != nil && st.Candidate.Revision != obs.Revision
+	if st.Weights.Candidate != 0 && (st.Candidate == nil || !superseded && (cw >= 100 && maxW < 100 || st.Phase != v1alpha1.PhaseRolledBack && !drainingRolledBack && cw > maxW)) {
 		return fmt.Errorf("candidate weight %d is above its held step %d of %v (at most %d)", st.Weights.Candidate, stepW, steps, maxW)
 	}
 	if err := checkCarried(st, prev, obs, stepW); err != nil {
@@ -668,6 +671,9 @@ func checkCarried(st v1alpha1.ModelServerStatus, prev *v1alpha1.ModelServerStatu
 	draining := st.Phase == v1alpha1.PhaseRolledBack || c.Revision != obs.Revision
 	if draining {
 		limit = drainCap(st, prev)
+		if total <= 0 {
+			limit = 0 // scaled to zero: no stable pod is coming to wait for
+		}
 		// Swap mode: a drain never keeps every pod of the candidate while the stable color
 		// waits for a GPU (none free): it gives one pod's worth back.
 		stableReady := readyOn(st.Stable.Color, st.Stable.Revision)
@@ -744,7 +750,7 @@ type loggedPass struct {
 }
 
 func (l *passLog) add(p loggedPass) {
-	if len(l.last) == 12 {
+	if len(l.last) == 60 {
 		l.last = l.last[1:]
 	}
 	l.last = append(l.last, p)

@@ -59,6 +59,9 @@ type sim struct {
 	capacity int32
 	// route is the HTTPRoute's acceptance by its Gateways ("" : no Gateway answered).
 	route metav1.ConditionStatus
+	// slowPods: a stable pod comes up in half the passes (a cold start of minutes), so that a
+	// drain waits for the stable color's pods over several passes.
+	slowPods bool
 }
 
 func newSim(ms *v1alpha1.ModelServer, total int32, q quality) *sim {
@@ -169,7 +172,7 @@ func (s *sim) evolve(rng *rand.Rand) {
 			d.ready = 0
 			continue
 		}
-		if d.ready < d.scheduled {
+		if d.ready < d.scheduled && (!s.slowPods || !s.isStable(d.rev) || rng.IntN(2) == 0) {
 			d.ready += min(int32(rng.IntN(3)), d.scheduled-d.ready)
 		}
 		if d.ready > 0 && rng.IntN(50) == 0 {
@@ -204,6 +207,12 @@ func (s *sim) schedule() {
 			held += n
 		}
 	}
+}
+
+// isStable: rev is the stable revision.
+func (s *sim) isStable(rev string) bool {
+	st := s.ms.Status.Stable
+	return st != nil && st.Revision == rev
 }
 
 // loseCandidatePods takes every Ready pod of the live candidate's color away (OOM, crash
