@@ -722,8 +722,20 @@ func checkInconclusive(prev *v1alpha1.ModelServerStatus, d, d0 Decision) error {
 		}
 		return fmt.Errorf("an inconclusive measurement rolled back: %s", d.Status.History[0].Reason)
 	}
+	// Ahead of the same pass without the measurement: a later step, more weight, or a promotion
+	// it did not make. (Weight the candidate's Ready pods win back at the same step is no
+	// advance, and holding where the pass before would have advanced is what it should do.)
+	progress := func(x Decision) [3]int32 {
+		promoted := int32(0)
+		if x.Status.Stable.Revision != prev.Stable.Revision {
+			promoted = 1
+		}
+		return [3]int32{promoted, x.Status.Rollout.Step, candidateWeightOf(x.Status)}
+	}
+	p, p0 := progress(d), progress(d0)
+	ahead := p[0] > p0[0] || p[0] == p0[0] && (p[1] > p0[1] || p[1] == p0[1] && p[2] > p0[2])
 	advanced := candidateWeightOf(d.Status) > candidateWeightOf(*prev) || d.Status.Stable.Revision != prev.Stable.Revision
-	if advanced && moved(d) != moved(d0) {
+	if advanced && ahead {
 		return fmt.Errorf("an inconclusive measurement advanced the rollout: %s, without it %s", moved(d), moved(d0))
 	}
 	return nil
