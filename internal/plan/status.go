@@ -306,62 +306,38 @@ func setDegradedCondition(st *v1alpha1.ModelServerStatus, f rollout.Report) {
 	setRolloutCondition(st, f, v1alpha1.ConditionDegraded, false, v1alpha1.ReasonAvailable, fmt.Sprintf("%d/%d Ready", f.StableReady, f.Total))
 }
 
-// PhaseConditions returns the Ready, Reconciling and Stalled conditions set in phase, per the
-// table of package health's doc (the contract with kstatus, Argo CD and `kubectl modelship
-// wait`), as fixtures for the tests of readers; the sequence tests hold the machine to it. with generation as their observedGeneration. An unknown
-// phase gets nil.
+// PhaseConditions returns the Ready, Reconciling and Stalled conditions set in phase, with
+// generation as their observedGeneration, per the table of package health's doc (the contract
+// with kstatus, Argo CD and `kubectl modelship wait`), as fixtures for the tests of readers; the
+// sequence tests hold the machine to it. An unknown phase gets nil.
 func PhaseConditions(phase v1alpha1.Phase, generation int64) []metav1.Condition {
-	c := func(t string, s metav1.ConditionStatus, reason, msg string) metav1.Condition {
-		return metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: generation}
+	type cond struct {
+		status         metav1.ConditionStatus
+		reason, detail string
 	}
-	const (
-		t, f = metav1.ConditionTrue, metav1.ConditionFalse
-	)
-	switch phase {
-	case v1alpha1.PhasePending:
-		return []metav1.Condition{
-			c(v1alpha1.ConditionReady, f, v1alpha1.ReasonDeploymentsNotReady, "the first revision is coming up"),
-			c(v1alpha1.ConditionReconciling, t, v1alpha1.ReasonDeploymentsNotReady, "the first revision is coming up"),
-			c(v1alpha1.ConditionStalled, f, v1alpha1.ReasonReconciled, ""),
-		}
-	case v1alpha1.PhaseProgressing:
-		return []metav1.Condition{
-			c(v1alpha1.ConditionReady, f, v1alpha1.ReasonRolloutInProgress, "the candidate does not serve all traffic yet"),
-			c(v1alpha1.ConditionReconciling, t, v1alpha1.ReasonRolloutInProgress, "rollout in progress"),
-			c(v1alpha1.ConditionStalled, f, v1alpha1.ReasonReconciled, ""),
-		}
-	case v1alpha1.PhasePaused:
-		return []metav1.Condition{
-			c(v1alpha1.ConditionReady, f, v1alpha1.ReasonPaused, "the rollout is paused (spec.paused)"),
-			c(v1alpha1.ConditionReconciling, f, v1alpha1.ReasonPaused, "the rollout is paused (spec.paused)"),
-			c(v1alpha1.ConditionStalled, f, v1alpha1.ReasonPaused, ""),
-		}
-	case v1alpha1.PhaseAwaitingPromotion:
-		return []metav1.Condition{
-			c(v1alpha1.ConditionReady, f, v1alpha1.ReasonAwaitingPromotion, "the rollout waits for a promotion"),
-			c(v1alpha1.ConditionReconciling, f, v1alpha1.ReasonAwaitingPromotion, "the rollout waits for a promotion"),
-			c(v1alpha1.ConditionStalled, f, v1alpha1.ReasonAwaitingPromotion, ""),
-		}
-	case v1alpha1.PhaseHealthy:
-		return []metav1.Condition{
-			c(v1alpha1.ConditionReady, t, v1alpha1.ReasonAvailable, "the spec's revision serves all traffic"),
-			c(v1alpha1.ConditionReconciling, f, v1alpha1.ReasonReconciled, ""),
-			c(v1alpha1.ConditionStalled, f, v1alpha1.ReasonReconciled, ""),
-		}
-	case v1alpha1.PhaseRolledBack:
-		return []metav1.Condition{
-			c(v1alpha1.ConditionReady, f, v1alpha1.ReasonRolledBack, "the spec's revision was rolled back"),
-			c(v1alpha1.ConditionReconciling, f, v1alpha1.ReasonRolledBack, ""),
-			c(v1alpha1.ConditionStalled, t, v1alpha1.ReasonRolledBack, "the spec's revision was rolled back; change the spec to roll out again"),
-		}
-	case v1alpha1.PhaseDegraded:
-		return []metav1.Condition{
-			c(v1alpha1.ConditionReady, f, v1alpha1.ReasonDeploymentsNotReady, "no available replicas"),
-			c(v1alpha1.ConditionReconciling, t, v1alpha1.ReasonDeploymentsNotReady, "no available replicas"),
-			c(v1alpha1.ConditionStalled, f, v1alpha1.ReasonReconciled, ""),
-		}
+	const t, f = metav1.ConditionTrue, metav1.ConditionFalse
+	const coming, inRollout, paused, awaiting, noneAvailable = "the first revision is coming up", "the candidate does not serve all traffic yet",
+		"the rollout is paused (spec.paused)", "the rollout waits for a promotion", "no available replicas"
+	// Ready, Reconciling, Stalled.
+	table := map[v1alpha1.Phase][3]cond{
+		v1alpha1.PhasePending:           {{f, v1alpha1.ReasonDeploymentsNotReady, coming}, {t, v1alpha1.ReasonDeploymentsNotReady, coming}, {f, v1alpha1.ReasonReconciled, ""}},
+		v1alpha1.PhaseProgressing:       {{f, v1alpha1.ReasonRolloutInProgress, inRollout}, {t, v1alpha1.ReasonRolloutInProgress, "rollout in progress"}, {f, v1alpha1.ReasonReconciled, ""}},
+		v1alpha1.PhasePaused:            {{f, v1alpha1.ReasonPaused, paused}, {f, v1alpha1.ReasonPaused, paused}, {f, v1alpha1.ReasonPaused, ""}},
+		v1alpha1.PhaseAwaitingPromotion: {{f, v1alpha1.ReasonAwaitingPromotion, awaiting}, {f, v1alpha1.ReasonAwaitingPromotion, awaiting}, {f, v1alpha1.ReasonAwaitingPromotion, ""}},
+		v1alpha1.PhaseHealthy:           {{t, v1alpha1.ReasonAvailable, "the spec's revision serves all traffic"}, {f, v1alpha1.ReasonReconciled, ""}, {f, v1alpha1.ReasonReconciled, ""}},
+		v1alpha1.PhaseRolledBack: {{f, v1alpha1.ReasonRolledBack, "the spec's revision was rolled back"}, {f, v1alpha1.ReasonRolledBack, ""},
+			{t, v1alpha1.ReasonRolledBack, "the spec's revision was rolled back; change the spec to roll out again"}},
+		v1alpha1.PhaseDegraded: {{f, v1alpha1.ReasonDeploymentsNotReady, noneAvailable}, {t, v1alpha1.ReasonDeploymentsNotReady, noneAvailable}, {f, v1alpha1.ReasonReconciled, ""}},
 	}
-	return nil
+	row, ok := table[phase]
+	if !ok {
+		return nil
+	}
+	out := make([]metav1.Condition, 0, len(row))
+	for i, typ := range []string{v1alpha1.ConditionReady, v1alpha1.ConditionReconciling, v1alpha1.ConditionStalled} {
+		out = append(out, metav1.Condition{Type: typ, Status: row[i].status, Reason: row[i].reason, Message: row[i].detail, ObservedGeneration: generation})
+	}
+	return out
 }
 
 // StalledProgressing returns the Ready, Reconciling and Stalled conditions of a rollout in phase
