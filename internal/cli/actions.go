@@ -71,11 +71,7 @@ func (o *options) newPauseCommand(pause bool) *cobra.Command {
 // runPause sets or clears spec.paused. expect, for resume, is the candidate revision the person
 // reviewed: a rollout of another revision is not let go on.
 func (o *options) runPause(ctx context.Context, name string, pause bool, expect string) error {
-	c, ns, err := o.newClient()
-	if err != nil {
-		return err
-	}
-	ms, err := getModelServer(ctx, c, ns, name)
+	c, ms, err := o.readModelServer(ctx, name)
 	if err != nil {
 		return err
 	}
@@ -187,11 +183,7 @@ var (
 // runOperation sets the operation's annotation to the candidate revision of a rollout in
 // progress; expect is the revision the person reviewed (empty: the candidate read now).
 func (o *options) runOperation(ctx context.Context, name string, op operation, expect string) error {
-	c, ns, err := o.newClient()
-	if err != nil {
-		return err
-	}
-	ms, err := getModelServer(ctx, c, ns, name)
+	c, ms, err := o.readModelServer(ctx, name)
 	if err != nil {
 		return err
 	}
@@ -339,11 +331,7 @@ const gitOpsNote = "note: spec.template still names revision %s; modelship will 
 // when set, is the candidate revision the person saw, which a rollback during a rollout (an
 // abort) must still find.
 func (o *options) runRollback(ctx context.Context, name, to, candidate string) error {
-	c, ns, err := o.newClient()
-	if err != nil {
-		return err
-	}
-	ms, err := getModelServer(ctx, c, ns, name)
+	c, ms, err := o.readModelServer(ctx, name)
 	if err != nil {
 		return err
 	}

@@ -69,11 +69,7 @@ func (o *options) runGet(ctx context.Context, name, format string) error {
 	if err := validateOutput(format); err != nil {
 		return err
 	}
-	c, ns, err := o.newClient()
-	if err != nil {
-		return err
-	}
-	ms, err := getModelServer(ctx, c, ns, name)
+	_, ms, err := o.readModelServer(ctx, name)
 	if err != nil {
 		return err
 	}
@@ -206,11 +202,7 @@ func (o *options) newHistoryCommand() *cobra.Command {
 			if err := validateOutput(format); err != nil {
 				return err
 			}
-			c, ns, err := o.newClient()
-			if err != nil {
-				return err
-			}
-			ms, err := getModelServer(cmd.Context(), c, ns, args[0])
+			_, ms, err := o.readModelServer(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
