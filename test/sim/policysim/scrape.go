@@ -6,12 +6,12 @@ import (
 	"github.com/modelship/modelship/test/framework/fleet"
 )
 
-// scraper turns the fleet's pods into what Prometheus shows: gauges as scraped, token
-// counters as rate over the last minute (per pod, a pod that appeared counts from zero, as
-// rate() extrapolates a counter's first sample to zero).
 // rateRange is the range of the scraper's rates (rate(x[1m])).
 const rateRange = time.Minute
 
+// scraper turns the fleet's pods into what Prometheus shows: gauges as scraped, token
+// counters as rate over the last rateRange (per pod, a pod that appeared counts from zero, as
+// rate() extrapolates a counter's first sample to zero).
 type scraper struct {
 	hist []scrapeSample
 }
