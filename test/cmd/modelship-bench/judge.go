@@ -65,7 +65,9 @@ func parseJudgeCandidates(spec string) ([]judgeCandidate, error) {
 
 // parseJudgeWorkloads reads --judge-workloads: comma-separated trace@SCALE (the trace at that
 // rollout rate scale), bursty@SCALE (the trace at that scale with every request moved to the
-// start of its 20-second bin, so that the bin's requests arrive at once) and matrix:NAME (a
+// start of its 20-second bin, so that the bin's requests arrive at once), either on
+// rolloutReplicas stable pods or, as trace@SCALE@REPLICAS, on that many (a small fleet: one
+// or two replicas, whose pods are too few to judge as units), and matrix:NAME (a
 // workload of test/sim/workloads, shipped trace taken from --trace, on GPUs of its speed, its
 // stable fleet sized for its mean work at judgeSizingWork per replica and at least
 // rolloutReplicas; matrix:NAME@REPLICAS fixes the fleet, e.g. an overload).
@@ -104,6 +106,14 @@ func parseJudgeWorkloads(spec string, tr fleet.Trace, capa fleet.Capacity) ([]ju
 			continue
 		}
 		kind, scaleS, ok := strings.Cut(w, "@")
+		replicas := int32(rolloutReplicas)
+		if s, fixed, pinned := strings.Cut(scaleS, "@"); pinned {
+			n, err := strconv.Atoi(fixed)
+			if err != nil || n < 1 {
+				return nil, fmt.Errorf("--judge-workloads %q: want trace@SCALE@REPLICAS with a positive count", w)
+			}
+			scaleS, replicas = s, int32(n)
+		}
 		scale, err := strconv.ParseFloat(scaleS, 64)
 		if !ok || err != nil || scale <= 0 {
 			return nil, fmt.Errorf("--judge-workloads %q: want trace@SCALE or bursty@SCALE", w)
@@ -116,7 +126,7 @@ func parseJudgeWorkloads(spec string, tr fleet.Trace, capa fleet.Capacity) ([]ju
 		default:
 			return nil, fmt.Errorf("--judge-workloads %q: unknown kind %q (trace, bursty)", w, kind)
 		}
-		out = append(out, judgeWorkload{name: w, arrivals: traceArrivals(tr, scale, burst), replicas: rolloutReplicas, speed: 1})
+		out = append(out, judgeWorkload{name: w, arrivals: traceArrivals(tr, scale, burst), replicas: replicas, speed: 1})
 	}
 	return out, nil
 }

@@ -97,7 +97,8 @@ func TestTheJudgeMatrixRunsDistinctScenarios(t *testing.T) {
 
 // TestTheJudgeMatrixSizesItsFleetAndRunsItsGPUs: a matrix workload of the judge runs on GPUs of
 // its speed, over a stable fleet sized for its work (more pods for more load or slower GPUs,
-// never fewer than rolloutReplicas), and matrix:NAME@REPLICAS pins the fleet.
+// never fewer than rolloutReplicas), and matrix:NAME@REPLICAS and trace@SCALE@REPLICAS pin the
+// fleet.
 func TestTheJudgeMatrixSizesItsFleetAndRunsItsGPUs(t *testing.T) {
 	tr, err := fleet.LoadTrace("../../traces/azure-llm-2023-conv.csv")
 	if err != nil {
@@ -121,7 +122,11 @@ func TestTheJudgeMatrixSizesItsFleetAndRunsItsGPUs(t *testing.T) {
 	if pinned.replicas != 8 || pinned.name != "matrix:azure-conv-x18-at40m@8" {
 		t.Errorf("pinned: %+v", pinned)
 	}
-	for _, bad := range []string{"matrix:azure-conv@0", "matrix:azure-conv@x"} {
+	small, err := parseJudgeWorkloads("trace@1.5@2,bursty@1@1,trace@6", tr, fleet.DefaultCapacity())
+	if err != nil || len(small) != 3 || small[0].replicas != 2 || small[1].replicas != 1 || small[2].replicas != rolloutReplicas || small[0].name != "trace@1.5@2" {
+		t.Errorf("trace@SCALE@REPLICAS: %+v, %v; want 2 and 1 stable pods, then the default %d", small, err, rolloutReplicas)
+	}
+	for _, bad := range []string{"matrix:azure-conv@0", "matrix:azure-conv@x", "trace@1@0", "bursty@1@x", "trace@@2"} {
 		if _, err := parseJudgeWorkloads(bad, tr, fleet.DefaultCapacity()); err == nil {
 			t.Errorf("%s accepted", bad)
 		}
