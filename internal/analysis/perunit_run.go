@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"sync"
 	"time"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
@@ -17,11 +18,16 @@ type perUnitPlan struct {
 	// cand and stable are each metric's rendered [numerator, denominator] queries; stable is
 	// empty when the metric has no relative bound or there is no stable color.
 	cand, stable [][2]string
+	// blockCand and blockStable are the same over a block's span (BlockTimes), read where a
+	// metric's pods are too few (PairedBlockTest); empty without a stable query or t.Scrape.
+	blockCand, blockStable [][2]string
+	window, scrape         time.Duration
 }
 
 // planPerUnit renders the queries of the per-unit metrics among ms.
-func planPerUnit(ms []v1alpha1.AnalysisMetric, t Target, candVars, stableVars metrics.Vars) (*perUnitPlan, error) {
-	p := &perUnitPlan{}
+func planPerUnit(ms []v1alpha1.AnalysisMetric, t Target, candVars, stableVars metrics.Vars, window time.Duration) (*perUnitPlan, error) {
+	p := &perUnitPlan{window: window, scrape: t.Scrape}
+	_, span := BlockTimes(time.Time{}, window, t.Scrape)
 	render := func(m v1alpha1.AnalysisMetric, v metrics.Vars) ([2]string, error) {
 		num, err := metrics.Render(m.PerUnit.NumeratorQuery, v)
 		if err != nil {
@@ -41,23 +47,94 @@ func planPerUnit(ms []v1alpha1.AnalysisMetric, t Target, candVars, stableVars me
 		if err != nil {
 			return nil, err
 		}
-		var stable [2]string
+		var stable, blockCand, blockStable [2]string
 		if m.MaxRatioToStable != nil && t.Stable.Pods != "" {
 			if stable, err = render(m, stableVars); err != nil {
 				return nil, err
 			}
+			if span > 0 {
+				cv, sv := candVars, stableVars
+				cv.Window, sv.Window = metrics.PromDuration(span), metrics.PromDuration(span)
+				if blockCand, err = render(m, cv); err != nil {
+					return nil, err
+				}
+				if blockStable, err = render(m, sv); err != nil {
+					return nil, err
+				}
+			}
 		}
 		p.metrics = append(p.metrics, m)
 		p.cand, p.stable = append(p.cand, cand), append(p.stable, stable)
+		p.blockCand, p.blockStable = append(p.blockCand, blockCand), append(p.blockStable, blockStable)
 	}
 	return p, nil
 }
 
 // start runs the plan's queries in the background, a few at a time, and sends the sums once
-// all have answered.
+// all have answered; where a metric's pods are too few to judge as units (PerUnitTest's
+// degrees of freedom below blockUnitDF), it then reads both colors' blocks (BlockTimes).
 func (p *perUnitPlan) start(ctx context.Context, q metrics.Querier, at time.Time) <-chan colors[PerUnitSample] {
-	return fetchColors(p.cand, p.stable, func(queries [2]string) PerUnitSample { return fetchPerUnit(ctx, q, queries, at) },
+	sums := fetchColors(p.cand, p.stable, func(queries [2]string) PerUnitSample { return fetchPerUnit(ctx, q, queries, at) },
 		PerUnitSample{Err: errNoStable})
+	out := make(chan colors[PerUnitSample], 1)
+	go func() {
+		d := <-sums
+		ends, _ := BlockTimes(at, p.window, p.scrape)
+		sem := make(chan struct{}, maxConcurrentQueries)
+		var wg sync.WaitGroup
+		for i := range d.cand {
+			c, s := &d.cand[i], &d.stable[i]
+			if p.blockCand[i] == ([2]string{}) || c.Err != nil || s.Err != nil || len(ends) == 0 {
+				continue
+			}
+			if _, df := PerUnitTest(c.Units, s.Units, 1); df >= blockUnitDF {
+				continue
+			}
+			c.Blocks = fetchBlocks(ctx, q, p.blockCand[i], ends, sem, &wg)
+			s.Blocks = fetchBlocks(ctx, q, p.blockStable[i], ends, sem, &wg)
+		}
+		wg.Wait()
+		for i := range d.cand {
+			d.cand[i].Blocks, d.stable[i].Blocks = worked(d.cand[i].Blocks), worked(d.stable[i].Blocks)
+		}
+		out <- d
+	}()
+	return out
+}
+
+// fetchBlocks reads a color's sums over each block ending at ends (the queries rendered over
+// a block's span) in the background, sem bounding the queries in flight, into the slice it
+// returns, oldest first, complete once wg is done. A block whose queries fail reads no work.
+func fetchBlocks(ctx context.Context, q metrics.Querier, queries [2]string, ends []time.Time, sem chan struct{}, wg *sync.WaitGroup) []UnitBlock {
+	out := make([]UnitBlock, len(ends))
+	for i, end := range ends {
+		b := &out[len(ends)-1-i]
+		b.At = end
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			s := fetchPerUnit(ctx, q, queries, end)
+			if s.Err != nil {
+				return
+			}
+			for _, u := range s.Units {
+				b.Numerator += u.Numerator
+				b.Denominator += u.Denominator
+			}
+		})
+	}
+	return out
+}
+
+// worked is the blocks with work in them (PairedBlockTest pairs the blocks both colors have).
+func worked(blocks []UnitBlock) []UnitBlock {
+	var out []UnitBlock
+	for _, b := range blocks {
+		if b.Denominator > 0 {
+			out = append(out, b)
+		}
+	}
+	return out
 }
 
 // fetchPerUnit runs a color's numerator and denominator queries and joins their series by

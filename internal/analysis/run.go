@@ -46,6 +46,10 @@ type Target struct {
 	// Look is which measurement of the rollout this is (rollout.MeasureLook): the rank test's
 	// failure threshold rises with the steps and the data the window holds (FailZ).
 	Look Look
+	// Scrape is Prometheus's scrape interval (spec.rollout.analysis.scrapeInterval): where the
+	// pods are too few to judge a per-unit metric on, the window's scrape intervals are (see
+	// PairedBlockTest and BlockTimes). 0: not read that way.
+	Scrape time.Duration
 	// Route is the ModelServer's HTTPRoute name as the gateway names it, and GatewayNamespace
 	// the namespace label of the gateway's own series (see metrics.Vars).
 	Route, GatewayNamespace string
@@ -128,7 +132,7 @@ func Run(ctx context.Context, q metrics.Querier, spec v1alpha1.AnalysisSpec, t T
 	if err != nil {
 		return nil, err
 	}
-	perUnit, err := planPerUnit(ms, t, candVars, stableVars)
+	perUnit, err := planPerUnit(ms, t, candVars, stableVars, window)
 	if err != nil {
 		return nil, err
 	}

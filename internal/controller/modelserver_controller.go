@@ -774,6 +774,7 @@ func (r *ModelServerReconciler) measure(ctx context.Context, ms *v1alpha1.ModelS
 		// stableServesNothing): the candidate is held to absolute bounds only.
 		AbsoluteOnly: stable.ReadyReplicas == 0 && meta.IsStatusConditionTrue(ms.Status.Conditions, v1alpha1.ConditionDegraded),
 		Look:         analysis.Look{Step: step, Info: info, Looks: looks},
+		Scrape:       rollout.ScrapeInterval(ms),
 	}
 	// The latency SLO, when the user states one, bounds the candidate's TTFT (the presets
 	// judge it relative to nothing: metrics.WithSLO).

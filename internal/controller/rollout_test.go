@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
@@ -686,6 +687,47 @@ func TestRolloutRollsBackACandidateThatDecodesSlowerPerToken(t *testing.T) {
 	setImage(t, ms, imageV2)
 	v2 := waitCandidate(t, ms, imageV2)
 	waitRolledBack(t, ms, v2, "decode-per-token 0.03 > 0.024 (1.2x stable 0.02)")
+}
+
+// On a fleet too small to judge decode-per-token with the pods as units (one candidate pod
+// beside two stable ones: one degree of freedom, which can fail nothing), the controller reads
+// each color's decode sums per scrape interval and rolls the slower build back on them
+// (analysis.PairedBlockTest); before, such a rollout held at its step on Inconclusive.
+func TestRolloutRollsBackASlowerDecodeOnOnePodBesideTwo(t *testing.T) {
+	t.Parallel()
+	ns := newNamespace(t)
+	ms := newModelServer(ns, "fewpods")
+	byColor := map[v1alpha1.Color]latencies{v1alpha1.Blue: healthy, v1alpha1.Green: slowDecode}
+	answers := vllmAnswers(ms.Name, byColor)
+	var mu sync.Mutex
+	rng := rand.New(rand.NewPCG(1, 2))
+	fewPods := func(q string) promAnswer {
+		a := answers(q)
+		if a.pods == nil {
+			return a
+		}
+		keep := 2 // stable
+		if strings.Contains(q, `pod=~"`+ms.Name+`-green-`) {
+			keep = 1
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for pod := range a.pods {
+			if pod >= fmt.Sprintf("pod-%d", keep) {
+				delete(a.pods, pod)
+			} else if strings.Contains(q, "decode_time") {
+				a.pods[pod] *= 1 + 0.05*rng.NormFloat64() // each read its own batches
+			}
+		}
+		return a
+	}
+	_, _ = startServing(t, ms, byColor)
+	prometheus.set(ns, fewPods)
+	playDeployments(t, ns)
+
+	setImage(t, ms, imageV2)
+	v2 := waitCandidate(t, ms, imageV2)
+	waitRolledBack(t, ms, v2, "scrape intervals paired")
 }
 
 // While the stable color is saturated (its pods' queues never empty over the window), latency

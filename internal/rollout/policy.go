@@ -52,6 +52,7 @@ type policy struct {
 	interval             time.Duration
 	window               time.Duration // the analysis window: see AnalysisWindow
 	settle               time.Duration // from a step's start to its window's opening: see MeasureWindow
+	scrape               time.Duration // spec.rollout.analysis.scrapeInterval, window.DefaultScrapeInterval where unset
 	scaleDownDelay       time.Duration
 	progressDeadline     time.Duration
 	inconclusiveRollback time.Duration // spec.rollout.inconclusive.rollbackAfter; 0: never
@@ -98,6 +99,7 @@ func policyOf(ms *v1alpha1.ModelServer) policy {
 	}
 	p.window = window.Of(p.interval, scrape)
 	p.settle = window.Settle(scrape)
+	p.scrape = window.Settle(scrape) // one scrape interval, the default's where unset
 	if ra := r.Inconclusive.RollbackAfter; ra != nil && ra.Duration > 0 {
 		p.inconclusiveRollback = ra.Duration
 	}
@@ -112,6 +114,11 @@ func policyOf(ms *v1alpha1.ModelServer) policy {
 
 // AnalysisInterval is spec.rollout.analysis.interval with its default.
 func AnalysisInterval(ms *v1alpha1.ModelServer) time.Duration { return policyOf(ms).interval }
+
+// ScrapeInterval is spec.rollout.analysis.scrapeInterval, window.DefaultScrapeInterval where
+// unset (the controller fills it from its flag): the blocks of time the analysis pairs the
+// colors over when the pods are too few (analysis.Target.Scrape).
+func ScrapeInterval(ms *v1alpha1.ModelServer) time.Duration { return policyOf(ms).scrape }
 
 // AnalysisWindow is the window a measurement of ms looks back over: the analysis interval, at
 // least four of spec.rollout.analysis.scrapeInterval (window.DefaultScrapeInterval when

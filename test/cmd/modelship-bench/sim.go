@@ -47,7 +47,7 @@ func runSim(args []string) error {
 	msTol := fs.Float64("modelship-tolerance", 0.1, "modelship's tolerance")
 	msUp := fs.Duration("modelship-scale-up-window", 0, "modelship's scale-up stabilization window")
 	only := fs.String("policies", "", "comma-separated policy names to run (default all)")
-	judgeSpec := fs.String("judge-workloads", "trace@1,trace@6,trace@7,bursty@4", "workloads of the judge matrix: comma-separated trace@SCALE, bursty@SCALE and matrix:NAME (\"\": none)")
+	judgeSpec := fs.String("judge-workloads", "trace@1,trace@6,trace@7,bursty@4,trace@1@1,trace@1.5@2,bursty@1@2", "workloads of the judge matrix: comma-separated trace@SCALE, bursty@SCALE and matrix:NAME, each optionally @REPLICAS, the stable fleet (\"\": none)")
 	judgeRuns := fs.Int("judge-runs", 200, "runs per workload and candidate (identical, 1.5x and 3x slower) of the judge matrix")
 	judgeOnly := fs.Bool("judge-only", false, "run only the judge matrix")
 	fs.BoolVar(&judgeExplain, "judge-explain", false, "print, for every identical candidate (A/A) the judge rolled back, the Fail results that did it (metric, step, look, z, threshold, effective counts)")

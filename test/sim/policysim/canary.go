@@ -203,6 +203,47 @@ func (v *View) Window(color string, d time.Duration) ColorWindow {
 	return w
 }
 
+// DecodeBlocks is the color's decode seconds and decoded tokens (as DecodeUnits, summed over
+// its pods) in each block of analysis.BlockTimes over the last d, as the controller reads them:
+// `sum(increase(...[span]))` at each block's end, which runs from the first scrape after the
+// span began to the last before its end (the simulated Prometheus scrapes at multiples of
+// scrape).
+func (v *View) DecodeBlocks(color string, d, scrape time.Duration) []analysis.UnitBlock {
+	t0 := time.Unix(0, 0)
+	ends, span := analysis.BlockTimes(t0.Add(v.Now), min(d, v.Now-v.since), scrape)
+	var out []analysis.UnitBlock
+	for i := len(ends) - 1; i >= 0; i-- {
+		end := ends[i].Sub(t0)
+		var first, last *snapshot
+		for k := range v.snaps {
+			s := &v.snaps[k]
+			if s.at%scrape != 0 || s.at <= end-span || s.at > end {
+				continue
+			}
+			if first == nil {
+				first = s
+			}
+			last = s
+		}
+		if first == nil || last == first {
+			continue
+		}
+		var num, den float64
+		for name, c := range last.pods {
+			if c.color != color {
+				continue
+			}
+			o := first.pods[name]
+			num += c.requests.DecodeSeconds - o.requests.DecodeSeconds
+			den += (c.requests.GenerationTokens - o.requests.GenerationTokens) - float64(c.requests.Requests-o.requests.Requests)
+		}
+		if den > 0 {
+			out = append(out, analysis.UnitBlock{At: ends[i], Numerator: num, Denominator: den})
+		}
+	}
+	return out
+}
+
 // saturation is the share of a color's pods (now) that had requests waiting at every snapshot
 // after from: min_over_time of their queue over the window above 0.
 func (v *View) saturation(color string, from time.Duration) metrics.Sample {

@@ -1,12 +1,14 @@
 package policysim
 
 import (
+	"math"
 	"math/rand/v2"
 	"sort"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/modelship/modelship/internal/analysis"
 	"github.com/modelship/modelship/internal/metrics"
 	"github.com/modelship/modelship/test/framework/fleet"
 )
@@ -174,5 +176,32 @@ func TestWindowSaturationIsTheShareOfPodsWhoseQueueNeverEmptied(t *testing.T) {
 	}
 	if none := v.Window("red", 30*time.Second).Saturation; none.Status != metrics.NoData {
 		t.Errorf("a color without pods: %+v, want NoData", none)
+	}
+}
+
+// DecodeBlocks reads a color's decode sums as the controller's block queries would
+// (analysis.BlockTimes over the window: each block the interval between two scrapes, the
+// simulated Prometheus scraping every 15s however often the simulation snapshots), and leaves
+// the other color's pods out.
+func TestDecodeBlocksReadsTheScrapeIntervalsOfTheWindow(t *testing.T) {
+	v := &View{Now: 120 * time.Second}
+	for at := time.Duration(0); at <= v.Now; at += 5 * time.Second {
+		s := float64(at / time.Second)
+		v.snaps = append(v.snaps, snapshot{at: at, pods: map[string]podCounters{
+			// 10 tokens a second (and a request a second, not decoded), 0.02 s each.
+			"g": {color: candidateColor, requests: fleet.RequestSums{Requests: uint64(s), GenerationTokens: 11 * s, DecodeSeconds: 0.2 * s}},
+			"b": {color: stableColor, requests: fleet.RequestSums{Requests: uint64(s), GenerationTokens: 11 * s, DecodeSeconds: 0.4 * s}},
+		}})
+	}
+	v.cur = v.snaps[len(v.snaps)-1]
+	blocks := v.DecodeBlocks(candidateColor, time.Minute, 15*time.Second)
+	ends, _ := analysis.BlockTimes(time.Unix(0, 0).Add(v.Now), time.Minute, 15*time.Second)
+	if len(blocks) != len(ends) || len(blocks) != 3 {
+		t.Fatalf("%d blocks, want %d (BlockTimes' over a minute of 15s scrapes)", len(blocks), len(ends))
+	}
+	for i, b := range blocks {
+		if !b.At.Equal(ends[len(ends)-1-i]) || b.Denominator != 150 || math.Abs(b.Numerator-3) > 1e-9 {
+			t.Errorf("block %d: %+v; want 150 tokens decoded in 3 s, ending at %s", i, b, ends[len(ends)-1-i])
+		}
 	}
 }

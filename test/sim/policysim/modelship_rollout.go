@@ -184,10 +184,11 @@ func (m *ModelshipRollout) measure(v *View, window time.Duration, look analysis.
 		if mt.PerUnit != nil {
 			// decode-per-token, the presets' per-unit metric: the pods' decode seconds over
 			// their decoded tokens.
-			units := func(w ColorWindow) analysis.PerUnitSample {
-				return analysis.PerUnitSample{Units: w.DecodeUnits(), Requests: count(w)}
+			scrape := m.ms.Spec.Rollout.Analysis.ScrapeInterval.Duration
+			units := func(w ColorWindow, color string) analysis.PerUnitSample {
+				return analysis.PerUnitSample{Units: w.DecodeUnits(), Blocks: v.DecodeBlocks(color, window, scrape), Requests: count(w)}
 			}
-			out = append(out, analysis.JudgePerUnit(mt, units(cand), units(stable), minSamples, look, at))
+			out = append(out, analysis.JudgePerUnit(mt, units(cand, candidateColor), units(stable, stableColor), minSamples, look, at))
 			continue
 		}
 		if mt.Name == metrics.MetricAbortRatio {
