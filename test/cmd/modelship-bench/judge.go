@@ -163,6 +163,7 @@ var judgeRollout struct {
 	stepDuration time.Duration         // --judge-step-duration: stepDuration (the API's 2m)
 	minStep      time.Duration         // --judge-min-step: minStepDuration (unset)
 	loadMatching v1alpha1.LoadMatching // --judge-load-matching: loadMatching (StablePods)
+	scrape       time.Duration         // --judge-scrape-interval: analysis.scrapeInterval (the simulator's 15s)
 }
 
 // applyJudgeRollout sets the fields of judgeRollout that are not zero on r.
@@ -179,6 +180,11 @@ func applyJudgeRollout(r *v1alpha1.RolloutSpec) {
 	}
 	if j.loadMatching != "" {
 		r.LoadMatching = j.loadMatching
+	}
+	if j.scrape > 0 {
+		// Prometheus scraping this seldom: the analysis's windows, settle time and blocks are
+		// read at it (the simulator still snapshots every tick).
+		r.Analysis.ScrapeInterval = &v1alpha1.Duration{Duration: j.scrape}
 	}
 }
 

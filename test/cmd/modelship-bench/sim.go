@@ -63,6 +63,7 @@ func runSim(args []string) error {
 	fs.DurationVar(&judgeRollout.minStep, "judge-min-step", 0, "the judge matrix's spec.rollout.minStepDuration: a step ends after it on a confident pass (0: unset, every step lasts the API's 2m)")
 	fs.DurationVar(&judgeRollout.stepDuration, "judge-step-duration", 0, "the judge matrix's spec.rollout.stepDuration (0: the API's 2m)")
 	fs.DurationVar(&judgeRollout.interval, "judge-interval", 0, "the judge matrix's spec.rollout.analysis.interval (0: the API's 30s)")
+	fs.DurationVar(&judgeRollout.scrape, "judge-scrape-interval", 0, "the judge matrix's spec.rollout.analysis.scrapeInterval, a multiple of 5s (0: the simulated Prometheus's 15s)")
 	gpuSpeed := fs.Float64("gpu-speed", 1, "the simulated GPUs' speed relative to the token rates modelship's work query assumes (0.7: 30% slower); with --workload it multiplies each workload's own")
 	workload := fs.String("workload", "", "run the autoscaling policies on workloads of the matrix (test/sim/workloads): a name, comma-separated names, or 'matrix' for all; --trace, when not the shipped trace, is added at --rate-scale")
 	matrixBase := fs.String("matrix-base", shippedTrace, "the shipped trace the matrix's replays are built from")

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
 	"github.com/modelship/modelship/test/framework/fleet"
 )
 
@@ -130,5 +131,22 @@ func TestTheJudgeMatrixSizesItsFleetAndRunsItsGPUs(t *testing.T) {
 		if _, err := parseJudgeWorkloads(bad, tr, fleet.DefaultCapacity()); err == nil {
 			t.Errorf("%s accepted", bad)
 		}
+	}
+}
+
+// The --judge-* flags set the judge matrix's spec.rollout where given and leave the API's
+// defaults where not.
+func TestApplyJudgeRolloutSetsOnlyWhatIsGiven(t *testing.T) {
+	saved := judgeRollout
+	t.Cleanup(func() { judgeRollout = saved })
+	var r v1alpha1.RolloutSpec
+	applyJudgeRollout(&r)
+	if r.Analysis.ScrapeInterval != nil || r.StepDuration.Duration != 0 || r.LoadMatching != "" {
+		t.Fatalf("no flag given, yet %+v", r)
+	}
+	judgeRollout.scrape, judgeRollout.stepDuration = time.Minute, 30*time.Second
+	applyJudgeRollout(&r)
+	if r.Analysis.ScrapeInterval == nil || r.Analysis.ScrapeInterval.Duration != time.Minute || r.StepDuration.Duration != 30*time.Second {
+		t.Errorf("--judge-scrape-interval 1m --judge-step-duration 30s gave %+v", r)
 	}
 }
