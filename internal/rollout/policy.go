@@ -99,7 +99,7 @@ func policyOf(ms *v1alpha1.ModelServer) policy {
 	}
 	p.window = window.Of(p.interval, scrape)
 	p.settle = window.Settle(scrape)
-	p.scrape = window.Settle(scrape) // one scrape interval, the default's where unset
+	p.scrape = window.Scrape(scrape)
 	if ra := r.Inconclusive.RollbackAfter; ra != nil && ra.Duration > 0 {
 		p.inconclusiveRollback = ra.Duration
 	}

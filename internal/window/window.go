@@ -33,8 +33,13 @@ func Of(interval, scrapeInterval time.Duration) time.Duration {
 // finish, so a window opened at the switch counts requests queued before it; by the first
 // scrape after the switch, the queues a burst built at the old weights have mostly drained.
 func Settle(scrapeInterval time.Duration) time.Duration {
+	return Scrape(scrapeInterval)
+}
+
+// Scrape is the scrape interval: scrapeInterval, DefaultScrapeInterval when not positive.
+func Scrape(scrapeInterval time.Duration) time.Duration {
 	if scrapeInterval <= 0 {
-		scrapeInterval = DefaultScrapeInterval
+		return DefaultScrapeInterval
 	}
 	return scrapeInterval
 }

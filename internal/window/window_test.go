@@ -30,3 +30,15 @@ func TestWindow(t *testing.T) {
 		})
 	}
 }
+
+// The scrape interval, and the settle time of one, take Prometheus's default where none is set.
+func TestScrapeAndSettle(t *testing.T) {
+	for _, tc := range []struct{ in, want time.Duration }{{0, DefaultScrapeInterval}, {-time.Second, DefaultScrapeInterval}, {15 * time.Second, 15 * time.Second}} {
+		if got := Scrape(tc.in); got != tc.want {
+			t.Errorf("Scrape(%s) = %s, want %s", tc.in, got, tc.want)
+		}
+		if got := Settle(tc.in); got != tc.want {
+			t.Errorf("Settle(%s) = %s, want %s", tc.in, got, tc.want)
+		}
+	}
+}
