@@ -142,7 +142,7 @@ func JudgePerUnit(m v1alpha1.AnalysisMetric, cand, stable PerUnitSample, minSamp
 	bound := ratio * sm
 	z, df := PerUnitTest(cand.Units, stable.Units, ratio)
 	n := fmt.Sprintf("pods: candidate %d, stable %d", len(cand.Units), len(stable.Units))
-	if df < blockUnitDF || math.IsNaN(z) {
+	if df < blockUnitDF {
 		if bz, bdf, pairs := PairedBlockTest(cand.Blocks, stable.Blocks, ratio); bdf >= minBlockDF && !math.IsNaN(bz) {
 			// Too few pods to know their spread: the colors are compared over time instead,
 			// each scrape interval a pair.
@@ -243,12 +243,26 @@ func BlockTimes(at time.Time, window, scrape time.Duration) (ends []time.Time, s
 	if scrape <= 0 || window <= 0 {
 		return nil, 0
 	}
-	every := max(scrape, scrape*((window/maxBlocks+scrape-1)/scrape))
-	span = every + scrape
+	every, span := blockSpacing(window, scrape)
 	for end := at; !end.Add(-span).Before(at.Add(-window)); end = end.Add(-every) {
 		ends = append(ends, end)
 	}
 	return ends, span
+}
+
+// blockSpacing is BlockTimes' spacing of the blocks over a window and the span each query
+// reads (scrape positive).
+func blockSpacing(window, scrape time.Duration) (every, span time.Duration) {
+	every = max(scrape, scrape*((window/maxBlocks+scrape-1)/scrape))
+	return every, every + scrape
+}
+
+// PairsOverTime says whether a per-unit metric with these pods is judged on the colors paired
+// over time (PairedBlockTest) where blocks are read: PerUnitTest's degrees of freedom below
+// blockUnitDF. The controller reads the blocks only then, and so does the simulator.
+func PairsOverTime(cand, stable []UnitSum) bool {
+	_, df := PerUnitTest(cand, stable, 1)
+	return df < blockUnitDF
 }
 
 // minBlockDF is the fewest degrees of freedom (paired blocks less one) PairedBlockTest is

@@ -27,7 +27,10 @@ type perUnitPlan struct {
 // planPerUnit renders the queries of the per-unit metrics among ms.
 func planPerUnit(ms []v1alpha1.AnalysisMetric, t Target, candVars, stableVars metrics.Vars, window time.Duration) (*perUnitPlan, error) {
 	p := &perUnitPlan{window: window, scrape: t.Scrape}
-	_, span := BlockTimes(time.Time{}, window, t.Scrape)
+	var span time.Duration
+	if t.Scrape > 0 && window > 0 {
+		_, span = blockSpacing(window, t.Scrape)
+	}
 	render := func(m v1alpha1.AnalysisMetric, v metrics.Vars) ([2]string, error) {
 		num, err := metrics.Render(m.PerUnit.NumeratorQuery, v)
 		if err != nil {
@@ -84,10 +87,7 @@ func (p *perUnitPlan) start(ctx context.Context, q metrics.Querier, at time.Time
 		var wg sync.WaitGroup
 		for i := range d.cand {
 			c, s := &d.cand[i], &d.stable[i]
-			if p.blockCand[i] == ([2]string{}) || c.Err != nil || s.Err != nil || len(ends) == 0 {
-				continue
-			}
-			if _, df := PerUnitTest(c.Units, s.Units, 1); df >= blockUnitDF {
+			if p.blockCand[i] == ([2]string{}) || c.Err != nil || s.Err != nil || len(ends) == 0 || !PairsOverTime(c.Units, s.Units) {
 				continue
 			}
 			c.Blocks = fetchBlocks(ctx, q, p.blockCand[i], ends, sem, &wg)

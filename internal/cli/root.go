@@ -163,7 +163,6 @@ func (o *options) clientFromFlags() (client.WithWatch, string, error) {
 	return c, ns, nil
 }
 
-// getModelServer reads one ModelServer, with an error that names it and its namespace.
 // readModelServer connects and reads the ModelServer name in the namespace of the flags.
 func (o *options) readModelServer(ctx context.Context, name string) (client.WithWatch, *v1alpha1.ModelServer, error) {
 	c, ns, err := o.newClient()
@@ -174,6 +173,7 @@ func (o *options) readModelServer(ctx context.Context, name string) (client.With
 	return c, ms, err
 }
 
+// getModelServer reads one ModelServer, with an error that names it and its namespace.
 func getModelServer(ctx context.Context, c client.Client, ns, name string) (*v1alpha1.ModelServer, error) {
 	ms := &v1alpha1.ModelServer{}
 	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, ms); err != nil {

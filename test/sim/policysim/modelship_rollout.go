@@ -184,11 +184,14 @@ func (m *ModelshipRollout) measure(v *View, window time.Duration, look analysis.
 		if mt.PerUnit != nil {
 			// decode-per-token, the presets' per-unit metric: the pods' decode seconds over
 			// their decoded tokens.
-			scrape := m.ms.Spec.Rollout.Analysis.ScrapeInterval.Duration
-			units := func(w ColorWindow, color string) analysis.PerUnitSample {
-				return analysis.PerUnitSample{Units: w.DecodeUnits(), Blocks: v.DecodeBlocks(color, window, scrape), Requests: count(w)}
+			c := analysis.PerUnitSample{Units: cand.DecodeUnits(), Requests: count(cand)}
+			s := analysis.PerUnitSample{Units: stable.DecodeUnits(), Requests: count(stable)}
+			if analysis.PairsOverTime(c.Units, s.Units) {
+				// As the controller: the blocks are read only where the pods are too few.
+				scrape := m.ms.Spec.Rollout.Analysis.ScrapeInterval.Duration
+				c.Blocks, s.Blocks = v.DecodeBlocks(candidateColor, window, scrape), v.DecodeBlocks(stableColor, window, scrape)
 			}
-			out = append(out, analysis.JudgePerUnit(mt, units(cand, candidateColor), units(stable, stableColor), minSamples, look, at))
+			out = append(out, analysis.JudgePerUnit(mt, c, s, minSamples, look, at))
 			continue
 		}
 		if mt.Name == metrics.MetricAbortRatio {
