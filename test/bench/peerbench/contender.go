@@ -68,6 +68,12 @@ type Modelship struct {
 	SLO *SLO
 	// LoadMatching is the rollouts' spec.rollout.loadMatching; empty: StablePods.
 	LoadMatching v1alpha1.LoadMatching
+	// ScrapeInterval, when set, is the rollouts' spec.rollout.analysis.scrapeInterval (the
+	// stack's Prometheus scrapes every second); unset, the controller's flag (the stack's 8s).
+	ScrapeInterval time.Duration
+	// MinStep, when set, is the rollouts' spec.rollout.minStepDuration: a step whose analysis
+	// passed confidently ends after it.
+	MinStep time.Duration
 }
 
 // Name implements Contender.
@@ -100,6 +106,12 @@ func (m Modelship) ModelServer(ns, image string, autoscaled bool) *v1alpha1.Mode
 	ms.Spec.Replicas = ptr.To(int32(RolloutReplicas))
 	ms.Spec.Rollout.Steps = []int32{10, 25, 50, 100}
 	ms.Spec.Rollout.LoadMatching = cmp.Or(m.LoadMatching, v1alpha1.LoadMatchingStablePods)
+	if m.ScrapeInterval > 0 && !autoscaled {
+		ms.Spec.Rollout.Analysis.ScrapeInterval = &v1alpha1.Duration{Duration: m.ScrapeInterval}
+	}
+	if m.MinStep > 0 && !autoscaled {
+		ms.Spec.Rollout.MinStepDuration = &v1alpha1.Duration{Duration: m.MinStep}
+	}
 	ms.Spec.Autoscaling = nil
 	if autoscaled {
 		ms.Spec.Replicas = ptr.To(int32(MinReplicas))

@@ -43,3 +43,24 @@ func TestTheSLOContenderAutoscalesOnTheScenariosSLOAlone(t *testing.T) {
 		t.Errorf("not autoscaled: %+v replicas %d, want none and %d", fixed.Spec.Autoscaling, ptr.Deref(fixed.Spec.Replicas, 0), RolloutReplicas)
 	}
 }
+
+// TestTheRolloutsTellTheScrapeIntervalAndMinStepWhenGiven: -scrape-interval and -min-step set
+// the rollouts' spec.rollout.analysis.scrapeInterval and minStepDuration, and nothing else: the
+// autoscaling scenario's ModelServer and a contender without them keep the controller's
+// defaults.
+func TestTheRolloutsTellTheScrapeIntervalAndMinStepWhenGiven(t *testing.T) {
+	k := Modelship{ScrapeInterval: time.Second, MinStep: 10 * time.Second}
+	r := k.ModelServer("ns", "img", false).Spec.Rollout
+	if r.Analysis.ScrapeInterval == nil || r.Analysis.ScrapeInterval.Duration != time.Second {
+		t.Errorf("rollouts' scrapeInterval %v, want 1s", r.Analysis.ScrapeInterval)
+	}
+	if r.MinStepDuration == nil || r.MinStepDuration.Duration != 10*time.Second {
+		t.Errorf("rollouts' minStepDuration %v, want 10s", r.MinStepDuration)
+	}
+	if a := k.ModelServer("ns", "img", true).Spec.Rollout; a.Analysis.ScrapeInterval != nil || a.MinStepDuration != nil {
+		t.Errorf("the autoscaling scenario's rollout spec %+v: want the controller's defaults", a)
+	}
+	if d := (Modelship{}).ModelServer("ns", "img", false).Spec.Rollout; d.Analysis.ScrapeInterval != nil || d.MinStepDuration != nil {
+		t.Errorf("without the flags: %+v, want the controller's defaults", d)
+	}
+}

@@ -49,6 +49,8 @@ func runPeers(args []string) error {
 	badHorizon := fs.Duration("bad-horizon", 150*time.Second, "how long the slower release is watched (its requests are counted over it)")
 	repeat := fs.Int("repeat", 1, "rounds of every scenario, contenders taking turns within a round; with more than one, the figures of each round and then each figure's median, min and max (the plot shows round 1, the CSV all)")
 	loadMatching := fs.String("load-matching", string(v1alpha1.LoadMatchingStablePods), "modelship's spec.rollout.loadMatching in the rollouts (StablePods, the API's default; None: the step weights as written)")
+	scrape := fs.Duration("scrape-interval", 0, "modelship's spec.rollout.analysis.scrapeInterval in the rollouts (the stack's Prometheus scrapes every 1s; 0: the controller's flag, 8s)")
+	minStep := fs.Duration("min-step", 0, "modelship's spec.rollout.minStepDuration in the rollouts (0: unset)")
 	sloTTFT := fs.Duration("slo-ttft", 2*time.Second, "p95 time-to-first-token SLO")
 	sloITL := fs.Duration("slo-itl", 100*time.Millisecond, "p95 inter-token latency SLO")
 	if err := fs.Parse(args); err != nil {
@@ -182,7 +184,7 @@ func runPeers(args []string) error {
 			return err
 		}
 		if err := play("rollouts", o.Rollouts, rd.rollouts,
-			peerbench.Modelship{LoadMatching: v1alpha1.LoadMatching(*loadMatching)}, peerbench.Flagger{PrometheusURL: prom},
+			peerbench.Modelship{LoadMatching: v1alpha1.LoadMatching(*loadMatching), ScrapeInterval: *scrape, MinStep: *minStep}, peerbench.Flagger{PrometheusURL: prom},
 			peerbench.ArgoRollouts{PrometheusURL: prom}); err != nil {
 			return err
 		}
