@@ -110,6 +110,7 @@ func JudgeHistogram(m v1alpha1.AnalysisMetric, cand, stable HistogramSample, min
 		if cand.Requests.Value < float64(minSamples) {
 			return verdict(v1alpha1.VerdictInconclusive, fmt.Sprintf("too few samples: %s < %d", format(cand.Requests.Value), minSamples))
 		}
+		look = look.Tested(cand.Requests.Value, minSamples)
 	}
 	if cErr != nil {
 		return verdict(v1alpha1.VerdictInconclusive, "candidate: "+cErr.Error())
@@ -166,7 +167,7 @@ func relativeVerdict(res v1alpha1.MetricResult, cv, sv, ratio, z, zPass float64,
 		if !above(cv, bound) {
 			cmp = "<="
 		}
-		res.Verdict, res.Message = v1alpha1.VerdictFail, fmt.Sprintf("%s %s %s %s (%sx stable %s): slower than %sx stable (z %.2f >= %.2f, the threshold of step %d with %sx its first window's data; %s)", name, format(cv), cmp, format(bound), format(ratio), format(sv), format(ratio), z, zf, max(look.Step, 1), format(max(look.Info, 1)), n)
+		res.Verdict, res.Message = v1alpha1.VerdictFail, fmt.Sprintf("%s %s %s %s (%sx stable %s): slower than %sx stable (z %.2f >= %.2f, the threshold of step %d with %sx the data of its first tested window; %s)", name, format(cv), cmp, format(bound), format(ratio), format(sv), format(ratio), z, zf, max(look.Step, 1), format(max(look.Info, 1)), n)
 	case above(cv, bound):
 		res.Verdict, res.Message = v1alpha1.VerdictInconclusive, fmt.Sprintf("%s %s > %s (%sx stable %s) but not significant (z %.2f < %.2f; %s)", name, format(cv), format(bound), format(ratio), format(sv), z, zf, n)
 	case zPass <= -zf:

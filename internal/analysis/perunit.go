@@ -111,6 +111,7 @@ func JudgePerUnit(m v1alpha1.AnalysisMetric, cand, stable PerUnitSample, minSamp
 		if cand.Requests.Value < float64(minSamples) {
 			return verdict(v1alpha1.VerdictInconclusive, fmt.Sprintf("too few samples: %s < %d", format(cand.Requests.Value), minSamples))
 		}
+		look = look.Tested(cand.Requests.Value, minSamples)
 	}
 	switch {
 	case cand.Err != nil:

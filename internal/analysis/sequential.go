@@ -48,6 +48,27 @@ type Look struct {
 	Looks float64
 }
 
+// Tested is l with its data counted from the first look that can be tested: the candidate's n
+// requests over the sample gate's minSamples, where that is less than l.Info. A step's looks
+// before its candidate has served minSamples requests are not tests (Inconclusive: too few
+// samples) and spend none of the budget; counted in windows from the step's first, they
+// raised the threshold of its first tested look as if the data had been watched from the
+// start (with a 5 s window and a candidate pod at 2 requests a second, the first tested look
+// came at four windows, 3.71 instead of 3.29). The clock min(Info, n/minSamples) grows with
+// the window and starts at 1 at the first tested look. Where the samples set it, Looks is 0:
+// a doubling of the samples holds as many looks as it takes, and only the band's bound
+// (a z watched without pause) holds for any number. minSamples 0 (no gate) or n unknown:
+// l unchanged.
+func (l Look) Tested(n float64, minSamples int32) Look {
+	if minSamples <= 0 || !(n >= float64(minSamples)) {
+		return l
+	}
+	if s := n / float64(minSamples); s < max(l.Info, 1) {
+		l.Info, l.Looks = s, 0
+	}
+	return l
+}
+
 // FailZ is the one-sided threshold of the rank test's z at a look of step s whose window holds
 // Info in doubling band j = floor(log2(Info)) (j = 0 from 1 to 2, 1 from 2 to 4, ...): the z
 // that the looks of the band cross with probability at most a = Alpha / (s(s+1) (j+1)(j+2)).
@@ -245,6 +266,7 @@ func JudgeProportion(m v1alpha1.AnalysisMetric, cand, stable, candN, stableN met
 	case candN.Status != metrics.OK || stableN.Status != metrics.OK || candN.Value <= 0 || stableN.Value <= 0:
 		return inconclusive("request counts unknown: a share needs both colors' counts")
 	}
+	look = look.Tested(candN.Value, minSamples)
 	r := m.MaxRatioToStable.AsApproximateFloat64()
 	pc, ps, nc, ns := cand.Value, stable.Value, candN.Value, stableN.Value
 	excess := pc - r*ps

@@ -7,6 +7,9 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
 	"github.com/modelship/modelship/internal/metrics"
 )
 
@@ -363,5 +366,88 @@ func TestAConfidentPassHoldsTheErrorBudgetAtTheBound(t *testing.T) {
 		case c.mult == 1 && c.phi == 0 && c.per == 60 && endN[2] < seeds*9/10:
 			t.Errorf("%s: confident at the end of step 3 in only %d of %d rollouts", c.name, endN[2], seeds)
 		}
+	}
+}
+
+// TestASlowCandidateIsTestedFromItsFirstTestableLook: a step whose candidate gathers its
+// minSamples requests only after several windows (a short window, one candidate pod at a low
+// rate) is judged at its first tested look against the first band's threshold, not against
+// one raised by the windows in which nothing could be tested: the same data fail there and
+// pass with the sample gate off (the step's clock counted in windows).
+func TestASlowCandidateIsTestedFromItsFirstTestableLook(t *testing.T) {
+	look := Look{Step: 1, Info: 4, Looks: 1} // four windows in, one look per window
+	if got, want := FailZ(look.Tested(20, 20)), FailZ(Look{Step: 1}); got != want {
+		t.Errorf("first tested look (20 of 20 samples) four windows in: threshold %.3f, want the first band's %.3f", got, want)
+	}
+	if got, want := FailZ(look.Tested(100, 20)), FailZ(look); got != want {
+		t.Errorf("samples five times the gate four windows in: threshold %.3f, want the window clock's %.3f", got, want)
+	}
+	if got := look.Tested(30, 0); got != look {
+		t.Errorf("no sample gate: look %+v, want %+v unchanged", got, look)
+	}
+	m := v1alpha1.AnalysisMetric{Name: metrics.MetricAbortRatio, Query: "q", MaxRatioToStable: resource.NewMilliQuantity(1500, resource.DecimalSI)}
+	ok := func(v float64) metrics.Sample { return metrics.Sample{Status: metrics.OK, Value: v} }
+	// 2 of 20 candidate requests against 1% of 2,000: z 3.62, between 3.29 and FailZ(look).
+	gated := JudgeProportion(m, ok(0.1), ok(0.01), ok(20), ok(2000), 20, look, now)
+	ungated := JudgeProportion(m, ok(0.1), ok(0.01), ok(20), ok(2000), 0, look, now)
+	if gated.Verdict != v1alpha1.VerdictFail || ungated.Verdict != v1alpha1.VerdictPass {
+		t.Errorf("gated: %s (%s); ungated: %s (%s); want Fail at the first tested look, Pass on the window clock", gated.Verdict, gated.Message, ungated.Verdict, ungated.Message)
+	}
+}
+
+// TestTheSampleClockHoldsTheBudget: an identical candidate whose requests trickle in (the
+// gate's minSamples reached after eight windows, then about a sixteenth of it per look, one look
+// per window) watched until 64 times its first tested data fails the first step's threshold
+// in at most its share of the budget (Alpha/2). A clock from the samples that kept the union
+// bound over a window's one look (2.81 where the band's is 3.29) fails about twice as often.
+func TestTheSampleClockHoldsTheBudget(t *testing.T) {
+	const (
+		paths      = 20000
+		minSamples = 32
+		perLook    = 2 // requests per look: 16 looks per doubling of the first tested data
+		lastLook   = 64 * minSamples / perLook
+	)
+	memo := map[Look]float64{} // FailZ is constant within a band
+	failZ := func(l Look) float64 {
+		l.Info = math.Exp2(math.Floor(math.Log2(max(l.Info, 1))))
+		z, ok := memo[l]
+		if !ok {
+			z = FailZ(l)
+			memo[l] = z
+		}
+		return z
+	}
+	rng := rand.New(rand.NewPCG(11, 5))
+	crossed, loose := 0, 0
+	for range paths {
+		var b float64 // the sum of the candidate's standardized observations
+		hit, hitLoose := false, false
+		for k := 1; k <= lastLook && !(hit && hitLoose); k++ {
+			for range perLook {
+				b += rng.NormFloat64()
+			}
+			n := float64(k * perLook)
+			if n < minSamples {
+				continue // too few samples: not a test
+			}
+			look := Look{Step: 1, Info: float64(k), Looks: 1}.Tested(n, minSamples)
+			z := b / math.Sqrt(n)
+			hit = hit || z >= failZ(look)
+			l := look
+			l.Looks = 1
+			hitLoose = hitLoose || z >= failZ(l)
+		}
+		if hit {
+			crossed++
+		}
+		if hitLoose {
+			loose++
+		}
+	}
+	rate := float64(crossed) / paths
+	fmt.Printf("FIGURE sample_clock rollouts=%d failed=%d (%.3f%%, budget of step 1: %.3f%%); with a look's union bound: %d (%.3f%%)\n",
+		paths, crossed, 100*rate, 100*Alpha/2, loose, 100*float64(loose)/paths)
+	if rate > Alpha/2 {
+		t.Errorf("an identical candidate on the sample clock failed %.3f%% of rollouts at step 1, want at most %.3f%%", 100*rate, 100*Alpha/2)
 	}
 }
