@@ -49,8 +49,9 @@ func runPeers(args []string) error {
 	badHorizon := fs.Duration("bad-horizon", 150*time.Second, "how long the slower release is watched (its requests are counted over it)")
 	repeat := fs.Int("repeat", 1, "rounds of every scenario, contenders taking turns within a round; with more than one, the figures of each round and then each figure's median, min and max (the plot shows round 1, the CSV all)")
 	loadMatching := fs.String("load-matching", string(v1alpha1.LoadMatchingStablePods), "modelship's spec.rollout.loadMatching in the rollouts (StablePods, the API's default; None: the step weights as written)")
-	scrape := fs.Duration("scrape-interval", 0, "modelship's spec.rollout.analysis.scrapeInterval in the rollouts (the stack's Prometheus scrapes every 1s; 0: the controller's flag, 8s)")
-	minStep := fs.Duration("min-step", 0, "modelship's spec.rollout.minStepDuration in the rollouts (0: unset)")
+	scrape := fs.Duration("scrape-interval", time.Second, "modelship's spec.rollout.analysis.scrapeInterval in the rollouts: the stack's Prometheus scrapes every second (0: the controller's flag, 8s, which the e2e stories run)")
+	minStep := fs.Duration("min-step", 10*time.Second, "modelship's spec.rollout.minStepDuration in the rollouts: a step whose analysis passes confidently ends after it (0: unset, every step lasts 20s)")
+	scenarios := fs.String("scenarios", "autoscaling,rollouts", "scenarios to run, comma-separated (autoscaling, rollouts)")
 	sloTTFT := fs.Duration("slo-ttft", 2*time.Second, "p95 time-to-first-token SLO")
 	sloITL := fs.Duration("slo-itl", 100*time.Millisecond, "p95 inter-token latency SLO")
 	if err := fs.Parse(args); err != nil {
@@ -65,6 +66,15 @@ func runPeers(args []string) error {
 	want := map[string]bool{}
 	for _, c := range strings.Split(*contenders, ",") {
 		want[strings.TrimSpace(c)] = true
+	}
+	scenario := map[string]bool{}
+	for _, sc := range strings.Split(*scenarios, ",") {
+		switch sc = strings.TrimSpace(sc); sc {
+		case "autoscaling", "rollouts":
+			scenario[sc] = true
+		default:
+			return fmt.Errorf("-scenarios: unknown scenario %q (want autoscaling, rollouts)", sc)
+		}
 	}
 	if want["keda-hpa"] || want["flagger"] || *smoke || *flaggerSmoke {
 		if ok, why := peers.Built(); !ok {
@@ -179,14 +189,18 @@ func runPeers(args []string) error {
 			}
 			return nil
 		}
-		if err := play("autoscaling", o.Autoscaling, rd.scale,
-			peerbench.Modelship{}, peerbench.Modelship{Recipe: true}, peerbench.Modelship{SLO: &slo}, peerbench.KEDAHPA{PrometheusURL: prom}); err != nil {
-			return err
+		if scenario["autoscaling"] {
+			if err := play("autoscaling", o.Autoscaling, rd.scale,
+				peerbench.Modelship{}, peerbench.Modelship{Recipe: true}, peerbench.Modelship{SLO: &slo}, peerbench.KEDAHPA{PrometheusURL: prom}); err != nil {
+				return err
+			}
 		}
-		if err := play("rollouts", o.Rollouts, rd.rollouts,
-			peerbench.Modelship{LoadMatching: v1alpha1.LoadMatching(*loadMatching), ScrapeInterval: *scrape, MinStep: *minStep}, peerbench.Flagger{PrometheusURL: prom},
-			peerbench.ArgoRollouts{PrometheusURL: prom}); err != nil {
-			return err
+		if scenario["rollouts"] {
+			if err := play("rollouts", o.Rollouts, rd.rollouts,
+				peerbench.Modelship{LoadMatching: v1alpha1.LoadMatching(*loadMatching), ScrapeInterval: *scrape, MinStep: *minStep}, peerbench.Flagger{PrometheusURL: prom},
+				peerbench.ArgoRollouts{PrometheusURL: prom}); err != nil {
+				return err
+			}
 		}
 		rounds = append(rounds, rd)
 	}
