@@ -98,6 +98,19 @@ func gpuNode(t *testing.T, pool string, gpus int64) string {
 	if err := k8s.Update(ctx, n); err != nil {
 		t.Fatalf("lifting the not-ready taint: %v", err)
 	}
+	// The controller's capacity check reads nodes from its cache, and a node it does not see
+	// yet with its GPUs, untainted, is one that matches nothing: free GPUs unknown, nothing
+	// clamped (nodes come on demand). Under a loaded machine the cache can lag by seconds.
+	eventually(t, 20*time.Second, "node "+n.Name+" in the controller's cache", func() error {
+		var seen corev1.Node
+		if err := controllerCache.Get(ctx, client.ObjectKeyFromObject(n), &seen); err != nil {
+			return err
+		}
+		if q := seen.Status.Allocatable[capacity.GPUResource]; q.Value() != gpus || len(seen.Spec.Taints) != 1 {
+			return fmt.Errorf("cached node: allocatable %s GPUs, taints %v", q.String(), seen.Spec.Taints)
+		}
+		return nil
+	})
 	return n.Name
 }
 

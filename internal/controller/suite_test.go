@@ -35,9 +35,11 @@ import (
 // The integration tests share one real kube-apiserver and etcd and one running controller;
 // each test works in its own namespace.
 var (
-	cfg       *rest.Config
-	k8s       client.Client
-	nsCounter atomic.Int32
+	cfg *rest.Config
+	k8s client.Client
+	// controllerCache is the running controller's informer cache: what its passes read.
+	controllerCache client.Reader
+	nsCounter       atomic.Int32
 )
 
 // signalInterval is how often the built-in autoscaling signals are fetched for all
@@ -81,6 +83,7 @@ func TestMain(m *testing.M) {
 			fmt.Println(err)
 			return 1
 		}
+		controllerCache = mgr.GetCache()
 		prom := fakePrometheus()
 		r := &ModelServerReconciler{
 			Client: mgr.GetClient(), LiveReader: mgr.GetAPIReader(), Scheme: scheme, Recorder: mgr.GetEventRecorder("modelship"),
