@@ -74,6 +74,10 @@ type Modelship struct {
 	// MinStep, when set, is the rollouts' spec.rollout.minStepDuration: a step whose analysis
 	// passed confidently ends after it.
 	MinStep time.Duration
+	// ScaleScrapeInterval, when set, is the autoscaling scenario's
+	// spec.rollout.analysis.scrapeInterval, from which the autoscaler's serving window is
+	// derived (at least four scrapes); unset, the controller's flag (the stack's 8s).
+	ScaleScrapeInterval time.Duration
 }
 
 // Name implements Contender.
@@ -111,6 +115,9 @@ func (m Modelship) ModelServer(ns, image string, autoscaled bool) *v1alpha1.Mode
 	}
 	if m.MinStep > 0 && !autoscaled {
 		ms.Spec.Rollout.MinStepDuration = &v1alpha1.Duration{Duration: m.MinStep}
+	}
+	if m.ScaleScrapeInterval > 0 && autoscaled {
+		ms.Spec.Rollout.Analysis.ScrapeInterval = &v1alpha1.Duration{Duration: m.ScaleScrapeInterval}
 	}
 	ms.Spec.Autoscaling = nil
 	if autoscaled {

@@ -63,4 +63,11 @@ func TestTheRolloutsTellTheScrapeIntervalAndMinStepWhenGiven(t *testing.T) {
 	if d := (Modelship{}).ModelServer("ns", "img", false).Spec.Rollout; d.Analysis.ScrapeInterval != nil || d.MinStepDuration != nil {
 		t.Errorf("without the flags: %+v, want the controller's defaults", d)
 	}
+	s := Modelship{SLO: &SLO{TTFT: time.Second}, ScaleScrapeInterval: 2 * time.Second}
+	if a := s.ModelServer("ns", "img", true).Spec.Rollout.Analysis.ScrapeInterval; a == nil || a.Duration != 2*time.Second {
+		t.Errorf("the autoscaling scenario's scrapeInterval %v, want 2s (-scale-scrape-interval)", a)
+	}
+	if r := s.ModelServer("ns", "img", false).Spec.Rollout.Analysis.ScrapeInterval; r != nil {
+		t.Errorf("the rollouts' scrapeInterval %v: -scale-scrape-interval is the autoscaling scenario's", r)
+	}
 }
