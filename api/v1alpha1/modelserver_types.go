@@ -662,7 +662,9 @@ type AnalysisSpec struct {
 	// MinSamples is the number of candidate requests (over the analysis window) below which a
 	// measurement is inconclusive rather than judged. Defaults to 20: histogram metrics (the
 	// presets' latencies) are judged with a test that accounts for the sample counts, so a
-	// low count makes a measurement inconclusive rather than failed.
+	// low count makes a measurement inconclusive rather than failed. A step's error budget is
+	// spent from its first measurement with at least minSamples requests: the measurements
+	// before it, which cannot fail, do not raise the threshold of those after.
 	// +kubebuilder:default=20
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=1000000

@@ -39,9 +39,10 @@ const Alpha = 0.01
 // Look says which measurement of the rollout a judgement is: Step is the rollout's step (1 the
 // first), Info how much data the window holds against the step's first full window (its length
 // over the analysis window: 1 at the first measurement of the step, 2 once the window is
-// twice as long), Looks how many measurements a window's worth of data gets at most (the
-// analysis window over the analysis interval; 0 counts as watching without pause). Zero Step
-// and Info count as 1.
+// twice as long; the judges count it from the first tested look instead where the candidate's
+// requests set it lower, Tested), Looks how many measurements a window's worth of data gets at
+// most (the analysis window over the analysis interval; 0 counts as watching without pause).
+// Zero Step and Info count as 1.
 type Look struct {
 	Step  int
 	Info  float64
