@@ -422,7 +422,7 @@ func TestTheSampleClockHoldsTheBudget(t *testing.T) {
 	for range paths {
 		var b float64 // the sum of the candidate's standardized observations
 		hit, hitLoose := false, false
-		for k := 1; k <= lastLook && !(hit && hitLoose); k++ {
+		for k := 1; k <= lastLook && (!hit || !hitLoose); k++ {
 			for range perLook {
 				b += rng.NormFloat64()
 			}
