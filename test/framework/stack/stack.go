@@ -233,8 +233,11 @@ func (s *Stack) StartControllerNamed(name string, extra ...string) (*devenv.Proc
 		"--autoscaling-signal-interval", "2s",
 		// The local Prometheus scrapes every second (test/framework/devenv/prometheus.go); 8s is
 		// overstated on purpose: analysis windows of 32s hold about 60 requests of a candidate
-		// at 10% of ~20 requests/s, a few times the API's default minSamples of 20 (a bursty
-		// trace often sends fewer: at 50 a step could wait minutes for a window to fill).
+		// at 10% of ~20 requests/s, a few times the API's default minSamples of 20, and the e2e
+		// stories' timings (the autoscaler's 32s serving window among them) were set on it.
+		// make bench-peers tells its rollouts the truth per ModelServer
+		// (spec.rollout.analysis.scrapeInterval: 1s): a step's window grows and its data count
+		// from its first tested look, so short windows no longer cost a slow candidate its test.
 		"--prometheus-scrape-interval", "8s"), extra...)
 	return s.Env.StartProcess(name, args, nil)
 }
