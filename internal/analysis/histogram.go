@@ -103,14 +103,9 @@ func JudgeHistogram(m v1alpha1.AnalysisMetric, cand, stable HistogramSample, min
 	}
 	res.Bound = describeBounds(m, stableSample)
 
-	if minSamples > 0 {
-		if cand.Requests.Status != metrics.OK {
-			return verdict(v1alpha1.VerdictInconclusive, "samples: "+messageOf(cand.Requests))
-		}
-		if cand.Requests.Value < float64(minSamples) {
-			return verdict(v1alpha1.VerdictInconclusive, fmt.Sprintf("too few samples: %s < %d", format(cand.Requests.Value), minSamples))
-		}
-		look = look.Tested(cand.Requests.Value, minSamples)
+	look, why := sampleGate(cand.Requests, minSamples, look)
+	if why != "" {
+		return verdict(v1alpha1.VerdictInconclusive, why)
 	}
 	if cErr != nil {
 		return verdict(v1alpha1.VerdictInconclusive, "candidate: "+cErr.Error())

@@ -94,9 +94,6 @@ func (p *perUnitPlan) start(ctx context.Context, q metrics.Querier, at time.Time
 			s.Blocks = fetchBlocks(ctx, q, p.blockStable[i], ends, sem, &wg)
 		}
 		wg.Wait()
-		for i := range d.cand {
-			d.cand[i].Blocks, d.stable[i].Blocks = worked(d.cand[i].Blocks), worked(d.stable[i].Blocks)
-		}
 		out <- d
 	}()
 	return out
@@ -122,17 +119,6 @@ func fetchBlocks(ctx context.Context, q metrics.Querier, queries [2]string, ends
 				b.Denominator += u.Denominator
 			}
 		})
-	}
-	return out
-}
-
-// worked is the blocks with work in them (PairedBlockTest pairs the blocks both colors have).
-func worked(blocks []UnitBlock) []UnitBlock {
-	var out []UnitBlock
-	for _, b := range blocks {
-		if b.Denominator > 0 {
-			out = append(out, b)
-		}
 	}
 	return out
 }

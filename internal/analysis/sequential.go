@@ -70,6 +70,21 @@ func (l Look) Tested(n float64, minSamples int32) Look {
 	return l
 }
 
+// sampleGate is the sample gate of the histogram and per-unit judges: why the candidate's
+// request count leaves the measurement Inconclusive (unknown, or below minSamples), or "" and
+// look counted from the first tested look (Tested). minSamples 0: no gate, look unchanged.
+func sampleGate(requests metrics.Sample, minSamples int32, look Look) (Look, string) {
+	switch {
+	case minSamples <= 0:
+		return look, ""
+	case requests.Status != metrics.OK:
+		return look, "samples: " + messageOf(requests)
+	case requests.Value < float64(minSamples):
+		return look, fmt.Sprintf("too few samples: %s < %d", format(requests.Value), minSamples)
+	}
+	return look.Tested(requests.Value, minSamples), ""
+}
+
 // FailZ is the one-sided threshold of the rank test's z at a look of step s whose window holds
 // Info in doubling band j = floor(log2(Info)) (j = 0 from 1 to 2, 1 from 2 to 4, ...): the z
 // that the looks of the band cross with probability at most a = Alpha / (s(s+1) (j+1)(j+2)).

@@ -188,7 +188,7 @@ func (m *ModelshipRollout) measure(v *View, window time.Duration, look analysis.
 			s := analysis.PerUnitSample{Units: stable.DecodeUnits(), Requests: count(stable)}
 			if analysis.PairsOverTime(c.Units, s.Units) {
 				// As the controller: the blocks are read only where the pods are too few.
-				scrape := m.ms.Spec.Rollout.Analysis.ScrapeInterval.Duration
+				scrape := rollout.ScrapeInterval(m.ms)
 				c.Blocks, s.Blocks = v.DecodeBlocks(candidateColor, window, scrape), v.DecodeBlocks(stableColor, window, scrape)
 			}
 			out = append(out, analysis.JudgePerUnit(mt, c, s, minSamples, look, at))
