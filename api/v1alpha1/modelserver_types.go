@@ -322,6 +322,11 @@ type RolloutSpec struct {
 	// matrix: a 1.25x slower build on 1.3x GPUs, its 4 candidate pods carrying a third of a
 	// stable pod's load at 10%, was never caught with None and always with StablePods). None
 	// sends each step's weight as written within the cap. status.weights shows the weight sent.
+	// In either mode, a step at which each Ready candidate pod still carries less than 0.9x a
+	// stable pod's load (one stable replica at a 25% step; pods started for the next step) only
+	// moves the candidate on: a Fail still rolls back, and a relative read above its bound that
+	// is far from significant does not hold it. The last step before the promotion holds such a
+	// read, and is not ended early on a lighter candidate.
 	// +kubebuilder:validation:Enum=None;StablePods
 	// +kubebuilder:default=StablePods
 	// +optional

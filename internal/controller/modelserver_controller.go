@@ -764,7 +764,6 @@ func (r *ModelServerReconciler) measure(ctx context.Context, ms *v1alpha1.ModelS
 	// The window holds the step's requests since its window opened (a scrape interval after
 	// the switch or the sizing, see rollout.MeasureWindow), four scrapes at least.
 	window := rollout.MeasureWindow(ms, now)
-	step, info, looks := rollout.MeasureLook(ms, now)
 	target := analysis.Target{
 		Namespace: ms.Namespace, Name: ms.Name,
 		Candidate: analysis.ColorTarget{Color: cand.Color, Revision: cand.Revision, Pods: metrics.PodRegex(ms.DeploymentName(cand.Color)), Pool: regexp.QuoteMeta(ms.PoolName(cand.Color)), Service: regexp.QuoteMeta(ms.ServiceName(cand.Color))},
@@ -773,7 +772,7 @@ func (r *ModelServerReconciler) measure(ctx context.Context, ms *v1alpha1.ModelS
 		// A stable color that lost every pod has nothing to compare with (see rollout's
 		// stableServesNothing): the candidate is held to absolute bounds only.
 		AbsoluteOnly: stable.ReadyReplicas == 0 && meta.IsStatusConditionTrue(ms.Status.Conditions, v1alpha1.ConditionDegraded),
-		Look:         analysis.Look{Step: step, Info: info, Looks: looks},
+		Look:         rollout.MeasureLook(ms, now),
 		Scrape:       rollout.ScrapeInterval(ms),
 	}
 	// The latency SLO, when the user states one, bounds the candidate's TTFT (the presets

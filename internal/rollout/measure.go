@@ -6,6 +6,7 @@ import (
 	"time"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
+	"github.com/modelship/modelship/internal/analysis"
 )
 
 // MeasureDue reports whether the controller should run analysis in this pass: a rollout holds
@@ -54,20 +55,57 @@ func MeasureWindow(ms *v1alpha1.ModelServer, now time.Time) time.Duration {
 // at the first measurement, 2 once the window is twice as long). The analysis raises its
 // failure threshold with both, so that the error budget holds over the whole rollout; never
 // with the number of measurements, so that a short analysis interval judges the same window
-// as a long one. looks is how many measurements a window's worth of data gets (AnalysisWindow
-// over the analysis interval): with few, the analysis can afford a lower threshold.
-func MeasureLook(ms *v1alpha1.ModelServer, now time.Time) (step int, info, looks float64) {
+// as a long one. Looks is how many measurements a window's worth of data gets (AnalysisWindow
+// over the analysis interval): with few, the analysis can afford a lower threshold. Load is
+// what each Ready candidate pod carries over what each Ready stable pod carries
+// (candidateLoad), and LastStep says that the step is the last before the promotion: a step
+// where the candidate's pods run lighter than the stable color's only moves it on, and the
+// last must clear it (analysis.Look.Light).
+func MeasureLook(ms *v1alpha1.ModelServer, now time.Time) analysis.Look {
 	pol := policyOf(ms)
-	looks = max(float64(pol.window)/float64(pol.interval), 1)
+	look := analysis.Look{Step: 1, Info: 1, Looks: max(float64(pol.window)/float64(pol.interval), 1)}
 	opens, ok := windowOpens(&ms.Status, pol)
 	if !ok {
-		return 1, 1, looks
+		return look
 	}
-	step = int(ms.Status.Rollout.Step)
+	step := int(ms.Status.Rollout.Step)
 	if ms.Status.Rollout.Shadow != nil {
 		step++ // the shadow phase was the first look
 	}
-	return max(step, 1), max(float64(now.Sub(opens))/float64(pol.window), 1), looks
+	look.Step, look.Info = max(step, 1), max(float64(now.Sub(opens))/float64(pol.window), 1)
+	look.Load = candidateLoad(&ms.Status)
+	look.LastStep = lastStep(&ms.Status, pol.steps)
+	return look
+}
+
+// candidateLoad is what each Ready candidate pod carries over what each Ready stable pod
+// carries at the route's weights, as the weights follow the pods (loadMatching StablePods):
+// (candidate weight / its Ready pods) / (stable weight / its Ready pods); 0 when either color
+// carries nothing or has no Ready pod. The weights follow the pods only up to the next step's
+// weight, and pods started for the next step share the current one: a 1-pod stable color at a
+// 25% step gives its candidate pod a third of the stable pod's load, 6 candidate pods at 25%
+// beside 6 stable ones the same.
+func candidateLoad(st *v1alpha1.ModelServerStatus) float64 {
+	c, s, w := st.Candidate, st.Stable, st.Weights
+	if c == nil || s == nil || w.Candidate <= 0 || w.Stable <= 0 || c.ReadyReplicas <= 0 || s.ReadyReplicas <= 0 {
+		return 0
+	}
+	return float64(w.Candidate) * float64(s.ReadyReplicas) / (float64(w.Stable) * float64(c.ReadyReplicas))
+}
+
+// lastStep: the step held is the last before the promotion (no step of steps lies between
+// its weight and 100).
+func lastStep(st *v1alpha1.ModelServerStatus, steps []int32) bool {
+	held := st.Rollout.StepWeight
+	if held <= 0 && st.Rollout.Step >= 1 && len(steps) > 0 {
+		held = steps[min(int(st.Rollout.Step), len(steps))-1]
+	}
+	for _, s := range steps {
+		if s > held && s < 100 {
+			return false
+		}
+	}
+	return true
 }
 
 // windowOpens is when the current step's analysis window opens: the later of the step's start

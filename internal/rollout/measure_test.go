@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -218,7 +219,8 @@ func TestTheLookFollowsTheDataNotTheMeasurements(t *testing.T) {
 	var infos []float64
 	for _, interval := range []time.Duration{5 * time.Second, 20 * time.Second} {
 		ms := newModelServer(withScrapeInterval(5*time.Second), withInterval(interval), withStatus(stableOn(blue, revA, 6), inRollout(revB, 1, t0, 14)))
-		step, info, looks := MeasureLook(ms, at)
+		look := MeasureLook(ms, at)
+		step, info, looks := look.Step, look.Info, look.Looks
 		if step != 1 || looks != float64(20*time.Second/interval) {
 			t.Errorf("interval %s: step %d, %g looks per window, want 1 and %d", interval, step, looks, 20*time.Second/interval)
 		}
@@ -230,5 +232,60 @@ func TestTheLookFollowsTheDataNotTheMeasurements(t *testing.T) {
 	}
 	if infos[0] != infos[1] || infos[0] != 12 {
 		t.Errorf("data four minutes in: %v windows with a 5s and a 20s interval, want 12 for both", infos)
+	}
+}
+
+// TestMeasureLookSaysWhetherTheStepIsTheLast: the look says whether the step is the last
+// before the promotion, which must clear the candidate (analysis.Look.Light).
+func TestMeasureLookSaysWhetherTheStepIsTheLast(t *testing.T) {
+	at := t0.Add(time.Minute)
+	for _, tc := range []struct {
+		steps        []int32
+		step, weight int32
+		last         bool
+	}{
+		{[]int32{10, 25, 50, 100}, 1, 14, false},
+		{[]int32{10, 25, 50, 100}, 2, 25, false},
+		{[]int32{10, 25, 50, 100}, 3, 50, true},
+		{[]int32{20, 100}, 1, 20, true},
+	} {
+		ms := newModelServer(withSteps(tc.steps...), withStatus(stableOn(blue, revA, 6), inRollout(revB, tc.step, t0, tc.weight)))
+		if got := MeasureLook(ms, at).LastStep; got != tc.last {
+			t.Errorf("steps %v at step %d: last step %v, want %v", tc.steps, tc.step, got, tc.last)
+		}
+	}
+}
+
+// TestMeasureLookSaysHowLoadedTheCandidateIs: the look carries what each Ready candidate pod
+// carries over what each Ready stable pod carries at the route's weights.
+func TestMeasureLookSaysHowLoadedTheCandidateIs(t *testing.T) {
+	ready := func(n int32) statusOption {
+		return func(st *v1alpha1.ModelServerStatus) { st.Candidate.ReadyReplicas = n }
+	}
+	at := t0.Add(time.Minute)
+	cases := []struct {
+		name         string
+		stable, cand int32
+		step, weight int32
+		load         float64
+		light        bool
+	}{
+		// One stable pod: 10% raised to a stable pod's load would be 50%, but never above the
+		// next step's 25%.
+		{"one stable pod at the first step", 1, 1, 1, 25, 1.0 / 3, true},
+		{"six stable pods, 10% raised to 14%", 6, 1, 1, 14, 14.0 * 6 / 86, false},
+		// The pods started for the 50% step share the 25% step.
+		{"pods started for the next step", 6, 6, 2, 25, 1.0 / 3, true},
+		{"at 50% on as many pods", 6, 6, 3, 50, 1, false},
+		{"no Ready candidate pod", 6, 0, 1, 14, 0, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ms := newModelServer(withSteps(10, 25, 50, 100), withStatus(stableOn(blue, revA, tc.stable), inRollout(revB, tc.step, t0, tc.weight), ready(tc.cand)))
+			look := MeasureLook(ms, at)
+			if math.Abs(look.Load-tc.load) > 1e-9 || look.Light() != tc.light {
+				t.Errorf("load %.3f (light %v); want %.3f (light %v)", look.Load, look.Light(), tc.load, tc.light)
+			}
+		})
 	}
 }

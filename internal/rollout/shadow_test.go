@@ -193,7 +193,7 @@ func TestMeasureLookCountsTheShadowPhase(t *testing.T) {
 		Candidate: &v1alpha1.ColorStatus{Color: v1alpha1.Green, Revision: revB, SizedSince: mt(started)},
 		Rollout:   v1alpha1.RolloutStatus{StepStartedAt: mt(started), Shadow: &v1alpha1.ShadowStatus{StartedAt: metav1.NewTime(started), Percent: 100}},
 	}
-	if step, _, _ := MeasureLook(ms, started.Add(time.Minute)); step != 1 {
+	if step := MeasureLook(ms, started.Add(time.Minute)).Step; step != 1 {
 		t.Errorf("shadow phase look step %d, want 1", step)
 	}
 	if !MeasureDue(ms, started.Add(time.Hour)) {
@@ -201,7 +201,7 @@ func TestMeasureLookCountsTheShadowPhase(t *testing.T) {
 	}
 	ms.Status.Rollout.Shadow.PassedAt = mt(started.Add(time.Minute))
 	ms.Status.Rollout.Step, ms.Status.Rollout.StepWeight = 1, 5
-	if step, _, _ := MeasureLook(ms, started.Add(2*time.Minute)); step != 2 {
+	if step := MeasureLook(ms, started.Add(2*time.Minute)).Step; step != 2 {
 		t.Errorf("first weighted step after a shadow phase: look step %d, want 2", step)
 	}
 }

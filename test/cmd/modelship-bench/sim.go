@@ -177,15 +177,20 @@ func runJudge(workloads []judgeWorkload, candidates []judgeCandidate, runs int, 
 		return nil
 	}
 	began := time.Now()
-	base := policysim.RolloutConfig{Replicas: rolloutReplicas, Capacity: capa, StartAt: 2 * time.Minute,
-		Horizon: 42 * time.Minute, Tick: 5 * time.Second, Step: 50 * time.Millisecond, SLOTTFT: slo, ColdStart: coldStart}
-	cells, err := runJudgeMatrix(workloads, candidates, runs, base, seed)
+	cells, err := runJudgeMatrix(workloads, candidates, runs, judgeBase(capa, slo, coldStart), seed)
 	if err != nil {
 		return err
 	}
 	printJudgeMatrix(workloads, candidates, cells)
 	fmt.Printf("judge_runs=%d judge_wall_seconds=%.1f\n", runs, time.Since(began).Seconds())
 	return nil
+}
+
+// judgeBase is the judge matrix's rollout before each workload and run set theirs: a run starts
+// two minutes in and stops at 42 (40 minutes of rollout).
+func judgeBase(capa fleet.Capacity, slo, coldStart time.Duration) policysim.RolloutConfig {
+	return policysim.RolloutConfig{Replicas: rolloutReplicas, Capacity: capa, StartAt: 2 * time.Minute,
+		Horizon: 42 * time.Minute, Tick: 5 * time.Second, Step: 50 * time.Millisecond, SLOTTFT: slo, ColdStart: coldStart}
 }
 
 // learnPercent is the share of the capacity at the SLO's edge that modelship's target is:

@@ -150,3 +150,35 @@ func TestApplyJudgeRolloutSetsOnlyWhatIsGiven(t *testing.T) {
 		t.Errorf("--judge-scrape-interval 1m --judge-step-duration 30s gave %+v", r)
 	}
 }
+
+// TestASlowerBuildOnOnePodIsJudgedWhereItCarriesAStablePodsLoad: on one stable pod the first
+// step's weight stops at the next step's 25%, where the candidate pod carries a third of the
+// stable pod's load and a 1.5x slower build reads about 1.23x stable on decode-per-token
+// (above the 1.2x bound, never significantly): the step held it for the whole 40 minutes in
+// one run of these four. A read at a lighter load clears nothing and holds nothing: the next
+// step, at a stable pod's load, rolls back all four; the identical candidates are promoted.
+func TestASlowerBuildOnOnePodIsJudgedWhereItCarriesAStablePodsLoad(t *testing.T) {
+	tr, err := fleet.LoadTrace("../../traces/azure-llm-2023-conv.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws, err := parseJudgeWorkloads("bursty@0.5@1", tr, fleet.DefaultCapacity())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := parseJudgeCandidates("1.5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const runs = 4
+	cells, err := runJudgeMatrix(ws, cs, runs, judgeBase(fleet.DefaultCapacity(), 2*time.Second, 3*time.Minute), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := cells["bursty@0.5@1/1.5x"]; f == nil || f.rolledBack != runs {
+		t.Errorf("1.5x slower on one stable pod: %+v, want all %d rolled back", f, runs)
+	}
+	if f := cells["bursty@0.5@1/aa"]; f == nil || f.promoted != runs {
+		t.Errorf("identical on one stable pod: %+v, want all %d promoted", f, runs)
+	}
+}
