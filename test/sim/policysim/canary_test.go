@@ -205,3 +205,20 @@ func TestDecodeBlocksReadsTheScrapeIntervalsOfTheWindow(t *testing.T) {
 		}
 	}
 }
+
+// The simulator observes the candidate's Deployment as the controller does with the warm-up
+// check's readiness gate on the pods: a pod still loading its model is not Ready, so a step's
+// load is not counted as shared with it (rollout.MeasureLook, loadMatching).
+func TestModelshipObservesPodsReadyOnceTheirModelIsLoaded(t *testing.T) {
+	m := NewModelshipRollout(2)
+	cand := m.stable.Other()
+	m.deps[cand] = &msDep{rev: "r2", replicas: 2}
+	v := &View{cur: snapshot{pods: map[string]podCounters{
+		"c1": {color: candidateColor, loaded: true},
+		"c2": {color: candidateColor},
+	}}}
+	o := m.observe("r2", v).Colors[cand]
+	if o.Replicas != 2 || o.ReadyReplicas != 1 || o.AvailableReplicas != 1 || o.WarmPods != 1 || o.Warm {
+		t.Errorf("2 pods, 1 loaded: %+v; want 2 replicas, 1 Ready, available and warm, not all warm", o)
+	}
+}

@@ -71,8 +71,9 @@ func (m *ModelshipRollout) EditRollout(edit func(*v1alpha1.RolloutSpec)) { edit(
 // Name implements Canary.
 func (m *ModelshipRollout) Name() string { return "modelship" }
 
-// observe is what the controller observes: Deployments whose pods are Ready at once, warm (the
-// warm-up check passes) once they serve; v is nil before the fleet runs.
+// observe is what the controller observes with the warm-up check's readiness gate on the pods:
+// a pod is Ready, and counted in its Deployment's readyReplicas, once it serves (its model
+// loaded); v is nil before the fleet runs.
 func (m *ModelshipRollout) observe(rev string, v *View) rollout.Observation {
 	o := rollout.Observation{Revision: rev, Image: "vllm:" + rev, DesiredReplicas: m.Total, Colors: map[v1alpha1.Color]rollout.ColorObservation{}}
 	for c, d := range m.deps {
@@ -86,7 +87,7 @@ func (m *ModelshipRollout) observe(rev string, v *View) rollout.Observation {
 			warm, warmPods = pods > 0 && loaded == pods, loaded
 		}
 		o.Colors[c] = rollout.ColorObservation{Exists: true, Revision: d.rev, Image: "vllm:" + d.rev, Replicas: d.replicas,
-			ReadyReplicas: d.replicas, AvailableReplicas: d.replicas, UpdatedReplicas: d.replicas, Warm: warm, WarmPods: warmPods}
+			ReadyReplicas: warmPods, AvailableReplicas: warmPods, UpdatedReplicas: d.replicas, Warm: warm, WarmPods: warmPods}
 	}
 	return o
 }
