@@ -167,10 +167,10 @@ func relativeVerdict(res v1alpha1.MetricResult, cv, sv, ratio, z, zPass float64,
 		res.Verdict, res.Message = v1alpha1.VerdictInconclusive, fmt.Sprintf("%s %s > %s (%sx stable %s) but not significant (z %.2f < %.2f; %s)", name, format(cv), format(bound), format(ratio), format(sv), z, zf, n)
 		if look.Light() && !look.LastStep && z < zf/2 {
 			// Futile here: at this z the threshold is four times the data away.
-			res.Verdict, res.Message = v1alpha1.VerdictPass, res.Message+"; "+look.lightNote()+", and at this z a Fail is four times the data away: it is left to a later step, where the candidate's pods carry more"
+			res.Verdict, res.Message = v1alpha1.VerdictPass, res.Message+"; "+lightNote(look)+", and at this z a Fail is four times the data away: it is left to a later step, where the candidate's pods carry more"
 		}
 	case zPass <= -zf && look.Light() && look.LastStep:
-		res.Verdict, res.Message = v1alpha1.VerdictPass, fmt.Sprintf("%s %s <= %s (%sx stable %s; z %.2f; %s), not confidently: %s, and this step promotes", name, format(cv), format(bound), format(ratio), format(sv), zPass, n, look.lightNote())
+		res.Verdict, res.Message = v1alpha1.VerdictPass, fmt.Sprintf("%s %s <= %s (%sx stable %s; z %.2f; %s), not confidently: %s, and this step promotes", name, format(cv), format(bound), format(ratio), format(sv), zPass, n, lightNote(look))
 	case zPass <= -zf:
 		confident = true
 		res.Verdict, res.Message = v1alpha1.VerdictPass, fmt.Sprintf("%s %s <= %s (%sx stable %s), confidently (z %.2f <= -%.2f; %s)", name, format(cv), format(bound), format(ratio), format(sv), zPass, zf, n)

@@ -772,7 +772,7 @@ func (r *ModelServerReconciler) measure(ctx context.Context, ms *v1alpha1.ModelS
 		// A stable color that lost every pod has nothing to compare with (see rollout's
 		// stableServesNothing): the candidate is held to absolute bounds only.
 		AbsoluteOnly: stable.ReadyReplicas == 0 && meta.IsStatusConditionTrue(ms.Status.Conditions, v1alpha1.ConditionDegraded),
-		Look:         analysis.Look(rollout.MeasureLook(ms, now)),
+		Look:         rollout.MeasureLook(ms, now),
 		Scrape:       rollout.ScrapeInterval(ms),
 	}
 	// The latency SLO, when the user states one, bounds the candidate's TTFT (the presets

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
+	"github.com/modelship/modelship/internal/sample"
 )
 
 // MeasureDue reports whether the controller should run analysis in this pass: a rollout holds
@@ -48,17 +49,6 @@ func MeasureWindow(ms *v1alpha1.ModelServer, now time.Time) time.Duration {
 	return max(pol.window, now.Sub(opens)).Round(time.Second)
 }
 
-// Look is which look at a step a measurement is, as analysis.Look reads it (the same fields,
-// so that analysis.Look(l) converts it; the decision packages import no client, and analysis
-// queries Prometheus).
-type Look struct {
-	Step     int
-	Info     float64
-	Looks    float64
-	LastStep bool
-	Load     float64
-}
-
 // MeasureLook is which look at the current step the measurement taken at now is: the step
 // (1 the first; with a shadow phase, that phase is 1 and each step one more) and how much data
 // the window holds against the step's first full window (MeasureWindow over AnalysisWindow: 1
@@ -70,10 +60,10 @@ type Look struct {
 // what each Ready candidate pod carries over what each Ready stable pod carries
 // (candidateLoad), and LastStep says that the step is the last before the promotion: a step
 // where the candidate's pods run lighter than the stable color's only moves it on, and the
-// last must clear it (analysis.Look.Light).
-func MeasureLook(ms *v1alpha1.ModelServer, now time.Time) Look {
+// last must clear it (sample.Look.Light).
+func MeasureLook(ms *v1alpha1.ModelServer, now time.Time) sample.Look {
 	pol := policyOf(ms)
-	look := Look{Step: 1, Info: 1, Looks: max(float64(pol.window)/float64(pol.interval), 1)}
+	look := sample.Look{Step: 1, Info: 1, Looks: max(float64(pol.window)/float64(pol.interval), 1)}
 	opens, ok := windowOpens(&ms.Status, pol)
 	if !ok {
 		return look

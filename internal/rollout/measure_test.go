@@ -236,7 +236,7 @@ func TestTheLookFollowsTheDataNotTheMeasurements(t *testing.T) {
 }
 
 // TestMeasureLookSaysWhetherTheStepIsTheLast: the look says whether the step is the last
-// before the promotion, which must clear the candidate (analysis.Look.Light).
+// before the promotion, which must clear the candidate (sample.Look.Light).
 func TestMeasureLookSaysWhetherTheStepIsTheLast(t *testing.T) {
 	at := t0.Add(time.Minute)
 	for _, tc := range []struct {
@@ -283,7 +283,7 @@ func TestMeasureLookSaysHowLoadedTheCandidateIs(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ms := newModelServer(withSteps(10, 25, 50, 100), withStatus(stableOn(blue, revA, tc.stable), inRollout(revB, tc.step, t0, tc.weight), ready(tc.cand)))
 			look := MeasureLook(ms, at)
-			if light := analysis.Look(look).Light(); math.Abs(look.Load-tc.load) > 1e-9 || light != tc.light {
+			if light := look.Light(); math.Abs(look.Load-tc.load) > 1e-9 || light != tc.light {
 				t.Errorf("load %.3f (light %v); want %.3f (light %v)", look.Load, light, tc.load, tc.light)
 			}
 		})

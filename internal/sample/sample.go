@@ -1,7 +1,9 @@
 // Package sample is the typed outcome of a metric query, shared by the pure decision packages
 // and the adapters that fetch: a value, no data, or an error (never "no data" read as zero). It
 // has no client: package metrics (the Prometheus adapter) and package signals (the autoscaling
-// sources) fill it, package autoscale decides on it.
+// sources) fill it, package autoscale decides on it. Look, the look at which a rollout's
+// measurement is judged, is shared the same way: package rollout fills it, package analysis
+// judges on it.
 package sample
 
 import "errors"

@@ -119,7 +119,7 @@ func (m *ModelshipRollout) Tick(v *View) (int32, int32, Outcome) {
 	}
 	var meas *rollout.Measurement
 	if rollout.MeasureDue(m.ms, now) {
-		look := analysis.Look(rollout.MeasureLook(m.ms, now))
+		look := rollout.MeasureLook(m.ms, now)
 		step, info := look.Step, look.Info
 		meas = &rollout.Measurement{At: now, Results: m.measure(v, rollout.MeasureWindow(m.ms, now), look, now)}
 		for _, r := range meas.Results {
