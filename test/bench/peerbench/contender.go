@@ -74,6 +74,9 @@ type Modelship struct {
 	// MinStep, when set, is the rollouts' spec.rollout.minStepDuration: a step whose analysis
 	// passed confidently ends after it.
 	MinStep time.Duration
+	// StepDuration, when set, is the rollouts' spec.rollout.stepDuration (unset: the stack's
+	// 20s); minStepDuration is at most it.
+	StepDuration time.Duration
 	// ScaleScrapeInterval, when set, is the autoscaling scenario's
 	// spec.rollout.analysis.scrapeInterval, from which the autoscaler's serving window is
 	// derived (at least four scrapes); unset, the controller's flag (the stack's 8s).
@@ -98,7 +101,7 @@ func (m Modelship) Name() string {
 const simScaleDown = 180 * time.Second
 
 // ModelServer is the benchmark's ModelServer: the demo's pod template and Gateway, the vLLM
-// analysis preset with 20s steps of 10/25/50% and loadMatching lm (StablePods when empty: 14%
+// analysis preset with 20s steps (StepDuration when set) of 10/25/50% and loadMatching lm (StablePods when empty: 14%
 // at the first step with 6 replicas); autoscaled between 2 and 10 replicas on DCGM GPU
 // utilization at 70% with the API's defaults otherwise (15s interval, 5m scale-down
 // stabilization: the HPA's), or on the recipe (make bench-sim's, with the simulator's cold start
@@ -113,8 +116,11 @@ func (m Modelship) ModelServer(ns, image string, autoscaled bool) *v1alpha1.Mode
 	if m.ScrapeInterval > 0 && !autoscaled {
 		ms.Spec.Rollout.Analysis.ScrapeInterval = &v1alpha1.Duration{Duration: m.ScrapeInterval}
 	}
+	if m.StepDuration > 0 && !autoscaled {
+		ms.Spec.Rollout.StepDuration = v1alpha1.Duration{Duration: m.StepDuration}
+	}
 	if m.MinStep > 0 && !autoscaled {
-		ms.Spec.Rollout.MinStepDuration = &v1alpha1.Duration{Duration: m.MinStep}
+		ms.Spec.Rollout.MinStepDuration = &v1alpha1.Duration{Duration: min(m.MinStep, ms.Spec.Rollout.StepDuration.Duration)}
 	}
 	if m.ScaleScrapeInterval > 0 && autoscaled {
 		ms.Spec.Rollout.Analysis.ScrapeInterval = &v1alpha1.Duration{Duration: m.ScaleScrapeInterval}

@@ -44,8 +44,9 @@ func TestTheSLOContenderAutoscalesOnTheScenariosSLOAlone(t *testing.T) {
 	}
 }
 
-// TestTheRolloutsTellTheScrapeIntervalAndMinStepWhenGiven: -scrape-interval and -min-step set
-// the rollouts' spec.rollout.analysis.scrapeInterval and minStepDuration, and nothing else: the
+// TestTheRolloutsTellTheScrapeIntervalAndMinStepWhenGiven: -scrape-interval, -min-step and
+// -step-duration set the rollouts' spec.rollout.analysis.scrapeInterval, minStepDuration (at
+// most stepDuration) and stepDuration, and nothing else: the
 // autoscaling scenario's ModelServer and a contender without them keep the controller's
 // defaults.
 func TestTheRolloutsTellTheScrapeIntervalAndMinStepWhenGiven(t *testing.T) {
@@ -56,6 +57,16 @@ func TestTheRolloutsTellTheScrapeIntervalAndMinStepWhenGiven(t *testing.T) {
 	}
 	if r.MinStepDuration == nil || r.MinStepDuration.Duration != 10*time.Second {
 		t.Errorf("rollouts' minStepDuration %v, want 10s", r.MinStepDuration)
+	}
+	if r.StepDuration.Duration != 20*time.Second {
+		t.Errorf("rollouts' stepDuration %v, want the stack's 20s", r.StepDuration)
+	}
+	f := Modelship{MinStep: 15 * time.Second, StepDuration: 10 * time.Second}.ModelServer("ns", "img", false).Spec.Rollout
+	if f.StepDuration.Duration != 10*time.Second || f.MinStepDuration == nil || f.MinStepDuration.Duration != 10*time.Second {
+		t.Errorf("-step-duration 10s -min-step 15s: stepDuration %v minStepDuration %v, want 10s and 10s (at most stepDuration)", f.StepDuration, f.MinStepDuration)
+	}
+	if a := (Modelship{StepDuration: 10 * time.Second}).ModelServer("ns", "img", true).Spec.Rollout; a.StepDuration.Duration != 20*time.Second {
+		t.Errorf("the autoscaling scenario's stepDuration %v: want the stack's", a.StepDuration)
 	}
 	if a := k.ModelServer("ns", "img", true).Spec.Rollout; a.Analysis.ScrapeInterval != nil || a.MinStepDuration != nil {
 		t.Errorf("the autoscaling scenario's rollout spec %+v: want the controller's defaults", a)

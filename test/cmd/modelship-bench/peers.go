@@ -51,6 +51,7 @@ func runPeers(args []string) error {
 	loadMatching := fs.String("load-matching", string(v1alpha1.LoadMatchingStablePods), "modelship's spec.rollout.loadMatching in the rollouts (StablePods, the API's default; None: the step weights as written)")
 	scrape := fs.Duration("scrape-interval", time.Second, "modelship's spec.rollout.analysis.scrapeInterval in the rollouts: the stack's Prometheus scrapes every second (0: the controller's flag, 8s, which the e2e stories run)")
 	minStep := fs.Duration("min-step", 10*time.Second, "modelship's spec.rollout.minStepDuration in the rollouts: a step whose analysis passes confidently ends after it (0: unset, every step lasts 20s)")
+	stepDuration := fs.Duration("step-duration", 0, "modelship's spec.rollout.stepDuration in the rollouts (0: the stack's 20s; 10s is Flagger's interval, each of its steps' hold); -min-step is cut to it")
 	scaleScrape := fs.Duration("scale-scrape-interval", 0, "modelship's spec.rollout.analysis.scrapeInterval in the autoscaling scenario, from which its serving window is derived (0: the controller's flag, 8s)")
 	scenarios := fs.String("scenarios", "autoscaling,rollouts", "scenarios to run, comma-separated (autoscaling, rollouts)")
 	sloTTFT := fs.Duration("slo-ttft", 2*time.Second, "p95 time-to-first-token SLO")
@@ -198,7 +199,7 @@ func runPeers(args []string) error {
 		}
 		if scenario["rollouts"] {
 			if err := play("rollouts", o.Rollouts, rd.rollouts,
-				peerbench.Modelship{LoadMatching: v1alpha1.LoadMatching(*loadMatching), ScrapeInterval: *scrape, MinStep: *minStep}, peerbench.Flagger{PrometheusURL: prom},
+				peerbench.Modelship{LoadMatching: v1alpha1.LoadMatching(*loadMatching), ScrapeInterval: *scrape, MinStep: *minStep, StepDuration: *stepDuration}, peerbench.Flagger{PrometheusURL: prom},
 				peerbench.ArgoRollouts{PrometheusURL: prom}); err != nil {
 				return err
 			}
