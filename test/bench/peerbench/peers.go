@@ -246,7 +246,8 @@ func (ArgoRollouts) Name() string { return "argo-rollouts" }
 
 // ArgoCanary is the Rollout and its objects, matched to what the others get: RolloutReplicas
 // of the ModelServer's pod spec; the steps of modelship's rollout (10, 25, 50 %), each held
-// 20 s as modelship holds a step, then promotion; FlaggerChecks as Prometheus metrics (the
+// 20 s (the stack's step length; its analysis, measured every 10 s from 10 s after the first
+// weight, needs more than Flagger's one interval per step to fail anything), then promotion; FlaggerChecks as Prometheus metrics (the
 // canary's p95 over the stable's at most 1.2, over the last minute), measured every 10 s
 // (Flagger's interval) from one interval after the first weight, failing the rollout after
 // more than 4 failed measurements (Flagger's threshold of 5 failed checks); Argo Rollouts'
