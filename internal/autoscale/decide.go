@@ -130,6 +130,18 @@ func Decide(in Input, now time.Time) Output {
 		}
 	}
 
+	if desired < cur && s.hasSLO && in.Load.Filling && usable(in.Load) && in.Load.Value > 0 {
+		// Traffic that started, or came back after an idle spell, within the serving window:
+		// its rate reads the start, a part of the level for each scrape it has been there
+		// (a few percent on the first pass), so no scale-down is taken on it. Unlike missing
+		// data, what the proposals recorded stays: this pass only holds, and once the window
+		// is full, or at a pass of trickling traffic whose rate stays up a whole window, the
+		// windows decide as before. Taken on the read, a fleet that had idled 5 minutes was
+		// cut from 9 replicas to 5 in the 30 s its traffic came back, and missed 5 minutes.
+		held = append(held, fmt.Sprintf("scale-down to %d held while the token work's window fills (the traffic started within it)", desired))
+		desired = cur
+	}
+
 	// 3. Rate limits.
 	if desired > cur {
 		limit := max(scaleUpLimit(cur, prev.Events, s.up, now), cur)

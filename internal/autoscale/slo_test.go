@@ -582,6 +582,45 @@ func TestNothingIsLearntFromAWindowTheTrafficHasNotFilled(t *testing.T) {
 	}
 }
 
+// Traffic that comes back after an idle spell fills its rate's window again: 15 s in, the
+// token work reads a part of its level. A scale-down is not taken on such a read (a fleet idle
+// for its scale-down window was cut from 9 replicas to 5 in the 30 s its traffic came back, on a
+// held-out on/off workload, and missed 5 minutes); what the proposal asked is still recorded,
+// so that trickling traffic, whose window fills now and then, does not pin the fleet; an idle
+// fleet (nothing served) and a full window scale down as before.
+func TestNoScaleDownWhileTheTrafficFillsItsWindow(t *testing.T) {
+	spec := sloSpecOf(1, 20)
+	known := &v1alpha1.AutoscalingStatus{LearnedCapacities: []v1alpha1.LearnedCapacity{{Metric: MetricSLO, PerReplica: "1", Floor: "0.8",
+		Samples: 20, LastSampleTime: metav1.NewTime(t0.Add(-10 * time.Minute))}}}
+	back := sloInput(spec, 9, 9, 0.6, 0.5, 0, known)
+	back.Load.Filling = true
+	out := Decide(back, t0)
+	if out.Desired != 9 || !strings.Contains(out.Held, "window fills") {
+		t.Fatalf("desired %d (held %q) on a window the traffic fills, want 9 held", out.Desired, out.Held)
+	}
+	p := sloProposal(t, out)
+	if *p.Replicas >= 9 {
+		t.Fatalf("proposal %d, want the read's (fewer than 9)", *p.Replicas)
+	}
+	if recs := out.Status.Recommendations; len(recs) == 0 || recs[len(recs)-1].Replicas != *p.Replicas {
+		t.Errorf("recommendations %+v, want the proposal's %d recorded last, not Current", recs, *p.Replicas)
+	}
+	full := sloInput(spec, 9, 9, 0.6, 0.5, 0, known)
+	if d := Decide(full, t0).Desired; d >= 9 {
+		t.Errorf("desired %d on the same read over a full window, want a scale-down", d)
+	}
+	idle := sloInput(spec, 9, 9, 0, 0.5, 0, known)
+	idle.Load.Filling = true
+	if d := Decide(idle, t0).Desired; d >= 9 {
+		t.Errorf("desired %d with nothing served, want a scale-down", d)
+	}
+	up := sloInput(spec, 2, 2, 3, 0.5, 0, known)
+	up.Load.Filling = true
+	if d := Decide(up, t0).Desired; d <= 2 {
+		t.Errorf("desired %d on a filling read that asks for more, want a scale-up", d)
+	}
+}
+
 // A window that held only just while new pods were coming up brings the capacity back to what
 // each serving replica carried, the load over the Ready replicas: not over Current, whose pods
 // still loading carried nothing. Over Current, every such window took the capacity below what
