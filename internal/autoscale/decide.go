@@ -24,7 +24,9 @@ import (
 //  2. Stabilization: the recommendation is recorded; the count moves up only to the lowest
 //     recommendation of the scale-up window and down only to the highest of the scale-down
 //     window. On the first pass (no recorded recommendation) Current is recorded first, as HPA
-//     does at start, so a new or restarted controller does not scale down at once.
+//     does at start, so a new or restarted controller does not scale down at once. With
+//     spec.autoscaling.slo, a token work whose window is still filling with traffic holds a
+//     scale-down at Current for the pass (its recommendation still recorded).
 //  3. Rate limits: the policies of the direction (Max: the most permissive, Min: the least,
 //     Disabled: none), each counted from the count at the start of its period, as HPA does
 //     from the scale events kept in status.

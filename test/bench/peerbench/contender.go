@@ -101,8 +101,8 @@ func (m Modelship) Name() string {
 const simScaleDown = 180 * time.Second
 
 // ModelServer is the benchmark's ModelServer: the demo's pod template and Gateway, the vLLM
-// analysis preset with 20s steps (StepDuration when set) of 10/25/50% and loadMatching lm (StablePods when empty: 14%
-// at the first step with 6 replicas); autoscaled between 2 and 10 replicas on DCGM GPU
+// analysis preset with steps of 10/25/50% held 20s (StepDuration when set) and loadMatching lm
+// (StablePods when empty: 14% at the first step with 6 replicas); autoscaled between 2 and 10 replicas on DCGM GPU
 // utilization at 70% with the API's defaults otherwise (15s interval, 5m scale-down
 // stabilization: the HPA's), or on the recipe (make bench-sim's, with the simulator's cold start
 // and bench-sim's 180s scale-down window) or the SLO (with the cold start and the API's 5m
