@@ -44,6 +44,9 @@ type Shape struct {
 	// RampOver, then stays.
 	RampFrom, RampTo float64
 	RampOver         time.Duration
+	// OnFor and OffFor, both positive, switch the traffic on and off: on for OnFor from 0,
+	// then none for OffFor, repeating (an idle spell the fleet comes back from).
+	OnFor, OffFor time.Duration
 }
 
 // At is the rate multiplier at t.
@@ -68,6 +71,9 @@ func (s Shape) At(t time.Duration) float64 {
 			f = s.FlashFactor - (s.FlashFactor-1)*(t-hold).Seconds()/max(s.FlashFall.Seconds(), 1e-9)
 		}
 		m *= f
+	}
+	if s.OnFor > 0 && s.OffFor > 0 && t%(s.OnFor+s.OffFor) >= s.OnFor {
+		m = 0
 	}
 	return m
 }

@@ -284,6 +284,14 @@ func Matrix(shipped fleet.Trace) []Workload {
 			Shape:    Shape{RampFrom: 0.2, RampTo: 1, RampOver: 50 * time.Minute},
 			Prompt:   convPrompt, Output: convOutput,
 		},
+		{
+			Name:     "on-off",
+			Summary:  "conversation-like lengths at 40/s for 10 minutes, then none for 5 (the API's scale-down window), repeating: traffic back after an idle spell",
+			Duration: hour,
+			Arrivals: Arrivals{Rate: 40, BurstSize: 1.5, BurstSpread: 500 * time.Millisecond},
+			Shape:    Shape{OnFor: 10 * time.Minute, OffFor: 5 * time.Minute},
+			Prompt:   convPrompt, Output: convOutput,
+		},
 	}
 }
 

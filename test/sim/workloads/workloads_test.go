@@ -214,6 +214,23 @@ func TestSlowRampFollowsItsShape(t *testing.T) {
 	}
 }
 
+// TestOnOffIdlesBetweenItsSpells: every 15 minutes carry the arrival rate for 10, within 5%,
+// and no request for the next 5 (after the 10 s over which the last bursts' requests spread,
+// exponentially at a mean of 0.5 s).
+func TestOnOffIdlesBetweenItsSpells(t *testing.T) {
+	w, err := Find(Matrix(shipped(t)), "on-off")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := generate(t, w, 1)
+	for from := time.Duration(0); from < w.Duration; from += 15 * time.Minute {
+		within(t, "rate on from "+from.String(), RateBetween(tr, from, from+10*time.Minute), w.Arrivals.Rate, 0.05)
+		if r := RateBetween(tr, from+10*time.Minute+10*time.Second, from+15*time.Minute); r != 0 {
+			t.Errorf("rate %.2f/s idle from %v, want 0", r, from+10*time.Minute)
+		}
+	}
+}
+
 // TestLengthsSpliceALognormalBodyWithAParetoTail: the quantile function is continuous at the
 // splice and increasing; the tail is heavier than the lognormal's (the 99.9th percentile well
 // above it) and clamped at Max.
