@@ -93,19 +93,11 @@ func candidateLoad(st *v1alpha1.ModelServerStatus) float64 {
 	return float64(w.Candidate) * float64(s.ReadyReplicas) / (float64(w.Stable) * float64(c.ReadyReplicas))
 }
 
-// lastStep: the step held is the last before the promotion (no step of steps lies between
-// its weight and 100).
+// lastStep: the step held is the last before the promotion (the machine's next step after it,
+// nextStepWeight, is 100).
 func lastStep(st *v1alpha1.ModelServerStatus, steps []int32) bool {
-	held := st.Rollout.StepWeight
-	if held <= 0 && st.Rollout.Step >= 1 && len(steps) > 0 {
-		held = steps[min(int(st.Rollout.Step), len(steps))-1]
-	}
-	for _, s := range steps {
-		if s > held && s < 100 {
-			return false
-		}
-	}
-	return true
+	held := heldStepWeight(st.Rollout, steps, st.Weights.Candidate)
+	return steps[nextStepIndexAfter(held, steps)] >= 100
 }
 
 // windowOpens is when the current step's analysis window opens: the later of the step's start

@@ -187,29 +187,37 @@ func (m *machine) candidateWeight() int32 {
 // steps are shorter now; the route's last weight when only 100 is left). 0 before the first
 // step.
 func (m *machine) heldWeight() int32 {
-	st, steps := m.st, m.pol.steps
+	return heldStepWeight(m.st.Rollout, m.pol.steps, m.ms.Status.Weights.Candidate)
+}
+
+// heldStepWeight is heldWeight on a rollout status r, the steps (validSteps) and the route's
+// last candidate weight.
+func heldStepWeight(r v1alpha1.RolloutStatus, steps []int32, routeWeight int32) int32 {
 	switch {
-	case st.Rollout.Step < 1:
+	case r.Step < 1:
 		return 0
-	case st.Rollout.StepWeight > 0:
-		return st.Rollout.StepWeight
+	case r.StepWeight > 0:
+		return r.StepWeight
 	}
 	if len(steps) == 1 {
-		return min(m.ms.Status.Weights.Candidate, 99)
+		return min(routeWeight, 99)
 	}
-	return steps[min(int(st.Rollout.Step), len(steps)-1)-1]
+	return steps[min(int(r.Step), len(steps)-1)-1]
 }
 
 // nextStepIndex is the index in spec.rollout.steps of the first weight above the held one (the
 // step the rollout goes to next; the last one, 100, is the promotion).
-func (m *machine) nextStepIndex() int {
-	h := m.heldWeight()
-	for i, s := range m.pol.steps {
-		if s > h {
+func (m *machine) nextStepIndex() int { return nextStepIndexAfter(m.heldWeight(), m.pol.steps) }
+
+// nextStepIndexAfter is the index in steps of the first weight above held (the last one when
+// none is).
+func nextStepIndexAfter(held int32, steps []int32) int {
+	for i, s := range steps {
+		if s > held {
 			return i
 		}
 	}
-	return len(m.pol.steps) - 1
+	return len(steps) - 1
 }
 
 // nextStepWeight is the weight the candidate gets next; 100 means promotion.

@@ -120,11 +120,10 @@ func (m *ModelshipRollout) Tick(v *View) (int32, int32, Outcome) {
 	var meas *rollout.Measurement
 	if rollout.MeasureDue(m.ms, now) {
 		look := rollout.MeasureLook(m.ms, now)
-		step, info := look.Step, look.Info
 		meas = &rollout.Measurement{At: now, Results: m.measure(v, rollout.MeasureWindow(m.ms, now), look, now)}
 		for _, r := range meas.Results {
 			if r.Verdict == v1alpha1.VerdictFail {
-				m.failures = append(m.failures, fmt.Sprintf("step %d at %.1f windows: %s", step, info, r.Message))
+				m.failures = append(m.failures, fmt.Sprintf("step %d at %.1f windows: %s", look.Step, look.Info, r.Message))
 			}
 		}
 	}
