@@ -462,6 +462,13 @@ type LearnedCapacity struct {
 	// BurstTime is when BurstLoad was seen.
 	// +optional
 	BurstTime *metav1.Time `json:"burstTime,omitempty"`
+	// RequestWork is, for the slo, the token work per request served (the load over the
+	// requests finished per second), averaged over the windows learnt from, e.g. "0.09": the
+	// traffic's mix. A window that misses the SLO with requests half as heavy again or more
+	// (a tenant with long prompts come in) learns as a first window does: the capacity, the
+	// floor and the ceiling were proven on lighter requests. Empty before the first window.
+	// +optional
+	RequestWork string `json:"requestWork,omitempty"`
 }
 
 // Proposal is one metric's proposed replica count.

@@ -122,6 +122,14 @@ const (
 	// sloBurstMemory is the burst memory's half-life where spec.autoscaling.slo.burstMemory is
 	// unset: the floor's.
 	sloBurstMemory = sloFloorHalfLife
+	// sloMixChange is how many times heavier than the average of the windows learnt from the
+	// requests of a window that misses must be for the capacity to be learnt again (see
+	// requestWork); sloMixWeight is a window's weight in that average, so that a mix drifting
+	// slowly (a few percent a minute) is followed by the learning as any load is; and
+	// sloMixRequests the requests a window must have finished to weigh them.
+	sloMixChange   = 1.5
+	sloMixWeight   = 0.25
+	sloMixRequests = 20
 	// sloReseed is how many times the capacity the load per replica must reach, before any miss,
 	// to seed it again (the fast path's own bound on a pass's growth).
 	sloReseed = sloMaxFast
@@ -178,6 +186,7 @@ type sloState struct {
 	missLoad        float64 // u of the last miss, 0: none (light loads are below sloLight of it)
 	burst           float64 // the highest load seen arriving in a burst, at burstAt; 0: none
 	burstAt         time.Time
+	reqWork         float64 // the token work per request served, averaged over the windows learnt from; 0: none
 	samples         int32
 	last            time.Time
 	revision        string
@@ -199,12 +208,13 @@ func sloStateOf(prev []v1alpha1.LearnedCapacity, revision string) sloState {
 		if b := positive(c.BurstLoad); b > 0 && c.BurstTime != nil {
 			st.burst, st.burstAt = b, c.BurstTime.Time
 		}
+		st.reqWork = positive(c.RequestWork)
 		if f := positive(c.LatencyFloor); f < 1 {
 			st.latFloor = f
 		}
 		if revision != "" && c.Revision != "" && c.Revision != revision {
 			// Another revision's capacity: the starting point, not a proof. (The burst memory
-			// is the traffic's, and stays.)
+			// and the requests' work are the traffic's, and stay.)
 			st.floor, st.ceiling, st.latFloor, st.missLoad, st.samples, st.last, st.revision = 0, 0, 0, 0, 0, time.Time{}, revision
 		}
 		return st
@@ -216,6 +226,7 @@ func (st sloState) status() v1alpha1.LearnedCapacity {
 	c := v1alpha1.LearnedCapacity{Metric: MetricSLO, PerReplica: strconv.FormatFloat(st.capacity, 'g', 6, 64), Samples: st.samples,
 		Revision: st.revision, LastSampleTime: metav1.NewTime(st.last)}
 	c.Floor, c.Ceiling, c.LatencyFloor, c.LastMissLoad = optional(st.floor), optional(st.ceiling), optional(st.latFloor), optional(st.missLoad)
+	c.RequestWork = optional(st.reqWork)
 	if st.burst > 0 {
 		c.BurstLoad, c.BurstTime = optional(st.burst), &metav1.Time{Time: st.burstAt}
 	}
@@ -403,6 +414,20 @@ func learnSLO(s sloSpec, in Input, prev *v1alpha1.AutoscalingStatus, now time.Ti
 		st.latFloor = lat
 	}
 	miss := r > 1 || queued
+	work, weighed := requestWork(in, win)
+	mixed := miss && settled && st.known && weighed && st.reqWork > 0 && work >= sloMixChange*st.reqWork
+	if mixed {
+		// Requests heavier than those the capacity was learnt on (a tenant with long prompts
+		// come in): a replica carries less token work within the SLO, and the floor (a load
+		// held with margin), the ceiling and the latencies' own floor were proven on the
+		// lighter mix. C goes to the window's bound at once, not halfway (measured on a
+		// held-out two-tenant workload: halfway, the fleet asked for during the cold start
+		// was two thirds of what the new mix needed, and its backlog drained two minutes
+		// longer); the window's load per replica is the new mix's last miss, from which a
+		// light load's latency (the new requests' own, see overFloor) is told.
+		st = sloState{capacity: st.capacity, known: true, revision: st.revision, burst: st.burst, burstAt: st.burstAt, reqWork: work, missLoad: u}
+		floor, ceiling, light = 0, 0, false
+	}
 	switch {
 	case miss && !settled:
 		return st, st.known
@@ -427,6 +452,8 @@ func learnSLO(s sloSpec, in Input, prev *v1alpha1.AutoscalingStatus, now time.Ti
 		switch {
 		case !st.known:
 			st.capacity = bound
+		case mixed:
+			st.capacity = min(st.capacity, bound)
 		case bound < st.capacity:
 			st.capacity = max(min(st.capacity+learnWeight*(bound-st.capacity), ceiling), floor)
 		}
@@ -472,9 +499,25 @@ func learnSLO(s sloSpec, in Input, prev *v1alpha1.AutoscalingStatus, now time.Ti
 		st.capacity = max(st.capacity, floor)
 	}
 	st.floor, st.ceiling = min(floor, st.capacity), ceiling
+	if weighed {
+		if st.reqWork > 0 {
+			work = st.reqWork + sloMixWeight*(work-st.reqWork)
+		}
+		st.reqWork = work
+	}
 	st.samples++
 	st.last, st.revision, st.known = now, in.Revision, true
 	return st, true
+}
+
+// requestWork is the token work per request served over the window (the load over the
+// requests finished per second), false with fewer than sloMixRequests finished in it (a few
+// long requests say nothing of the mix) or a signal missing.
+func requestWork(in Input, win time.Duration) (float64, bool) {
+	if !usable(in.Served) || !usable(in.Load) || in.Served.Value*win.Seconds() < sloMixRequests || !(in.Load.Value > 0) {
+		return 0, false
+	}
+	return in.Load.Value / in.Served.Value, true
 }
 
 // queuedBeyond: at least SLOQueuedPerReplica requests queued per Ready replica (the replicas

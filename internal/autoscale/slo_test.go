@@ -827,3 +827,49 @@ func TestTheLatencyFloorIsNotReadWhilePodsComeUp(t *testing.T) {
 		t.Fatalf("latency floor %q on settled replicas, want 0.55 (1.1s of the 2s SLO)", lf)
 	}
 }
+
+// A tenant with long prompts comes in: the requests served are 1.7x as heavy in token work as
+// those the capacity was learnt on, and the window misses at 3.7x the SLO. The capacity goes to
+// the window's bound at once (the floor, proven on the lighter mix, forgotten), so that the
+// pods asked for during the cold start carry the new mix; the same miss on requests of the
+// usual weight is one odd minute, and lowers the capacity no further than the floor.
+func TestHeavierRequestsLearnTheCapacityAgain(t *testing.T) {
+	prev := func() *v1alpha1.AutoscalingStatus {
+		return &v1alpha1.AutoscalingStatus{LearnedCapacities: []v1alpha1.LearnedCapacity{{Metric: MetricSLO, PerReplica: "1", Floor: "0.8",
+			Ceiling: "1.2", RequestWork: "0.08", Samples: 20, LastSampleTime: metav1.NewTime(t0.Add(-time.Minute))}}}
+	}
+	miss := func(served float64) Output {
+		in := sloInput(sloSpecOf(1, 40), 3, 3, 2.6, 7.4, 0, prev())
+		in.Served = ok(served)
+		return Decide(in, t0)
+	}
+	heavy := miss(19) // 0.137 token work per request
+	c, floor := sloOf(t, heavy.Status)
+	u := 2.6 / 3
+	if math.Abs(c-u/2) > 1e-4 || floor > u/2+1e-4 {
+		t.Fatalf("heavier requests: capacity %g, floor %g; want the bound %g (half the load per replica) and no floor above it", c, floor, u/2)
+	}
+	if heavy.Desired < 7 {
+		t.Fatalf("heavier requests: %d replicas for a load of 2.6 at capacity %g, want at least 7", heavy.Desired, c)
+	}
+	lc := heavy.Status.LearnedCapacities[0]
+	if got, _ := strconv.ParseFloat(lc.RequestWork, 64); math.Abs(got-2.6/19) > 1e-4 {
+		t.Fatalf("requestWork %q after the change, want the window's %g", lc.RequestWork, 2.6/19)
+	}
+	if got, _ := strconv.ParseFloat(lc.LastMissLoad, 64); math.Abs(got-u) > 1e-4 {
+		t.Fatalf("lastMissLoad %q after the change, want the window's load per replica %g", lc.LastMissLoad, u)
+	}
+
+	usual := miss(30) // 0.087 token work per request: the mix learnt on
+	c, _ = sloOf(t, usual.Status)
+	if c < 0.78 {
+		t.Fatalf("usual requests: capacity %g, want lowered no further than the floor (0.8, a minute's decay)", c)
+	}
+	if got, _ := strconv.ParseFloat(usual.Status.LearnedCapacities[0].RequestWork, 64); math.Abs(got-(0.08+sloMixWeight*(2.6/30-0.08))) > 1e-4 {
+		t.Fatalf("requestWork %q, want the average moved a quarter of the way to %g", usual.Status.LearnedCapacities[0].RequestWork, 2.6/30)
+	}
+	few := miss(0.25) // 15 requests in the window: too few to weigh the mix
+	if c, _ = sloOf(t, few.Status); c < 0.78 {
+		t.Fatalf("a window of 15 requests: capacity %g, want the mix not weighed (lowered no further than the floor)", c)
+	}
+}
