@@ -52,6 +52,20 @@ func (l Lengths) Mean() float64 {
 	return s / n
 }
 
+// cdf is the probability of a length at most x (before rounding), Quantile's inverse.
+func (l Lengths) cdf(x float64) float64 {
+	lo, hi := 0.0, 1.0
+	for range 60 {
+		u := (lo + hi) / 2
+		if l.Quantile(u) <= x {
+			lo = u
+		} else {
+			hi = u
+		}
+	}
+	return lo
+}
+
 func normalQuantile(u float64) float64 {
 	return math.Sqrt2 * math.Erfinv(2*u-1)
 }

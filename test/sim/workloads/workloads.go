@@ -37,7 +37,9 @@
 // capacity, at most 30 replicas; the shipped trace at 12x needs about 9 replicas' worth of work,
 // fleet.Capacity.Work): code-bursty about 3 on average and 12 in its busy half-minutes (the
 // optimum needs about 21 replicas on average for it, and meets 98% of its minutes),
-// chat-short and chat-hawkes about 6, flash-crowd 3 then 12, slow-ramp 2 rising to 11, so that
+// chat-short and chat-hawkes about 6, flash-crowd 3 then 12, slow-ramp 2 rising to 11,
+// tenant-shift 2 then about 5 (the optimum runs 9-23 replicas for it: long prompts' prefills
+// queue behind each other within the TTFT SLO at a fraction of a replica's token work), so that
 // bursts, crowds and ramps reach the upper bound without living there. A consumer that wants a
 // lighter load (the canary runs) replays the trace at a RateScale below 1.
 package workloads
@@ -80,10 +82,21 @@ type Workload struct {
 	Shape    Shape
 	Prompt   Lengths
 	Output   Lengths
+	// Tenant, when set, is a second tenant whose requests join the workload's from its At.
+	Tenant *Tenant
 
 	// Stated are the statistics the workload is built to show (zero: not stated); the tests hold
 	// every generated sequence to them.
 	Stated Stats
+}
+
+// Tenant is a second tenant of a synthetic workload: its own arrivals (unshaped) and lengths,
+// from At to the workload's end.
+type Tenant struct {
+	At       time.Duration
+	Arrivals Arrivals
+	Prompt   Lengths
+	Output   Lengths
 }
 
 // Stats are a sequence's measured statistics.
@@ -129,6 +142,13 @@ func (w Workload) Trace(seed uint64) (fleet.Trace, error) {
 	tr := fleet.Trace{Start: epoch, Requests: make([]fleet.TraceRequest, len(times))}
 	for i, at := range times {
 		tr.Requests[i] = fleet.TraceRequest{Offset: at, ContextTokens: w.Prompt.Draw(rng), GeneratedTokens: max(1, w.Output.Draw(rng))}
+	}
+	if t := w.Tenant; t != nil && t.At < w.Duration && t.Arrivals.Rate > 0 {
+		// Drawn after the first tenant's, whose sequence is so the same with or without it.
+		for _, at := range t.Arrivals.times(rng, Shape{}, w.Duration-t.At) {
+			tr.Requests = append(tr.Requests, fleet.TraceRequest{Offset: t.At + at, ContextTokens: t.Prompt.Draw(rng), GeneratedTokens: max(1, t.Output.Draw(rng))})
+		}
+		sort.SliceStable(tr.Requests, func(a, b int) bool { return tr.Requests[a].Offset < tr.Requests[b].Offset })
 	}
 	return tr, nil
 }
@@ -283,6 +303,14 @@ func Matrix(shipped fleet.Trace) []Workload {
 			Arrivals: Arrivals{Rate: 60, BurstSize: 1.5, BurstSpread: 500 * time.Millisecond},
 			Shape:    Shape{RampFrom: 0.2, RampTo: 1, RampOver: 50 * time.Minute},
 			Prompt:   convPrompt, Output: convOutput,
+		},
+		{
+			Name:     "tenant-shift",
+			Summary:  "short chat at 20/s, joined at 20 minutes by a second tenant of long-context requests at 4/s: the token work per request 1.65x as heavy, and a replica's capacity in token work within the TTFT SLO lower",
+			Duration: hour,
+			Arrivals: Arrivals{Rate: 20, BurstSize: 1.5, BurstSpread: 500 * time.Millisecond},
+			Prompt:   chatPrompt, Output: chatOutput,
+			Tenant: &Tenant{At: 20 * time.Minute, Arrivals: Arrivals{Rate: 4, BurstSize: 1}, Prompt: longPrompt, Output: longOutput},
 		},
 		{
 			Name:     "on-off",
@@ -441,6 +469,17 @@ func (w Workload) Expected() Stats {
 		m += w.Shape.At(time.Duration(i)*time.Second + time.Second/2)
 	}
 	s.Rate = w.Arrivals.Rate * m / float64(max(n, 1))
+	if t := w.Tenant; t != nil && t.At < w.Duration && t.Arrivals.Rate > 0 {
+		// A mixture: each tenant's lengths weighed by its share of the requests.
+		second := t.Arrivals.Rate * (w.Duration - t.At).Seconds() / w.Duration.Seconds()
+		share := s.Rate / (s.Rate + second)
+		s.Rate += second
+		s.PromptMean = share*w.Prompt.Mean() + (1-share)*t.Prompt.Mean()
+		s.PromptP95 = mixtureQuantile(0.95, w.Prompt, t.Prompt, share)
+		s.OutputMean = share*w.Output.Mean() + (1-share)*t.Output.Mean()
+		s.OutputP95 = mixtureQuantile(0.95, w.Output, t.Output, share)
+		return s
+	}
 	if s.PromptMean == 0 {
 		s.PromptMean, s.PromptP95 = w.Prompt.Mean(), w.Prompt.Quantile(0.95)
 	}
@@ -448,4 +487,19 @@ func (w Workload) Expected() Stats {
 		s.OutputMean, s.OutputP95 = w.Output.Mean(), w.Output.Quantile(0.95)
 	}
 	return s
+}
+
+// mixtureQuantile is the length at probability p of a draw from a with probability share and
+// from b otherwise.
+func mixtureQuantile(p float64, a, b Lengths, share float64) float64 {
+	lo, hi := float64(min(a.Min, b.Min)), float64(max(a.Max, b.Max))
+	for range 60 {
+		x := (lo + hi) / 2
+		if share*a.cdf(x)+(1-share)*b.cdf(x) < p {
+			lo = x
+		} else {
+			hi = x
+		}
+	}
+	return (lo + hi) / 2
 }

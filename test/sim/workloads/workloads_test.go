@@ -231,6 +231,50 @@ func TestOnOffIdlesBetweenItsSpells(t *testing.T) {
 	}
 }
 
+// TestTenantShiftJoinsAtItsTime: tenant-shift carries the chat rate until 20 minutes and the
+// chat and long-context rates after (within 5%), its prompts twice as long on average after;
+// the chat requests before 20 minutes are those of the workload without the tenant.
+func TestTenantShiftJoinsAtItsTime(t *testing.T) {
+	w, err := Find(Matrix(shipped(t)), "tenant-shift")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.Tenant == nil {
+		t.Fatal("tenant-shift has no second tenant")
+	}
+	tr := generate(t, w, 1)
+	at := w.Tenant.At
+	within(t, "rate before the tenant", RateBetween(tr, 0, at), w.Arrivals.Rate, 0.05)
+	within(t, "rate after the tenant", RateBetween(tr, at, w.Duration), w.Arrivals.Rate+w.Tenant.Arrivals.Rate, 0.05)
+	mean := func(tr fleet.Trace, from, to time.Duration) (float64, int) {
+		var sum float64
+		n := 0
+		for _, r := range tr.Requests {
+			if r.Offset >= from && r.Offset < to {
+				sum += float64(r.ContextTokens)
+				n++
+			}
+		}
+		return sum / float64(max(n, 1)), n
+	}
+	before, nb := mean(tr, 0, at)
+	after, _ := mean(tr, at, w.Duration)
+	if after < 1.8*before {
+		t.Errorf("mean prompt %.0f after the tenant, %.0f before: want at least 1.8x", after, before)
+	}
+	alone := w
+	alone.Tenant = nil
+	a := generate(t, alone, 1)
+	if _, n := mean(a, 0, at); n != nb {
+		t.Fatalf("%d requests before the tenant, %d without it", nb, n)
+	}
+	for i := range nb {
+		if a.Requests[i] != tr.Requests[i] {
+			t.Fatalf("request %d before the tenant %+v, without it %+v", i, tr.Requests[i], a.Requests[i])
+		}
+	}
+}
+
 // TestLengthsSpliceALognormalBodyWithAParetoTail: the quantile function is continuous at the
 // splice and increasing; the tail is heavier than the lognormal's (the 99.9th percentile well
 // above it) and clamped at Max.
