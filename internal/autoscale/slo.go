@@ -64,6 +64,13 @@ import (
 // load). A new revision starts from the capacity of the one before (a new model version is
 // rarely far from the old), without its floor.
 //
+// The traffic's mix: C is in token work, and what a replica carries within a TTFT SLO depends
+// on the requests (long prompts' prefills queue behind each other at a fraction of the token
+// work short chat runs at). The token work per request served is averaged over the windows
+// learnt from (requestWork); a window that misses with requests sloMixChange times as heavy or
+// more (a tenant with long prompts come in) learns as a first window does: C at its bound (never
+// above where it was), without the floor, ceiling and latency floor the lighter mix proved.
+//
 // The proposal is ceil(load / (sloShare x C)) with the tolerance, raised along a rising trend
 // beyond the tolerance as a prometheus metric is (spec.autoscaling.projectionHorizon), never
 // below the replicas of the load projected along a rising trend (projectSLO), and raised by the
