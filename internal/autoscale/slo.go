@@ -222,11 +222,19 @@ func sloStateOf(prev []v1alpha1.LearnedCapacity, revision string) sloState {
 		if revision != "" && c.Revision != "" && c.Revision != revision {
 			// Another revision's capacity: the starting point, not a proof. (The burst memory
 			// and the requests' work are the traffic's, and stay.)
-			st.floor, st.ceiling, st.latFloor, st.missLoad, st.samples, st.last, st.revision = 0, 0, 0, 0, 0, time.Time{}, revision
+			st.unproven()
+			st.revision = revision
 		}
 		return st
 	}
 	return sloState{revision: revision}
+}
+
+// unproven forgets what the windows learnt from proved (the floor, the ceiling, the latency
+// floor, the last miss's load, the samples): the capacity is kept as a starting point, and the
+// burst memory and the requests' work, the traffic's, stay.
+func (st *sloState) unproven() {
+	st.floor, st.ceiling, st.latFloor, st.missLoad, st.samples, st.last = 0, 0, 0, 0, 0, time.Time{}
 }
 
 func (st sloState) status() v1alpha1.LearnedCapacity {
@@ -432,7 +440,8 @@ func learnSLO(s sloSpec, in Input, prev *v1alpha1.AutoscalingStatus, now time.Ti
 		// was two thirds of what the new mix needed, and its backlog drained two minutes
 		// longer); the window's load per replica is the new mix's last miss, from which a
 		// light load's latency (the new requests' own, see overFloor) is told.
-		st = sloState{capacity: st.capacity, known: true, revision: st.revision, burst: st.burst, burstAt: st.burstAt, reqWork: work, missLoad: u}
+		st.unproven()
+		st.reqWork, st.missLoad = work, u
 		floor, ceiling, light = 0, 0, false
 	}
 	switch {

@@ -28,6 +28,16 @@ func generate(t *testing.T, w Workload, seed uint64) fleet.Trace {
 	return tr
 }
 
+// matrixWorkload is the matrix's workload of that name.
+func matrixWorkload(t *testing.T, name string) Workload {
+	t.Helper()
+	w, err := Find(Matrix(shipped(t)), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
 // TestTheMatrixListsItsWorkloads: at least six workloads under distinct names, covering the
 // shipped trace at several rate scales and offsets, heavy-tailed long-prompt and short-chat
 // lengths, bursty and self-exciting arrivals, a flash crowd, a slow ramp and slower and faster
@@ -182,10 +192,7 @@ func TestBurstyArrivalsAreNotPoisson(t *testing.T) {
 // about four times the rate of the five minutes before it, and so does the hold; the rate is
 // back afterwards.
 func TestFlashCrowdReachesFourTimesWithinAMinute(t *testing.T) {
-	w, err := Find(Matrix(shipped(t)), "flash-crowd")
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := matrixWorkload(t, "flash-crowd")
 	at := w.Shape.FlashAt
 	for seed := uint64(1); seed <= 3; seed++ {
 		tr := generate(t, w, seed)
@@ -203,10 +210,7 @@ func TestFlashCrowdReachesFourTimesWithinAMinute(t *testing.T) {
 // TestSlowRampFollowsItsShape: every five minutes of the ramp carry the rate its shape gives,
 // within 5%, from 0.2x to 1x.
 func TestSlowRampFollowsItsShape(t *testing.T) {
-	w, err := Find(Matrix(shipped(t)), "slow-ramp")
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := matrixWorkload(t, "slow-ramp")
 	tr := generate(t, w, 1)
 	for from := time.Duration(0); from < w.Duration; from += 5 * time.Minute {
 		want := w.Arrivals.Rate * w.Shape.At(from+150*time.Second)
@@ -218,10 +222,7 @@ func TestSlowRampFollowsItsShape(t *testing.T) {
 // and no request for the next 5 (after the 10 s over which the last bursts' requests spread,
 // exponentially at a mean of 0.5 s).
 func TestOnOffIdlesBetweenItsSpells(t *testing.T) {
-	w, err := Find(Matrix(shipped(t)), "on-off")
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := matrixWorkload(t, "on-off")
 	tr := generate(t, w, 1)
 	for from := time.Duration(0); from < w.Duration; from += 15 * time.Minute {
 		within(t, "rate on from "+from.String(), RateBetween(tr, from, from+10*time.Minute), w.Arrivals.Rate, 0.05)
@@ -235,10 +236,7 @@ func TestOnOffIdlesBetweenItsSpells(t *testing.T) {
 // chat and long-context rates after (within 5%), its prompts twice as long on average after;
 // the chat requests before 20 minutes are those of the workload without the tenant.
 func TestTenantShiftJoinsAtItsTime(t *testing.T) {
-	w, err := Find(Matrix(shipped(t)), "tenant-shift")
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := matrixWorkload(t, "tenant-shift")
 	if w.Tenant == nil {
 		t.Fatal("tenant-shift has no second tenant")
 	}
@@ -366,10 +364,7 @@ func pad(i int) string {
 // TestAGeneratedWorkloadRoundTripsThroughTheTraceFormat: written as CSV and read back as --trace
 // reads it, a workload is the same sequence (to the format's 100 ns).
 func TestAGeneratedWorkloadRoundTripsThroughTheTraceFormat(t *testing.T) {
-	w, err := Find(Matrix(shipped(t)), "code-bursty")
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := matrixWorkload(t, "code-bursty")
 	w.Duration = 5 * time.Minute
 	tr := generate(t, w, 3)
 	var b strings.Builder
