@@ -546,6 +546,28 @@ func TestACapacityBelowTheTrafficIsSeededAgain(t *testing.T) {
 	}
 }
 
+// A capacity seeded at a light load on minReplicas (0.04 of a replica's work on 2 replicas,
+// p95 TTFT 0.07 s) meets the traffic's first rise with pods already asked for: 0.124 on the 2
+// Ready replicas of 4. They hold it with margin, which proves each Ready replica carries 0.062;
+// the 2 still starting served none of it. Taken over the 4 asked for, C stayed at 0.031 and
+// the rise asked for 5 replicas where 2 held it (a held-out low-rate workload: 13 replicas for
+// a load the optimum served on 2 throughout).
+func TestARiseHeldByTheReadyReplicasLiftsALightSeed(t *testing.T) {
+	spec := sloSpecOf(2, 20)
+	first := Decide(sloInput(spec, 2, 2, 0.04, 0.07, 0, nil), t0)
+	if c, _ := sloOf(t, first.Status); c > 0.03 {
+		t.Fatalf("seed capacity %g: the test needs one seeded at the light load", c)
+	}
+	st := first.Status
+	out := Decide(sloInput(spec, 4, 2, 0.124, 0.08, 0, &st), t0.Add(15*time.Second))
+	if c, _ := sloOf(t, out.Status); c < 0.062-1e-9 {
+		t.Errorf("capacity %g after 2 Ready replicas held 0.124 with margin, want at least 0.062", c)
+	}
+	if p := sloProposal(t, out); *p.Replicas > 3 {
+		t.Errorf("proposal %d (%s) for 0.124 that 2 Ready replicas hold at a p95 TTFT of 0.08 s, want at most 3", *p.Replicas, p.Message)
+	}
+}
+
 // A rate over a window the traffic has not filled reads its start: 15 s into a steady load
 // Prometheus reads a quarter of it. Seeded there, the capacity is a quarter of a replica's, and
 // the window filling asks for four times the replicas (the real bench: seeded at 0.325 where
