@@ -396,10 +396,10 @@ func learnSLO(s sloSpec, in Input, prev *v1alpha1.AutoscalingStatus, now time.Ti
 		// bench. A load per Ready replica beyond sloReseed times C that misses seeds C again
 		// from this pass, as a first window would (the burst memory, the traffic's, stays); one
 		// that holds shows the Ready replicas carry it, C at least u: pods still starting
-		// served none of it (over the replicas asked for, a light seed on minReplicas took a
-		// load 5 times as large on 2 Ready replicas, 4 asked for, as 2 replicas' worth, and
-		// asked for 13 where the 2 held it at a p95 TTFT of 0.1 s). Not after a scale-down
-		// within the window: pods gone served part of it.
+		// served none of it (taken over the replicas asked for, a seed at a light load on
+		// minReplicas met a rise 5 times as large, on 2 Ready replicas of 4 asked for, as half
+		// what each carried, and 13 replicas were asked for where the 2 held it at a p95 TTFT
+		// of 0.1 s). Not after a scale-down within the window: pods gone served part of it.
 		switch {
 		case queued || r > 1:
 			st = sloState{revision: st.revision, burst: st.burst, burstAt: st.burstAt}
