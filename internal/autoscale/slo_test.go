@@ -479,6 +479,17 @@ func TestTheProjectionHoldsAScaleDownAndRespectsTheTolerance(t *testing.T) {
 	}
 }
 
+// lightSeed is the status after a first window on 2 Ready replicas at a light load (token work
+// load, p95 TTFT ttft), which must seed a capacity of at most most.
+func lightSeed(t *testing.T, spec v1alpha1.AutoscalingSpec, load, ttft, most float64) v1alpha1.AutoscalingStatus {
+	t.Helper()
+	first := Decide(sloInput(spec, 2, 2, load, ttft, 0, nil), t0)
+	if c, _ := sloOf(t, first.Status); c > most {
+		t.Fatalf("seed capacity %g: the test needs one seeded at the light load (at most %g)", c, most)
+	}
+	return first.Status
+}
+
 // A capacity seeded at a light load (the first window of a trace that starts, half of it
 // before the trace) is not stretched to a load many times larger: the next pass, within the
 // same window, holds the SLO with margin at that load, which proves that a replica carries it,
@@ -487,11 +498,7 @@ func TestTheProjectionHoldsAScaleDownAndRespectsTheTolerance(t *testing.T) {
 // capacity of 0.004 seeded this way, its SLO held in every minute at twice KEDA + HPA's GPUs).
 func TestACapacitySeededAtALightLoadIsNotStretchedToAHeavyOne(t *testing.T) {
 	spec := sloSpecOf(2, 10)
-	first := Decide(sloInput(spec, 2, 2, 0.008, 0.3, 0, nil), t0)
-	if c, _ := sloOf(t, first.Status); c > 0.01 {
-		t.Fatalf("seed capacity %g: the test needs one seeded at the light load", c)
-	}
-	st := first.Status
+	st := lightSeed(t, spec, 0.008, 0.3, 0.01)
 	out := Decide(sloInput(spec, 2, 2, 0.652, 0.4, 0, &st), t0.Add(20*time.Second))
 	if out.Desired > 3 {
 		t.Fatalf("desired %d on a load of 0.652 that 2 replicas hold with margin (p95 TTFT 0.4s of 2s); want at most 3 (%+v)", out.Desired, out.Status.Proposals)
@@ -554,11 +561,7 @@ func TestACapacityBelowTheTrafficIsSeededAgain(t *testing.T) {
 // a load the optimum served on 2 throughout).
 func TestARiseHeldByTheReadyReplicasLiftsALightSeed(t *testing.T) {
 	spec := sloSpecOf(2, 20)
-	first := Decide(sloInput(spec, 2, 2, 0.04, 0.07, 0, nil), t0)
-	if c, _ := sloOf(t, first.Status); c > 0.03 {
-		t.Fatalf("seed capacity %g: the test needs one seeded at the light load", c)
-	}
-	st := first.Status
+	st := lightSeed(t, spec, 0.04, 0.07, 0.03)
 	out := Decide(sloInput(spec, 4, 2, 0.124, 0.08, 0, &st), t0.Add(15*time.Second))
 	if c, _ := sloOf(t, out.Status); c < 0.062-1e-9 {
 		t.Errorf("capacity %g after 2 Ready replicas held 0.124 with margin, want at least 0.062", c)
