@@ -244,26 +244,18 @@ func TestTenantShiftJoinsAtItsTime(t *testing.T) {
 	at := w.Tenant.At
 	within(t, "rate before the tenant", RateBetween(tr, 0, at), w.Arrivals.Rate, 0.05)
 	within(t, "rate after the tenant", RateBetween(tr, at, w.Duration), w.Arrivals.Rate+w.Tenant.Arrivals.Rate, 0.05)
-	mean := func(tr fleet.Trace, from, to time.Duration) (float64, int) {
-		var sum float64
-		n := 0
-		for _, r := range tr.Requests {
-			if r.Offset >= from && r.Offset < to {
-				sum += float64(r.ContextTokens)
-				n++
-			}
-		}
-		return sum / float64(max(n, 1)), n
-	}
-	before, nb := mean(tr, 0, at)
-	after, _ := mean(tr, at, w.Duration)
+	// The mean prompt after the tenant joined, from the hour's and the minutes' before it.
+	all, first := Measure(tr, w.Duration), Measure(tr, at)
+	nb := first.Requests
+	before := first.PromptMean
+	after := (all.PromptMean*float64(all.Requests) - before*float64(nb)) / float64(max(all.Requests-nb, 1))
 	if after < 1.8*before {
 		t.Errorf("mean prompt %.0f after the tenant, %.0f before: want at least 1.8x", after, before)
 	}
 	alone := w
 	alone.Tenant = nil
 	a := generate(t, alone, 1)
-	if _, n := mean(a, 0, at); n != nb {
+	if n := Measure(a, at).Requests; n != nb {
 		t.Fatalf("%d requests before the tenant, %d without it", nb, n)
 	}
 	for i := range nb {
