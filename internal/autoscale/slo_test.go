@@ -133,6 +133,38 @@ func TestAComfortableMarginProbesTheCapacityUp(t *testing.T) {
 	}
 }
 
+// A fleet started above its need (10 replicas carrying 0.1 of a nominal replica's work each,
+// the SLO held with a wide margin) is not rightly sized: the first window seeds C at the prior,
+// half a nominal replica, and the fleet comes down to what carries the load at it, where a seed
+// at the load (0.12) held all 10 and probes of 5-10% a window took hours to bring it down. A
+// first window held only just is at the edge, and seeds C at the load as before; so does one
+// whose load is above the prior. On a GPU slower than the prior assumes, the next window
+// misses, and C comes down with it.
+func TestAFleetStartedAboveItsNeedSeedsThePrior(t *testing.T) {
+	spec := sloSpecOf(1, 20)
+	out := Decide(sloInput(spec, 10, 10, 1.0, 0.3, 0, nil), t0)
+	if c, _ := sloOf(t, out.Status); c != sloPrior {
+		t.Errorf("capacity %g seeded on 10 replicas carrying 0.1 each with margin, want the prior %g", c, sloPrior)
+	}
+	if out.Desired != 3 {
+		t.Fatalf("desired %d, want the 3 that carry 1.0 at %g of the prior", out.Desired, sloShare)
+	}
+	tight := Decide(sloInput(spec, 10, 10, 1.0, 1.4, 0, nil), t0)
+	if c, _ := sloOf(t, tight.Status); math.Abs(c-0.1/sloShare) > 1e-6 || tight.Desired != 10 {
+		t.Errorf("capacity %g, desired %d after a first window held only just, want %g and the 10 held", c, tight.Desired, 0.1/sloShare)
+	}
+	heavy := Decide(sloInput(spec, 10, 10, 6, 0.3, 0, nil), t0)
+	if c, _ := sloOf(t, heavy.Status); math.Abs(c-0.6/sloShare) > 1e-6 || heavy.Desired != 10 {
+		t.Errorf("capacity %g, desired %d after a first window carrying 0.6 a replica with margin, want %g and the 10 held", c, heavy.Desired, 0.6/sloShare)
+	}
+	// The 3 replicas miss (a slower GPU): C comes down, the fleet grows.
+	st := out.Status
+	missed := Decide(sloInput(spec, 3, 3, 1.0, 3, 0, &st), t0.Add(5*time.Minute))
+	if c, _ := sloOf(t, missed.Status); c >= sloPrior || missed.Desired <= 3 {
+		t.Errorf("capacity %g, desired %d after 3 replicas missed the SLO at the prior, want it below %g and more replicas", c, missed.Desired, sloPrior)
+	}
+}
+
 // One odd minute (a burst inside it) misses the SLO at a load replicas have carried for an
 // hour: the capacity comes down no further than the floor, so the fleet grows by a little, not
 // by the miss's ratio, and the probing takes it back.
@@ -480,9 +512,16 @@ func TestTheProjectionHoldsAScaleDownAndRespectsTheTolerance(t *testing.T) {
 }
 
 // lightSeed is the status after a first window on 2 Ready replicas at a light load (token work
-// load, p95 TTFT ttft), which must seed a capacity of at most most.
+// load, p95 TTFT ttft), which must seed a capacity of at most most. The window holds the SLO
+// only just (the requests' own latency: long prompts' prefills), so that it seeds C at the load
+// (the fleet taken as rightly sized); one held with margin seeds at least sloPrior. (Before the
+// prior, such seeds came from windows with margin too: a smoke test's requests, a trace's
+// first minutes.)
 func lightSeed(t *testing.T, spec v1alpha1.AutoscalingSpec, load, ttft, most float64) v1alpha1.AutoscalingStatus {
 	t.Helper()
+	if ttft <= sloMargin*2 {
+		t.Fatalf("p95 TTFT %gs of the SLO's 2s: a light seed needs a first window held only just (with margin it seeds at least the prior)", ttft)
+	}
 	first := Decide(sloInput(spec, 2, 2, load, ttft, 0, nil), t0)
 	if c, _ := sloOf(t, first.Status); c > most {
 		t.Fatalf("seed capacity %g: the test needs one seeded at the light load (at most %g)", c, most)
@@ -498,7 +537,7 @@ func lightSeed(t *testing.T, spec v1alpha1.AutoscalingSpec, load, ttft, most flo
 // capacity of 0.004 seeded this way, its SLO held in every minute at twice KEDA + HPA's GPUs).
 func TestACapacitySeededAtALightLoadIsNotStretchedToAHeavyOne(t *testing.T) {
 	spec := sloSpecOf(2, 10)
-	st := lightSeed(t, spec, 0.008, 0.3, 0.01)
+	st := lightSeed(t, spec, 0.008, 1.4, 0.01)
 	out := Decide(sloInput(spec, 2, 2, 0.652, 0.4, 0, &st), t0.Add(20*time.Second))
 	if out.Desired > 3 {
 		t.Fatalf("desired %d on a load of 0.652 that 2 replicas hold with margin (p95 TTFT 0.4s of 2s); want at most 3 (%+v)", out.Desired, out.Status.Proposals)
@@ -520,15 +559,14 @@ func TestACapacitySeededAtALightLoadIsNotStretchedToAHeavyOne(t *testing.T) {
 }
 
 // A seed taken at a light load (a smoke test's requests before the traffic: 0.002 of a
-// replica's work on 2 replicas) is the fleet taken as rightly sized there; the traffic's first
+// replica's work on 2 replicas, held only just) is the fleet taken as rightly sized there; the traffic's first
 // pass, 400 times the load and queued, sized at it asked for 1,784 replicas on the real bench.
 // Before any miss, C is a bound below, and a load per replica beyond twice it that misses seeds
 // it again, as the first window would (a queued one: the queue's bound); one that holds, even
 // only just, lifts C to what each replica carries; once a miss was seen, C is not seeded again.
 func TestACapacityBelowTheTrafficIsSeededAgain(t *testing.T) {
 	spec := sloSpecOf(2, 10)
-	first := Decide(sloInput(spec, 2, 2, 0.002, 0.3, 0, nil), t0)
-	st := first.Status
+	st := lightSeed(t, spec, 0.002, 1.4, 0.002)
 	out := Decide(sloInput(spec, 2, 2, 0.83, 0.5, 4, &st), t0.Add(20*time.Second))
 	p := sloProposal(t, out)
 	if *p.Replicas > 4 {
@@ -554,14 +592,14 @@ func TestACapacityBelowTheTrafficIsSeededAgain(t *testing.T) {
 }
 
 // A capacity seeded at a light load on minReplicas (0.04 of a replica's work on 2 replicas,
-// p95 TTFT 0.07 s) meets the traffic's first rise with pods already asked for: 0.124 on the 2
+// held only just) meets the traffic's first rise with pods already asked for: 0.124 on the 2
 // Ready replicas of 4. They hold it with margin, which proves each Ready replica carries 0.062;
 // the 2 still starting served none of it. Taken over the 4 asked for, C stayed at 0.031 and
 // the rise asked for 5 replicas where 2 held it (a held-out low-rate workload: 13 replicas for
 // a load the optimum served on 2 throughout).
 func TestARiseHeldByTheReadyReplicasLiftsALightSeed(t *testing.T) {
 	spec := sloSpecOf(2, 20)
-	st := lightSeed(t, spec, 0.04, 0.07, 0.03)
+	st := lightSeed(t, spec, 0.04, 1.4, 0.03)
 	out := Decide(sloInput(spec, 4, 2, 0.124, 0.08, 0, &st), t0.Add(15*time.Second))
 	if c, _ := sloOf(t, out.Status); c < 0.062-1e-9 {
 		t.Errorf("capacity %g after 2 Ready replicas held 0.124 with margin, want at least 0.062", c)
@@ -591,9 +629,9 @@ func TestNothingIsLearntFromAWindowTheTrafficHasNotFilled(t *testing.T) {
 		t.Fatalf("proposal %d (%s) without a capacity, want 3 held, saying the window is filling", *p.Replicas, p.Message)
 	}
 	st := out.Status
-	full := Decide(sloInput(spec, 3, 3, 1.2, 0.4, 0, &st), t0.Add(45*time.Second))
-	if c, _ := sloOf(t, full.Status); math.Abs(c-1.2/3/sloShare) > 1e-6 {
-		t.Fatalf("capacity %g from the first full window, want %g", c, 1.2/3/sloShare)
+	full := Decide(sloInput(spec, 3, 3, 1.5, 0.4, 0, &st), t0.Add(45*time.Second))
+	if c, _ := sloOf(t, full.Status); math.Abs(c-1.5/3/sloShare) > 1e-6 {
+		t.Fatalf("capacity %g from the first full window, want %g", c, 1.5/3/sloShare)
 	}
 	if p := sloProposal(t, full); *p.Replicas != 3 {
 		t.Errorf("proposal %d on the first full window, want the 3 that carry it", *p.Replicas)
@@ -602,8 +640,8 @@ func TestNothingIsLearntFromAWindowTheTrafficHasNotFilled(t *testing.T) {
 	known := full.Status
 	again := sloInput(spec, 3, 3, 0.05, 3, 4, &known)
 	again.Load.Filling = true
-	if c, _ := sloOf(t, Decide(again, t0.Add(5*time.Minute)).Status); math.Abs(c-1.2/3/sloShare) > 1e-6 {
-		t.Errorf("capacity %g after a queued pass in a window filling, want %g kept", c, 1.2/3/sloShare)
+	if c, _ := sloOf(t, Decide(again, t0.Add(5*time.Minute)).Status); math.Abs(c-1.5/3/sloShare) > 1e-6 {
+		t.Errorf("capacity %g after a queued pass in a window filling, want %g kept", c, 1.5/3/sloShare)
 	}
 }
 

@@ -149,6 +149,27 @@ func TestSLOAComfortableMarginProbesDown(t *testing.T) {
 	})
 }
 
+// Six replicas carry 0.6 of token work at a p95 TTFT of 0.3s: a fleet started well above its
+// need. The first window seeds the capacity at the prior, half a nominal replica's work, not at
+// the 0.1 each carries, and the fleet comes down to the 2 that carry the load at it at once.
+func TestSLOAFleetStartedAboveItsNeedComesDownToThePrior(t *testing.T) {
+	t.Parallel()
+	ms, ns := startSLOServer(t, "slo-prior", 6, sloServing{work: 0.6, ttft: 0.3}, autoscalingWith(scaleDownWindow(0)))
+	eventually(t, 30*time.Second, "seeded at the prior", func() error {
+		a, err := autoscaling(getMS(t, ms))
+		if err != nil {
+			return err
+		}
+		if c, ok := sloCapacity(a); !ok || c != 0.5 || a.DesiredReplicas != 2 {
+			return fmt.Errorf("learnt %+v, desired %d (%s), want 0.5 and 2", a.LearnedCapacities, a.DesiredReplicas, a.LastScaleReason)
+		}
+		return nil
+	})
+	if n := deploymentReplicas(t, ns, "slo-prior-blue"); n != 2 {
+		t.Fatalf("the Deployment asks for %d replicas, want 2", n)
+	}
+}
+
 // Two replicas with little token work and a good TTFT, but 40 requests queued on each: the
 // burst is beyond them now, and the fast path doubles the fleet at once.
 func TestSLOABurstTakesTheFastPath(t *testing.T) {
@@ -205,13 +226,14 @@ func TestSLOABurstOfArrivalsSizesTheFleetForThem(t *testing.T) {
 	}
 }
 
-// A smoke test's few requests before the traffic (0.002 of a replica's work on 2 replicas)
-// seed the capacity at what 2 replicas carry there; the traffic then arrives, 400 times the
-// load, queued. Sized at the seed it asked for 1,784 replicas on the real bench (maxReplicas in
-// 30 s); the seed is taken again at the traffic's load, and the fleet grows by a replica.
+// A smoke test's few requests before the traffic (0.002 of a replica's work on 2 replicas,
+// long prompts held only just: a window with margin seeds at least the prior) seed the capacity
+// at what 2 replicas carry there; the traffic then arrives, 400 times the load, queued. Sized
+// at the seed it asked for 1,784 replicas on the real bench (maxReplicas in 30 s); the seed is
+// taken again at the traffic's load, and the fleet grows by a replica.
 func TestSLOASeedAtASmokeTestsLoadIsTakenAgain(t *testing.T) {
 	t.Parallel()
-	ms, ns, live := startLiveSLOServer(t, "slo-smoke", 2, sloServing{work: 0.002, ttft: 0.3})
+	ms, ns, live := startLiveSLOServer(t, "slo-smoke", 2, sloServing{work: 0.002, ttft: 1.4})
 	eventually(t, 30*time.Second, "seeded at the smoke test's load", func() error {
 		a, err := autoscaling(getMS(t, ms))
 		if err != nil {
