@@ -65,10 +65,10 @@ import (
 // 5-10% a window, each held by the scale-down window, would take hours to climb from there
 // (held-out workloads: 1.4x-3.1x the optimum's GPU-hours at equal SLO minutes where GPU-70 ran
 // 1.0x-1.4x; docs/bench-sim.md). On a GPU slower than the rates the token work is counted in
-// the prior is too high, and the first windows that miss teach C down, as any miss does. Before any miss C
-// is only a bound below: a load per Ready replica beyond sloReseed times it seeds it again when
-// it misses, and lifts it to what each replica carries when it holds (a seed at a smoke test's
-// load). A new revision starts from the capacity of the one before (a new model version is
+// the prior is too high, and the first windows that miss teach C down, as any miss does.
+// Before any miss C is only a bound below: a load per Ready replica beyond sloReseed times it
+// seeds it again when it misses, and lifts it to what each replica carries when it holds (a
+// seed at a smoke test's load). A new revision starts from the capacity of the one before (a new model version is
 // rarely far from the old), without its floor.
 //
 // The traffic's mix: C is in token work, and what a replica carries within a TTFT SLO depends

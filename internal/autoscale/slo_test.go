@@ -559,8 +559,9 @@ func TestACapacitySeededAtALightLoadIsNotStretchedToAHeavyOne(t *testing.T) {
 }
 
 // A seed taken at a light load (a smoke test's requests before the traffic: 0.002 of a
-// replica's work on 2 replicas, held only just) is the fleet taken as rightly sized there; the traffic's first
-// pass, 400 times the load and queued, sized at it asked for 1,784 replicas on the real bench.
+// replica's work on 2 replicas, held only just) is the fleet taken as rightly sized there; the
+// traffic's first pass, 400 times the load and queued, sized at it asked for 1,784 replicas on
+// the real bench.
 // Before any miss, C is a bound below, and a load per replica beyond twice it that misses seeds
 // it again, as the first window would (a queued one: the queue's bound); one that holds, even
 // only just, lifts C to what each replica carries; once a miss was seen, C is not seeded again.
