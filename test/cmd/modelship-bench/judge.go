@@ -164,6 +164,7 @@ var judgeRollout struct {
 	minStep      time.Duration         // --judge-min-step: minStepDuration (unset)
 	loadMatching v1alpha1.LoadMatching // --judge-load-matching: loadMatching (StablePods)
 	scrape       time.Duration         // --judge-scrape-interval: analysis.scrapeInterval (the simulator's 15s)
+	failureLimit *int32                // --judge-failure-limit: failureLimit (nil: the API's 1)
 }
 
 // applyJudgeRollout sets the fields of judgeRollout that are not zero on r.
@@ -180,6 +181,9 @@ func applyJudgeRollout(r *v1alpha1.RolloutSpec) {
 	}
 	if j.loadMatching != "" {
 		r.LoadMatching = j.loadMatching
+	}
+	if j.failureLimit != nil {
+		r.FailureLimit = *j.failureLimit
 	}
 	if j.scrape > 0 {
 		// Prometheus scraping this seldom: the analysis's windows, settle time and blocks are

@@ -60,6 +60,14 @@ func runSim(args []string) error {
 		}
 		return fmt.Errorf("want None or StablePods")
 	})
+	fs.Func("judge-failure-limit", "the judge matrix's spec.rollout.failureLimit: failed measurements tolerated before a rollback (default: the API's 1)", func(v string) error {
+		n, err := strconv.ParseInt(v, 10, 32)
+		if err != nil || n < 0 {
+			return fmt.Errorf("want a count of 0 or more, got %q", v)
+		}
+		judgeRollout.failureLimit = ptr.To(int32(n))
+		return nil
+	})
 	fs.DurationVar(&judgeRollout.minStep, "judge-min-step", 0, "the judge matrix's spec.rollout.minStepDuration: a step ends after it on a confident pass (0: unset, every step lasts the API's 2m)")
 	fs.DurationVar(&judgeRollout.stepDuration, "judge-step-duration", 0, "the judge matrix's spec.rollout.stepDuration (0: the API's 2m)")
 	fs.DurationVar(&judgeRollout.interval, "judge-interval", 0, "the judge matrix's spec.rollout.analysis.interval (0: the API's 30s)")

@@ -9,6 +9,7 @@ import (
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
 	"github.com/modelship/modelship/test/framework/fleet"
+	"k8s.io/utils/ptr"
 )
 
 // TestEveryAARunStartsAtItsOwnPointOfTheTrace: 200 A/A runs are 200 scenarios, not 50 run four
@@ -139,15 +140,15 @@ func TestTheJudgeMatrixSizesItsFleetAndRunsItsGPUs(t *testing.T) {
 func TestApplyJudgeRolloutSetsOnlyWhatIsGiven(t *testing.T) {
 	saved := judgeRollout
 	t.Cleanup(func() { judgeRollout = saved })
-	var r v1alpha1.RolloutSpec
+	r := v1alpha1.RolloutSpec{FailureLimit: 1}
 	applyJudgeRollout(&r)
-	if r.Analysis.ScrapeInterval != nil || r.StepDuration.Duration != 0 || r.LoadMatching != "" {
+	if r.Analysis.ScrapeInterval != nil || r.StepDuration.Duration != 0 || r.LoadMatching != "" || r.FailureLimit != 1 {
 		t.Fatalf("no flag given, yet %+v", r)
 	}
-	judgeRollout.scrape, judgeRollout.stepDuration = time.Minute, 30*time.Second
+	judgeRollout.scrape, judgeRollout.stepDuration, judgeRollout.failureLimit = time.Minute, 30*time.Second, ptr.To(int32(0))
 	applyJudgeRollout(&r)
-	if r.Analysis.ScrapeInterval == nil || r.Analysis.ScrapeInterval.Duration != time.Minute || r.StepDuration.Duration != 30*time.Second {
-		t.Errorf("--judge-scrape-interval 1m --judge-step-duration 30s gave %+v", r)
+	if r.Analysis.ScrapeInterval == nil || r.Analysis.ScrapeInterval.Duration != time.Minute || r.StepDuration.Duration != 30*time.Second || r.FailureLimit != 0 {
+		t.Errorf("--judge-scrape-interval 1m --judge-step-duration 30s --judge-failure-limit 0 gave %+v", r)
 	}
 }
 
