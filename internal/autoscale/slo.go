@@ -68,8 +68,8 @@ import (
 // the prior is too high, and the first windows that miss teach C down, as any miss does.
 // Before any miss C is only a bound below: a load per Ready replica beyond sloReseed times it
 // seeds it again when it misses, and lifts it to what each replica carries when it holds (a
-// seed at a smoke test's load). A new revision starts from the capacity of the one before (a new model version is
-// rarely far from the old), without its floor.
+// seed at a smoke test's load). A new revision starts from the capacity of the one before (a
+// new model version is rarely far from the old), without its floor.
 //
 // The traffic's mix: C is in token work, and what a replica carries within a TTFT SLO depends
 // on the requests (long prompts' prefills queue behind each other at a fraction of the token
