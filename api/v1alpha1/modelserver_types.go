@@ -383,8 +383,12 @@ type RolloutSpec struct {
 	ScaleDownDelay Duration `json:"scaleDownDelay,omitempty,omitzero"`
 
 	// FailureLimit is the number of failed measurements tolerated in a rollout; one more rolls
-	// back. 0 rolls back on the first failed measurement.
-	// +kubebuilder:default=1
+	// back. 0 (the default, as Argo Rollouts') rolls back on the first failed measurement: each
+	// Fail is already taken at a threshold that an identical candidate crosses with probability
+	// at most 1% over the whole rollout, so a second failed look only adds an analysis interval
+	// of the slower candidate's traffic. Raise it to ride out failures the analysis cannot
+	// tell from the version's (a noisy custom metric).
+	// +kubebuilder:default=0
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=100
 	// +optional

@@ -324,7 +324,7 @@ func TestDefaultsAreFilledAtAdmission(t *testing.T) {
 	got := getMS(t, ms)
 	r := got.Spec.Rollout
 	if fmt.Sprint(r.Steps) != "[10 25 50 100]" || r.StepDuration.Duration != 2*time.Minute || r.ScaleDownDelay.Duration != 10*time.Minute ||
-		!ptr.Deref(r.AutoPromote, false) || r.FailureLimit != 1 || r.Analysis.Preset != v1alpha1.AnalysisPresetVLLM ||
+		!ptr.Deref(r.AutoPromote, false) || r.FailureLimit != 0 || r.Analysis.Preset != v1alpha1.AnalysisPresetVLLM ||
 		r.Analysis.MinSamples != 20 || r.Analysis.Interval.Duration != 30*time.Second || got.Spec.Port != 8000 || ptr.Deref(got.Spec.Replicas, 0) != 1 {
 		t.Errorf("defaults not filled: replicas %v port %d rollout %+v", got.Spec.Replicas, got.Spec.Port, r)
 	}

@@ -164,7 +164,7 @@ var judgeRollout struct {
 	minStep      time.Duration         // --judge-min-step: minStepDuration (unset)
 	loadMatching v1alpha1.LoadMatching // --judge-load-matching: loadMatching (StablePods)
 	scrape       time.Duration         // --judge-scrape-interval: analysis.scrapeInterval (the simulator's 15s)
-	failureLimit *int32                // --judge-failure-limit: failureLimit (nil: the API's 1)
+	failureLimit *int32                // --judge-failure-limit: failureLimit (nil: the API's 0)
 }
 
 // applyJudgeRollout sets the fields of judgeRollout that are not zero on r.

@@ -60,7 +60,7 @@ func runSim(args []string) error {
 		}
 		return fmt.Errorf("want None or StablePods")
 	})
-	fs.Func("judge-failure-limit", "the judge matrix's spec.rollout.failureLimit: failed measurements tolerated before a rollback (default: the API's 1)", func(v string) error {
+	fs.Func("judge-failure-limit", "the judge matrix's spec.rollout.failureLimit: failed measurements tolerated before a rollback (default: the API's 0)", func(v string) error {
 		n, err := strconv.ParseInt(v, 10, 32)
 		if err != nil || n < 0 {
 			return fmt.Errorf("want a count of 0 or more, got %q", v)

@@ -42,7 +42,6 @@ func ModelServer(ns, name, image string) *v1alpha1.ModelServer {
 				Warmup:         &v1alpha1.WarmupSpec{Path: "/v1/models"},
 				AutoPromote:    ptr.To(true),
 				ScaleDownDelay: d(30 * time.Second),
-				FailureLimit:   1,
 				Analysis: v1alpha1.AnalysisSpec{
 					Preset: v1alpha1.AnalysisPresetVLLM, Interval: d(5 * time.Second), MinSamples: 20,
 				},

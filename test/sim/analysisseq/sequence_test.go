@@ -225,13 +225,13 @@ type rolloutOutcome struct {
 // The simulated rollout follows the API's defaults and internal/rollout's rules: steps 10, 25,
 // 50 (then 100 promotes), each held 2m with a measurement every 30s over a 1m window (the
 // minimum: consecutive windows overlap by half); a step advances once it has lasted 2m and its
-// last measurement passed (a Fail or Inconclusive holds it); failures add up over the
-// rollout and the second one (failureLimit 1) rolls back. A rollout still holding after
-// maxMeasurements is counted as not rolled back (and reported as stalled).
+// last measurement passed (a Fail or Inconclusive holds it); the first failure (failureLimit
+// 0, the API's default) rolls back. A rollout still holding after maxMeasurements is counted
+// as not rolled back (and reported as stalled).
 const (
 	simSteps           = 3
 	simPerStep         = 5 // measurements at 0, 30, 60, 90, 120s of a 2m step
-	simFailureLimit    = 1
+	simFailureLimit    = 0
 	simMaxMeasurements = 200
 )
 

@@ -19,8 +19,8 @@ import (
 // queries) on the same histograms Prometheus would return for each color over
 // rollout.AnalysisWindow. The spec is the API's defaults (steps 10/25/50/100, 2m per step,
 // analysis every 30s with the vllm preset: TTFT, ITL and e2e p95 at most 1.2x stable, error
-// ratio at most 5%), minSamples 20 and failureLimit 1, and the simulated Prometheus's 15s scrape interval (a
-// 1m window).
+// ratio at most 5%), minSamples 20 and failureLimit 0, and the simulated Prometheus's 15s
+// scrape interval (a 1m window).
 type ModelshipRollout struct {
 	Total int32
 
@@ -48,9 +48,10 @@ func NewModelshipRollout(total int32) *ModelshipRollout {
 	m := &ModelshipRollout{Total: total, start: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), deps: map[v1alpha1.Color]*msDep{}}
 	m.ms = &v1alpha1.ModelServer{ObjectMeta: metav1.ObjectMeta{Name: modelServer, Namespace: namespace, Generation: 1}}
 	// The API's defaults (the CRD's +kubebuilder:default markers), which a stored object
-	// always carries: minSamples 20, failureLimit 1, loadMatching StablePods.
+	// always carries: minSamples 20, failureLimit 0, loadMatching StablePods
+	// (TestModelshipRolloutRunsTheCRDsDefaults holds them to the CRD).
 	m.ms.Spec.Rollout.Analysis.MinSamples = 20
-	m.ms.Spec.Rollout.FailureLimit = 1
+	m.ms.Spec.Rollout.FailureLimit = 0
 	m.ms.Spec.Rollout.LoadMatching = v1alpha1.LoadMatchingStablePods
 	// The simulated Prometheus scrapes every 15s (as the peers' 1m queries assume): the window
 	// is then 4 scrapes, 1m, instead of the 4m a 60s scrape (the API's assumption) needs.
