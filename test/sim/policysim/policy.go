@@ -33,8 +33,10 @@ type Signals struct {
 	// NoRates is true at the first scrape: a rate over one sample is no result in PromQL (not
 	// 0), and a 0 there would read as a load rising from nothing over the first minutes.
 	NoRates bool
-	// TTFTP95 and ITLP95 are the last complete minute's p95 time to first token and inter-token
-	// latency in seconds; HasLatency is false before the first minute with traffic.
+	// TTFTP95 and ITLP95 are the p95 time to first token and inter-token latency in seconds of
+	// the requests observed in the minute before the scrape, as histogram_quantile over a 1m
+	// rate of vLLM's buckets reads them; HasLatency is false when none was (no traffic, or
+	// the first scrape).
 	TTFTP95, ITLP95 float64
 	HasLatency      bool
 	// MetricsMissing is true during an outage of the pods' metrics: queries return empty

@@ -1,8 +1,10 @@
 package policysim
 
 import (
+	"math"
 	"time"
 
+	"github.com/modelship/modelship/internal/metrics"
 	"github.com/modelship/modelship/test/framework/fleet"
 )
 
@@ -20,19 +22,23 @@ type scrapeSample struct {
 	at     time.Duration
 	tokens map[string][2]uint64
 	done   map[string]uint64 // vllm:request_success_total per pod, every finished_reason
+	// ttft and itl are the pods' cumulative latency histograms (fleet.TTFTBuckets and
+	// fleet.ITLBuckets, then +Inf).
+	ttft, itl map[string][]uint64
 }
 
 func newScraper() *scraper { return &scraper{} }
 
 func (s *scraper) scrape(now time.Duration, pods []fleet.PodStatus, active int32, prev Signals) Signals {
 	sig := Signals{Now: now, Pods: active, TTFTP95: prev.TTFTP95, ITLP95: prev.ITLP95, HasLatency: prev.HasLatency}
-	cur := scrapeSample{at: now, tokens: map[string][2]uint64{}, done: map[string]uint64{}}
+	cur := scrapeSample{at: now, tokens: map[string][2]uint64{}, done: map[string]uint64{}, ttft: map[string][]uint64{}, itl: map[string][]uint64{}}
 	var util, kv float64
 	for _, p := range pods {
 		cur.tokens[p.Pod.Name] = [2]uint64{p.PromptTokens, p.GeneratedTokens}
 		for _, n := range p.Success {
 			cur.done[p.Pod.Name] += n
 		}
+		cur.ttft[p.Pod.Name], cur.itl[p.Pod.Name] = p.TTFT, p.ITL
 		sig.Waiting += float64(p.Waiting)
 		sig.Running += float64(p.Running)
 		if !p.Loaded || p.Pod.Terminating {
@@ -70,6 +76,42 @@ func (s *scraper) scrape(now time.Duration, pods []fleet.PodStatus, active int32
 			dd += c - old.done[name]
 		}
 		sig.Served = float64(dd) / span
+		// The latencies as the controller's queries read them at each pass:
+		// histogram_quantile(0.95, sum by (le) (rate(..._bucket[1m]))), over the requests
+		// that finished in the minute before now, not the last whole minute's.
+		ttft, okT := windowQuantile(0.95, fleet.TTFTBuckets, cur.ttft, old.ttft)
+		itl, okI := windowQuantile(0.95, fleet.ITLBuckets, cur.itl, old.itl)
+		sig.TTFTP95, sig.ITLP95, sig.HasLatency = ttft, itl, okT && okI
 	}
 	return sig
+}
+
+// windowQuantile is histogram_quantile(q) of the pods' histograms' increase between two
+// scrapes (a pod not in the older one counts from zero), summed by bucket, read by the
+// controller's own metrics.Histogram.Quantile; false when no request was observed in between.
+func windowQuantile(q float64, bounds []float64, cur, old map[string][]uint64) (float64, bool) {
+	h := make(metrics.Histogram, len(bounds)+1)
+	for i := range h {
+		h[i].UpperBound = math.Inf(1)
+		if i < len(bounds) {
+			h[i].UpperBound = bounds[i]
+		}
+	}
+	for name, c := range cur {
+		o := old[name]
+		for i := range min(len(c), len(h)) {
+			var prev uint64
+			if i < len(o) {
+				prev = o[i]
+			}
+			if c[i] > prev {
+				h[i].Count += float64(c[i] - prev)
+			}
+		}
+	}
+	v, err := h.Quantile(q)
+	if err != nil {
+		return math.NaN(), false
+	}
+	return v, true
 }

@@ -100,3 +100,59 @@ func TestTheLoadIsFillingUntilTheTrafficFillsItsWindow(t *testing.T) {
 		}
 	}
 }
+
+// The latencies are read at each scrape over the minute before it, as the controller's
+// histogram_quantile over a 1m rate of vLLM's buckets reads them: a spike of slow requests
+// shows while it is within the minute and is gone a minute after, whatever the minute's
+// boundaries (a latency of the last whole minute, read beside a load of the last 60 s, put a
+// spike's miss on the quiet minute after it).
+func TestTheLatencyIsTheMinuteBeforeEachScrape(t *testing.T) {
+	cum := func(bounds []float64, obs map[float64]uint64) []uint64 {
+		out := make([]uint64, len(bounds)+1)
+		for v, n := range obs {
+			for i := range out {
+				if i == len(bounds) || v <= bounds[i] {
+					out[i] += n
+				}
+			}
+		}
+		return out
+	}
+	pod := func(fast, slow uint64) fleet.PodStatus {
+		ps := podStatus("a", true, 50, 0, 0, 0)
+		ps.TTFT = cum(fleet.TTFTBuckets, map[float64]uint64{0.08: fast, 4: slow})
+		ps.ITL = cum(fleet.ITLBuckets, map[float64]uint64{0.02: 10 * fast, 0.2: 10 * slow})
+		return ps
+	}
+	s := newScraper()
+	var sig Signals
+	for at := time.Duration(0); at <= 2*time.Minute; at += 15 * time.Second {
+		fast, slow := uint64(at/(15*time.Second))*50, uint64(0)
+		if at >= 45*time.Second {
+			slow = 30 // 30 slow requests between 30 s and 45 s
+		}
+		sig = s.scrape(at, []fleet.PodStatus{pod(fast, slow)}, 1, sig)
+		// Slow requests counted between the scrapes at 30 s and 45 s: in the increase since
+		// the scrape a minute before from 45 s to 1m45s (that scrape at 45 s counts them).
+		inWindow := at >= 45*time.Second && at < 105*time.Second
+		switch {
+		case at == 0:
+			if sig.HasLatency {
+				t.Fatalf("latency on the first scrape: %+v", sig)
+			}
+		case !sig.HasLatency:
+			t.Fatalf("at %s: no latency with requests in the minute before", at)
+		case inWindow && (sig.TTFTP95 <= 2.5 || sig.ITLP95 <= 0.15):
+			t.Errorf("at %s: p95 TTFT %.3f s, ITL %.3f s with the slow requests in the minute before; want above 2.5 and 0.15", at, sig.TTFTP95, sig.ITLP95)
+		case !inWindow && (sig.TTFTP95 > 0.1 || sig.ITLP95 > 0.025):
+			t.Errorf("at %s: p95 TTFT %.3f s, ITL %.3f s without slow requests in the minute before; want at most 0.1 and 0.025", at, sig.TTFTP95, sig.ITLP95)
+		}
+	}
+	// No request in the minute before: no latency (not the last one read).
+	for _, at := range []time.Duration{135 * time.Second, 150 * time.Second, 165 * time.Second, 180 * time.Second, 195 * time.Second} {
+		sig = s.scrape(at, []fleet.PodStatus{pod(8*50, 30)}, 1, sig)
+	}
+	if sig.HasLatency {
+		t.Errorf("a minute without requests still has a latency: %+v", sig)
+	}
+}

@@ -213,7 +213,6 @@ func Run(cfg Config, p Policy) Result {
 			m := minuteOf(f, now, cfg, len(pods))
 			m.Work = WorkBetween(arr, cfg.Capacity, now-time.Minute, now)
 			res.Timeline = append(res.Timeline, m)
-			sig.TTFTP95, sig.ITLP95, sig.HasLatency = m.TTFTP95, m.ITLP95, !math.IsNaN(m.TTFTP95)
 		}
 		if now >= nextDecide {
 			want := p.Decide(sig)
