@@ -848,10 +848,11 @@ func TestAWaitLongerThanTheWindowIsNoLesson(t *testing.T) {
 	if r.prev.Queue != nil {
 		t.Fatalf("queue %+v still kept once the waits are gone", r.prev.Queue)
 	}
-	// No queue before it: a 90 s p95 TTFT is a miss, and teaches.
-	r.step(3, 90, 0)
+	// No queue before it: a 90 s p95 TTFT is a miss as any, and teaches (at a load above the
+	// floor: below it no miss does, see TestAMissBelowTheFloorTeachesNothing).
+	r.step(6, 90, 0)
 	if got := r.prev.LearnedCapacities[0]; got.LastMissLoad == before.LastMissLoad {
-		t.Fatalf("a 90 s p95 TTFT with no queue before it taught nothing: last miss %s, want 0.3", got.LastMissLoad)
+		t.Fatalf("a 90 s p95 TTFT with no queue before it taught nothing: last miss %s, want 0.6", got.LastMissLoad)
 	}
 }
 
@@ -935,5 +936,40 @@ func TestHeavierRequestsLearnTheCapacityAgain(t *testing.T) {
 	few := miss(0.25) // 15 requests in the window: too few to weigh the mix
 	if c, _ = sloOf(t, few.Status); c < 0.78 {
 		t.Fatalf("a window of 15 requests: capacity %g, want the mix not weighed (lowered no further than the floor)", c)
+	}
+}
+
+// A probe raises C up to its limit and never lowers it: after a spike's miss left C at 0.41
+// (halfway to the miss's bound), a window held with margin at a fifth of that a replica, on a
+// floor proven at that light load (0.155), probed C to 1.35 times the floor, 0.21, halving it.
+func TestAProbeNeverLowersTheCapacity(t *testing.T) {
+	spec := sloSpecOf(1, 20)
+	prev := &v1alpha1.AutoscalingStatus{LearnedCapacities: []v1alpha1.LearnedCapacity{{Metric: MetricSLO,
+		PerReplica: "0.41", Floor: "0.155", Ceiling: "0.64", Samples: 8, LastSampleTime: metav1.NewTime(t0.Add(-time.Minute))}}}
+	// 2 Ready replicas carrying 0.195 each, p95 TTFT 0.3 s of 2 s: held with margin, and the
+	// load asks for more than Ready-1 replicas at C, so the window probes.
+	out := Decide(sloInput(spec, 2, 2, 0.39, 0.3, 0, prev), t0)
+	if c, _ := sloOf(t, out.Status); c < 0.41 {
+		t.Errorf("capacity %g after a window held with margin, want at least the 0.41 it was", c)
+	}
+}
+
+// A miss at a load per replica below the floor (what a replica carried holding the SLO with
+// margin, within the floor's half-life) is not the load's: the last window before traffic
+// stops (a handful of requests, a p95 TTFT of 3.4 s at 0.019 a replica) set the ceiling at
+// 0.019, and C, held to it, fell with the floor for the rest of the hour. It teaches nothing;
+// a miss at the floor's load still does.
+func TestAMissBelowTheFloorTeachesNothing(t *testing.T) {
+	spec := sloSpecOf(1, 20)
+	prev := &v1alpha1.AutoscalingStatus{LearnedCapacities: []v1alpha1.LearnedCapacity{{Metric: MetricSLO,
+		PerReplica: "0.6", Floor: "0.45", Samples: 20, LastSampleTime: metav1.NewTime(t0.Add(-time.Minute))}}}
+	out := Decide(sloInput(spec, 10, 10, 0.19, 3.4, 0, prev), t0)
+	c, floor := sloOf(t, out.Status)
+	if l := out.Status.LearnedCapacities[0]; c != 0.6 || l.Ceiling != "" {
+		t.Errorf("capacity %g, ceiling %q after a miss at 0.019 a replica on a floor of %g; want 0.6 and no ceiling", c, l.Ceiling, floor)
+	}
+	at := Decide(sloInput(spec, 10, 10, 4.5, 3.4, 0, prev), t0)
+	if c, _ := sloOf(t, at.Status); c >= 0.6 || at.Status.LearnedCapacities[0].Ceiling == "" {
+		t.Errorf("capacity %g, ceiling %q after a miss at 0.45 a replica; want C lowered and a ceiling", c, at.Status.LearnedCapacities[0].Ceiling)
 	}
 }
