@@ -534,8 +534,8 @@ func learnSLO(s sloSpec, in Input, prev *v1alpha1.AutoscalingStatus, now time.Ti
 				// The limit holds a probe back; it never brings C below where it was: a C
 				// above it came from the prior or a miss's bound, and a floor proven at a
 				// light load is no bound above (held out, a 30 s spike's miss left C at 0.41,
-				// and the window held after it, at a fifth of that a replica, took it to 1.35
-				// times that light floor, 0.21, doubling the fleet for the next half hour).
+				// and the window held after it, at half that a replica, took it to 1.35 times
+				// that light floor, 0.21, doubling the fleet for the next half hour).
 				st.capacity = min(st.capacity, max(limit, before))
 			}
 			if ceiling > 0 {

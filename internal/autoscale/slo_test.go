@@ -940,7 +940,7 @@ func TestHeavierRequestsLearnTheCapacityAgain(t *testing.T) {
 }
 
 // A probe raises C up to its limit and never lowers it: after a spike's miss left C at 0.41
-// (halfway to the miss's bound), a window held with margin at a fifth of that a replica, on a
+// (halfway to the miss's bound), a window held with margin at half that a replica, on a
 // floor proven at that light load (0.155), probed C to 1.35 times the floor, 0.21, halving it.
 func TestAProbeNeverLowersTheCapacity(t *testing.T) {
 	spec := sloSpecOf(1, 20)
