@@ -542,12 +542,17 @@ func learnSLO(s sloSpec, in Input, prev *v1alpha1.AutoscalingStatus, now time.Ti
 				st.capacity = max(min(st.capacity, ceiling), floor)
 			}
 		case r > sloMargin && !light:
-			// Held, but tightly: the replicas are at the edge, so C is about u (the load
-			// over the Ready replicas, which carried it: over the replicas asked for, each
-			// scale-up would lower the next window's figure, and C with it). Probing stops
-			// here and C comes back to what was seen to hold (u, or the floor when a window
-			// with margin proved more).
-			st.capacity = min(st.capacity, max(floor, u))
+			// Held, but tightly: the replicas are at the edge, so they are sized for what
+			// they carried (u, the load over the Ready replicas, which carried it: over the
+			// replicas asked for, each scale-up would lower the next window's figure, and C
+			// with it). Probing stops here and C comes back to what was seen to hold: u at
+			// sloShare of C, the share the fleet is sized at, or the floor when a window with
+			// margin proved more. (C at u itself sized the fleet for less than it had just
+			// held: each tight window asked for more replicas, whose lower load per replica
+			// the next tight window took as C again; on a long-prompt workload, whose p95
+			// TTFT is most of the SLO at any load, C halved in 30 minutes while the latency
+			// did not move.)
+			st.capacity = min(st.capacity, max(floor, u/sloShare))
 		}
 		st.capacity = max(st.capacity, floor)
 	}

@@ -301,8 +301,8 @@ func TestProbingStopsAtTheCeilingOfTheLastMiss(t *testing.T) {
 }
 
 // Held, but tightly (a p95 above 0.6 of its SLO): the replicas are at the edge and the
-// capacity comes back to what held (the window's load per replica, or the floor when more was
-// proven with margin) instead of being probed further.
+// capacity comes back to what held (the window's load per replica at the share the fleet is
+// sized at, or the floor when more was proven with margin) instead of being probed further.
 func TestATightMarginStopsProbing(t *testing.T) {
 	r := &sloRun{spec: sloSpecOf(1, 20), cur: 10, at: t0}
 	for range 10 {
@@ -312,7 +312,7 @@ func TestATightMarginStopsProbing(t *testing.T) {
 	u := 5 / float64(r.cur)
 	r.step(5, 1.5, 0)
 	after, floor := sloOf(t, *r.prev)
-	if after >= before || math.Abs(after-max(floor, u)) > 1e-6 {
+	if after >= before || math.Abs(after-max(floor, u/sloShare)) > 1e-6 {
 		t.Fatalf("capacity %g -> %g (floor %g, held %g), want it back to what held", before, after, floor, u)
 	}
 }
@@ -409,8 +409,26 @@ func TestATightMarginAfterAScaleDownStillStopsProbing(t *testing.T) {
 	r.prev.Events = append(r.prev.Events, v1alpha1.ScaleEvent{At: metav1.NewTime(r.at.Add(-30 * time.Second)), From: r.cur + 1, To: r.cur})
 	r.step(5, 1.5, 0)
 	after, floor := sloOf(t, *r.prev)
-	if after >= before || math.Abs(after-max(floor, u)) > 1e-6 {
+	if after >= before || math.Abs(after-max(floor, u/sloShare)) > 1e-6 {
 		t.Fatalf("capacity %g -> %g (floor %g, held %g), want it back to what held", before, after, floor, u)
+	}
+}
+
+// Tight windows at the load the fleet is sized for keep it: C comes back to what the replicas
+// held at the share they are sized at, not below. At C itself each tight window asked for more
+// replicas, whose lower load the next tight window took as C again: on a long-prompt workload
+// (a p95 TTFT most of the SLO at any load) C halved in 30 minutes while the latency stood still.
+func TestTightWindowsDoNotRatchetTheFleetUp(t *testing.T) {
+	st := v1alpha1.AutoscalingStatus{LearnedCapacities: []v1alpha1.LearnedCapacity{{Metric: MetricSLO, PerReplica: "0.6",
+		Samples: 10, LastSampleTime: metav1.NewTime(t0.Add(-time.Minute))}}}
+	r := &sloRun{spec: sloSpecOf(1, 40), prev: &st, cur: 10, at: t0}
+	first := r.step(4.7, 1.5, 0).Desired
+	for range 10 {
+		r.step(4.7, 1.5, 0) // the same load, the same tight p95 TTFT (0.75 of the SLO)
+	}
+	if r.cur > first {
+		c, _ := sloOf(t, *r.prev)
+		t.Fatalf("%d replicas after ten tight windows at the same load (C %g), %d after the first: want no more", r.cur, c, first)
 	}
 }
 
@@ -696,7 +714,7 @@ func TestATightWindowWithPodsStartingComesBackToWhatTheReadyOnesCarried(t *testi
 		Samples: 6, Revision: "", LastSampleTime: metav1.NewTime(t0.Add(-time.Minute))}}}
 	out := Decide(sloInput(sloSpecOf(1, 40), 25, 18, 2.6, 1.74, 0, st), t0)
 	c, _ := sloOf(t, out.Status)
-	if want := 2.6 / 18; math.Abs(c-want) > 1e-6 {
+	if want := 2.6 / 18 / sloShare; math.Abs(c-want) > 1e-6 {
 		t.Fatalf("capacity %g after a tight window on 18 Ready of 25, want %g (2.6 over the Ready replicas)", c, want)
 	}
 }
@@ -758,13 +776,13 @@ func TestOverFloorMapsTheMarginOverTheFloor(t *testing.T) {
 
 // A light load is light against the last miss's load per replica, which does not age: two
 // hours after a miss at 0.5 a replica (the ceiling has doubled twice since), a tight window at
-// 0.4 is at the edge, and the capacity comes back to it.
+// 0.4 is at the edge, and the capacity comes back to it (at the share the fleet is sized at).
 func TestALightLoadIsLightAgainstTheLastMissNotTheAgedCeiling(t *testing.T) {
 	st := &v1alpha1.AutoscalingStatus{LearnedCapacities: []v1alpha1.LearnedCapacity{{Metric: MetricSLO, PerReplica: "0.6",
 		Ceiling: "0.5", LastMissLoad: "0.5", Samples: 100, LastSampleTime: metav1.NewTime(t0.Add(-2 * time.Hour))}}}
 	out := Decide(sloInput(sloSpecOf(1, 40), 10, 10, 4, 1.5, 0, st), t0)
-	if c, _ := sloOf(t, out.Status); math.Abs(c-0.4) > 1e-9 {
-		t.Fatalf("capacity %g after a tight window at 0.4 a replica, two hours after a miss at 0.5: want 0.4", c)
+	if c, _ := sloOf(t, out.Status); math.Abs(c-0.4/sloShare) > 1e-6 {
+		t.Fatalf("capacity %g after a tight window at 0.4 a replica, two hours after a miss at 0.5: want %g", c, 0.4/sloShare)
 	}
 	out = Decide(sloInput(sloSpecOf(1, 40), 20, 20, 4, 1.5, 0, st), t0)
 	if c, _ := sloOf(t, out.Status); c != 0.6 {
