@@ -4,7 +4,6 @@ import (
 	"math"
 	"time"
 
-	"github.com/modelship/modelship/internal/metrics"
 	"github.com/modelship/modelship/test/framework/fleet"
 )
 
@@ -79,38 +78,24 @@ func (s *scraper) scrape(now time.Duration, pods []fleet.PodStatus, active int32
 		// The latencies as the controller's queries read them at each pass:
 		// histogram_quantile(0.95, sum by (le) (rate(..._bucket[1m]))), over the requests
 		// that finished in the minute before now, not the last whole minute's.
-		ttft, okT := windowQuantile(0.95, fleet.TTFTBuckets, cur.ttft, old.ttft)
-		itl, okI := windowQuantile(0.95, fleet.ITLBuckets, cur.itl, old.itl)
+		ttft, okT := windowP95(fleet.TTFTBuckets, cur.ttft, old.ttft)
+		itl, okI := windowP95(fleet.ITLBuckets, cur.itl, old.itl)
 		sig.TTFTP95, sig.ITLP95, sig.HasLatency = ttft, itl, okT && okI
 	}
 	return sig
 }
 
-// windowQuantile is histogram_quantile(q) of the pods' histograms' increase between two
-// scrapes (a pod not in the older one counts from zero), summed by bucket, read by the
-// controller's own metrics.Histogram.Quantile; false when no request was observed in between.
-func windowQuantile(q float64, bounds []float64, cur, old map[string][]uint64) (float64, bool) {
-	h := make(metrics.Histogram, len(bounds)+1)
-	for i := range h {
-		h[i].UpperBound = math.Inf(1)
-		if i < len(bounds) {
-			h[i].UpperBound = bounds[i]
-		}
-	}
+// windowP95 is histogram_quantile(0.95) of the pods' histograms' increase between two scrapes
+// (a pod not in the older one counts from zero), summed by bucket, as the canary's windows are
+// (addDelta, toHistogram, P95: the controller's metrics.Histogram.Quantile); false when no
+// request was observed in between.
+func windowP95(bounds []float64, cur, old map[string][]uint64) (float64, bool) {
+	var acc []float64
 	for name, c := range cur {
-		o := old[name]
-		for i := range min(len(c), len(h)) {
-			var prev uint64
-			if i < len(o) {
-				prev = o[i]
-			}
-			if c[i] > prev {
-				h[i].Count += float64(c[i] - prev)
-			}
-		}
+		acc = addDelta(acc, c, old[name])
 	}
-	v, err := h.Quantile(q)
-	if err != nil {
+	v, ok := P95(toHistogram(bounds, acc))
+	if !ok {
 		return math.NaN(), false
 	}
 	return v, true
