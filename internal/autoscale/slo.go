@@ -122,13 +122,20 @@ const (
 	sloCeilingDoubling = time.Hour
 	// sloLight is the share of the load per replica of the last miss at or below which a load
 	// is light: its latencies are the requests' own. (Not the ceiling's: it doubles every hour
-	// without a miss, and would soon call light the load a fleet runs at.)
-	sloLight = 0.5
+	// without a miss, and would soon call light the load a fleet runs at.) Below sloShare, the
+	// share a fleet runs at once C is near the miss's load, so that a tight window there still
+	// teaches; at 0.5, a long-prompt workload's fleet, run at 0.6-0.7 of its last miss's load
+	// with a p95 TTFT of 0.6-0.95 of the SLO whatever its size, read every window as tight and
+	// brought C down at each (0.14 -> 0.077 in an hour, at maxReplicas, where the optimum runs
+	// 5-9 replicas): 1.67x the optimum's GPU-hours, 1.54x at 0.7.
+	sloLight = 0.7
 	// sloFloorHeadroom is the share of the headroom above the latencies' floor that counts as
 	// a margin, where that is more than sloMargin of the SLO.
 	sloFloorHeadroom = 0.5
-	sloQueueRef      = 8.0
-	sloMaxFast       = 2.0
+	// sloFloorRise is how far a light window's latency above the latencies' floor raises it.
+	sloFloorRise = 0.25
+	sloQueueRef  = 8.0
+	sloMaxFast   = 2.0
 	// sloBacklogWindows is how many serving windows the last queue seen is kept once it is
 	// gone: its last requests are served within a pass, and the window read then ends a window
 	// later.
@@ -284,8 +291,9 @@ func optional(v float64) string {
 // long-prompt workload the p95 TTFT is most of the SLO at any load, and a margin fixed at
 // sloMargin of the SLO would never be seen: every window tight, the capacity brought down to
 // the load per replica at each, the fleet grown for nothing to maxReplicas (measured: 2.0x the
-// optimum's GPU-hours on such a workload). The floor (latFloor) is the lowest ratio seen with
-// each replica carrying a light load (at most sloLight of the last miss's); a margin is then
+// optimum's GPU-hours on such a workload). The floor (latFloor) is the low level of the ratios
+// seen with each replica carrying a light load (at most sloLight of the last miss's: the
+// lowest at once, a higher one raising it by sloFloorRise); a margin is then
 // sloMargin of the SLO or, where more, half the headroom above the floor (the same on
 // workloads whose floor is at most a fifth of the SLO), and the ratio is mapped so that this
 // margin reads as sloMargin and the SLO as 1: a miss is a miss, and every rule below reads
@@ -441,11 +449,22 @@ func learnSLO(s sloSpec, in Input, prev *v1alpha1.AutoscalingStatus, now time.Ti
 	settled := in.Starting > 0 || !recentUp
 	floor, ceiling := st.floorAt(now), st.ceilingAt(now)
 	light := st.missLoad > 0 && u <= sloLight*st.missLoad
-	if !queued && !recentUp && light && (st.latFloor <= 0 || lat < st.latFloor) {
+	if !queued && !recentUp && light {
 		// A light load's latency: what a replica answers in whatever it carries; from a window
 		// the same replicas served throughout, as the last miss's load (with pods come Ready
-		// within it, u reads low, and a heavier load's latency would set the floor).
-		st.latFloor = lat
+		// within it, u reads low, and a heavier load's latency would set the floor). A lower
+		// one is the floor at once; a higher one raises it sloFloorRise of the way: the floor
+		// is the light windows' low level, not the lowest ever seen (on long-context one window
+		// of a few short prompts set it at 0.52 of the SLO where light windows read 0.8-0.9,
+		// and the margin over it read every window at the real floor as tight: no probe, 1.67x
+		// the optimum's GPU-hours; 1.54x risen). Only a window that held raises it: a miss at
+		// a light load is no floor to read margins over.
+		switch {
+		case st.latFloor <= 0 || lat < st.latFloor:
+			st.latFloor = lat
+		case lat <= 1:
+			st.latFloor += sloFloorRise * (lat - st.latFloor)
+		}
 	}
 	miss := r > 1 || queued
 	work, weighed := requestWork(in, win)

@@ -991,3 +991,58 @@ func TestAMissBelowTheFloorTeachesNothing(t *testing.T) {
 		t.Errorf("capacity %g, ceiling %q after a miss at 0.45 a replica; want C lowered and a ceiling", c, at.Status.LearnedCapacities[0].Ceiling)
 	}
 }
+
+// The latencies' floor is the light windows' low level, not the lowest ever seen: one lucky
+// window (a few short prompts) set it at 0.3 of the SLO; a light window at 0.8 raises it a
+// quarter of the way (twice: 0.425, then 0.52), a lower one (0.45) sets it at once, and a light
+// window that misses does not raise it (no floor to read margins over).
+func TestALightWindowAboveTheLatencyFloorRaisesIt(t *testing.T) {
+	st := &v1alpha1.AutoscalingStatus{LearnedCapacities: []v1alpha1.LearnedCapacity{{Metric: MetricSLO, PerReplica: "0.2",
+		LastMissLoad: "0.27", LatencyFloor: "0.3", Samples: 8, LastSampleTime: metav1.NewTime(t0.Add(-time.Minute))}}}
+	floorAfter := func(ttft float64, at time.Time) float64 {
+		t.Helper()
+		// 14 Ready replicas at 1.4 of token work: 0.1 each, light (at most 0.7 of 0.27).
+		out := Decide(sloInput(sloSpecOf(1, 40), 14, 14, 1.4, ttft, 0, st), at)
+		st = &out.Status
+		lf, err := strconv.ParseFloat(st.LearnedCapacities[0].LatencyFloor, 64)
+		if err != nil {
+			t.Fatalf("latency floor %q: %v", st.LearnedCapacities[0].LatencyFloor, err)
+		}
+		return lf
+	}
+	if lf := floorAfter(1.6, t0); math.Abs(lf-(0.3+sloFloorRise*(0.8-0.3))) > 1e-3 {
+		t.Fatalf("latency floor %g after a light window at 0.8 of the SLO over a floor of 0.3, want %g", lf, 0.3+sloFloorRise*0.5)
+	}
+	raised := floorAfter(1.6, t0.Add(time.Minute))
+	if !(raised > 0.42) {
+		t.Fatalf("latency floor %g after a second light window at 0.8, want it raised again", raised)
+	}
+	if lf := floorAfter(0.9, t0.Add(2*time.Minute)); lf != 0.45 {
+		t.Fatalf("latency floor %g after a light window at 0.45 of the SLO, want 0.45 at once", lf)
+	}
+	if lf := floorAfter(2.4, t0.Add(3*time.Minute)); lf != 0.45 {
+		t.Fatalf("latency floor 0.45 -> %g on a light window that missed (1.2 of the SLO), want it kept", lf)
+	}
+}
+
+// A long-prompt workload's p95 TTFT is 0.6-0.95 of the SLO whatever the fleet: a tight window
+// at two thirds of the last miss's load per replica is the requests' latency, not the load's,
+// and leaves C where it is (with light at half the miss's load it brought C to that load over
+// the fleet's share at every window, 0.14 -> 0.077 in an hour); at 0.8 of it, above what is
+// light and near where a fleet at C runs, a tight window still brings C down.
+func TestATightWindowWellBelowTheLastMissKeepsTheCapacity(t *testing.T) {
+	prev := func() *v1alpha1.AutoscalingStatus {
+		return &v1alpha1.AutoscalingStatus{LearnedCapacities: []v1alpha1.LearnedCapacity{{Metric: MetricSLO, PerReplica: "0.14",
+			LastMissLoad: "0.12", Ceiling: "0.13", Samples: 30, LastSampleTime: metav1.NewTime(t0.Add(-time.Minute))}}}
+	}
+	// 23 Ready at 1.8 of token work: 0.078 each, 0.65 of the miss's 0.12; p95 TTFT 1.7s of 2s.
+	out := Decide(sloInput(sloSpecOf(1, 40), 23, 23, 1.8, 1.7, 0, prev()), t0)
+	if c, _ := sloOf(t, out.Status); c != 0.14 {
+		t.Fatalf("capacity %g after a tight window at 0.65 of the last miss's load, want 0.14 kept", c)
+	}
+	// 23 Ready at 2.2: 0.096 each, 0.8 of the miss's load.
+	out = Decide(sloInput(sloSpecOf(1, 40), 23, 23, 2.2, 1.7, 0, prev()), t0)
+	if c, _ := sloOf(t, out.Status); math.Abs(c-2.2/23/sloShare) > 1e-3 {
+		t.Fatalf("capacity %g after a tight window at 0.8 of the last miss's load, want %g (its load over the share)", c, 2.2/23/sloShare)
+	}
+}
