@@ -437,18 +437,19 @@ type LearnedCapacity struct {
 	// before the first miss, and for learnCapacity metrics.
 	// +optional
 	Ceiling string `json:"ceiling,omitempty"`
-	// LatencyFloor is, for the slo, the lowest worst p95 latency over its SLO seen with each
-	// Ready replica carrying a light load (at most half lastMissLoad), e.g. "0.55": the part of the
-	// latency a replica answers with at any load (a long prompt's own prefill). Where it is
+	// LatencyFloor is, for the slo, the low level of the worst p95 latency over its SLO seen with
+	// each Ready replica carrying a light load (at most 0.7 lastMissLoad), e.g. "0.55": the part
+	// of the latency a replica answers with at any load (a long prompt's own prefill). A lower
+	// window sets it at once, one that held above it raises it a quarter of the way. Where it is
 	// above a fifth of the SLO, a window holds with margin at up to half the headroom above it
 	// (rather than 0.6 of the SLO), so that a workload whose latencies are high at any load
-	// is not taken as one at the edge of capacity. Empty before such a window; it only falls,
-	// and starts again with a new revision.
+	// is not taken as one at the edge of capacity. Empty before such a window; it starts again
+	// with a new revision.
 	// +optional
 	LatencyFloor string `json:"latencyFloor,omitempty"`
 	// LastMissLoad is, for the slo, the load per Ready replica of the last window that missed
 	// the SLO with no scale-up within two windows and a cold start before it (one measured
-	// while new pods came up reads low): a window at half of it or less is at a light load, whose latencies are the
+	// while new pods came up reads low): a window at 0.7 of it or less is at a light load, whose latencies are the
 	// requests' own (see latencyFloor), and a tight one there does not lower the capacity.
 	// +optional
 	LastMissLoad string `json:"lastMissLoad,omitempty"`

@@ -720,7 +720,7 @@ func TestATightWindowWithPodsStartingComesBackToWhatTheReadyOnesCarried(t *testi
 }
 
 // Where the latencies stay high at any load (a long prompt's own prefill), a tight window at a
-// light load, each replica carrying at most half the load of the last miss, says
+// light load, each replica carrying at most 0.7 of the load of the last miss, says
 // nothing of the capacity: it is left where it is, where before it was brought down to the
 // load per replica at each such window, the fleet growing to maxReplicas. Such windows' lowest
 // latency is the floor over which the margin is then read: 0.7 of the SLO is tight over no
@@ -786,7 +786,7 @@ func TestALightLoadIsLightAgainstTheLastMissNotTheAgedCeiling(t *testing.T) {
 	}
 	out = Decide(sloInput(sloSpecOf(1, 40), 20, 20, 4, 1.5, 0, st), t0)
 	if c, _ := sloOf(t, out.Status); c != 0.6 {
-		t.Fatalf("capacity %g after a tight window at 0.2 a replica (light: at most half the last miss's 0.5): want 0.6 kept", c)
+		t.Fatalf("capacity %g after a tight window at 0.2 a replica (light: at most 0.7 of the last miss's 0.5): want 0.6 kept", c)
 	}
 }
 
@@ -899,7 +899,7 @@ func TestTheLatencyFloorIsNotReadWhilePodsComeUp(t *testing.T) {
 	st := &v1alpha1.AutoscalingStatus{LearnedCapacities: []v1alpha1.LearnedCapacity{{Metric: MetricSLO, PerReplica: "0.2",
 		LastMissLoad: "0.27", LatencyFloor: "0.64", Samples: 8, LastSampleTime: metav1.NewTime(prevAt)}},
 		Events: []v1alpha1.ScaleEvent{{At: metav1.NewTime(t0.Add(-2 * time.Minute)), From: 12, To: 16}}}
-	// 14 Ready of 16 at 1.4 of token work: 0.1 a replica, light (at most half 0.27); p95 TTFT 1.1s.
+	// 14 Ready of 16 at 1.4 of token work: 0.1 a replica, light (at most 0.7 of 0.27); p95 TTFT 1.1s.
 	out := Decide(sloInput(sloSpecOf(1, 40), 16, 14, 1.4, 1.1, 0, st), t0)
 	if lf := out.Status.LearnedCapacities[0].LatencyFloor; lf != "0.64" {
 		t.Fatalf("latency floor %q two minutes after a scale-up with pods starting, want 0.64 kept", lf)
