@@ -500,6 +500,12 @@ type Recommendation struct {
 	// on the first pass. A scale reason that follows a stabilization window names it.
 	// +optional
 	Metric string `json:"metric,omitempty"`
+	// Queued says the slo made it while a queue was kept in status.autoscaling.queue (requests
+	// queued in the Ready pods, a backlog draining, or the windows after it): a count for the
+	// queue, not for the load, which the scale-down stabilization window stops holding once
+	// no queue is kept and a window holds the SLO with margin.
+	// +optional
+	Queued bool `json:"queued,omitempty"`
 }
 
 // ScaleEvent is one change of the replica count.

@@ -83,6 +83,73 @@ func TestABurstOfArrivalsSizesTheFleetForTheArrivalRateInOnePass(t *testing.T) {
 	}
 }
 
+// What the slo asks for while a queue is kept in status (the fast path's count, or the load's
+// while the backlog's drain adds to the token work read) is the queue's: the scale-down window
+// holds it while the queue, its backlog or the windows whose latencies are its wait are there,
+// and no longer once status keeps no queue and a window holds the SLO with margin. A flash crowd's fleet, asked for on the backlog's
+// work, stayed 5 minutes after its queue was gone where the arrivals needed two thirds of it.
+func TestTheScaleDownWindowLetsAQueuesCountGoWithTheQueue(t *testing.T) {
+	spec := burstSpec(false)
+	spec.Behavior.ScaleDown.StabilizationWindow = &v1alpha1.Duration{Duration: 5 * time.Minute}
+	out := Decide(burstPass(spec, 5, 5, 100, 1000), t0)
+	if out.Desired != 22 {
+		t.Fatalf("desired %d on the burst, want the fast path's 22", out.Desired)
+	}
+	if r := out.Status.Recommendations; len(r) == 0 || !r[len(r)-1].Queued {
+		t.Fatalf("recommendations %+v, want the fast path's marked queued", r)
+	}
+	prev := out.Status
+	pass := func(after time.Duration, load float64) Output {
+		in := sloInput(spec, 22, 22, load, 0.5, 0, &prev)
+		in.Served = ok(40)
+		out := Decide(in, t0.Add(after))
+		prev = out.Status
+		return out
+	}
+	// A minute later the queue is gone but kept in status (its windows' latencies are the
+	// backlog's), and the token work read is still the backlog's drain: 18, more than 22
+	// replicas carry at 0.68.
+	if got := pass(time.Minute, 18); got.Desired <= 22 || got.Status.Queue == nil {
+		t.Fatalf("a minute after the queue: desired %d (queue %+v, held %q), want above 22", got.Desired, got.Status.Queue, got.Held)
+	}
+	// Four minutes after the queue, none is left in status; but the window is at the SLO's
+	// edge (p95 TTFT 1.9 s): the capacity learnt may not be the replicas' (a heavier mix came
+	// with the queue), and the scale-down window holds the queue's counts as any.
+	// (Here the burst memory is off and a floor of 0.8 a replica was proven before the burst,
+	// so that the load alone asks for 12.)
+	held := prev
+	held.LearnedCapacities = append([]v1alpha1.LearnedCapacity(nil), prev.LearnedCapacities...)
+	held.LearnedCapacities[0].Floor = "0.8"
+	edgeSpec := spec
+	edgeSpec.SLO = &v1alpha1.LatencySLO{TTFTP95: spec.SLO.TTFTP95, ITLP95: spec.SLO.ITLP95, BurstMemory: &v1alpha1.Duration{}}
+	in := sloInput(edgeSpec, 22, 22, 6.8, 1.9, 0, &held)
+	in.Served = ok(40)
+	edge := Decide(in, t0.Add(4*time.Minute))
+	if p := sloProposal(t, edge); edge.Status.Queue != nil || *p.Replicas >= 22 || edge.Desired != 22 {
+		t.Fatalf("four minutes after the queue at the SLO's edge: proposal %d (%s), desired %d (queue %+v, held %q), want 22 held", *p.Replicas, p.Message, edge.Desired, edge.Status.Queue, edge.Held)
+	}
+	in = sloInput(edgeSpec, 22, 22, 6.8, 0.5, 0, &held)
+	in.Served = ok(40)
+	if calm := Decide(in, t0.Add(4*time.Minute)); calm.Desired >= 22 {
+		t.Fatalf("four minutes after the queue with margin: desired %d (held %q), want below 22", calm.Desired, calm.Held)
+	}
+	// With margin (p95 TTFT 0.5 s), the window holds neither: the count is what the load (6.8)
+	// and the burst memory ask for.
+	got := pass(4*time.Minute, 6.8)
+	p := sloProposal(t, got)
+	if got.Status.Queue != nil || got.Desired != *p.Replicas || got.Desired >= 22 {
+		t.Fatalf("four minutes after the queue: desired %d, proposal %d (%s; held %q), want the proposal, below 22", got.Desired, *p.Replicas, p.Message, got.Held)
+	}
+	// A count asked for without a queue is held as before.
+	calm := v1alpha1.AutoscalingStatus{LearnedCapacities: prev.LearnedCapacities,
+		Recommendations: []v1alpha1.Recommendation{{At: metav1.NewTime(t0), Replicas: 22, Metric: MetricSLO}}}
+	in = sloInput(spec, 22, 22, 6.8, 0.5, 0, &calm)
+	in.Served = ok(40)
+	if got := Decide(in, t0.Add(4*time.Minute)); got.Desired != 22 {
+		t.Fatalf("desired %d four minutes after 22 asked for without a queue, want it held", got.Desired)
+	}
+}
+
 // A queue that holds (1,000 then 1,000) is no burst: what is served is what arrives, and the
 // fast path keeps its doubling of the Ready replicas; so is a queue that shrinks too slowly to
 // be gone within a cold start on a fleet that has all it asked for (new pods take the arrivals

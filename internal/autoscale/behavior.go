@@ -105,18 +105,28 @@ func trimRecommendations(recs []v1alpha1.Recommendation, now time.Time, keep tim
 		}
 		live = append(live, r)
 	}
-	// Mark, from the newest back, the ones that are a new extreme of what follows them.
+	// Mark, from the newest back, the ones that are a new extreme of what follows them; one
+	// not made for a queue also where it is a new extreme of those not made for a queue that
+	// follow it (the scale-down window stops holding these once the queue is gone, and the
+	// ones they dominated hold again).
 	kept := make([]bool, len(live))
-	var hi, lo int32
+	var hi, lo, hiLoad, loLoad int32
+	load := false // a recommendation not made for a queue follows
 	for i := len(live) - 1; i >= 0; i-- {
 		r := live[i].Replicas
-		if i == len(live)-1 || r > hi || r < lo {
+		if i == len(live)-1 || r > hi || r < lo || (!live[i].Queued && (!load || r > hiLoad || r < loLoad)) {
 			kept[i] = true
 		}
 		if i == len(live)-1 {
 			hi, lo = r, r
 		}
 		hi, lo = max(hi, r), min(lo, r)
+		if !live[i].Queued {
+			if !load {
+				hiLoad, loLoad, load = r, r, true
+			}
+			hiLoad, loLoad = max(hiLoad, r), min(loLoad, r)
+		}
 	}
 	out := make([]v1alpha1.Recommendation, 0, len(live))
 	var from *metav1.Time // where the first dropped one since the last kept started

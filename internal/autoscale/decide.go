@@ -97,6 +97,19 @@ func Decide(in Input, now time.Time) Output {
 	if recorded {
 		recMetric = props[best].Metric
 	}
+	// A count the slo asked for while a queue is kept in status (requests queued, or a backlog
+	// draining, or the windows after it whose latencies are its wait) is the queue's: the fast
+	// path sizes the fleet for the arrivals and the Ready replicas busy draining, and the token
+	// work read is what the replicas serve, the backlog included. Once the queue is gone from
+	// status and the window holds the SLO with margin (the fleet carries what arrives with
+	// room), the scale-down window no longer holds it, only what the load asked for before and
+	// since. Held for the window, a flash crowd's 28 replicas (asked for on the work the
+	// backlog's drain added) stayed 5 minutes after its queue was gone, where the arrivals
+	// needed 19. Without the margin, the queue may have said the capacity learnt is no longer
+	// the replicas' (a tenant with long prompts come in, its first windows after the queue at
+	// the SLO's edge): the window holds the fleet as for any count.
+	recQueued := recorded && recMetric == MetricSLO && st.Queue != nil
+	queueGone := s.hasSLO && st.Queue == nil && s.slo.withMargin(in, slo)
 	if recorded && len(recs) == 0 {
 		recs = append(recs, v1alpha1.Recommendation{At: metav1.NewTime(now), Replicas: cur})
 	}
@@ -108,7 +121,7 @@ func Decide(in Input, now time.Time) Output {
 		if until.After(now.Add(-s.up.window)) {
 			up = min(up, r.Replicas)
 		}
-		if until.After(now.Add(-s.down.window)) {
+		if until.After(now.Add(-s.down.window)) && !(r.Queued && queueGone) {
 			down = max(down, r.Replicas)
 		}
 	}
@@ -118,7 +131,7 @@ func Decide(in Input, now time.Time) Output {
 	if recorded {
 		desired = max(desired, up)
 		desired = min(desired, down)
-		follows = s.follows(recs, rec, desired, now)
+		follows = s.follows(recs, rec, desired, now, queueGone)
 		if rec > cur && desired < rec {
 			held = append(held, fmt.Sprintf("scale-up stabilization window %s holds %d (lowest recommendation)", s.up.window, desired))
 		}
@@ -127,8 +140,8 @@ func Decide(in Input, now time.Time) Output {
 		}
 		// Only a change is recorded: a steady recommendation leaves the status as it is, so a
 		// pass that changes nothing writes nothing.
-		if recs[len(recs)-1].Replicas != rec {
-			recs = append(recs, v1alpha1.Recommendation{At: metav1.NewTime(now), Replicas: rec, Metric: recMetric})
+		if last := recs[len(recs)-1]; last.Replicas != rec || last.Queued != recQueued {
+			recs = append(recs, v1alpha1.Recommendation{At: metav1.NewTime(now), Replicas: rec, Metric: recMetric, Queued: recQueued})
 		}
 	}
 
@@ -240,8 +253,9 @@ func Decide(in Input, now time.Time) Output {
 
 // follows names the recommendation of the stabilization windows that desired follows when it
 // is not this pass's (rec): the latest within the window of the direction that holds it, with
-// its time and metric. Empty when desired is rec.
-func (s settings) follows(recs []v1alpha1.Recommendation, rec, desired int32, now time.Time) string {
+// its time and metric. Empty when desired is rec. queueGone: the queue's recommendations no
+// longer hold.
+func (s settings) follows(recs []v1alpha1.Recommendation, rec, desired int32, now time.Time, queueGone bool) string {
 	if desired == rec {
 		return ""
 	}
@@ -258,7 +272,7 @@ func (s settings) follows(recs []v1alpha1.Recommendation, rec, desired int32, no
 			break
 		}
 		r := recs[i]
-		if r.Replicas != desired {
+		if r.Replicas != desired || (r.Queued && queueGone && dir == "scale-down") {
 			continue
 		}
 		by := r.Metric

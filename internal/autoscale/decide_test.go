@@ -2,6 +2,7 @@ package autoscale
 
 import (
 	"encoding/json"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -617,6 +618,53 @@ func TestTrimRecommendationsKeepsWindowExtremes(t *testing.T) {
 			t.Errorf("window %s: before [%d,%d], after [%d,%d]", w, lo1, hi1, lo2, hi2)
 		}
 	}
+}
+
+// A recommendation made for a queue stops being held once the queue is gone: the trim keeps
+// what the windows need then too. Of 20 (not for a queue), 28 (for one) and 18 after them, a
+// trim that saw only the 28 above the 20 dropped it, and the scale-down window fell to 18 with
+// the queue gone where 20 had been asked for within it. Over random histories, every window
+// sees the same extremes before and after the trim, with and without the queue's.
+func TestTrimRecommendationsKeepsTheLoadsExtremesPastAQueue(t *testing.T) {
+	queued := func(r v1alpha1.Recommendation) v1alpha1.Recommendation { r.Queued = true; return r }
+	got := trimRecommendations([]v1alpha1.Recommendation{rec(240*time.Second, 20), queued(rec(180*time.Second, 28)), rec(60*time.Second, 18)}, t0, 300*time.Second)
+	if _, hi := loadExtremes(got, 300*time.Second); hi != 20 {
+		t.Fatalf("kept %+v: the highest not for a queue is %d, want 20", got, hi)
+	}
+	rng := rand.New(rand.NewPCG(27, 28))
+	for i := 0; i < 2000; i++ {
+		var in []v1alpha1.Recommendation
+		for ago := time.Duration(600) * time.Second; ago > 0; ago -= time.Duration(1+rng.IntN(60)) * time.Second {
+			r := rec(ago, 1+rng.Int32N(9))
+			r.Queued = rng.IntN(3) == 0
+			in = append(in, r)
+		}
+		got := trimRecommendations(in, t0, 300*time.Second)
+		for _, w := range []time.Duration{15 * time.Second, 60 * time.Second, 180 * time.Second, 299 * time.Second} {
+			lo1, hi1 := extremes(in, w)
+			lo2, hi2 := extremes(got, w)
+			_, h1 := loadExtremes(in, w)
+			_, h2 := loadExtremes(got, w)
+			if lo1 != lo2 || hi1 != hi2 || h1 != h2 {
+				t.Fatalf("history %d, window %s: before [%d,%d] (%d not for a queue), after [%d,%d] (%d)\n%+v\n%+v", i, w, lo1, hi1, h1, lo2, hi2, h2, in, got)
+			}
+		}
+	}
+}
+
+// loadExtremes is extremes over the recommendations not made for a queue (-1 for none).
+func loadExtremes(rs []v1alpha1.Recommendation, w time.Duration) (int32, int32) {
+	lo, hi := int32(1<<30), int32(-1)
+	for i, r := range rs {
+		until := t0
+		if i+1 < len(rs) {
+			until = rs[i+1].At.Time
+		}
+		if until.After(t0.Add(-w)) && !r.Queued {
+			lo, hi = min(lo, r.Replicas), max(hi, r.Replicas)
+		}
+	}
+	return lo, hi
 }
 
 // extremes is the lowest and highest recommendation that held at some moment of the window w

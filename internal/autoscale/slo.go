@@ -312,6 +312,16 @@ func (st sloState) overFloor(lat float64) float64 {
 	return sloMargin + (lat-m)*(1-sloMargin)/(1-m)
 }
 
+// withMargin: the window holds the SLO with margin (each p95 at most sloMargin of its SLO, read
+// over the latencies' floor; the batch within it), nothing queued.
+func (s sloSpec) withMargin(in Input, st sloState) bool {
+	if queuedBeyond(in) {
+		return false
+	}
+	lat, ok := s.latencyRatio(in, true)
+	return ok && max(st.overFloor(lat), batchRatio(in)) <= sloMargin
+}
+
 // floorAt is the floor decayed to now.
 func (st sloState) floorAt(now time.Time) float64 {
 	if st.floor <= 0 || st.last.IsZero() || !now.After(st.last) {
