@@ -152,3 +152,22 @@ func TestFilledQueryInPrometheus(t *testing.T) {
 		{name: "a load that stopped is filling again", series: stops, expr: fq, at: "6m15s"},
 	})
 }
+
+// TestTrendQueryAfterAHole runs TrendQuery through Prometheus's engine on traffic that stops
+// and comes back (10 requests a second until 5m, none for three minutes, the same from 8m): the
+// samples before the hole and after it are never six within its range together, so there is no
+// trend until six follow the return (by 12m), and then the steady load's zero; a pause of 30 s
+// is read across. The policy simulator's trend counts its samples as this
+// does (test/sim/policysim, TestTheTrendCountsItsSamplesAcrossAHole).
+func TestTrendQueryAfterAHole(t *testing.T) {
+	const rate = `sum(rate(tokens_total{namespace="ml"}[1m]))`
+	back := map[string]string{`tokens_total{namespace="ml",pod="a"}`: "0+150x20 3000x12 3000+150x40"}
+	pause := map[string]string{`tokens_total{namespace="ml",pod="a"}`: "0+150x20 3000x2 3000+150x40"}
+	tq := TrendQuery(rate, time.Minute)
+	runPromtool(t, []promCase{
+		{name: "no trend two minutes after the return", series: back, expr: tq, at: "10m"},
+		{name: "none at 11m either", series: back, expr: tq, at: "11m"},
+		{name: "the steady load's zero once six samples follow the return", series: back, expr: tq, at: "12m", want: num(0)},
+		{name: "a pause of 30 s is read across (its drain a fall)", series: pause, expr: tq, at: "7m", want: num(-0.01818181818181818)},
+	})
+}

@@ -31,12 +31,18 @@ type Modelship struct {
 	loads trend // the token work series of the slo, for its trend
 }
 
-// trend is a total metric's series as signals.TrendQuery reads it: a sample counts once the
-// load has been above zero over the whole serving window before it (its rate's window full),
-// the trend is deriv over TrendWindow, and there is none until the samples span TrendMinSpan.
+// trend is a total metric's series as signals.TrendQuery reads it: its subquery samples the
+// load every TrendStep, a sample counts once the load has been above zero over the whole
+// serving window before it (its rate's window full), the trend is deriv over TrendWindow of
+// those samples, and there is none until they number TrendMinSpan/TrendStep + 1. (A count, not
+// a span: after a hole, the samples before and after it may span TrendMinSpan while too few to
+// count; read as a span, a workload idle 5 minutes in 15 had a trend at each return from its
+// trickle before the hole and its first minute after, a rise projected over the cold start to
+// 1.7 times its load, where Prometheus answers nothing.)
 type trend struct {
 	since time.Duration // when the load last became positive
 	on    bool          // positive now
+	step  int64         // the last TrendStep sampled, +1 (0: none yet)
 	xs    []sample
 }
 
@@ -48,13 +54,17 @@ func (tr *trend) add(now time.Duration, v float64, win time.Duration) (float64, 
 	case !tr.on:
 		tr.since, tr.on = now, true
 	}
-	if tr.full(now, win) {
-		tr.xs = append(tr.xs, sample{at: now, v: v})
+	// The subquery's steps are TrendStep apart: a pass that reaches a new one samples it.
+	if k := int64(now/signals.TrendStep) + 1; k > tr.step {
+		tr.step = k
+		if tr.full(now, win) {
+			tr.xs = append(tr.xs, sample{at: now, v: v})
+		}
 	}
 	for len(tr.xs) > 0 && tr.xs[0].at <= now-signals.TrendWindow {
 		tr.xs = tr.xs[1:]
 	}
-	if len(tr.xs) == 0 || now-tr.xs[0].at < signals.TrendMinSpan {
+	if len(tr.xs) < int(signals.TrendMinSpan/signals.TrendStep)+1 {
 		return 0, false
 	}
 	return Deriv(tr.xs)

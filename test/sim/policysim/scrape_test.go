@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/modelship/modelship/internal/metrics"
-	"github.com/modelship/modelship/internal/signals"
 	"github.com/modelship/modelship/test/framework/fleet"
 )
 
@@ -57,9 +56,10 @@ func TestTheFirstScrapeHasNoRates(t *testing.T) {
 }
 
 // The trend as signals.TrendQuery reads it in Prometheus: after an idle minute, a load's
-// samples count once it has been positive over the serving window before them (45 s of a
-// 1-minute window: four 15 s steps), and the trend needs samples spanning TrendMinSpan; a
-// load rising 0.01/s has that trend from then on.
+// samples (one each TrendStep, 30 s) count once it has been positive over the serving window
+// before them (45 s of a 1-minute window: four 15 s steps; from 1m45s, so from the step at 2m),
+// and the trend needs six of them (TrendMinSpan/TrendStep + 1: the step at 4m30s); a load
+// rising 0.01/s has that trend from then on.
 func TestTheTrendStartsAWindowAfterTheLoad(t *testing.T) {
 	var tr trend
 	var got float64
@@ -70,12 +70,51 @@ func TestTheTrendStartsAWindowAfterTheLoad(t *testing.T) {
 			v = 5 + 0.01*(at-time.Minute).Seconds()
 		}
 		got, ok = tr.add(at, v, time.Minute)
-		if first := time.Minute + 45*time.Second + signals.TrendMinSpan; ok != (at >= first) {
+		if first := 4*time.Minute + 30*time.Second; ok != (at >= first) {
 			t.Fatalf("at %s: trend %v (%g), want one from %s", at, ok, got, first)
 		}
 	}
 	if math.Abs(got-0.01) > 1e-9 {
 		t.Fatalf("trend %g, want 0.01", got)
+	}
+}
+
+// A load that stops and comes back, as signals.TrendQuery reads it: 5 until 4m, draining to
+// 1 over the minute after (the rate's window emptying), none from 5m to 8m, 5 again from 8m.
+// Its samples before the hole are fewer than six from 7m, those after it six at 11m30s (from
+// the step at 9m, the first after its window filled): no trend in between, then the steady
+// load's zero. (Read as a span, the last samples before the hole and the first after it were a
+// trend, the step a rise.) A pause short enough for six samples to hold across it is read
+// across, as Prometheus reads it.
+func TestTheTrendCountsItsSamplesAcrossAHole(t *testing.T) {
+	load := func(at, idle time.Duration) float64 {
+		switch {
+		case at >= 4*time.Minute && at < 5*time.Minute:
+			return 5 - 4*(at-4*time.Minute).Seconds()/60
+		case at >= 5*time.Minute && at < 5*time.Minute+idle:
+			return 0
+		}
+		return 5
+	}
+	var tr trend
+	for at := time.Duration(0); at <= 12*time.Minute; at += 15 * time.Second {
+		got, ok := tr.add(at, load(at, 3*time.Minute), time.Minute)
+		switch {
+		case at >= 7*time.Minute && at < 11*time.Minute+30*time.Second && ok:
+			t.Fatalf("at %s: trend %g across the hole, want none from 7m until 11m30s", at, got)
+		case at >= 11*time.Minute+30*time.Second && (!ok || got != 0):
+			t.Fatalf("at %s: trend %g (%v), want the steady load's 0", at, got, ok)
+		}
+	}
+	tr = trend{}
+	across := false
+	for at := time.Duration(0); at <= 9*time.Minute; at += 15 * time.Second {
+		if _, ok := tr.add(at, load(at, 30*time.Second), time.Minute); ok && at > 6*time.Minute && at < 7*time.Minute {
+			across = true
+		}
+	}
+	if !across {
+		t.Fatal("no trend across a 30 s pause, want it read across")
 	}
 }
 
