@@ -99,8 +99,8 @@ func Decide(in Input, now time.Time) Output {
 	}
 	// A count the slo asked for while a queue is kept in status (requests queued, or a backlog
 	// draining, or the windows after it whose latencies are its wait) is the queue's: the fast
-	// path sizes the fleet for the arrivals and the Ready replicas busy draining, and the token
-	// work read is what the replicas serve, the backlog included. Once the queue is gone from
+	// path sizes the fleet for the arrivals and the queue's drain, and the token work read is
+	// what the replicas serve, the backlog included. Once the queue is gone from
 	// status and the window holds the SLO with margin (the fleet carries what arrives with
 	// room), the scale-down window no longer holds it, only what the load asked for before and
 	// since. Held for the window, a flash crowd's 28 replicas (asked for on the work the

@@ -100,7 +100,9 @@ import (
 // is forgotten: held for the half hour after it, the crowd's fleet cost 1.80x the optimum's
 // GPU-hours where 1.58x followed it.
 // Decide's cold-start rule keeps this from cascading while the new pods load (a proposal not
-// above Current holds), and its scale-down window keeps the replicas after the burst.
+// above Current holds), and its scale-down window keeps the replicas after the burst; not a
+// count made while a queue was kept in status, once none is and a window holds the SLO with
+// margin (Recommendation.Queued): that count was the queue's.
 //
 // The batch guard, when the engine's batch limit is known (Input.BatchLimit): the requests
 // running per Ready replica over the limit count as one more latency ratio for learning (above
