@@ -652,31 +652,25 @@ func TestTrimRecommendationsKeepsTheLoadsExtremesPastAQueue(t *testing.T) {
 	}
 }
 
-// loadExtremes is extremes over the recommendations not made for a queue (-1 for none).
-func loadExtremes(rs []v1alpha1.Recommendation, w time.Duration) (int32, int32) {
-	lo, hi := int32(1<<30), int32(-1)
-	for i, r := range rs {
-		until := t0
-		if i+1 < len(rs) {
-			until = rs[i+1].At.Time
-		}
-		if until.After(t0.Add(-w)) && !r.Queued {
-			lo, hi = min(lo, r.Replicas), max(hi, r.Replicas)
-		}
-	}
-	return lo, hi
-}
-
 // extremes is the lowest and highest recommendation that held at some moment of the window w
 // before t0 (each holds until the next; the last until t0).
 func extremes(rs []v1alpha1.Recommendation, w time.Duration) (int32, int32) {
+	return extremesOf(rs, w, false)
+}
+
+// loadExtremes is extremes over the recommendations not made for a queue (-1 for none).
+func loadExtremes(rs []v1alpha1.Recommendation, w time.Duration) (int32, int32) {
+	return extremesOf(rs, w, true)
+}
+
+func extremesOf(rs []v1alpha1.Recommendation, w time.Duration, skipQueued bool) (int32, int32) {
 	lo, hi := int32(1<<30), int32(-1)
 	for i, r := range rs {
 		until := t0
 		if i+1 < len(rs) {
 			until = rs[i+1].At.Time
 		}
-		if until.After(t0.Add(-w)) {
+		if until.After(t0.Add(-w)) && !(skipQueued && r.Queued) {
 			lo, hi = min(lo, r.Replicas), max(hi, r.Replicas)
 		}
 	}
