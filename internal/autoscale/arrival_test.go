@@ -86,8 +86,9 @@ func TestABurstOfArrivalsSizesTheFleetForTheArrivalRateInOnePass(t *testing.T) {
 // What the slo asks for while a queue is kept in status (the fast path's count, or the load's
 // while the backlog's drain adds to the token work read) is the queue's: the scale-down window
 // holds it while the queue, its backlog or the windows whose latencies are its wait are there,
-// and no longer once status keeps no queue and a window holds the SLO with margin. A flash crowd's fleet, asked for on the backlog's
-// work, stayed 5 minutes after its queue was gone where the arrivals needed two thirds of it.
+// and no longer once status keeps no queue and a window holds the SLO with margin. A flash
+// crowd's fleet, asked for on the backlog's work, stayed 5 minutes after its queue was gone
+// where the arrivals needed two thirds of it.
 func TestTheScaleDownWindowLetsAQueuesCountGoWithTheQueue(t *testing.T) {
 	spec := burstSpec(false)
 	spec.Behavior.ScaleDown.StabilizationWindow = &v1alpha1.Duration{Duration: 5 * time.Minute}

@@ -272,7 +272,7 @@ func (s settings) follows(recs []v1alpha1.Recommendation, rec, desired int32, no
 			break
 		}
 		r := recs[i]
-		if r.Replicas != desired || (r.Queued && queueGone && dir == "scale-down") {
+		if r.Replicas != desired || (r.Queued && queueGone && desired > rec) {
 			continue
 		}
 		by := r.Metric

@@ -314,14 +314,24 @@ func (st sloState) overFloor(lat float64) float64 {
 	return sloMargin + (lat-m)*(1-sloMargin)/(1-m)
 }
 
-// withMargin: the window holds the SLO with margin (each p95 at most sloMargin of its SLO, read
-// over the latencies' floor; the batch within it), nothing queued.
-func (s sloSpec) withMargin(in Input, st sloState) bool {
-	if queuedBeyond(in) {
-		return false
+// ratio is the window's worst p95 latency over its SLO (lat; withTTFT as latencyRatio) and
+// the ratio the learning reads (r): lat over the latencies' floor (overFloor), or the batch's
+// share of the engine's batch limit where higher. The batch is judged as the latencies are:
+// running requests at sloMargin of the limit are a window without margin (no probe), as a p95 at
+// sloMargin of its SLO is. Running beyond the limit says the limit read is not the engine's
+// (more engines than stated): at most a tight window, never a miss (a queue is what shows one).
+// False without latencies.
+func (st sloState) ratio(s sloSpec, in Input, withTTFT bool) (lat, r float64, ok bool) {
+	if lat, ok = s.latencyRatio(in, withTTFT); !ok {
+		return 0, 0, false
 	}
-	lat, ok := s.latencyRatio(in, true)
-	return ok && max(st.overFloor(lat), batchRatio(in)) <= sloMargin
+	return lat, max(st.overFloor(lat), min(batchRatio(in), 1)), true
+}
+
+// withMargin: the window holds the SLO with margin (ratio at most sloMargin), nothing queued.
+func (s sloSpec) withMargin(in Input, st sloState) bool {
+	_, r, ok := st.ratio(s, in, true)
+	return ok && !queuedBeyond(in) && r <= sloMargin
 }
 
 // floorAt is the floor decayed to now.
@@ -399,20 +409,14 @@ func learnSLO(s sloSpec, in Input, prev *v1alpha1.AutoscalingStatus, now time.Ti
 	// ITL: its p95 TTFT is mostly the queue's wait (minutes after a burst, until the last
 	// request queued is served), whose ratio to the SLO says how long the queue was, not how
 	// much a replica carries, and would cut the capacity to its lower bound.
-	lat, ok := s.latencyRatio(in, !queued && !backlog)
+	lat, r, ok := st.ratio(s, in, !queued && !backlog)
 	if !ok {
 		return st, st.known
 	}
-	r := st.overFloor(lat)
 	if backlog && r <= 1 {
 		// A backlog's wait is no lesson either way.
 		return st, st.known
 	}
-	// The batch is judged as the latencies are: running requests at sloMargin of the engine's
-	// batch limit are a window without margin (no probe), as a p95 at sloMargin of its SLO is.
-	// Running beyond the limit says the limit read is not the engine's (more engines than
-	// stated): at most a tight window, never a miss (a queue is what shows one).
-	r = max(r, min(batchRatio(in), 1))
 	// What each replica carried in a window that held: with pods starting (the minutes a
 	// fleet is short are those it scales up in, and those that teach most), some may have come
 	// Ready within the window, so it is taken as load/Current, a bound below it (a starting pod
