@@ -114,6 +114,36 @@ func gpuNode(t *testing.T, pool string, gpus int64) string {
 	return n.Name
 }
 
+// gpuQuota plays the quota controller: it creates the namespace's ResourceQuota of hard GPUs
+// with used of them counted in its status, and waits until the controller's cache holds it. A
+// capacity check that does not see the quota yet clamps nothing, and a count it lets through
+// stays: room is asked for the replicas the Deployment already has.
+func gpuQuota(t *testing.T, ns string, hard, used int64) {
+	t.Helper()
+	ctx := context.Background()
+	q := &corev1.ResourceQuota{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gpus"},
+		Spec:       corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{capacity.QuotaRequestsGPU: *resource.NewQuantity(hard, resource.DecimalSI)}},
+	}
+	if err := k8s.Create(ctx, q); err != nil {
+		t.Fatal(err)
+	}
+	q.Status = corev1.ResourceQuotaStatus{Hard: q.Spec.Hard, Used: corev1.ResourceList{capacity.QuotaRequestsGPU: *resource.NewQuantity(used, resource.DecimalSI)}}
+	if err := k8s.Status().Update(ctx, q); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "quota "+ns+"/gpus in the controller's cache", func() error {
+		var seen corev1.ResourceQuota
+		if err := controllerCache.Get(ctx, client.ObjectKeyFromObject(q), &seen); err != nil {
+			return err
+		}
+		if u := seen.Status.Used[capacity.QuotaRequestsGPU]; u.Value() != used || seen.Status.Hard == nil {
+			return fmt.Errorf("cached quota: status %+v", seen.Status)
+		}
+		return nil
+	})
+}
+
 // runPods plays the Deployment controller, the scheduler and the kubelet for one color: it
 // creates n Pods of the color's Deployment (its pod template, labels and revision), bound to
 // node (unbound when empty), marks them Running and Ready, and the Deployment ready. It returns
@@ -582,17 +612,7 @@ func TestCapsScaleUpToTheGPUsLeft(t *testing.T) {
 			pods := runPods(t, ms, v1alpha1.Blue, 2, node)
 			if tt.quota > 0 {
 				// Playing the quota controller: the two running pods use 2 GPUs.
-				q := &corev1.ResourceQuota{
-					ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gpus"},
-					Spec:       corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{capacity.QuotaRequestsGPU: *resource.NewQuantity(tt.quota, resource.DecimalSI)}},
-				}
-				if err := k8s.Create(ctx, q); err != nil {
-					t.Fatal(err)
-				}
-				q.Status = corev1.ResourceQuotaStatus{Hard: q.Spec.Hard, Used: corev1.ResourceList{capacity.QuotaRequestsGPU: resource.MustParse("2")}}
-				if err := k8s.Status().Update(ctx, q); err != nil {
-					t.Fatal(err)
-				}
+				gpuQuota(t, ns, tt.quota, 2)
 			}
 			load.set(pods, 100)
 

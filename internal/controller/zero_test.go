@@ -7,12 +7,10 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
-	"github.com/modelship/modelship/internal/capacity"
 )
 
 // An autoscaled ModelServer scaled to zero is Ready while its request rate reads 0; when
@@ -24,17 +22,7 @@ func TestAtZeroReplicasReadyOnlyWhileTheScaleFromZeroMetricReadsZero(t *testing.
 	ctx := context.Background()
 	gpuNode(t, ns, 8)
 	// Playing the quota controller: no GPU left in the namespace.
-	q := &corev1.ResourceQuota{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gpus"},
-		Spec:       corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{capacity.QuotaRequestsGPU: resource.MustParse("0")}},
-	}
-	if err := k8s.Create(ctx, q); err != nil {
-		t.Fatal(err)
-	}
-	q.Status = corev1.ResourceQuotaStatus{Hard: q.Spec.Hard, Used: corev1.ResourceList{capacity.QuotaRequestsGPU: resource.MustParse("0")}}
-	if err := k8s.Status().Update(ctx, q); err != nil {
-		t.Fatal(err)
-	}
+	gpuQuota(t, ns, 0, 0)
 	var mu sync.Mutex
 	rate := promAnswer{value: 0}
 	setRate := func(a promAnswer) { mu.Lock(); rate = a; mu.Unlock() }
