@@ -102,7 +102,10 @@ func sloCapacity(a *v1alpha1.AutoscalingStatus) (float64, bool) {
 
 // Two Ready replicas carry 1.2 of token work at a p95 TTFT of 3s against a 2s SLO: the
 // controller reads the token work and the latencies of the ModelServer's pods, learns that a
-// replica carries at most 0.4 (0.6 each at 1.5x the SLO), keeps it in status, and scales up.
+// replica carries less than the 0.6 each missed at (0.4, 0.6 at 1.5x the SLO, when the first
+// window learnt is one with both pods Ready; one read with a single pod Ready seeds 0.8, and
+// the misses at 0.6 take it halfway to 0.4 while at or below it: 0.6, then 0.5, where a miss
+// at 0.6 is beyond C and what C says), keeps it in status, and scales up.
 func TestSLOAMissedSLOScalesUp(t *testing.T) {
 	t.Parallel()
 	ms, ns := startSLOServer(t, "slo-miss", 2, sloServing{work: 1.2, ttft: 3})
@@ -113,8 +116,8 @@ func TestSLOAMissedSLOScalesUp(t *testing.T) {
 			return err
 		}
 		c, ok := sloCapacity(a)
-		if !ok || c > 0.41 {
-			return fmt.Errorf("learnt %+v, want the slo's capacity at most 0.4", a.LearnedCapacities)
+		if !ok || c > 0.51 {
+			return fmt.Errorf("learnt %+v, want the slo's capacity at most 0.5, below the 0.6 each replica missed at", a.LearnedCapacities)
 		}
 		if a.DesiredReplicas < 3 || !strings.Contains(a.LastScaleReason, "slo") {
 			return fmt.Errorf("desired %d reason %q", a.DesiredReplicas, a.LastScaleReason)
