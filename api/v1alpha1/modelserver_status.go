@@ -407,6 +407,11 @@ type QueueSample struct {
 	// Requests is the total of the requests queued (vllm:num_requests_waiting summed).
 	// +kubebuilder:validation:Minimum=0
 	Requests int64 `json:"requests"`
+	// Ready is the Ready replicas the queue was read on: a shrink measured across pods
+	// coming Ready since is not the drain on the replicas that serve now.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Ready int32 `json:"ready,omitempty"`
 }
 
 // LearnedCapacity is the load one replica carries before its latency misses the SLO or its

@@ -198,20 +198,32 @@ func TestASteadyQueueDoesNotSizeForAnArrivalRate(t *testing.T) {
 // fast path holds Current instead of doubling the Ready replicas where the pods asked for would
 // serve after it is gone (1,200 -> 1,000 in 15 s: gone in 75 s, a cold start is 3 minutes) or
 // after the pods starting already (a flash crowd's backlog while the replicas it asked for
-// come Ready: doubling then took the fleet to maxReplicas, twice what the crowd needed).
+// come Ready: doubling then took the fleet to maxReplicas, twice what the crowd needed). Nor
+// does it double on a queue last read on fewer Ready replicas: what it did since is not the
+// drain on the replicas that serve now (the real bench: 86 queued on 2 Ready, 85 on 6 after
+// the 4 asked for came Ready, read as gone in 13 minutes, doubled to 8 then to maxReplicas).
 func TestADrainingQueueIsNoBurst(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
 		cur, ready int32
 		was, now   float64
+		wasReady   int32
 		want       int32
 	}{
 		{name: "gone within a cold start", cur: 5, ready: 5, was: 1200, now: 1000, want: 5},
 		{name: "slower, with pods starting", cur: 8, ready: 5, was: 1010, now: 1000, want: 8},
 		{name: "slower, on a fleet that has all it asked for", cur: 5, ready: 5, was: 1010, now: 1000, want: 10},
+		{name: "slower, read on the Ready replicas of now", cur: 5, ready: 5, was: 1010, now: 1000, wasReady: 5, want: 10},
+		{name: "slower, read before new pods came Ready", cur: 6, ready: 6, was: 86, now: 85, wasReady: 2, want: 6},
+		{name: "holding, read before new pods came Ready", cur: 6, ready: 6, was: 86, now: 86, wasReady: 2, want: 6},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			out := Decide(burstPass(burstSpec(false), tc.cur, tc.ready, tc.was, tc.now), t0)
+			in := burstPass(burstSpec(false), tc.cur, tc.ready, tc.was, tc.now)
+			in.Previous.Queue.Ready = tc.wasReady
+			out := Decide(in, t0)
+			if out.Status.Queue == nil || out.Status.Queue.Ready != tc.ready {
+				t.Fatalf("status queue %+v, want it read on %d Ready replicas", out.Status.Queue, tc.ready)
+			}
 			if p := sloProposal(t, out); *p.Replicas != tc.want || out.Desired != tc.want {
 				t.Fatalf("proposal %d (%s), desired %d, want %d", *p.Replicas, p.Message, out.Desired, tc.want)
 			}
