@@ -1083,3 +1083,22 @@ func TestAMissBeyondTheCapacityIsNoLesson(t *testing.T) {
 		}
 	}
 }
+
+// A window held tightly just after pods came Ready: its latencies were read partly on fewer
+// replicas, and C comes back to its load over the replicas Ready through the window (22 for
+// half of it, 26 since: 24 on average), not over the 26 Ready now (azure-conv on 1.3x GPUs in
+// the simulator: C 0.70 -> 0.59, on a load the 26 never carried at that latency).
+func TestATightWindowIsReadOnTheReplicasReadyThroughIt(t *testing.T) {
+	prev := &v1alpha1.AutoscalingStatus{LearnedCapacities: []v1alpha1.LearnedCapacity{{Metric: MetricSLO, PerReplica: "0.73",
+		Samples: 30, LastSampleTime: metav1.NewTime(t0.Add(-time.Minute))}}}
+	in := sloInput(sloSpecOf(1, 40), 26, 26, 13.07, 1.44, 0, prev)
+	in.ReadyOverWindow = 24
+	c, _ := sloOf(t, Decide(in, t0).Status)
+	if want := 13.07 / 24 / sloShare; math.Abs(c-want) > 1e-3 {
+		t.Fatalf("capacity %g after a tight window on 24 Ready replicas on average (26 now), want %g", c, want)
+	}
+	in.ReadyOverWindow = 0 // unknown: the Ready now
+	if c, _ := sloOf(t, Decide(in, t0).Status); math.Abs(c-13.07/26/sloShare) > 1e-3 {
+		t.Fatalf("capacity %g with no average, want %g", c, 13.07/26/sloShare)
+	}
+}

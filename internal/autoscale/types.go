@@ -105,6 +105,10 @@ type Input struct {
 	Current int32
 	// Ready is the number of Ready pods across both colors.
 	Ready int32
+	// ReadyOverWindow is the Ready pods averaged over the serving window the load and the
+	// latencies are read over, each counted from when it came Ready (0: unknown, Ready is
+	// taken): pods come Ready within it served part of it only.
+	ReadyOverWindow float64
 	// Starting is the number of pods that exist but are not Ready yet (scheduling, pulling,
 	// loading the model). Informational: Decide derives cold-start behaviour from Current and
 	// Ready.

@@ -65,8 +65,28 @@ func (r *ModelServerReconciler) observeSignals(ctx context.Context, ms *v1alpha1
 	s := res.Signals
 	return &plan.Signals{
 		Observations: s.Observations, RequestsWaiting: s.RequestsWaiting, RequestsRunning: s.RequestsRunning, TTFTP95: s.TTFTP95, ITLP95: s.ITLP95, Load: s.Load, Served: s.Served,
-		Ready: int32(len(t.Ready)), Starting: starting, BothColorsReady: len(readyOf) > 1, Conflicts: conflicts,
+		Ready: int32(len(t.Ready)), ReadyOverWindow: readyOverWindow(t.ReadyPods, now, autoscale.ServingWindowOf(ms)),
+		Starting: starting, BothColorsReady: len(readyOf) > 1, Conflicts: conflicts,
 	}, nil
+}
+
+// readyOverWindow is the Ready pods averaged over the window before now, each counted from when
+// its Ready condition last turned true (a pod Ready throughout counts 1).
+func readyOverWindow(ready []corev1.Pod, now time.Time, win time.Duration) float64 {
+	if win <= 0 {
+		return float64(len(ready))
+	}
+	var sum float64
+	for i := range ready {
+		in := win
+		for _, c := range ready[i].Status.Conditions {
+			if c.Type == corev1.PodReady && !c.LastTransitionTime.IsZero() {
+				in = min(max(now.Sub(c.LastTransitionTime.Time), 0), win)
+			}
+		}
+		sum += in.Seconds() / win.Seconds()
+	}
+	return sum
 }
 
 // autoscalingInterval is how often the autoscaler looks (spec.autoscaling.interval).

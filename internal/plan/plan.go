@@ -58,6 +58,8 @@ type Signals struct {
 	Served autoscale.Observation
 	// Ready and Starting count the pods of both colors: Ready ones, and those not Ready yet.
 	Ready, Starting int32
+	// ReadyOverWindow is the Ready pods averaged over the serving window (autoscale.Input's).
+	ReadyOverWindow float64
 	// BothColorsReady is true when both colors have Ready pods.
 	BothColorsReady bool
 	// Conflicts name HPAs and ScaledObjects that scale the ModelServer's Deployments too.
@@ -137,7 +139,7 @@ func Autoscale(ms *v1alpha1.ModelServer, sig Signals, view *CapacityView, podsFo
 	current := DesiredReplicas(ms)
 	fit := fitFor(ms, view, podsFor(current), podsFor(max(spec.MaxReplicas, current))-podsFor(current))
 	return autoscale.Decide(autoscale.Input{
-		Spec: spec, Current: current, Ready: sig.Ready, Starting: sig.Starting,
+		Spec: spec, Current: current, Ready: sig.Ready, ReadyOverWindow: sig.ReadyOverWindow, Starting: sig.Starting,
 		Observations: sig.Observations, RequestsWaiting: sig.RequestsWaiting, TTFTP95: sig.TTFTP95, ITLP95: sig.ITLP95,
 		RequestsRunning: sig.RequestsRunning, BatchLimit: autoscale.BatchLimitOf(ms.Spec.Template.Spec),
 		Load: sig.Load, Served: sig.Served, ServingWindow: autoscale.ServingWindowOf(ms), Revision: revision, BothColorsReady: sig.BothColorsReady, Previous: ms.Status.Autoscaling, Capacity: fit, PodsFor: podsFor,

@@ -26,9 +26,10 @@ type Modelship struct {
 	// work per second) when the spec has a prometheus metric.
 	Work func(Signals) float64
 
-	prev  *v1alpha1.AutoscalingStatus
-	work  trend // the work series, for its trend (signals.TrendQuery)
-	loads trend // the token work series of the slo, for its trend
+	prev      *v1alpha1.AutoscalingStatus
+	readyHist []readySample
+	work      trend // the work series, for its trend (signals.TrendQuery)
+	loads     trend // the token work series of the slo, for its trend
 }
 
 // trend is a total metric's series as signals.TrendQuery reads it: its subquery samples the
@@ -105,6 +106,35 @@ func Deriv(xs []sample) (float64, bool) {
 	return (n*stv - st*sv) / d, true
 }
 
+// readySample is the Ready replicas a pass read.
+type readySample struct {
+	at    time.Duration
+	ready int32
+}
+
+// readyOverWindow is the controller's Ready pods averaged over the serving window, from the
+// Ready replicas the passes read (each pod counted from when it came Ready there; here a pod
+// come Ready between two passes counts half the interval): 0 until the passes span a window.
+func (m *Modelship) readyOverWindow(now time.Duration, ready int32) float64 {
+	win := m.servingWindow()
+	m.readyHist = append(m.readyHist, readySample{now, ready})
+	for len(m.readyHist) > 1 && m.readyHist[1].at <= now-win {
+		m.readyHist = m.readyHist[1:]
+	}
+	if m.readyHist[0].at > now-win {
+		return 0
+	}
+	var area float64
+	for i := 1; i < len(m.readyHist); i++ {
+		a, b := m.readyHist[i-1], m.readyHist[i]
+		from := max(a.at, now-win)
+		// Ready moves between a's and b's: linear in between, as its average.
+		ra := float64(a.ready) + float64(b.ready-a.ready)*float64(from-a.at)/float64(b.at-a.at)
+		area += (ra + float64(b.ready)) / 2 * (b.at - from).Seconds()
+	}
+	return area / win.Seconds()
+}
+
 // Name implements Policy.
 func (m *Modelship) Name() string { return m.Label }
 
@@ -177,7 +207,7 @@ func (m *Modelship) Decide(s Signals) int32 {
 		ttft.Status, itl.Status = metrics.OK, metrics.OK
 	}
 	in := autoscale.Input{
-		Spec: m.Spec, Current: s.Pods, Ready: s.Ready, Starting: s.Pods - s.Ready,
+		Spec: m.Spec, Current: s.Pods, Ready: s.Ready, Starting: s.Pods - s.Ready, ReadyOverWindow: m.readyOverWindow(s.Now, s.Ready),
 		Observations: obs, RequestsWaiting: waiting, RequestsRunning: running, BatchLimit: m.BatchLimit, TTFTP95: ttft, ITLP95: itl, Previous: m.prev,
 		ServingWindow: m.servingWindow(),
 	}

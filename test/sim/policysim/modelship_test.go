@@ -2,6 +2,7 @@ package policysim
 
 import (
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -81,5 +82,28 @@ func TestLearntCapacityCatchesUpWithSlowerGPUs(t *testing.T) {
 	}
 	if met(l) < 9 || last(l) <= last(f) {
 		t.Fatalf("with learning: %d of the last 10 minutes met on %d pods (fixed: %d pods), want 9 or more on more pods", met(l), last(l), last(f))
+	}
+}
+
+// The Ready replicas averaged over the serving window, as the controller counts each pod from
+// when it came Ready: 2 Ready for a minute, then 6 from a pass 15 s ago (4 come Ready between
+// that pass and the one before count half the interval).
+func TestTheReadyReplicasAveragedOverTheWindow(t *testing.T) {
+	m := &Modelship{}
+	win := m.servingWindow()
+	var got float64
+	for at := time.Duration(0); at <= 2*time.Minute; at += 15 * time.Second {
+		ready := int32(2)
+		if at >= 2*time.Minute-15*time.Second {
+			ready = 6
+		}
+		got = m.readyOverWindow(at, ready)
+		if at < win && got != 0 {
+			t.Fatalf("%s: %g before the passes span a window, want 0", at, got)
+		}
+	}
+	// 60 s: 30 s at 2, 15 s from 2 to 6 (4 on average), 15 s at 6.
+	if want := (30*2.0 + 15*4 + 15*6) / win.Seconds(); win != time.Minute || math.Abs(got-want) > 1e-9 {
+		t.Fatalf("readyOverWindow %g over %s, want %g", got, win, want)
 	}
 }
