@@ -766,19 +766,17 @@ func (s settings) proposeSLO(in Input, cur int32, st sloState, known bool, now t
 	if w := in.RequestsWaiting; queued {
 		fast, msg, ok := s.arrivalNeed(in, st, known, now)
 		switch {
-		case !ok && backlog && (cur > in.Ready || drain <= s.sloColdStart(in.ServingWindow)):
+		case !ok && (readyGrewSinceQueue(in) || backlog && (cur > in.Ready || drain <= s.sloColdStart(in.ServingWindow))):
 			// A queue that shrinks is no burst: the Ready replicas serve more than arrives, and
 			// what queues is a backlog on the pods it queued on, which new pods cannot take.
 			// Pods asked now would serve after the pods starting already, or after it is gone;
 			// only a backlog draining slower on a fleet that has all it asked for takes the
-			// doubling (new pods take the arrivals off the pods it is on).
-			fast = cur
-		case !ok && readyGrewSinceQueue(in):
-			// The queue was last read on fewer Ready replicas: what it did since says nothing
-			// of the drain on the replicas that serve now, and the next pass reads it on them.
-			// (On the real bench a step's 86 requests queued on 2 Ready replicas had shrunk by
-			// one 9 s later, across 4 pods coming Ready: read as a backlog draining slower than
-			// a cold start, the doubling took 6 replicas to 8, then to maxReplicas.)
+			// doubling (new pods take the arrivals off the pods it is on). Nor is a queue last
+			// read on fewer Ready replicas: what it did since says nothing of the drain on the
+			// replicas that serve now, and the next pass reads it on them. (On the real bench a
+			// step's 86 requests queued on 2 Ready replicas had shrunk by one 9 s later, across
+			// 4 pods coming Ready: read as a backlog draining slower than a cold start, the
+			// doubling took 6 replicas to 8, then to maxReplicas.)
 			fast = cur
 		case !ok:
 			factor := min(1+w.Value/(sloQueueRef*float64(in.Ready)), sloMaxFast)

@@ -79,10 +79,8 @@ func readyOverWindow(ready []corev1.Pod, now time.Time, win time.Duration) float
 	var sum float64
 	for i := range ready {
 		in := win
-		for _, c := range ready[i].Status.Conditions {
-			if c.Type == corev1.PodReady && !c.LastTransitionTime.IsZero() {
-				in = min(max(now.Sub(c.LastTransitionTime.Time), 0), win)
-			}
+		if c := readyCondition(&ready[i]); c != nil && !c.LastTransitionTime.IsZero() {
+			in = min(max(now.Sub(c.LastTransitionTime.Time), 0), win)
 		}
 		sum += in.Seconds() / win.Seconds()
 	}

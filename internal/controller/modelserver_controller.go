@@ -735,12 +735,18 @@ func podReady(p *corev1.Pod) bool {
 	if p.DeletionTimestamp != nil {
 		return false
 	}
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
+	c := readyCondition(p)
+	return c != nil && c.Status == corev1.ConditionTrue
+}
+
+// readyCondition is the pod's Ready condition, nil when it has none.
+func readyCondition(p *corev1.Pod) *corev1.PodCondition {
+	for i := range p.Status.Conditions {
+		if p.Status.Conditions[i].Type == corev1.PodReady {
+			return &p.Status.Conditions[i]
 		}
 	}
-	return false
+	return nil
 }
 
 func (r *ModelServerReconciler) getRoute(ctx context.Context, ms *v1alpha1.ModelServer) (*gatewayv1.HTTPRoute, error) {

@@ -128,6 +128,9 @@ func (m *Modelship) readyOverWindow(now time.Duration, ready int32) float64 {
 	for i := 1; i < len(m.readyHist); i++ {
 		a, b := m.readyHist[i-1], m.readyHist[i]
 		from := max(a.at, now-win)
+		if b.at <= from {
+			continue // two passes at one time: nothing between them
+		}
 		// Ready moves between a's and b's: linear in between, as its average.
 		ra := float64(a.ready) + float64(b.ready-a.ready)*float64(from-a.at)/float64(b.at-a.at)
 		area += (ra + float64(b.ready)) / 2 * (b.at - from).Seconds()
