@@ -70,23 +70,40 @@ func parseJudgeCandidates(spec string) ([]judgeCandidate, error) {
 // or two replicas, whose pods are too few to judge as units), and matrix:NAME (a
 // workload of test/sim/workloads, shipped trace taken from --trace, on GPUs of its speed, its
 // stable fleet sized for its mean work at judgeSizingWork per replica and at least
-// rolloutReplicas; matrix:NAME@REPLICAS fixes the fleet, e.g. an overload).
+// rolloutReplicas; matrix:NAME@REPLICAS fixes the fleet, e.g. an overload); matrix is every
+// workload of the matrix.
 func parseJudgeWorkloads(spec string, tr fleet.Trace, capa fleet.Capacity) ([]judgeWorkload, error) {
 	var out []judgeWorkload
+	var names []string
 	for _, w := range strings.Split(spec, ",") {
-		w = strings.TrimSpace(w)
+		if w = strings.TrimSpace(w); w != "matrix" {
+			names = append(names, w)
+			continue
+		}
+		for _, wl := range workloads.Matrix(tr) {
+			names = append(names, "matrix:"+wl.Name)
+		}
+	}
+	for _, w := range names {
 		if w == "" {
 			continue
 		}
 		if name, ok := strings.CutPrefix(w, "matrix:"); ok {
-			// A workload of the matrix (test/sim/workloads), each run its own seed's sequence.
+			// A workload of the matrix (test/sim/workloads), each run its own seed's sequence
+			// from its own point of the workload: a replay of the shipped trace draws only
+			// its copies' times from the seed, and a generated workload's shape (a flash
+			// crowd, a ramp) stands at the same minute in every seed's sequence.
 			name, fixed, pinned := strings.Cut(name, "@")
 			wl, err := workloads.Find(workloads.Matrix(tr), name)
 			if err != nil {
 				return nil, fmt.Errorf("--judge-workloads %q: %w", w, err)
 			}
-			jw := judgeWorkload{name: w, speed: wl.Speed(), arrivals: func(seed uint64, _, _ int) ([]fleet.Arrival, error) {
-				return wl.Sequence(seed)
+			jw := judgeWorkload{name: w, speed: wl.Speed(), arrivals: func(seed uint64, run, runs int) ([]fleet.Arrival, error) {
+				arr, err := wl.Sequence(seed)
+				if err != nil {
+					return nil, err
+				}
+				return rotate(arr, aaOffset(run, runs, wl.Duration), wl.Duration), nil
 			}}
 			if pinned {
 				n, err := strconv.Atoi(fixed)
@@ -151,6 +168,25 @@ func traceArrivals(tr fleet.Trace, scale float64, burst time.Duration) func(seed
 		}
 		return arr, nil
 	}
+}
+
+// rotate is a sequence of length d from off, wrapped around its end: the requests at off
+// or later, then those before it, d later.
+func rotate(arr []fleet.Arrival, off, d time.Duration) []fleet.Arrival {
+	out := make([]fleet.Arrival, 0, len(arr))
+	for _, a := range arr {
+		if a.At >= off {
+			a.At -= off
+			out = append(out, a)
+		}
+	}
+	for _, a := range arr {
+		if a.At < off {
+			a.At += d - off
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // judgeExplain (--judge-explain) prints the Fail results of every A/A run that was rolled back.

@@ -9,6 +9,7 @@ import (
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
 	"github.com/modelship/modelship/test/framework/fleet"
+	"github.com/modelship/modelship/test/sim/workloads"
 	"k8s.io/utils/ptr"
 )
 
@@ -94,6 +95,65 @@ func TestTheJudgeMatrixRunsDistinctScenarios(t *testing.T) {
 	}
 	if _, err := parseJudgeCandidates("0.9"); err == nil {
 		t.Error("a faster candidate was accepted as a regression")
+	}
+}
+
+// TestTheJudgeMatrixStartsEachRunOfAMatrixWorkloadAtItsOwnPoint: a run of a matrix workload
+// starts at its own point of the workload (a flash crowd 20 minutes in meets some runs'
+// rollouts, not none), and two runs of a replay of the shipped trace see different requests,
+// not the same requests at copies' other times.
+func TestTheJudgeMatrixStartsEachRunOfAMatrixWorkloadAtItsOwnPoint(t *testing.T) {
+	tr, err := fleet.LoadTrace("../../traces/azure-llm-2023-conv.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := parseJudgeWorkloads("trace@6,matrix", tr, fleet.DefaultCapacity())
+	if n := len(workloads.Matrix(tr)); err != nil || len(all) != 1+n || all[0].name != "trace@6" || all[1].name != "matrix:"+workloads.Matrix(tr)[0].Name {
+		t.Fatalf("trace@6,matrix: %d workloads (%v), want trace@6 and the matrix's %d", len(all), err, n)
+	}
+	ws, err := parseJudgeWorkloads("matrix:flash-crowd,matrix:azure-conv", tr, fleet.DefaultCapacity())
+	if err != nil || len(ws) != 2 {
+		t.Fatalf("workloads %v, %v", ws, err)
+	}
+	perMinute := func(arr []fleet.Arrival) []int {
+		n := make([]int, 30)
+		for _, a := range arr {
+			if m := int(a.At / time.Minute); m < len(n) {
+				n[m]++
+			}
+		}
+		return n
+	}
+	first, err := ws[0].arrivals(1, 0, 200)
+	if err != nil {
+		t.Fatal(err)
+	}
+	later, err := ws[0].arrivals(51, 50, 200) // a quarter of the hour in: the crowd 5 minutes into the run
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := perMinute(first); f[8] > 2*f[0] {
+		t.Errorf("run 0 of flash-crowd: %d requests in minute 8 against %d in minute 0, want no crowd yet", f[8], f[0])
+	}
+	if l := perMinute(later); l[8] < 3*l[0] {
+		t.Errorf("run 50 of 200 of flash-crowd: %d requests in minute 8 against %d in minute 0, want the crowd", l[8], l[0])
+	}
+	a, err := ws[1].arrivals(2, 1, 200)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := ws[1].arrivals(101, 100, 200)
+	if err != nil {
+		t.Fatal(err)
+	}
+	same := 0
+	for i := range 100 {
+		if a[i].ContextTokens == b[i].ContextTokens && a[i].GeneratedTokens == b[i].GeneratedTokens {
+			same++
+		}
+	}
+	if same > 50 {
+		t.Errorf("runs 1 and 100 of azure-conv: %d of their first 100 requests alike, want different requests", same)
 	}
 }
 
