@@ -605,8 +605,8 @@ type WarmupSpec struct {
 type AnalysisPreset string
 
 const (
-	// AnalysisPresetVLLM judges from vLLM's metrics the p95 inter-token latency and the decode
-	// seconds per decoded token (each at most 1.2x the stable color's; the latter per pod, with
+	// AnalysisPresetVLLM judges from vLLM's metrics the p95 inter-token latency (at most 1.2x
+	// the stable color's) and the decode seconds per decoded token (at most 1.1x, per pod, with
 	// queueing left out), the error ratio (at most 5%) and the share of aborted requests (at
 	// most 1.5x the stable color's). The p95
 	// time to first token is held to spec.autoscaling.slo.ttftP95 when set; TTFT and

@@ -257,7 +257,7 @@ func TestRunJudgesEachMetric(t *testing.T) {
 			},
 			check: func(t *testing.T, rs []v1alpha1.MetricResult) {
 				r := rs[slices.IndexFunc(rs, func(r v1alpha1.MetricResult) bool { return r.Name == "decode-per-token" })]
-				if !strings.HasPrefix(r.Message, "decode-per-token 0.03 > 0.024 (1.2x stable 0.02): slower than 1.2x stable") || r.Candidate != "0.03" || r.Stable != "0.02" {
+				if !strings.HasPrefix(r.Message, "decode-per-token 0.03 > 0.022 (1.1x stable 0.02): slower than 1.1x stable") || r.Candidate != "0.03" || r.Stable != "0.02" {
 					t.Errorf("result = %+v", r)
 				}
 			},
@@ -278,7 +278,7 @@ func TestRunJudgesEachMetric(t *testing.T) {
 			},
 			check: func(t *testing.T, rs []v1alpha1.MetricResult) {
 				r := rs[slices.IndexFunc(rs, func(r v1alpha1.MetricResult) bool { return r.Name == "decode-per-token" })]
-				if !strings.HasPrefix(r.Message, "held, decode-per-token would have been a failure (decode-per-token 0.03 > 0.024") ||
+				if !strings.HasPrefix(r.Message, "held, decode-per-token would have been a failure (decode-per-token 0.03 > 0.022") ||
 					!strings.Contains(r.Message, "the stable color is saturated (the queue never emptied over the window on 75% of its pods)") {
 					t.Errorf("message = %q", r.Message)
 				}

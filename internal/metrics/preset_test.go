@@ -99,7 +99,7 @@ func TestServingPresets(t *testing.T) {
 		MetricE2EP95:         {ratio: "1.2"},
 		MetricErrorRatio:     {max: "0.05"},
 		MetricAbortRatio:     {ratio: "1.5"},
-		MetricDecodePerToken: {ratio: "1.2"},
+		MetricDecodePerToken: {ratio: "1.1"},
 	}
 	httpErrors := `http_requests_total{` + candidateSelector + `,status=~"5.."}[2m]`
 	httpTotal := `http_requests_total{` + candidateSelector + `}[2m]`

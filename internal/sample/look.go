@@ -34,7 +34,7 @@ const LightLoad = 0.9
 // (Load below LightLoad). A model server's latency grows with its load (a fuller batch decodes
 // each token slower), so a lighter candidate reads faster than it is: in the simulator a 1.5x
 // slower build on one pod at a third of the stable pod's load read 1.23x on decode-per-token
-// (its bound 1.2x, never significantly) and 0.96x on itl-p95, and held its step for 40
+// (against a 1.2x bound, never significantly) and 0.96x on itl-p95, and held its step for 40
 // minutes. Such a step only moves the candidate on to one where its pods carry more, which
 // judges it: a Fail there stands (slower even while lighter), and a read above the bound that
 // is not significant holds the step only while its z is at least half the threshold (a Fail is

@@ -311,8 +311,9 @@ func runRollouts(t *testing.T, runs int, slow float64, spec v1alpha1.AnalysisSpe
 
 // TestSequenceLowTrafficRollouts drives 200 seeded rollouts at 20-100 requests per window per
 // color through Run and the rollout's failure limit: identical candidates (A/A) are never
-// rolled back, a candidate 1.5x slower is rolled back in at least 95% of runs. The bare ratio
-// judge's A/A false rollbacks on the same traffic are printed for contrast.
+// rolled back, a candidate 1.5x slower is rolled back in at least 95% of runs, 1.25x and 1.3x
+// slower in at least 80%. The bare ratio judge's A/A false rollbacks on the same traffic are
+// printed for contrast.
 func TestSequenceLowTrafficRollouts(t *testing.T) {
 	if testing.Short() {
 		t.Skip("simulates 600 rollouts")
@@ -341,6 +342,11 @@ func TestSequenceLowTrafficRollouts(t *testing.T) {
 		s := runRollouts(t, runs, factor, spec)
 		t.Logf("FIGURE: %gx-slower rollouts at 20-100 requests/window, histogram test, minSamples 20: %d/%d (%.1f%%) rolled back, %d promoted",
 			factor, s.rolledBack, runs, 100*float64(s.rolledBack)/runs, runs-s.rolledBack-s.stalled)
+		// A 1.25x slower build is 14% beyond decode-per-token's 1.1x bound (#27: at least 80%
+		// rolled back; against the 1.2x bound it had, 13 of 200 were).
+		if s.rolledBack*100 < 80*runs {
+			t.Errorf("%d of %d %gx-slower candidates rolled back, want at least 80%%", s.rolledBack, runs, factor)
+		}
 	}
 
 	bare := runRollouts(t, runs, 1, bareRatioSpec(20))
