@@ -9,8 +9,12 @@
 #                        CRDs (hack/tools/traefik's module) for the TraefikService it writes
 # Builds run at nice 19 so that they do not starve tests sharing the machine.
 #
-# Usage: hack/peers.sh [flagger|keda|argo-rollouts|all]   Prints the peers folder on its last line of stdout;
-# progress goes to stderr.
+# Usage: hack/peers.sh [flagger|keda|argo-rollouts|all ...]   Prints the peers folder on its last
+# line of stdout; progress goes to stderr.
+#        hack/peers.sh for [modelship-bench peers flags]   only the peers the flags' --contenders
+# run (its default without the flag: keda-hpa and flagger), as make bench-peers calls it with
+# PEERS_FLAGS: a run of two contenders does not build the others (KEDA and Argo Rollouts are
+# 12-15 minutes cold). With PEERS_PLAN=1 it prints the peers it would build and builds nothing.
 set -euo pipefail
 
 FLAGGER_VERSION=v1.36.1
@@ -19,7 +23,32 @@ ARGO_ROLLOUTS_VERSION=v1.10.1 # v1.10.2 needs a newer Go than 1.26.8
 CACHE=${MODELSHIP_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/modelship}
 DIR="$CACHE/peers"
 HERE=$(cd "$(dirname "$0")" && pwd)
-what=${1:-all}
+what=${*:-all}
+if [ "${1:-}" = for ]; then
+	shift
+	contenders=modelship,modelship-recipe,keda-hpa,flagger # modelship-bench peers' default
+	while [ $# -gt 0 ]; do
+		case $1 in
+		--contenders | -contenders) contenders=${2:-}; shift ;;
+		--contenders=* | -contenders=*) contenders=${1#*=} ;;
+		esac
+		shift
+	done
+	what=""
+	for c in ${contenders//,/ }; do
+		case $c in
+		flagger) what="$what flagger" ;;
+		keda-hpa) what="$what keda" ;;
+		argo-rollouts) what="$what argo-rollouts" ;;
+		esac
+	done
+fi
+if [ "${PEERS_PLAN:-}" = 1 ]; then
+	echo "${what# }"
+	exit 0
+fi
+# want PEER: whether PEER is to be built.
+want() { case " $what " in *" all "* | *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 
 log() { printf '[peers %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 mkdir -p "$DIR"
@@ -46,7 +75,7 @@ build() {
 	log "built $bin in $(( $(date +%s) - start ))s"
 }
 
-if [ "$what" = all ] || [ "$what" = flagger ]; then
+if want flagger; then
 	out="$DIR/flagger-$FLAGGER_VERSION"
 	if [ ! -x "$out/flagger" ]; then
 		mkdir -p "$out"
@@ -66,7 +95,7 @@ if [ "$what" = all ] || [ "$what" = flagger ]; then
 		rm -f "$out/.mod.json"
 	fi
 fi
-if [ "$what" = all ] || [ "$what" = keda ]; then
+if want keda; then
 	out="$DIR/keda-$KEDA_VERSION"
 	(cd "$HERE/tools/keda" &&
 		build "$out" keda-operator github.com/kedacore/keda/v2/cmd/operator &&
@@ -76,7 +105,7 @@ if [ "$what" = all ] || [ "$what" = keda ]; then
 		mkdir -p "$out/crds" && cp "$mod"/config/crd/bases/*.yaml "$out/crds/" && chmod 0644 "$out"/crds/*.yaml
 	fi
 fi
-if [ "$what" = all ] || [ "$what" = argo-rollouts ]; then
+if want argo-rollouts; then
 	out="$DIR/argo-rollouts-$ARGO_ROLLOUTS_VERSION"
 	(cd "$HERE/tools/argo-rollouts" &&
 		build "$out" rollouts-controller github.com/argoproj/argo-rollouts/cmd/rollouts-controller)

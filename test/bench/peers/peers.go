@@ -35,14 +35,30 @@ func Dir() string {
 
 // Built reports whether both peers are in the cache, and what is missing.
 func Built() (bool, string) {
-	for _, p := range []string{
-		filepath.Join(Dir(), "flagger-"+FlaggerVersion, "flagger"),
-		filepath.Join(Dir(), "flagger-"+FlaggerVersion, "crd.yaml"),
-		filepath.Join(Dir(), "keda-"+KEDAVersion, "keda-operator"),
-		filepath.Join(Dir(), "keda-"+KEDAVersion, "keda-adapter"),
-	} {
+	if ok, why := FlaggerBuilt(); !ok {
+		return ok, why
+	}
+	return KEDABuilt()
+}
+
+// FlaggerBuilt reports whether Flagger and its CRDs are in the cache, and what is missing.
+func FlaggerBuilt() (bool, string) {
+	return present("flagger", filepath.Join(FlaggerCRDDir(), "flagger"), filepath.Join(FlaggerCRDDir(), "crd.yaml"))
+}
+
+// KEDABuilt reports whether KEDA's operator and metrics adapter are in the cache, and what is
+// missing.
+func KEDABuilt() (bool, string) {
+	dir := filepath.Join(Dir(), "keda-"+KEDAVersion)
+	return present("keda", filepath.Join(dir, "keda-operator"), filepath.Join(dir, "keda-adapter"))
+}
+
+// present reports whether every path exists, and else the first missing with how to build
+// the peer.
+func present(peer string, paths ...string) (bool, string) {
+	for _, p := range paths {
 		if _, err := os.Stat(p); err != nil {
-			return false, p + " missing: run hack/peers.sh (about 20 minutes on 2 cores, once)"
+			return false, p + " missing: run hack/peers.sh " + peer + " (minutes on 2 cores, once)"
 		}
 	}
 	return true, ""
