@@ -105,7 +105,7 @@ e2e: ## End-to-end stories on the local environment (real control plane, Traefik
 	cd test && go test -json -count=1 -tags e2e -timeout 30m $(GO_TEST_FLAGS) ./e2e/... | $(BIN)/testsummary
 
 .PHONY: bench-sim
-bench-sim: ## Policy simulator: the conversation trace in virtual time, modelship's autoscaler beside HPA and KEDA, each against the offline optimum, then the same over the workload matrix, then the judge over the matrix (about 30 minutes on two cores); CSV and PNG into .work/bench/.
+bench-sim: ## Policy simulator: the conversation trace in virtual time, modelship's autoscaler beside HPA and KEDA, each against the offline optimum, then the same over the workload matrix, then the judge over the matrix (38 minutes on two cores, measured 2026-12-07: 18 for the first two, 20 for the judge); CSV and PNG into .work/bench/.
 	cd test && go build -o $(BIN)/modelship-bench ./cmd/modelship-bench
 	$(BIN)/modelship-bench sim $(SIM_FLAGS)
 	$(BIN)/modelship-bench sim --workload matrix $(SIM_MATRIX_FLAGS)
