@@ -173,13 +173,7 @@ func traceArrivals(tr fleet.Trace, scale float64, burst time.Duration) func(seed
 // rotate is a sequence of length d from off, wrapped around its end: the requests at off
 // or later, then those before it, d later.
 func rotate(arr []fleet.Arrival, off, d time.Duration) []fleet.Arrival {
-	out := make([]fleet.Arrival, 0, len(arr))
-	for _, a := range arr {
-		if a.At >= off {
-			a.At -= off
-			out = append(out, a)
-		}
-	}
+	out := shift(arr, off)
 	for _, a := range arr {
 		if a.At < off {
 			a.At += d - off

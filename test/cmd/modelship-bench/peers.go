@@ -78,13 +78,16 @@ func runPeers(args []string) error {
 			return fmt.Errorf("-scenarios: unknown scenario %q (want autoscaling, rollouts)", sc)
 		}
 	}
-	// Only the peers that run need be built (hack/peers.sh for PEERS_FLAGS builds those).
-	if want["flagger"] || *smoke || *flaggerSmoke {
+	// The peers that run (the smoke tests start theirs); only those need be built (hack/peers.sh
+	// for PEERS_FLAGS builds those).
+	runFlagger := want["flagger"] || *smoke || *flaggerSmoke
+	runKEDA := want["keda-hpa"] || *smoke
+	if runFlagger {
 		if ok, why := peers.FlaggerBuilt(); !ok {
 			return fmt.Errorf("flagger is not built: %s", why)
 		}
 	}
-	if want["keda-hpa"] || *smoke {
+	if runKEDA {
 		if ok, why := peers.KEDABuilt(); !ok {
 			return fmt.Errorf("keda is not built: %s", why)
 		}
@@ -108,10 +111,10 @@ func runPeers(args []string) error {
 	log := funcr.New(func(_, args string) { logf("%s", args) }, funcr.Options{})
 	// The CRDs of the peers that run (a peer not asked for need not be built).
 	var crds []string
-	if want["flagger"] || *smoke || *flaggerSmoke {
+	if runFlagger {
 		crds = append(crds, peers.FlaggerCRDDir())
 	}
-	if want["keda-hpa"] || *smoke {
+	if runKEDA {
 		crds = append(crds, peers.KEDACRDDir())
 	}
 	if want["argo-rollouts"] {
@@ -132,7 +135,7 @@ func runPeers(args []string) error {
 	defer st.Stop()
 	logf("stack up (control plane, 4 GPU nodes of 8, Prometheus, fleet simulator, modelship)")
 
-	if want["flagger"] || *smoke || *flaggerSmoke {
+	if runFlagger {
 		p, err := peers.StartFlagger(ctx, st.Env, st.Env.PrometheusURL())
 		if err != nil {
 			return err
@@ -150,7 +153,7 @@ func runPeers(args []string) error {
 		defer func() { _ = argo.Stop() }()
 		logf("argo-rollouts %s answered %s after %s", peers.ArgoRolloutsVersion, argo.Health, argo.Ready.Round(time.Millisecond))
 	}
-	if want["keda-hpa"] || *smoke {
+	if runKEDA {
 		op, err := peers.StartKEDA(ctx, st.Env)
 		if err != nil {
 			return err
