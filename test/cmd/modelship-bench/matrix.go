@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -31,6 +32,43 @@ type simSettings struct {
 	msDown, sloDown, msUp      time.Duration
 	msTol, gpuSpeed            float64
 	only                       string
+	decisions                  string // --out with --decisions, else ""
+}
+
+// writeDecisions points each modelship policy's Decisions at sim-decisions[-WORKLOAD]-POLICY.txt
+// in the --decisions directory (nothing without it); the function returned closes the files.
+func (s simSettings) writeDecisions(workload string, policies []policysim.Policy) (func() error, error) {
+	var files []*os.File
+	closeAll := func() error {
+		var errs []error
+		for _, f := range files {
+			errs = append(errs, f.Close())
+		}
+		return errors.Join(errs...)
+	}
+	if s.decisions == "" {
+		return closeAll, nil
+	}
+	if err := os.MkdirAll(s.decisions, 0o755); err != nil {
+		return nil, err
+	}
+	for _, p := range policies {
+		m, ok := p.(*policysim.Modelship)
+		if !ok {
+			continue
+		}
+		name := "sim-decisions-" + m.Label + ".txt"
+		if workload != "" {
+			name = "sim-decisions-" + workload + "-" + m.Label + ".txt"
+		}
+		f, err := os.Create(filepath.Join(s.decisions, name))
+		if err != nil {
+			return nil, errors.Join(err, closeAll())
+		}
+		files = append(files, f)
+		m.Decisions = f
+	}
+	return closeAll, nil
 }
 
 // policies builds the run's configuration and its policies for arrivals arr over dur on GPUs at
@@ -194,13 +232,20 @@ func runMatrix(names, base string, tr fleet.Trace, tracePath string, speed, rate
 		if err != nil {
 			return fmt.Errorf("workload %s: %w", w.Name, err)
 		}
+		file := strings.NewReplacer(":", "-", "/", "-").Replace(w.Name)
+		closeDecisions, err := set.writeDecisions(file, policies)
+		if err != nil {
+			return err
+		}
 		results, opt := runPolicies(cfg, policies, set.minR, set.maxR)
+		if err := closeDecisions(); err != nil {
+			return err
+		}
 		results = append(results, opt.Result)
 		st := workloads.Measure(g, w.Duration)
 		meanWork := policysim.WorkBetween(arr, cfg.Capacity, 0, w.Duration)
 		fmt.Printf("workload=%s gpu_speed=%g duration=%s mean_work=%.2f %s\n  %s\n", w.Name, set.gpuSpeed*w.Speed(), w.Duration, meanWork, st, w.Summary)
 		printTable("  ", results, opt)
-		file := strings.NewReplacer(":", "-", "/", "-").Replace(w.Name)
 		if err := writeTimeline(filepath.Join(out, "sim-timeline-"+file+".csv"), results); err != nil {
 			return err
 		}

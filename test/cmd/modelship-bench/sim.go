@@ -73,6 +73,7 @@ func runSim(args []string) error {
 	fs.DurationVar(&judgeRollout.interval, "judge-interval", 0, "the judge matrix's spec.rollout.analysis.interval (0: the API's 30s)")
 	fs.DurationVar(&judgeRollout.scrape, "judge-scrape-interval", 0, "the judge matrix's spec.rollout.analysis.scrapeInterval, a multiple of 5s (0: the simulated Prometheus's 15s)")
 	gpuSpeed := fs.Float64("gpu-speed", 1, "the simulated GPUs' speed relative to the token rates modelship's work query assumes (0.7: 30% slower); with --workload it multiplies each workload's own")
+	decisions := fs.Bool("decisions", false, "write every pass of each modelship policy (what it read, the capacity learnt, the count and its proposals' messages) to sim-decisions[-WORKLOAD]-POLICY.txt in --out")
 	workload := fs.String("workload", "", "run the autoscaling policies on workloads of the matrix (test/sim/workloads): a name, comma-separated names, or 'matrix' for all; --trace, when not the shipped trace, is added at --rate-scale")
 	matrixBase := fs.String("matrix-base", shippedTrace, "the shipped trace the matrix's replays are built from")
 	if err := fs.Parse(args); err != nil {
@@ -98,6 +99,9 @@ func runSim(args []string) error {
 		sloTTFT: *sloTTFT, sloITL: *sloITL, coldStart: *coldStart, minR: int32(*minR), maxR: int32(*maxR), seed: *seed,
 		msTarget: *msTarget, msWaiting: *msWaiting, msDown: *msDown, sloDown: *sloDown, msUp: *msUp, msTol: *msTol,
 		gpuSpeed: *gpuSpeed, only: *only,
+	}
+	if *decisions {
+		set.decisions = *out
 	}
 	if *workload != "" && (*outage != "" || *nanSpan != "") {
 		return fmt.Errorf("--outage and --nan apply to the single-trace run, not with --workload %q", *workload)
@@ -132,7 +136,14 @@ func runSim(args []string) error {
 		}
 		cfg.Outages = append(cfg.Outages, policysim.Outage{From: f, To: t, NaN: o.nan})
 	}
+	closeDecisions, err := set.writeDecisions("", policies)
+	if err != nil {
+		return err
+	}
 	results, opt := runPolicies(cfg, policies, set.minR, set.maxR)
+	if err := closeDecisions(); err != nil {
+		return err
+	}
 	results = append(results, opt.Result)
 	autoscaleWall := time.Since(began)
 	byName := map[string]policysim.Result{}

@@ -2,6 +2,9 @@ package policysim
 
 import (
 	"context"
+	"fmt"
+	"io"
+	"strings"
 	"time"
 
 	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
@@ -25,6 +28,10 @@ type Modelship struct {
 	// Work converts the token rates into the "prometheus" metric's value (replica-seconds of
 	// work per second) when the spec has a prometheus metric.
 	Work func(Signals) float64
+	// Decisions, when set, gets one line per pass: what Decide read, the capacity the slo
+	// learnt, and the count it returned with its proposals' messages (what an SRE reads in
+	// status.autoscaling, as a timeline).
+	Decisions io.Writer
 
 	prev      *v1alpha1.AutoscalingStatus
 	readyHist []readySample
@@ -224,6 +231,9 @@ func (m *Modelship) Decide(s Signals) int32 {
 	out := autoscale.Decide(in, m.Start.Add(s.Now))
 	st := out.Status
 	m.prev = &st
+	if m.Decisions != nil {
+		writeDecision(m.Decisions, s, in, out)
+	}
 	return out.Desired
 }
 
@@ -283,4 +293,22 @@ func (m *Modelship) load(s Signals) autoscale.Observation {
 // servingWindow is the window the controller's rates and latencies are read over.
 func (m *Modelship) servingWindow() time.Duration {
 	return autoscale.ServingWindow(m.Interval(), scrapeInterval)
+}
+
+// writeDecision writes one pass of Modelship.Decisions.
+func writeDecision(w io.Writer, s Signals, in autoscale.Input, out autoscale.Output) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "t=%s pods=%d ready=%d load=%.3f served=%.2f waiting=%.0f ttft_p95=%.2f itl_p95=%.3f desired=%d",
+		s.Now.Round(time.Second), s.Pods, s.Ready, in.Load.Value, s.Served, s.Waiting, s.TTFTP95, s.ITLP95, out.Desired)
+	for _, c := range out.Status.LearnedCapacities {
+		fmt.Fprintf(&b, " %s: per_replica=%s floor=%s ceiling=%s request_work=%s last_miss=%s latency_floor=%s",
+			c.Metric, c.PerReplica, c.Floor, c.Ceiling, c.RequestWork, c.LastMissLoad, c.LatencyFloor)
+	}
+	for _, p := range out.Status.Proposals {
+		if p.Message != "" {
+			fmt.Fprintf(&b, " | %s: %s", p.Metric, p.Message)
+		}
+	}
+	b.WriteByte('\n')
+	_, _ = io.WriteString(w, b.String())
 }
