@@ -867,7 +867,10 @@ func TestAWaitLongerThanTheWindowIsNoLesson(t *testing.T) {
 		t.Fatalf("queue %+v still kept once the waits are gone", r.prev.Queue)
 	}
 	// No queue before it: a 90 s p95 TTFT is a miss as any, and teaches (at a load above the
-	// floor: below it no miss does, see TestAMissBelowTheFloorTeachesNothing).
+	// floor: below it no miss does, see TestAMissBelowTheFloorTeachesNothing; and on a load read
+	// that did not rise by a quarter since the pass before, see
+	// TestAMissWhileTheLoadReadRisesIsNoLesson).
+	r.step(5, 0.4, 0)
 	r.step(6, 90, 0)
 	if got := r.prev.LearnedCapacities[0]; got.LastMissLoad == before.LastMissLoad {
 		t.Fatalf("a 90 s p95 TTFT with no queue before it taught nothing: last miss %s, want 0.6", got.LastMissLoad)
@@ -954,6 +957,69 @@ func TestHeavierRequestsLearnTheCapacityAgain(t *testing.T) {
 	few := miss(0.25) // 15 requests in the window: too few to weigh the mix
 	if c, _ = sloOf(t, few.Status); c < 0.78 {
 		t.Fatalf("a window of 15 requests: capacity %g, want the mix not weighed (lowered no further than the floor)", c)
+	}
+}
+
+// The long-prompt tenant gone: the requests served are 4x lighter in token work than those the
+// capacity was learnt on (0.15 a replica, under a ceiling of 0.16 the long prompts missed at),
+// and the window holds with margin at 0.1 a replica. The window is learnt as a first window is:
+// C at least sloPrior (a replica carries more of the lighter work), the heavier mix's ceiling,
+// floor and latency floor forgotten, and the fleet sized at C. The same window on requests of the
+// usual weight probes C by one step, held to the ceiling.
+func TestLighterRequestsLearnTheCapacityAgain(t *testing.T) {
+	prev := func() *v1alpha1.AutoscalingStatus {
+		return &v1alpha1.AutoscalingStatus{LearnedCapacities: []v1alpha1.LearnedCapacity{{Metric: MetricSLO, PerReplica: "0.15", Floor: "0.12",
+			Ceiling: "0.16", LatencyFloor: "0.5", LastMissLoad: "0.16", RequestWork: "0.48", Samples: 20, LastSampleTime: metav1.NewTime(t0.Add(-time.Minute))}}}
+	}
+	held := func(served float64) Output {
+		in := sloInput(sloSpecOf(1, 40), 20, 20, 2, 0.3, 0, prev())
+		in.Served = ok(served)
+		return Decide(in, t0)
+	}
+	lighter := held(16) // 0.125 token work per request
+	c, floor := sloOf(t, lighter.Status)
+	if c != sloPrior || math.Abs(floor-0.1) > 1e-6 {
+		t.Fatalf("lighter requests: capacity %g, floor %g; want the prior %g and the window's load per replica 0.1", c, floor, sloPrior)
+	}
+	lc := lighter.Status.LearnedCapacities[0]
+	if lc.Ceiling != "" || lc.LatencyFloor != "" || lc.LastMissLoad != "" {
+		t.Fatalf("lighter requests: ceiling %q, latency floor %q, last miss %q; want the heavier mix's forgotten", lc.Ceiling, lc.LatencyFloor, lc.LastMissLoad)
+	}
+	if got, _ := strconv.ParseFloat(lc.RequestWork, 64); math.Abs(got-2.0/16) > 1e-6 {
+		t.Fatalf("requestWork %q, want the window's %g", lc.RequestWork, 2.0/16)
+	}
+	if want := int32(math.Ceil(2 / (sloShare * sloPrior))); lighter.Desired != want {
+		t.Fatalf("lighter requests: %d replicas, want %d (a load of 2 at %g of %g)", lighter.Desired, want, sloShare, sloPrior)
+	}
+
+	usual := held(4.2) // 0.476 token work per request: the mix learnt on
+	if c, _ = sloOf(t, usual.Status); c > 0.16+1e-9 {
+		t.Fatalf("usual requests: capacity %g, want held to the ceiling 0.16", c)
+	}
+}
+
+// Traffic ten times as heavy in a minute after light ones: the first window after the rise reads
+// a load per replica of 0.3 (its average, mostly before the rise: the rate read rose from 0.27 to
+// 0.6 since the last pass) at a p95 TTFT of 5 s (the requests after it). The miss teaches nothing:
+// no ceiling at 0.3, C kept. The same miss on a load read as steady lowers C and sets the ceiling.
+func TestAMissWhileTheLoadReadRisesIsNoLesson(t *testing.T) {
+	prev := func(lastLoad string) *v1alpha1.AutoscalingStatus {
+		return &v1alpha1.AutoscalingStatus{
+			LearnedCapacities: []v1alpha1.LearnedCapacity{{Metric: MetricSLO, PerReplica: "0.5", Floor: "0.14", RequestWork: "0.2",
+				Samples: 20, LastSampleTime: metav1.NewTime(t0.Add(-time.Minute))}},
+			Proposals: []v1alpha1.Proposal{{Metric: MetricSLO, Value: lastLoad}},
+		}
+	}
+	miss := func(lastLoad string) v1alpha1.LearnedCapacity {
+		in := sloInput(sloSpecOf(2, 40), 2, 2, 0.6, 5, 0, prev(lastLoad))
+		in.Served = ok(3)
+		return Decide(in, t0).Status.LearnedCapacities[0]
+	}
+	if lc := miss("0.271"); lc.PerReplica != "0.5" || lc.Ceiling != "" {
+		t.Fatalf("a miss as the load read rose 0.271 -> 0.6: capacity %s, ceiling %q; want 0.5 kept and no ceiling", lc.PerReplica, lc.Ceiling)
+	}
+	if lc := miss("0.58"); lc.PerReplica == "0.5" || lc.Ceiling != "0.3" {
+		t.Fatalf("a miss on a steady load read: capacity %s, ceiling %q; want C lowered and the ceiling at 0.3", lc.PerReplica, lc.Ceiling)
 	}
 }
 

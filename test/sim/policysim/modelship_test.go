@@ -3,6 +3,8 @@ package policysim
 import (
 	"fmt"
 	"math"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -105,5 +107,109 @@ func TestTheReadyReplicasAveragedOverTheWindow(t *testing.T) {
 	// 60 s: 30 s at 2, 15 s from 2 to 6 (4 on average), 15 s at 6.
 	if want := (30*2.0 + 15*4 + 15*6) / win.Seconds(); win != time.Minute || math.Abs(got-want) > 1e-9 {
 		t.Fatalf("readyOverWindow %g over %s, want %g", got, win, want)
+	}
+}
+
+// Long prompts for 15 minutes, then short chat: the SLO policy's capacity, learnt in token work
+// on the long prompts (a fraction of a replica's: their prefills queue behind each other within
+// the TTFT SLO), is learnt again once windows of requests several times lighter hold the SLO
+// with margin, as a first window is (at least sloPrior, half a nominal replica's work). Held to
+// the long prompts' ceiling, it sized the chat's token work at the long prompts' capacity and
+// came down by probes of 5-10% a window: 2-3x the replicas the chat needs, for half an hour.
+func TestALighterMixIsLearntAgain(t *testing.T) {
+	nominal := fleet.DefaultCapacity()
+	switchAt, dur := 15*time.Minute, 35*time.Minute
+	prompts := []int{2000, 4000, 8000, 20000, 3000, 6000}
+	var arr []fleet.Arrival
+	for i, at := 0, time.Duration(0); at < switchAt; i, at = i+1, at+500*time.Millisecond {
+		arr = append(arr, fleet.Arrival{At: at, ContextTokens: prompts[i%len(prompts)], GeneratedTokens: 100})
+	}
+	chatRate := 20.0
+	for at := switchAt; at < dur; at += time.Duration(float64(time.Second) / chatRate) {
+		arr = append(arr, fleet.Arrival{At: at, ContextTokens: 300, GeneratedTokens: 150})
+	}
+	cfg := Config{Arrivals: arr, Duration: dur, Capacity: nominal, ColdStart: 3 * time.Minute,
+		Initial: 8, ScrapeInterval: 15 * time.Second, Step: 50 * time.Millisecond, SLOTTFT: 2 * time.Second, SLOITL: 100 * time.Millisecond}
+	m := &Modelship{Label: "slo", Start: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
+		Spec: SLOSpec(2, 30, 2*time.Second, 100*time.Millisecond, 3*time.Minute, 5*time.Minute), BatchLimit: int32(nominal.MaxBatch)}
+	var decisions strings.Builder
+	m.Decisions = &decisions
+	r := Run(cfg, m)
+	// One line a pass (every 15 s), the reseed among them.
+	lines := strings.Split(strings.TrimSuffix(decisions.String(), "\n"), "\n")
+	if want := int(dur / (15 * time.Second)); len(lines) < want-1 || len(lines) > want+1 {
+		t.Fatalf("%d decision lines, want one a pass (%d)", len(lines), want)
+	}
+	if !strings.Contains(decisions.String(), "per_replica=0.5 ") {
+		t.Fatalf("no pass learnt the prior again:\n%s", decisions.String())
+	}
+	// The chat's token work, and the replicas that carry it at sloShare (0.85) of sloPrior.
+	chat := nominal.Work(chatRate*300, chatRate*150)
+	atPrior := int(math.Ceil(chat / (0.85 * 0.5)))
+	var pods []int
+	met := 0
+	for _, x := range r.Timeline[25:] {
+		pods = append(pods, x.Pods)
+		if x.Met {
+			met++
+		}
+	}
+	t.Logf("chat work %.2f (%d replicas at the prior); the last 10 minutes: pods %v, %d met; long prompts: pods %v", chat, atPrior, pods, met,
+		func() []int {
+			var p []int
+			for _, x := range r.Timeline[5:15] {
+				p = append(p, x.Pods)
+			}
+			return p
+		}())
+	if slices.Max(pods) > atPrior {
+		t.Fatalf("the last 10 minutes of chat ran up to %d replicas, want at most %d (its token work at the prior's capacity)", slices.Max(pods), atPrior)
+	}
+	if met < 10 {
+		t.Fatalf("the last 10 minutes of chat met the SLO in %d, want all", met)
+	}
+}
+
+// Conversation traffic rises tenfold within a second after 12 light minutes: the first window
+// after the rise reads its average load (mostly before it) at the p95 of the requests after it.
+// Taken as a lesson, that miss set the ceiling at a fraction of what a replica carries, and the
+// SLO policy sized the heavier traffic at about twice the replicas it needed for the rest of the
+// run; a miss while the load read rises by a quarter a pass teaches nothing.
+func TestARiseReadBeforeItsWindowFillsSetsNoCeiling(t *testing.T) {
+	nominal := fleet.DefaultCapacity()
+	riseAt, dur := 12*time.Minute, 30*time.Minute
+	prompts := []int{400, 700, 1000, 1500, 2500}
+	var arr []fleet.Arrival
+	for i, at := 0, time.Duration(0); at < dur; i++ {
+		arr = append(arr, fleet.Arrival{At: at, ContextTokens: prompts[i%len(prompts)], GeneratedTokens: 200})
+		if at < riseAt {
+			at += time.Second * 2 / 3
+		} else {
+			at += time.Second / 15
+		}
+	}
+	cfg := Config{Arrivals: arr, Duration: dur, Capacity: nominal, ColdStart: 3 * time.Minute,
+		Initial: 2, ScrapeInterval: 15 * time.Second, Step: 50 * time.Millisecond, SLOTTFT: 2 * time.Second, SLOITL: 100 * time.Millisecond}
+	m := &Modelship{Label: "slo", Start: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
+		Spec: SLOSpec(2, 40, 2*time.Second, 100*time.Millisecond, 3*time.Minute, 5*time.Minute), BatchLimit: int32(nominal.MaxBatch)}
+	var decisions strings.Builder
+	m.Decisions = &decisions
+	r := Run(cfg, m)
+	busy := nominal.Work(15*1220, 15*200)
+	atPrior := int(math.Ceil(busy / (0.85 * 0.5)))
+	var pods []int
+	met := 0
+	for _, x := range r.Timeline[24:] {
+		pods = append(pods, x.Pods)
+		if x.Met {
+			met++
+		}
+	}
+	t.Logf("busy work %.2f (%d replicas at the prior); the last 6 minutes: pods %v, %d met", busy, atPrior, pods, met)
+	if slices.Max(pods) > atPrior {
+		t.Fatalf("the last 6 minutes ran up to %d replicas, want at most %d (the load at the prior's capacity):\n%s", slices.Max(pods), atPrior, decisions.String())
+	}
+	if met < 6 {
+		t.Fatalf("the last 6 minutes met the SLO in %d, want all", met)
 	}
 }
