@@ -22,9 +22,10 @@ import (
 // replica asked for, a bound below it, as pods may have come Ready within the window), and the
 // window's p95 latencies against the SLO. A miss in a window at whose start new pods may not have served yet (a scale-up within
 // two windows and a cold start, none starting now) teaches nothing: the window's latencies
-// belong to the fewer replicas before them. Nor does a miss while the load read rose by more
-// than sloRise since the previous pass (loadRose): the load arriving rose within the window, and
-// its p95 is the requests' after the rise where u is the window's average.
+// belong to the fewer replicas before them. Nor does a miss while the load read rose since the
+// previous pass by more than a doubling of the load arriving adds to it (loadRose): the load
+// arriving rose within the window, and its p95 is the requests' after the rise where u is the
+// window's average.
 //   - a miss (a p95 above the SLO, or at least SLOQueuedPerReplica requests queued per Ready
 //     replica) bounds C below u times the SLO's ratio to the latency seen (the queue's, 0.9),
 //     never below u/2 (as learnCapacity does); a bound below C moves C halfway to it, but
@@ -166,10 +167,6 @@ const (
 	// sloReseed is how many times the capacity the load per replica must reach, before any miss,
 	// to seed it again (the fast path's own bound on a pass's growth).
 	sloReseed = sloMaxFast
-	// sloRise is how much the load read (a rate over the serving window) must rise from one
-	// pass to the next for a miss to teach nothing (see loadRose): a rate over a minute read
-	// every 15 s rises by a quarter when the load arriving doubles.
-	sloRise = 1.25
 )
 
 // sloSpec is the resolved SLO, in seconds (0: not set), and the burst memory's half-life (0:
@@ -492,10 +489,10 @@ func learnSLO(s sloSpec, in Input, prev *v1alpha1.AutoscalingStatus, now time.Ti
 		}
 	}
 	miss := r > 1 || queued
-	if miss && st.known && loadRose(prev, in.Load.Value) {
-		// The load read (a rate over the window) rose by more than sloRise since the last
-		// pass: the load arriving at least doubled within the window, whose average the rate
-		// is. The p95 is the requests' (most of them came after the rise), the load per
+	if miss && st.known && loadRose(prev, in, win) {
+		// The load read (a rate over the window) rose since the last pass by more than a
+		// doubling of the load arriving adds to it in a pass: the load arriving at least
+		// doubled within the window, whose average the rate is. The p95 is the requests' (most of them came after the rise), the load per
 		// replica the window's average, a fraction of what the replicas carried when they
 		// missed: taken as a lesson it set the ceiling there. On a held-out workload whose
 		// conversation traffic rose tenfold in a minute after 20 light ones, the first window
@@ -653,18 +650,26 @@ func learnSLO(s sloSpec, in Input, prev *v1alpha1.AutoscalingStatus, now time.Ti
 	return st, true
 }
 
-// loadRose: the slo's load read now is more than sloRise times the previous pass's
-// (status.autoscaling.proposals[metric=slo].value).
-func loadRose(prev *v1alpha1.AutoscalingStatus, load float64) bool {
+// loadRose: the slo's load read now is more than the previous pass's
+// (status.autoscaling.proposals[metric=slo].value) by more than a doubling of the load arriving
+// adds to a rate over the serving window win in one evaluation interval (the signals are read
+// once an interval): 1 + interval/win, a quarter at the default 15 s over a minute; twice when
+// the interval is the window.
+func loadRose(prev *v1alpha1.AutoscalingStatus, in Input, win time.Duration) bool {
 	if prev == nil {
 		return false
 	}
+	interval := in.Spec.Interval.Duration
+	if interval <= 0 {
+		interval = DefaultInterval
+	}
+	rise := 1 + min(interval, win).Seconds()/win.Seconds()
 	for _, p := range prev.Proposals {
 		if p.Metric != MetricSLO {
 			continue
 		}
 		v, err := strconv.ParseFloat(p.Value, 64)
-		return err == nil && v > 0 && load > sloRise*v
+		return err == nil && v > 0 && in.Load.Value > rise*v
 	}
 	return false
 }

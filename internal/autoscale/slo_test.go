@@ -1010,16 +1010,30 @@ func TestAMissWhileTheLoadReadRisesIsNoLesson(t *testing.T) {
 			Proposals: []v1alpha1.Proposal{{Metric: MetricSLO, Value: lastLoad}},
 		}
 	}
-	miss := func(lastLoad string) v1alpha1.LearnedCapacity {
-		in := sloInput(sloSpecOf(2, 40), 2, 2, 0.6, 5, 0, prev(lastLoad))
+	missEvery := func(interval time.Duration, lastLoad string) v1alpha1.LearnedCapacity {
+		spec := sloSpecOf(2, 40)
+		spec.Interval.Duration = interval
+		in := sloInput(spec, 2, 2, 0.6, 5, 0, prev(lastLoad))
 		in.Served = ok(3)
 		return Decide(in, t0).Status.LearnedCapacities[0]
 	}
+	miss := func(lastLoad string) v1alpha1.LearnedCapacity { return missEvery(0, lastLoad) }
 	if lc := miss("0.271"); lc.PerReplica != "0.5" || lc.Ceiling != "" {
 		t.Fatalf("a miss as the load read rose 0.271 -> 0.6: capacity %s, ceiling %q; want 0.5 kept and no ceiling", lc.PerReplica, lc.Ceiling)
 	}
+	if lc := miss("0.45"); lc.PerReplica != "0.5" || lc.Ceiling != "" {
+		t.Fatalf("a miss as the load read rose 0.45 -> 0.6 in 15 s of a 1-minute rate: capacity %s, ceiling %q; want 0.5 kept and no ceiling", lc.PerReplica, lc.Ceiling)
+	}
 	if lc := miss("0.58"); lc.PerReplica == "0.5" || lc.Ceiling != "0.3" {
 		t.Fatalf("a miss on a steady load read: capacity %s, ceiling %q; want C lowered and the ceiling at 0.3", lc.PerReplica, lc.Ceiling)
+	}
+	// Read once a window (spec.autoscaling.interval 1m): two reads share no sample, and only a
+	// rate that more than doubled says the load rose within this window.
+	if lc := missEvery(time.Minute, "0.45"); lc.Ceiling != "0.3" {
+		t.Fatalf("interval 1m, a miss as the load read rose 0.45 -> 0.6: ceiling %q; want the lesson taken (0.3)", lc.Ceiling)
+	}
+	if lc := missEvery(time.Minute, "0.271"); lc.Ceiling != "" {
+		t.Fatalf("interval 1m, a miss as the load read rose 0.271 -> 0.6: ceiling %q; want no lesson", lc.Ceiling)
 	}
 }
 
