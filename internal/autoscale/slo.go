@@ -492,9 +492,10 @@ func learnSLO(s sloSpec, in Input, prev *v1alpha1.AutoscalingStatus, now time.Ti
 	if miss && st.known && loadRose(prev, in, win) {
 		// The load read (a rate over the window) rose since the last pass by more than a
 		// doubling of the load arriving adds to it in a pass: the load arriving at least
-		// doubled within the window, whose average the rate is. The p95 is the requests' (most of them came after the rise), the load per
-		// replica the window's average, a fraction of what the replicas carried when they
-		// missed: taken as a lesson it set the ceiling there. On a held-out workload whose
+		// doubled within the window, whose average the rate is. The p95 is the requests' (most
+		// of them came after the rise), the load per replica the window's average, a fraction
+		// of what the replicas carried when they missed: taken as a lesson it set the ceiling
+		// there. On a held-out workload whose
 		// conversation traffic rose tenfold in a minute after 20 light ones, the first window
 		// after the rise read 0.30 a replica at a p95 TTFT of 5 s, and C, held to that
 		// ceiling, sized the traffic at twice the replicas the optimum ran (1.6x its
