@@ -963,8 +963,8 @@ func TestHeavierRequestsLearnTheCapacityAgain(t *testing.T) {
 // The long-prompt tenant gone: the requests served are 4x lighter in token work than those the
 // capacity was learnt on (0.15 a replica, under a ceiling of 0.16 the long prompts missed at),
 // and the window holds with margin at 0.1 a replica. The window is learnt as a first window is:
-// C at least sloPrior (a replica carries more of the lighter work), the heavier mix's ceiling,
-// floor and latency floor forgotten, and the fleet sized at C. The same window on requests of the
+// C up as the requests lighten, to sloPrior at most (0.15 x 3.84, 0.58, is more), the heavier
+// mix's ceiling, floor and latency floor forgotten, and the fleet sized at C. The same window on requests of the
 // usual weight probes C by one step, held to the ceiling.
 func TestLighterRequestsLearnTheCapacityAgain(t *testing.T) {
 	prev := func() *v1alpha1.AutoscalingStatus {
@@ -995,6 +995,17 @@ func TestLighterRequestsLearnTheCapacityAgain(t *testing.T) {
 	usual := held(4.2) // 0.476 token work per request: the mix learnt on
 	if c, _ = sloOf(t, usual.Status); c > 0.16+1e-9 {
 		t.Fatalf("usual requests: capacity %g, want held to the ceiling 0.16", c)
+	}
+
+	// Requests 2x as light (very long prompts gone, long ones left): C goes up as the requests
+	// lighten, 0.15 to 0.3, not to the prior, which would size the long prompts' fleet below
+	// what they need.
+	st := prev()
+	st.LearnedCapacities[0].RequestWork = "0.25"
+	in := sloInput(sloSpecOf(1, 40), 20, 20, 2, 0.3, 0, st)
+	in.Served = ok(16)
+	if c, _ = sloOf(t, Decide(in, t0).Status); math.Abs(c-0.3) > 1e-6 {
+		t.Fatalf("requests 2x as light: capacity %g, want 0.3 (0.15 times 2)", c)
 	}
 }
 
