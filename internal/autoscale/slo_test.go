@@ -28,6 +28,14 @@ func sloInput(spec v1alpha1.AutoscalingSpec, cur, ready int32, load, ttft, waiti
 		RequestsWaiting: ok(waiting), Previous: prev, ServingWindow: time.Minute}
 }
 
+// servedPass is one pass on n Ready replicas of n asked for (minReplicas 1, maxReplicas 40) with
+// the load, the p95 TTFT, no queue, and served requests finished per second.
+func servedPass(prev *v1alpha1.AutoscalingStatus, n int32, load, ttft, served float64) Output {
+	in := sloInput(sloSpecOf(1, 40), n, n, load, ttft, 0, prev)
+	in.Served = ok(served)
+	return Decide(in, t0)
+}
+
 func sloOf(t *testing.T, st v1alpha1.AutoscalingStatus) (capacity, floor float64) {
 	t.Helper()
 	for _, c := range st.LearnedCapacities {
@@ -924,11 +932,7 @@ func TestHeavierRequestsLearnTheCapacityAgain(t *testing.T) {
 		return &v1alpha1.AutoscalingStatus{LearnedCapacities: []v1alpha1.LearnedCapacity{{Metric: MetricSLO, PerReplica: "1", Floor: "0.8",
 			Ceiling: "1.2", RequestWork: "0.08", Samples: 20, LastSampleTime: metav1.NewTime(t0.Add(-time.Minute))}}}
 	}
-	miss := func(served float64) Output {
-		in := sloInput(sloSpecOf(1, 40), 3, 3, 2.6, 7.4, 0, prev())
-		in.Served = ok(served)
-		return Decide(in, t0)
-	}
+	miss := func(served float64) Output { return servedPass(prev(), 3, 2.6, 7.4, served) }
 	heavy := miss(19) // 0.137 token work per request
 	c, floor := sloOf(t, heavy.Status)
 	u := 2.6 / 3
@@ -971,11 +975,7 @@ func TestLighterRequestsLearnTheCapacityAgain(t *testing.T) {
 		return &v1alpha1.AutoscalingStatus{LearnedCapacities: []v1alpha1.LearnedCapacity{{Metric: MetricSLO, PerReplica: "0.15", Floor: "0.12",
 			Ceiling: "0.16", LatencyFloor: "0.5", LastMissLoad: "0.16", RequestWork: "0.48", Samples: 20, LastSampleTime: metav1.NewTime(t0.Add(-time.Minute))}}}
 	}
-	held := func(served float64) Output {
-		in := sloInput(sloSpecOf(1, 40), 20, 20, 2, 0.3, 0, prev())
-		in.Served = ok(served)
-		return Decide(in, t0)
-	}
+	held := func(served float64) Output { return servedPass(prev(), 20, 2, 0.3, served) }
 	lighter := held(16) // 0.125 token work per request
 	c, floor := sloOf(t, lighter.Status)
 	if c != sloPrior || math.Abs(floor-0.1) > 1e-6 {
@@ -1002,9 +1002,7 @@ func TestLighterRequestsLearnTheCapacityAgain(t *testing.T) {
 	// what they need.
 	st := prev()
 	st.LearnedCapacities[0].RequestWork = "0.25"
-	in := sloInput(sloSpecOf(1, 40), 20, 20, 2, 0.3, 0, st)
-	in.Served = ok(16)
-	if c, _ = sloOf(t, Decide(in, t0).Status); math.Abs(c-0.3) > 1e-6 {
+	if c, _ = sloOf(t, servedPass(st, 20, 2, 0.3, 16).Status); math.Abs(c-0.3) > 1e-6 {
 		t.Fatalf("requests 2x as light: capacity %g, want 0.3 (0.15 times 2)", c)
 	}
 }

@@ -128,40 +128,21 @@ func TestALighterMixIsLearntAgain(t *testing.T) {
 	for at := switchAt; at < dur; at += time.Duration(float64(time.Second) / chatRate) {
 		arr = append(arr, fleet.Arrival{At: at, ContextTokens: 300, GeneratedTokens: 150})
 	}
-	cfg := Config{Arrivals: arr, Duration: dur, Capacity: nominal, ColdStart: 3 * time.Minute,
-		Initial: 8, ScrapeInterval: 15 * time.Second, Step: 50 * time.Millisecond, SLOTTFT: 2 * time.Second, SLOITL: 100 * time.Millisecond}
-	m := &Modelship{Label: "slo", Start: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
-		Spec: SLOSpec(2, 30, 2*time.Second, 100*time.Millisecond, 3*time.Minute, 5*time.Minute), BatchLimit: int32(nominal.MaxBatch)}
-	var decisions strings.Builder
-	m.Decisions = &decisions
-	r := Run(cfg, m)
+	r, decisions := runSLO(arr, dur, 8, 30)
 	// One line a pass (every 15 s), the reseed among them.
-	lines := strings.Split(strings.TrimSuffix(decisions.String(), "\n"), "\n")
+	lines := strings.Split(strings.TrimSuffix(decisions, "\n"), "\n")
 	if want := int(dur / (15 * time.Second)); len(lines) < want-1 || len(lines) > want+1 {
 		t.Fatalf("%d decision lines, want one a pass (%d)", len(lines), want)
 	}
-	if !strings.Contains(decisions.String(), "per_replica=0.5 ") {
-		t.Fatalf("no pass learnt the prior again:\n%s", decisions.String())
+	if !strings.Contains(decisions, "per_replica=0.5 ") {
+		t.Fatalf("no pass learnt the prior again:\n%s", decisions)
 	}
 	// The chat's token work, and the replicas that carry it at sloShare (0.85) of sloPrior.
 	chat := nominal.Work(chatRate*300, chatRate*150)
 	atPrior := int(math.Ceil(chat / (0.85 * 0.5)))
-	var pods []int
-	met := 0
-	for _, x := range r.Timeline[25:] {
-		pods = append(pods, x.Pods)
-		if x.Met {
-			met++
-		}
-	}
-	t.Logf("chat work %.2f (%d replicas at the prior); the last 10 minutes: pods %v, %d met; long prompts: pods %v", chat, atPrior, pods, met,
-		func() []int {
-			var p []int
-			for _, x := range r.Timeline[5:15] {
-				p = append(p, x.Pods)
-			}
-			return p
-		}())
+	pods, met := podsAndMet(r.Timeline[25:])
+	long, _ := podsAndMet(r.Timeline[5:15])
+	t.Logf("chat work %.2f (%d replicas at the prior); the last 10 minutes: pods %v, %d met; long prompts: pods %v", chat, atPrior, pods, met, long)
 	if slices.Max(pods) > atPrior {
 		t.Fatalf("the last 10 minutes of chat ran up to %d replicas, want at most %d (its token work at the prior's capacity)", slices.Max(pods), atPrior)
 	}
@@ -188,28 +169,44 @@ func TestARiseReadBeforeItsWindowFillsSetsNoCeiling(t *testing.T) {
 			at += time.Second / 15
 		}
 	}
+	r, decisions := runSLO(arr, dur, 2, 40)
+	mean := 0.0
+	for _, p := range prompts {
+		mean += float64(p) / float64(len(prompts))
+	}
+	busy := nominal.Work(15*mean, 15*200)
+	atPrior := int(math.Ceil(busy / (0.85 * 0.5)))
+	pods, met := podsAndMet(r.Timeline[24:])
+	t.Logf("busy work %.2f (%d replicas at the prior); the last 6 minutes: pods %v, %d met", busy, atPrior, pods, met)
+	if slices.Max(pods) > atPrior {
+		t.Fatalf("the last 6 minutes ran up to %d replicas, want at most %d (the load at the prior's capacity):\n%s", slices.Max(pods), atPrior, decisions)
+	}
+	if met < 6 {
+		t.Fatalf("the last 6 minutes met the SLO in %d, want all", met)
+	}
+}
+
+// runSLO runs the SLO policy (2 s p95 TTFT, 100 ms p95 ITL, 3-minute cold starts, the API's
+// 5-minute scale-down window) on arr from initial replicas, up to hi, on nominal GPUs; it
+// returns the run and its decisions (Modelship.Decisions).
+func runSLO(arr []fleet.Arrival, dur time.Duration, initial, hi int32) (Result, string) {
+	nominal := fleet.DefaultCapacity()
 	cfg := Config{Arrivals: arr, Duration: dur, Capacity: nominal, ColdStart: 3 * time.Minute,
-		Initial: 2, ScrapeInterval: 15 * time.Second, Step: 50 * time.Millisecond, SLOTTFT: 2 * time.Second, SLOITL: 100 * time.Millisecond}
+		Initial: initial, ScrapeInterval: 15 * time.Second, Step: 50 * time.Millisecond, SLOTTFT: 2 * time.Second, SLOITL: 100 * time.Millisecond}
 	m := &Modelship{Label: "slo", Start: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
-		Spec: SLOSpec(2, 40, 2*time.Second, 100*time.Millisecond, 3*time.Minute, 5*time.Minute), BatchLimit: int32(nominal.MaxBatch)}
+		Spec: SLOSpec(2, hi, 2*time.Second, 100*time.Millisecond, 3*time.Minute, 5*time.Minute), BatchLimit: int32(nominal.MaxBatch)}
 	var decisions strings.Builder
 	m.Decisions = &decisions
-	r := Run(cfg, m)
-	busy := nominal.Work(15*1220, 15*200)
-	atPrior := int(math.Ceil(busy / (0.85 * 0.5)))
-	var pods []int
-	met := 0
-	for _, x := range r.Timeline[24:] {
+	return Run(cfg, m), decisions.String()
+}
+
+// podsAndMet is the pods of each minute and the minutes that met the SLO.
+func podsAndMet(minutes []Minute) (pods []int, met int) {
+	for _, x := range minutes {
 		pods = append(pods, x.Pods)
 		if x.Met {
 			met++
 		}
 	}
-	t.Logf("busy work %.2f (%d replicas at the prior); the last 6 minutes: pods %v, %d met", busy, atPrior, pods, met)
-	if slices.Max(pods) > atPrior {
-		t.Fatalf("the last 6 minutes ran up to %d replicas, want at most %d (the load at the prior's capacity):\n%s", slices.Max(pods), atPrior, decisions.String())
-	}
-	if met < 6 {
-		t.Fatalf("the last 6 minutes met the SLO in %d, want all", met)
-	}
+	return pods, met
 }
