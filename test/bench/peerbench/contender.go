@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -182,9 +184,27 @@ func (Modelship) State(ctx context.Context, c client.Client, ns string) (State, 
 	}
 	st := State{Desired: ptr.Deref(ms.Spec.Replicas, 0), Phase: string(ms.Status.Phase), Weight: ms.Status.Weights.Candidate}
 	if a := ms.Status.Autoscaling; a != nil && ms.Spec.Autoscaling != nil {
-		st.Desired = a.DesiredReplicas
+		st.Desired, st.Why = a.DesiredReplicas, scalerSaid(a)
 	}
 	return st, nil
+}
+
+// scalerSaid is what modelship's autoscaler says of its count in status.autoscaling: the last
+// change and why, each proposal (metric, value, replicas, message), and the capacities learnt
+// (the slo's with its floor and ceiling), so that a round's timeline tells which rule asked.
+func scalerSaid(a *v1alpha1.AutoscalingStatus) string {
+	parts := []string{"last: " + a.LastScaleReason}
+	for _, p := range a.Proposals {
+		n := "-"
+		if p.Replicas != nil {
+			n = strconv.Itoa(int(*p.Replicas))
+		}
+		parts = append(parts, fmt.Sprintf("%s=%s -> %s: %s", p.Metric, p.Value, n, p.Message))
+	}
+	for _, c := range a.LearnedCapacities {
+		parts = append(parts, fmt.Sprintf("learnt %s per_replica=%s floor=%s ceiling=%s", c.Metric, c.PerReplica, c.Floor, c.Ceiling))
+	}
+	return strings.Join(parts, "; ")
 }
 
 // Verdict implements Contender.

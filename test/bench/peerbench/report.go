@@ -192,7 +192,7 @@ func WriteCSV(path string, runs []*Run) error {
 	}
 	w := csv.NewWriter(f)
 	_ = w.Write([]string{"contender", "scenario", "t_s", "desired", "pods", "ready", "gpus", "phase", "canary_weight",
-		"ttft_p95_s", "itl_p95_s", "served_total", "errors_5xx_total", "events", "round"})
+		"ttft_p95_s", "itl_p95_s", "served_total", "errors_5xx_total", "events", "round", "why"})
 	for _, r := range runs {
 		for i, p := range r.Points {
 			ttft, itl := "", ""
@@ -213,7 +213,7 @@ func WriteCSV(path string, runs []*Run) error {
 			_ = w.Write([]string{r.Contender, r.Scenario, strconv.FormatFloat(p.At.Sub(r.Start).Seconds(), 'f', 1, 64),
 				strconv.Itoa(int(p.Desired)), strconv.Itoa(p.Pods), strconv.Itoa(p.Ready), strconv.Itoa(p.GPUs), p.Phase,
 				strconv.Itoa(int(p.Weight)), ttft, itl, strconv.FormatFloat(sum(p.Served), 'f', 0, 64),
-				strconv.FormatFloat(errors5xx(p), 'f', 0, 64), strings.Join(events, " "), strconv.Itoa(max(r.Round, 1))})
+				strconv.FormatFloat(errors5xx(p), 'f', 0, 64), strings.Join(events, " "), strconv.Itoa(max(r.Round, 1)), p.Why})
 		}
 	}
 	w.Flush()

@@ -1,8 +1,10 @@
 package peerbench
 
 import (
+	"encoding/csv"
 	"math"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -10,7 +12,9 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"k8s.io/utils/ptr"
 
+	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
 	"github.com/modelship/modelship/internal/metrics"
 )
 
@@ -188,18 +192,36 @@ func TestTheCSVSaysWhichRoundARunBelongsTo(t *testing.T) {
 	at := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
 	runs := []*Run{
 		{Contender: "modelship", Scenario: "rollouts", Round: 1, Start: at, Points: []Point{{At: at}}},
-		{Contender: "modelship", Scenario: "rollouts", Round: 2, Start: at, Points: []Point{{At: at}}},
+		{Contender: "modelship", Scenario: "rollouts", Round: 2, Start: at, Points: []Point{{At: at, Why: "last: 3 -> 5: slo, a, b"}}},
 	}
 	path := dir + "/t.csv"
 	if err := WriteCSV(path, runs); err != nil {
 		t.Fatal(err)
 	}
-	b, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	if len(lines) != 3 || !strings.HasSuffix(lines[0], ",round") || !strings.HasSuffix(lines[1], ",1") || !strings.HasSuffix(lines[2], ",2") {
-		t.Errorf("CSV:\n%s\nwant a round column, 1 then 2", b)
+	defer f.Close()
+	rows, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	col := func(name string) int { return slices.Index(rows[0], name) }
+	if len(rows) != 3 || col("round") < 0 || col("why") < 0 || rows[1][col("round")] != "1" || rows[2][col("round")] != "2" ||
+		rows[1][col("why")] != "" || rows[2][col("why")] != "last: 3 -> 5: slo, a, b" {
+		t.Errorf("CSV rows %q: want a round column, 1 then 2, and a why column with what the scaler said", rows)
+	}
+}
+
+// What modelship's autoscaler said, for the timeline: the last change, each proposal and the
+// capacities learnt.
+func TestTheTimelineSaysWhatModelshipsAutoscalerSaid(t *testing.T) {
+	got := scalerSaid(&v1alpha1.AutoscalingStatus{LastScaleReason: "5 -> 7: slo 3.4 (target 0.52)",
+		Proposals:         []v1alpha1.Proposal{{Metric: "slo", Value: "3.4", Replicas: ptr.To(int32(7)), Message: "rising 0.01/s: 7 needed in 5s"}, {Metric: "gpuUtilization", Message: "no data"}},
+		LearnedCapacities: []v1alpha1.LearnedCapacity{{Metric: "slo", PerReplica: "0.61", Floor: "0.5"}}})
+	want := "last: 5 -> 7: slo 3.4 (target 0.52); slo=3.4 -> 7: rising 0.01/s: 7 needed in 5s; gpuUtilization= -> -: no data; learnt slo per_replica=0.61 floor=0.5 ceiling="
+	if got != want {
+		t.Errorf("scalerSaid = %q\nwant %q", got, want)
 	}
 }

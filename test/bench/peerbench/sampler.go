@@ -41,6 +41,8 @@ type Point struct {
 	Responses map[string]float64
 	// TTFT and ITL are the cumulative latency histograms of the namespace's pods.
 	TTFT, ITL metrics.Histogram
+	// Why is State.Why at the point.
+	Why string
 }
 
 // State is a contender's own view of its workload: what its scaler asks for and where its
@@ -49,6 +51,8 @@ type State struct {
 	Desired int32
 	Phase   string
 	Weight  int32
+	// Why is what the scaler said of its count, where it says it (modelship: see scalerSaid).
+	Why string
 }
 
 // Sampler reads the fleet simulator's /metrics and the namespace's pods every Interval.
@@ -121,7 +125,7 @@ func (s *Sampler) sample(ctx context.Context) {
 	}
 	if s.State != nil {
 		if st, err := s.State(ctx); err == nil {
-			p.Desired, p.Phase, p.Weight = st.Desired, st.Phase, st.Weight
+			p.Desired, p.Phase, p.Weight, p.Why = st.Desired, st.Phase, st.Weight, st.Why
 		}
 	}
 	families, err := scrape(ctx, s.SimURL+"/metrics")
