@@ -50,7 +50,7 @@ func Decide(in Input, now time.Time) Output {
 	var slo sloState
 	var sloKnown bool
 	if s.hasSLO {
-		if slo, sloKnown = learnSLO(s.slo, in, in.Previous, now, s.sloColdStart(in.ServingWindow)); sloKnown {
+		if slo, sloKnown = learnSLO(s.slo, in, in.Previous, now, s.sloColdStart(in.ServingWindow), s.interval); sloKnown {
 			st.LearnedCapacities = append(st.LearnedCapacities, slo.status())
 		}
 	}

@@ -372,8 +372,8 @@ func (st sloState) ceilingAt(now time.Time) float64 {
 // learnSLO returns the slo's state after this pass (unchanged when nothing is learnt) and
 // whether there is one to keep.
 // cold is how long a new pod takes to serve (spec.autoscaling.projectionHorizon, else the
-// window).
-func learnSLO(s sloSpec, in Input, prev *v1alpha1.AutoscalingStatus, now time.Time, cold time.Duration) (sloState, bool) {
+// window); interval is the evaluation interval (spec.autoscaling.interval, defaulted).
+func learnSLO(s sloSpec, in Input, prev *v1alpha1.AutoscalingStatus, now time.Time, cold, interval time.Duration) (sloState, bool) {
 	var learnt []v1alpha1.LearnedCapacity
 	if prev != nil {
 		learnt = prev.LearnedCapacities
@@ -490,7 +490,7 @@ func learnSLO(s sloSpec, in Input, prev *v1alpha1.AutoscalingStatus, now time.Ti
 		}
 	}
 	miss := r > 1 || queued
-	if miss && st.known && loadRose(prev, in, win) {
+	if miss && st.known && loadRose(prev, in.Load.Value, interval, win) {
 		// The load read (a rate over the window) rose since the last pass by more than a
 		// doubling of the load arriving adds to it in a pass: the load arriving at least
 		// doubled within the window, whose average the rate is. The p95 is the requests' (most
@@ -662,13 +662,9 @@ func learnSLO(s sloSpec, in Input, prev *v1alpha1.AutoscalingStatus, now time.Ti
 // adds to a rate over the serving window win in one evaluation interval (the signals are read
 // once an interval): 1 + interval/win, a quarter at the default 15 s over a minute; twice when
 // the interval is the window.
-func loadRose(prev *v1alpha1.AutoscalingStatus, in Input, win time.Duration) bool {
+func loadRose(prev *v1alpha1.AutoscalingStatus, load float64, interval, win time.Duration) bool {
 	if prev == nil {
 		return false
-	}
-	interval := in.Spec.Interval.Duration
-	if interval <= 0 {
-		interval = DefaultInterval
 	}
 	rise := 1 + min(interval, win).Seconds()/win.Seconds()
 	for _, p := range prev.Proposals {
@@ -676,7 +672,7 @@ func loadRose(prev *v1alpha1.AutoscalingStatus, in Input, win time.Duration) boo
 			continue
 		}
 		v, err := strconv.ParseFloat(p.Value, 64)
-		return err == nil && v > 0 && in.Load.Value > rise*v
+		return err == nil && v > 0 && load > rise*v
 	}
 	return false
 }

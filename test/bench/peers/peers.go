@@ -43,7 +43,8 @@ func Built() (bool, string) {
 
 // FlaggerBuilt reports whether Flagger and its CRDs are in the cache, and what is missing.
 func FlaggerBuilt() (bool, string) {
-	return present("flagger", filepath.Join(FlaggerCRDDir(), "flagger"), filepath.Join(FlaggerCRDDir(), "crd.yaml"))
+	dir := filepath.Join(Dir(), "flagger-"+FlaggerVersion)
+	return present("flagger", filepath.Join(dir, "flagger"), filepath.Join(dir, "crd.yaml"))
 }
 
 // KEDABuilt reports whether KEDA's operator and metrics adapter are in the cache, and what is
