@@ -12,7 +12,8 @@
 # Usage: hack/peers.sh [flagger|keda|argo-rollouts|all ...]   Prints the peers folder on its last
 # line of stdout; progress goes to stderr.
 #        hack/peers.sh for [modelship-bench peers flags]   only the peers the flags' --contenders
-# run (its default without the flag: keda-hpa and flagger), as make bench-peers calls it with
+# run (its default without the flag: keda-hpa and flagger) and those its --smoke (Flagger and
+# KEDA) or --flagger-smoke (Flagger) start, as make bench-peers calls it with
 # PEERS_FLAGS: a run of two contenders does not build the others (KEDA and Argo Rollouts are
 # 12-15 minutes cold). With PEERS_PLAN=1 it prints the peers it would build and builds nothing.
 set -euo pipefail
@@ -27,10 +28,13 @@ what=${*:-all}
 if [ "${1:-}" = for ]; then
 	shift
 	contenders=modelship,modelship-recipe,keda-hpa,flagger # modelship-bench peers' default
+	smoke="" # the peers the smoke tests start whatever the contenders (modelship-bench peers)
 	while [ $# -gt 0 ]; do
 		case $1 in
 		--contenders | -contenders) contenders=${2:-}; shift ;;
 		--contenders=* | -contenders=*) contenders=${1#*=} ;;
+		--smoke | -smoke | --smoke=true | -smoke=true) smoke="$smoke flagger keda" ;;
+		--flagger-smoke | -flagger-smoke | --flagger-smoke=true | -flagger-smoke=true) smoke="$smoke flagger" ;;
 		esac
 		shift
 	done
@@ -41,6 +45,9 @@ if [ "${1:-}" = for ]; then
 		keda-hpa) what="$what keda" ;;
 		argo-rollouts) what="$what argo-rollouts" ;;
 		esac
+	done
+	for p in $smoke; do
+		case " $what " in *" $p "*) ;; *) what="$what $p" ;; esac
 	done
 fi
 if [ "${PEERS_PLAN:-}" = 1 ]; then

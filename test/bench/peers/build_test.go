@@ -23,6 +23,12 @@ func TestPeersScriptBuildsOnlyThePeersTheContendersRun(t *testing.T) {
 		// modelship-bench peers' default contenders: modelship, modelship-recipe, keda-hpa, flagger.
 		{[]string{"for", "--repeat", "2"}, "keda flagger"},
 		{[]string{"for"}, "keda flagger"},
+		// The smoke tests start their peers whatever the contenders.
+		{[]string{"for", "--smoke"}, "keda flagger"},
+		{[]string{"for", "--contenders", "modelship", "--smoke", "--smoke-outage", "30s"}, "flagger keda"},
+		{[]string{"for", "--contenders=modelship", "-flagger-smoke", "--threshold", "3"}, "flagger"},
+		{[]string{"for", "--contenders=keda-hpa", "--flagger-smoke=true"}, "keda flagger"},
+		{[]string{"for", "--contenders=modelship", "--smoke=false"}, ""},
 		{nil, "all"},
 		{[]string{"keda", "flagger"}, "keda flagger"},
 	} {
