@@ -27,7 +27,8 @@ const (
 	QuotaRequestsGPU corev1.ResourceName = "requests.nvidia.com/gpu"
 )
 
-// Unlimited is MaxAdditional when nothing bounds the count (the template asks for no GPU).
+// Unlimited is MaxAdditional when nothing bounds the count: the template asks for no GPU, or
+// no node matches it and no GPU quota binds.
 const Unlimited int32 = -1
 
 // FitInput is what Fit needs, all listed by the controller.
@@ -88,9 +89,6 @@ func (r FitResult) MessageFor(want int32) string {
 	case v1alpha1.ReasonGPUQuotaLimited:
 		msg += fmt.Sprintf(" in quota %s", r.Quota)
 	default:
-		if r.MatchingNodes == 0 {
-			return msg + " (no schedulable node matches the template and has nvidia.com/gpu)"
-		}
 		msg += " on matching nodes"
 		if fit := r.FreeGPUs / max(r.GPUsPerReplica, 1); int64(r.MaxAdditional) < fit {
 			msg += fmt.Sprintf(" but only %d more fit on one node each", r.MaxAdditional)
@@ -195,12 +193,15 @@ func FitCluster(c *Cluster, in FitInput) FitResult {
 		free += f
 		slots += f / gpr
 	}
-	reserved := int64(ownUnbound + notCreated)
-	capSlots := max(slots-reserved, 0)
-	capFree := max(free-reserved*gpr, 0)
-	res.MaxAdditional = clampInt32(capSlots)
-	res.Reason = v1alpha1.ReasonGPUCapacityLimited
-	res.FreeGPUs = capFree
+	if res.MatchingNodes > 0 {
+		reserved := int64(ownUnbound + notCreated)
+		res.MaxAdditional = clampInt32(max(slots-reserved, 0))
+		res.Reason = v1alpha1.ReasonGPUCapacityLimited
+		res.FreeGPUs = max(free-reserved*gpr, 0)
+	}
+	// Else no schedulable node matches the template at all: nodes come on demand here
+	// (cluster-autoscaler, Karpenter), so their free GPUs are unknown rather than zero, and only
+	// the quotas limit.
 
 	// Quota: the tightest GPU quota of the namespace.
 	for i := range in.Quotas {
@@ -215,7 +216,7 @@ func FitCluster(c *Cluster, in FitInput) FitResult {
 			}
 			used := q.Status.Used[key]
 			left := max(hard.Value()-used.Value()-int64(notCreated)*gpr, 0)
-			if n := clampInt32(left / gpr); n < res.MaxAdditional {
+			if n := clampInt32(left / gpr); res.MaxAdditional == Unlimited || n < res.MaxAdditional {
 				res.MaxAdditional = n
 				res.Reason = v1alpha1.ReasonGPUQuotaLimited
 				res.FreeGPUs = left
@@ -224,7 +225,7 @@ func FitCluster(c *Cluster, in FitInput) FitResult {
 		}
 	}
 
-	if in.Want > res.MaxAdditional {
+	if res.MaxAdditional != Unlimited && in.Want > res.MaxAdditional {
 		res.Limited = true
 		res.Message = res.MessageFor(in.Want)
 	}

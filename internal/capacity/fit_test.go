@@ -204,10 +204,29 @@ func TestFit(t *testing.T) {
 			wantMax: 9,
 		},
 		{
-			name:    "an empty affinity term matches no node",
+			// No node matches: nodes come on demand (cluster-autoscaler, Karpenter), their free
+			// GPUs are unknown, not zero.
+			name:    "an empty affinity term matches no node, and unknown nodes limit nothing",
 			in:      FitInput{Template: with(newTemplate(1), requiredAffinity(corev1.NodeSelectorTerm{})), Nodes: []corev1.Node{newNode("n1", 4)}, Want: 1},
-			wantMax: 0, wantLimited: true, wantReason: v1alpha1.ReasonGPUCapacityLimited,
-			wantMessage: "needs 1 GPU for 1 more replica, 0 free (no schedulable node matches the template and has nvidia.com/gpu)",
+			wantMax: Unlimited,
+		},
+		{
+			name: "with no node matching, a used-up GPU quota still limits",
+			in: FitInput{
+				Template: newTemplate(1), Namespace: "ml",
+				Quotas: []corev1.ResourceQuota{quota("gpus", QuotaRequestsGPU, 0, 0)}, Want: 1,
+			},
+			wantMax: 0, wantLimited: true, wantReason: v1alpha1.ReasonGPUQuotaLimited,
+			wantMessage: "needs 1 GPU for 1 more replica, 0 free in quota gpus (requests.nvidia.com/gpu)",
+		},
+		{
+			name: "with no node matching, a GPU quota with room limits to its room",
+			in: FitInput{
+				Template: newTemplate(2), Namespace: "ml", Nodes: []corev1.Node{newNode("cpu-only", 0)},
+				Quotas: []corev1.ResourceQuota{quota("gpus", QuotaRequestsGPU, 8, 2)}, Want: 5,
+			},
+			wantMax: 3, wantLimited: true, wantReason: v1alpha1.ReasonGPUQuotaLimited,
+			wantMessage: "needs 10 GPUs for 5 more replicas, 6 free in quota gpus (requests.nvidia.com/gpu)",
 		},
 		{
 			name: "NoSchedule and NoExecute taints need a toleration, PreferNoSchedule does not",

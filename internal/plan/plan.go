@@ -181,8 +181,9 @@ func rolloutCapacity(ms *v1alpha1.ModelServer, o rollout.Observation, view *Capa
 }
 
 // fitFor says how many more pods fit the GPUs of matching nodes and the namespace quota, beyond
-// the pods both colors run now (current) and wanting want more; nil when the pods need no GPU,
-// nothing more is wanted, or no node matches the template at all.
+// the pods both colors run now (current) and wanting want more; nil when the pods need no GPU
+// or nothing more is wanted. Where no node matches the template, only the quota limits (see
+// capacity.FitCluster).
 func fitFor(ms *v1alpha1.ModelServer, view *CapacityView, current, want int32) *capacity.FitResult {
 	if view == nil || capacity.PodGPUs(&ms.Spec.Template.Spec) == 0 || want <= 0 {
 		return nil
@@ -191,12 +192,6 @@ func fitFor(ms *v1alpha1.ModelServer, view *CapacityView, current, want int32) *
 		Template: ms.Spec.Template, Namespace: ms.Namespace, ModelServer: ms.Name, Replicas: current,
 		Pods: view.Own, Quotas: view.Quotas, Want: want,
 	})
-	if fit.Limited && fit.Reason == v1alpha1.ReasonGPUCapacityLimited && fit.MatchingNodes == 0 {
-		// No node matches the template at all: nodes come on demand here (cluster-autoscaler,
-		// Karpenter), so free GPUs are unknown rather than zero and nothing is clamped. (A GPU
-		// quota is then enforced by the API server when the pods are created.)
-		return nil
-	}
 	return &fit
 }
 

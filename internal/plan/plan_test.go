@@ -154,3 +154,47 @@ func TestPlanCountsTheRolloutsPodsInTheGPUClamp(t *testing.T) {
 		t.Error("Plan changed the ModelServer")
 	}
 }
+
+// A namespace's GPU quota caps the autoscaler even where no node matches the template: nodes
+// come on demand there (or the shared capacity view predates the node), so their free GPUs are
+// unknown and clamp nothing, but the quota is known. Before, a used-up quota let the count
+// grow whenever no node matched, and its pods were then refused at creation.
+func TestAGPUQuotaCapsTheCountWhereNoNodeMatches(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	ms := modelServer() // 2 replicas of one GPU; the load asks for 6
+	sig := Signals{
+		Observations:    []autoscale.Observation{{Metric: autoscale.MetricPrometheus, Status: metrics.OK, Value: 6}},
+		RequestsWaiting: autoscale.Observation{Metric: autoscale.MetricRequestsWaiting, Status: metrics.NoData},
+		Ready:           2,
+	}
+	quota := func(hard, used int64) corev1.ResourceQuota {
+		return corev1.ResourceQuota{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "gpus"},
+			Status: corev1.ResourceQuotaStatus{
+				Hard: corev1.ResourceList{capacity.QuotaRequestsGPU: *resource.NewQuantity(hard, resource.DecimalSI)},
+				Used: corev1.ResourceList{capacity.QuotaRequestsGPU: *resource.NewQuantity(used, resource.DecimalSI)},
+			},
+		}
+	}
+	noNode := capacity.NewCluster(nil, nil)
+	for _, tc := range []struct {
+		name        string
+		quotas      []corev1.ResourceQuota
+		want        int32
+		wantLimited string
+	}{
+		{"no quota: unknown nodes limit nothing", nil, 6, ""},
+		{"the quota used up by the 2 replicas", []corev1.ResourceQuota{quota(2, 2)}, 2, v1alpha1.ReasonGPUQuotaLimited},
+		{"room for 2 more in the quota", []corev1.ResourceQuota{quota(6, 2)}, 4, v1alpha1.ReasonGPUQuotaLimited},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := Autoscale(ms, sig, &CapacityView{Cluster: noNode, Quotas: tc.quotas}, nil, now)
+			if out.Desired != tc.want {
+				t.Errorf("desired %d, want %d (%s)", out.Desired, tc.want, out.LimitedMessage)
+			}
+			if got := map[bool]string{true: out.LimitedReason}[out.Limited]; got != tc.wantLimited {
+				t.Errorf("limited %q (%s), want %q", got, out.LimitedMessage, tc.wantLimited)
+			}
+		})
+	}
+}
