@@ -266,11 +266,6 @@ type request struct {
 
 func (r *request) prefilled() bool { return r.prefillLeft <= 0 }
 
-// kvTokens is what the request holds in the KV cache now.
-func (r *request) kvTokens() float64 {
-	return float64(r.context) - r.prefillLeft + float64(r.emitted)
-}
-
 // finished is a request that left a replica, reported to the fleet.
 type finished struct {
 	req    *request
@@ -354,13 +349,14 @@ func (r *replica) servingAt(t time.Time) bool {
 // load is the number of requests on the replica, for least-loaded routing.
 func (r *replica) load() int { return len(r.waiting) + len(r.running) }
 
-// kvUsage is the KV-cache use, 0..1.
+// kvUsage is the KV-cache use, 0..1: the tokens the running requests hold the cache for, as
+// the engine's scheduler counts them against it. Here a request is admitted with its whole
+// sequence reserved (prompt and output, see admit), so that is its reservation, not the tokens
+// it holds so far: at 1 nothing more is admitted and requests queue, as vLLM's use reaches 1
+// when its blocks run out. (Counting the tokens held so far, a decode-heavy workload's engines
+// queued at 0.5: long outputs reserve twice what they hold on average.)
 func (r *replica) kvUsage() float64 {
-	var t float64
-	for _, q := range r.running {
-		t += q.kvTokens()
-	}
-	return math.Min(1, t/float64(r.pod.Capacity.KVCacheTokens))
+	return math.Min(1, float64(r.reserved)/float64(r.pod.Capacity.KVCacheTokens))
 }
 
 // admit moves waiting requests into the batch at t, first come first served, while the batch
