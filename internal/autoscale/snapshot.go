@@ -108,6 +108,11 @@ func (s *Snapshot) RequestsRunning(ready []PodKey) Observation {
 	return s.observe(SignalRequestsRunning, SignalRequestsRunning, total, ready)
 }
 
+// KVCacheUsage is the KV-cache use averaged over the Ready pods, for Input.KVCacheUsage.
+func (s *Snapshot) KVCacheUsage(ready []PodKey) Observation {
+	return s.observe(MetricKVCacheUsage, MetricKVCacheUsage, average, ready)
+}
+
 // usable returns a signal's data, or an observation saying why there is none: NoData for a
 // signal not queried or answered with partial data, Error for a failed query.
 func (s *Snapshot) usable(name, key string) (signalData, *Observation) {

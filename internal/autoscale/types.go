@@ -140,6 +140,12 @@ type Input struct {
 	// SGLang's --max-running-requests; see BatchLimitOf), 0 when unknown. Beyond it requests
 	// queue, a cliff that shows in no latency before it is crossed.
 	BatchLimit int32
+	// KVCacheUsage is the KV-cache use averaged over the Ready pods, 0..1
+	// (vllm:kv_cache_usage_perc, sglang:token_usage), for spec.autoscaling.slo's KV guard: at 1
+	// the engine admits nothing more and requests queue, the batch limit's cliff for requests
+	// whose sequences fill the cache first (long prompts, long outputs). Without data there is
+	// no guard.
+	KVCacheUsage Observation
 	// Load is the token work of the Ready pods (metrics.TokenWork: prompt and generated tokens
 	// per second over the serving window, in replicas' worth of a nominal replica), with its
 	// trend when spec.autoscaling.projectionHorizon is set, for spec.autoscaling.slo.

@@ -64,7 +64,7 @@ func (r *ModelServerReconciler) observeSignals(ctx context.Context, ms *v1alpha1
 	}
 	s := res.Signals
 	return &plan.Signals{
-		Observations: s.Observations, RequestsWaiting: s.RequestsWaiting, RequestsRunning: s.RequestsRunning, TTFTP95: s.TTFTP95, ITLP95: s.ITLP95, Load: s.Load, Served: s.Served,
+		Observations: s.Observations, RequestsWaiting: s.RequestsWaiting, RequestsRunning: s.RequestsRunning, KVCacheUsage: s.KVCacheUsage, TTFTP95: s.TTFTP95, ITLP95: s.ITLP95, Load: s.Load, Served: s.Served,
 		Ready: int32(len(t.Ready)), ReadyOverWindow: readyOverWindow(t.ReadyPods, now, autoscale.ServingWindowOf(ms)),
 		Starting: starting, BothColorsReady: len(readyOf) > 1, Conflicts: conflicts,
 	}, nil

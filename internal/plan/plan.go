@@ -49,9 +49,11 @@ type Signals struct {
 	// Observations are the spec metrics' values (see autoscale.Input).
 	Observations []autoscale.Observation
 	// RequestsWaiting, TTFTP95 and ITLP95 feed capacity learning (see autoscale.Input), the
-	// latencies and Load (the token work) spec.autoscaling.slo, RequestsRunning its batch guard.
+	// latencies and Load (the token work) spec.autoscaling.slo, RequestsRunning its batch guard
+	// and KVCacheUsage its KV guard.
 	RequestsWaiting autoscale.Observation
 	RequestsRunning autoscale.Observation
+	KVCacheUsage    autoscale.Observation
 	TTFTP95, ITLP95 autoscale.Observation
 	Load            autoscale.Observation
 	// Served is the requests finished per second, for spec.autoscaling.slo's fast path.
@@ -141,7 +143,7 @@ func Autoscale(ms *v1alpha1.ModelServer, sig Signals, view *CapacityView, podsFo
 	return autoscale.Decide(autoscale.Input{
 		Spec: spec, Current: current, Ready: sig.Ready, ReadyOverWindow: sig.ReadyOverWindow, Starting: sig.Starting,
 		Observations: sig.Observations, RequestsWaiting: sig.RequestsWaiting, TTFTP95: sig.TTFTP95, ITLP95: sig.ITLP95,
-		RequestsRunning: sig.RequestsRunning, BatchLimit: autoscale.BatchLimitOf(ms.Spec.Template.Spec),
+		RequestsRunning: sig.RequestsRunning, BatchLimit: autoscale.BatchLimitOf(ms.Spec.Template.Spec), KVCacheUsage: sig.KVCacheUsage,
 		Load: sig.Load, Served: sig.Served, ServingWindow: autoscale.ServingWindowOf(ms), Revision: revision, BothColorsReady: sig.BothColorsReady, Previous: ms.Status.Autoscaling, Capacity: fit, PodsFor: podsFor,
 	}, now)
 }

@@ -2,8 +2,11 @@ package signals
 
 import (
 	"context"
+	"math"
 	"testing"
+	"time"
 
+	v1alpha1 "github.com/modelship/modelship/api/v1alpha1"
 	"github.com/modelship/modelship/internal/autoscale"
 	"github.com/modelship/modelship/internal/metrics"
 )
@@ -48,5 +51,36 @@ func TestTheRunningQueryReadsVLLMAndSGLangPerPod(t *testing.T) {
 	snap, _ := Fetch(context.Background(), &fakeQuerier{series: map[string][]metrics.Series{QueryRequestsRunning: got}}, DefaultQueries(), t0)
 	if o := snap.RequestsRunning([]autoscale.PodKey{pod("ml", "v-0"), pod("ml", "s-0")}); o.Value != 71 {
 		t.Errorf("RequestsRunning = %+v, want 71", o)
+	}
+}
+
+// The KV-cache use, for the SLO's KV guard: from the same grouped query as the kvCacheUsage
+// metric, averaged over the Ready pods only, and carried by the built-in source into the
+// signals Gather hands the autoscaler (no value on a failed query).
+func TestKVCacheUsageAveragesTheReadyPodsForTheKVGuard(t *testing.T) {
+	q := &fakeQuerier{series: map[string][]metrics.Series{
+		QueryKVCacheUsage: {
+			series(0.9, "namespace", "ml", "pod", "llama-a"),
+			series(0.5, "namespace", "ml", "pod", "llama-b"),
+			series(0.1, "namespace", "ml", "pod", "llama-deleted"),
+			series(0.2, "namespace", "other", "pod", "llama-a"),
+		},
+	}}
+	ms := &v1alpha1.ModelServer{Spec: v1alpha1.ModelServerSpec{Autoscaling: &v1alpha1.AutoscalingSpec{MaxReplicas: 4}}}
+	target := Target{ModelServer: ms, Ready: []autoscale.PodKey{pod("ml", "llama-a"), pod("ml", "llama-b"), pod("ml", "llama-c")}}
+	got, err := Gather(context.Background(), []Source{builtin{NewSnapshotCache(q, DefaultQueries(), time.Minute)}}, target, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := got.KVCacheUsage; o.Status != metrics.OK || math.Abs(o.Value-0.7) > 1e-9 || o.MissingPods != 1 {
+		t.Fatalf("KVCacheUsage = %+v, want 0.7 over 2 of 3 Ready pods", o)
+	}
+	q.fail = map[string]error{QueryKVCacheUsage: context.DeadlineExceeded}
+	got, _ = Gather(context.Background(), []Source{builtin{NewSnapshotCache(q, DefaultQueries(), time.Minute)}}, target, t0)
+	if got.KVCacheUsage.Status == metrics.OK {
+		t.Errorf("KVCacheUsage on a failed query = %+v, want no value", got.KVCacheUsage)
+	}
+	if got, _ := Gather(context.Background(), nil, target, t0); got.KVCacheUsage.Status != metrics.NoData {
+		t.Errorf("KVCacheUsage without sources = %+v, want NoData", got.KVCacheUsage)
 	}
 }

@@ -50,8 +50,10 @@ type Target struct {
 type Signals struct {
 	Observations    []autoscale.Observation
 	RequestsWaiting autoscale.Observation
-	// RequestsRunning is the requests running in the Ready pods, for the SLO's batch guard.
+	// RequestsRunning is the requests running in the Ready pods, for the SLO's batch guard;
+	// KVCacheUsage their KV-cache use, averaged, for its KV guard.
 	RequestsRunning autoscale.Observation
+	KVCacheUsage    autoscale.Observation
 	TTFTP95, ITLP95 autoscale.Observation
 	// Load is the token work for spec.autoscaling.slo.
 	Load autoscale.Observation
@@ -128,6 +130,7 @@ func Gather(ctx context.Context, sources []Source, t Target, now time.Time) (Sig
 	out := Signals{
 		RequestsWaiting: autoscale.Observation{Metric: autoscale.MetricRequestsWaiting, Status: metrics.NoData, Message: "no signals"},
 		RequestsRunning: autoscale.Observation{Metric: autoscale.SignalRequestsRunning, Status: metrics.NoData, Message: "no signals"},
+		KVCacheUsage:    autoscale.Observation{Metric: autoscale.MetricKVCacheUsage, Status: metrics.NoData, Message: "no signals"},
 		TTFTP95:         autoscale.Observation{Status: metrics.NoData, Message: "no latency SLO"},
 		Load:            autoscale.Observation{Metric: autoscale.MetricSLO, Status: metrics.NoData, Message: "no slo"},
 		Served:          autoscale.Observation{Metric: autoscale.MetricSLO, Status: metrics.NoData, Message: "no slo"},
@@ -145,6 +148,9 @@ func Gather(ctx context.Context, sources []Source, t Target, now time.Time) (Sig
 		}
 		if got.RequestsRunning.Status != "" {
 			out.RequestsRunning = got.RequestsRunning
+		}
+		if got.KVCacheUsage.Status != "" {
+			out.KVCacheUsage = got.KVCacheUsage
 		}
 		if got.TTFTP95.Status != "" {
 			out.TTFTP95 = got.TTFTP95
@@ -179,6 +185,7 @@ func (b builtin) Fetch(ctx context.Context, t Target, now time.Time) (Signals, e
 		Observations:    snap.Observe(*t.ModelServer.Spec.Autoscaling, t.Ready, t.Pools...),
 		RequestsWaiting: snap.RequestsWaiting(t.Ready),
 		RequestsRunning: snap.RequestsRunning(t.Ready),
+		KVCacheUsage:    snap.KVCacheUsage(t.Ready),
 	}, err
 }
 

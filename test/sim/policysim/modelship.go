@@ -208,8 +208,10 @@ func (m *Modelship) Decide(s Signals) int32 {
 	for _, p := range s.PerPod {
 		running.Value += p.Running
 	}
+	// Their KV-cache use, averaged over them as Snapshot.KVCacheUsage does.
+	kv := autoscale.Observation{Metric: autoscale.MetricKVCacheUsage, Status: metrics.OK, Value: s.KVCacheUsage, Pods: s.Ready}
 	if s.MetricsMissing || s.Ready == 0 {
-		running.Status = metrics.NoData
+		running.Status, kv.Status = metrics.NoData, metrics.NoData
 	}
 	ttft := autoscale.Observation{Status: metrics.NoData, Value: s.TTFTP95}
 	itl := autoscale.Observation{Status: metrics.NoData, Value: s.ITLP95}
@@ -218,7 +220,7 @@ func (m *Modelship) Decide(s Signals) int32 {
 	}
 	in := autoscale.Input{
 		Spec: m.Spec, Current: s.Pods, Ready: s.Ready, Starting: s.Pods - s.Ready, ReadyOverWindow: m.readyOverWindow(s.Now, s.Ready),
-		Observations: obs, RequestsWaiting: waiting, RequestsRunning: running, BatchLimit: m.BatchLimit, TTFTP95: ttft, ITLP95: itl, Previous: m.prev,
+		Observations: obs, RequestsWaiting: waiting, RequestsRunning: running, BatchLimit: m.BatchLimit, KVCacheUsage: kv, TTFTP95: ttft, ITLP95: itl, Previous: m.prev,
 		ServingWindow: m.servingWindow(),
 	}
 	if m.Spec.SLO != nil {
@@ -298,8 +300,8 @@ func (m *Modelship) servingWindow() time.Duration {
 // writeDecision writes one pass of Modelship.Decisions.
 func writeDecision(w io.Writer, s Signals, in autoscale.Input, out autoscale.Output) {
 	var b strings.Builder
-	fmt.Fprintf(&b, "t=%s pods=%d ready=%d load=%.3f served=%.2f waiting=%.0f ttft_p95=%.2f itl_p95=%.3f desired=%d",
-		s.Now.Round(time.Second), s.Pods, s.Ready, in.Load.Value, s.Served, s.Waiting, s.TTFTP95, s.ITLP95, out.Desired)
+	fmt.Fprintf(&b, "t=%s pods=%d ready=%d load=%.3f served=%.2f waiting=%.0f running=%.0f kv=%.2f ttft_p95=%.2f itl_p95=%.3f desired=%d",
+		s.Now.Round(time.Second), s.Pods, s.Ready, in.Load.Value, s.Served, s.Waiting, s.Running, s.KVCacheUsage, s.TTFTP95, s.ITLP95, out.Desired)
 	for _, c := range out.Status.LearnedCapacities {
 		fmt.Fprintf(&b, " %s: per_replica=%s floor=%s ceiling=%s request_work=%s last_miss=%s latency_floor=%s",
 			c.Metric, c.PerReplica, c.Floor, c.Ceiling, c.RequestWork, c.LastMissLoad, c.LatencyFloor)
