@@ -1191,3 +1191,38 @@ func TestATightWindowIsReadOnTheReplicasReadyThroughIt(t *testing.T) {
 		t.Fatalf("capacity %g with no average, want %g", c, 13.07/26/sloShare)
 	}
 }
+
+// A tight window at a load per replica below the floor (replicas carried more than it with
+// margin within the floor's half-life) is the traffic's, a burst inside the window, not the
+// edge: C stays, as a miss there teaches nothing. At the floor or above, a tight window still
+// brings C back to what held, and the floor is read in the window's requests: on requests
+// heavier than those it was proven on, a replica carries less token work. (Held out, a self-exciting workload's p95 TTFT moved 0.7-1.9 s
+// with its bursts whatever the count; each tight window took C to the load per replica of the
+// moment, the floor decaying under it, 0.55 -> 0.40 with no miss: 6-7 replicas where 4 met every
+// minute.)
+func TestATightWindowBelowTheFloorKeepsTheCapacity(t *testing.T) {
+	prev := func() *v1alpha1.AutoscalingStatus {
+		return &v1alpha1.AutoscalingStatus{LearnedCapacities: []v1alpha1.LearnedCapacity{{Metric: MetricSLO, PerReplica: "0.55",
+			Floor: "0.4", Samples: 20, LastSampleTime: metav1.NewTime(t0.Add(-time.Minute))}}}
+	}
+	// 5 Ready at 1.75 of token work: 0.35 each, below the floor; p95 TTFT 1.6 s of 2 s.
+	out := Decide(sloInput(sloSpecOf(1, 20), 5, 5, 1.75, 1.6, 0, prev()), t0)
+	if c, _ := sloOf(t, out.Status); math.Abs(c-0.55) > 1e-9 {
+		t.Fatalf("capacity %g after a tight window at 0.35 a replica below the floor 0.4, want 0.55 kept", c)
+	}
+	// 4 Ready at 1.8: 0.45 each, above the floor.
+	out = Decide(sloInput(sloSpecOf(1, 20), 4, 4, 1.8, 1.6, 0, prev()), t0)
+	if c, _ := sloOf(t, out.Status); math.Abs(c-0.45/sloShare) > 1e-3 {
+		t.Fatalf("capacity %g after a tight window at 0.45 a replica above the floor, want %g (its load over the share)", c, 0.45/sloShare)
+	}
+	// The floor proven on requests of 0.2 token work each, the window's 1.4x as heavy (0.28):
+	// it is worth 0.4/1.4 = 0.29 a replica on them, and 0.35 a replica is above it, at the edge.
+	heavier := prev()
+	heavier.LearnedCapacities[0].RequestWork = "0.2"
+	in := sloInput(sloSpecOf(1, 20), 5, 5, 1.75, 1.6, 0, heavier)
+	in.Served = ok(1.75 / 0.28)
+	out = Decide(in, t0)
+	if c, _ := sloOf(t, out.Status); math.Abs(c-0.35/sloShare) > 1e-3 {
+		t.Fatalf("capacity %g after a tight window at 0.35 a replica on requests 1.4x as heavy as the floor's, want %g (its load over the share)", c, 0.35/sloShare)
+	}
+}
