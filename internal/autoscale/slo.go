@@ -595,6 +595,8 @@ func learnSLO(s sloSpec, in Input, prev *v1alpha1.AutoscalingStatus, now time.Ti
 			// that happened to miss it) is no proof that the next one holds at it.
 			floor = max(floor, carried)
 		}
+		// What each replica Ready through the window carried (for a tight window, below).
+		through := in.Load.Value / readyOverWindow(in)
 		switch {
 		case lighter:
 			st.capacity = max(st.capacity, carried/sloShare, min(sloPrior, st.capacity*lightened))
@@ -628,7 +630,7 @@ func learnSLO(s sloSpec, in Input, prev *v1alpha1.AutoscalingStatus, now time.Ti
 			if ceiling > 0 {
 				st.capacity = max(min(st.capacity, ceiling), floor)
 			}
-		case r > sloMargin && !light && in.Load.Value/readyOverWindow(in) >= floor*lighterBy(st.reqWork, work, weighed):
+		case r > sloMargin && !light && through >= floor*lighterBy(st.reqWork, work, weighed):
 			// Held, but tightly: the replicas are at the edge, so they are sized for what
 			// they carried (u, the load over the Ready replicas, which carried it: over the
 			// replicas asked for, each scale-up would lower the next window's figure, and C
@@ -655,7 +657,7 @@ func learnSLO(s sloSpec, in Input, prev *v1alpha1.AutoscalingStatus, now time.Ti
 			// window's requests (lighterBy): on requests heavier than those it was proven on a
 			// replica carries less token work, and a mix growing slowly heavier (prompts 8x
 			// longer over an hour, held out) is met by tight windows before any miss.
-			st.capacity = min(st.capacity, max(floor, in.Load.Value/readyOverWindow(in)/sloShare))
+			st.capacity = min(st.capacity, max(floor, through/sloShare))
 		}
 		st.capacity = max(st.capacity, floor)
 	}
